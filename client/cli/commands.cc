@@ -1,0 +1,421 @@
+#include "client/cli/commands.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cli/flags.h"
+#include "client/loader.h"
+#include "nlohmann/json.hpp"
+#include "pipeline/checksum.h"
+#include "pipeline/dataset.h"
+#include "pipeline/epoch_order.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/profiler.h"
+#include "pipeline/synthetic.h"
+
+namespace prepflow::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kOk = 0;
+constexpr int kFailed = 1;
+constexpr int kUsage = 2;
+
+// Prints a usage error and returns the usage exit code.
+int UsageError(const std::string& message, const FlagSet& flags) {
+  std::fprintf(stderr, "%s\n\n%s", message.c_str(), flags.Usage().c_str());
+  return kUsage;
+}
+
+int Failure(const std::string& command, const absl::Status& status) {
+  std::fprintf(stderr, "prepflow %s: error: %s\n", command.c_str(), std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? kUsage : kFailed;
+}
+
+// A single status line on stderr, redrawn at most 4 times a second, and only
+// when stderr is a terminal.
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO) == 1) {}
+  void Update(const std::string& line, bool force = false) {
+    if (!tty_) return;
+    const int64_t now = WallNanos();
+    if (!force && now - last_ < 250'000'000) return;
+    last_ = now;
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void Done() {
+    if (shown_) std::fprintf(stderr, "\r\033[K");
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  int64_t last_ = 0;
+};
+
+Json StagesJson(const std::vector<StageStats>& stages) {
+  Json out = Json::array();
+  for (const StageStats& s : stages) {
+    out.push_back({{"name", s.name},
+                   {"samples", s.samples},
+                   {"cpu_seconds", s.cpu_seconds},
+                   {"cpu_ms_per_sample", s.cpu_seconds_per_sample() * 1e3},
+                   {"bytes_per_sample", s.bytes_per_sample()}});
+  }
+  return out;
+}
+
+std::string StagesTable(const std::vector<StageStats>& stages) {
+  double total = 0;
+  for (const StageStats& s : stages) total += s.cpu_seconds_per_sample();
+  std::string out = absl::StrFormat("  %-24s %14s %7s %16s\n", "stage", "cpu ms/sample", "share",
+                                    "out KiB/sample");
+  for (const StageStats& s : stages) {
+    absl::StrAppendFormat(&out, "  %-24s %14.3f %6.1f%% %16.1f\n", s.name,
+                          s.cpu_seconds_per_sample() * 1e3,
+                          total > 0 ? 100 * s.cpu_seconds_per_sample() / total : 0,
+                          s.bytes_per_sample() / 1024);
+  }
+  absl::StrAppendFormat(&out, "  %-24s %14.3f\n", "total", total * 1e3);
+  return out;
+}
+
+// The flags shared by run and demo: what LoaderOptions holds.
+struct RunFlags {
+  std::string data, format = "auto", pipeline = "imagenet-train", on_error = "skip";
+  int batch = 64, threads = 0, epochs = 1, rank = 0, world_size = 1, prefetch = 2;
+  uint64_t seed = 0;
+  int64_t max_pixels = 64'000'000;
+  bool json = false, shuffle = true, drop_last = false;
+
+  void Register(FlagSet& f, bool data_required) {
+    f.String("data", &data,
+             data_required ? "dataset: ImageFolder folder, or WebDataset .tar file or folder of shards"
+                           : "dataset to use instead of a generated one");
+    f.String("format", &format, "auto | imagefolder | wds");
+    f.String("pipeline", &pipeline, "imagenet-train | imagenet-eval | a pipeline text file");
+    f.Int("batch", &batch, "samples per batch");
+    f.Int("threads", &threads, "preprocessing threads (0: every available CPU)");
+    f.Int("epochs", &epochs, "passes over the dataset");
+    f.Uint("seed", &seed, "job seed: shuffle order and every random augmentation");
+    f.String("on-error", &on_error, "skip (report, count and go on) | fail (stop, exit 1)");
+    f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
+    f.Bool("shuffle", &shuffle, "shuffle each epoch (--no-shuffle: dataset order)");
+    f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
+    f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
+    f.Int("world-size", &world_size, "number of ranks");
+    f.Int("prefetch", &prefetch, "batches prepared ahead of the trainer");
+    f.Bool("json", &json, "print a JSON summary as the last line of stdout");
+  }
+
+  absl::StatusOr<LoaderOptions> ToOptions() const {
+    LoaderOptions o;
+    o.dataset.set_path(data);
+    auto fmt = ParseDatasetFormat(format);
+    if (!fmt.ok()) return fmt.status();
+    o.dataset.set_format(*fmt);
+    auto spec = LoadPipelineSpec(pipeline);
+    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
+    o.pipeline = *spec;
+    auto oe = ParseOnError(on_error);
+    if (!oe.ok()) return oe.status();
+    o.on_error = *oe;
+    o.batch_size = batch;
+    o.threads = threads;
+    o.epochs = epochs;
+    o.seed = seed;
+    o.max_pixels = max_pixels;
+    o.shuffle = shuffle;
+    o.drop_last = drop_last;
+    o.rank = rank;
+    o.world_size = world_size;
+    o.prefetch_batches = prefetch;
+    return o;
+  }
+};
+
+// Runs `options` to the end. Prints progress, then a human summary (or the
+// JSON line). Returns the exit code.
+int ExecuteRun(const std::string& command, const LoaderOptions& options, bool json, Json extra = {}) {
+  auto loader_or = Loader::Create(options);
+  if (!loader_or.ok()) return Failure(command, loader_or.status());
+  Loader& loader = **loader_or;
+  const int64_t total = loader.batches_per_epoch() * options.epochs;
+  if (!json) {
+    std::printf("prepflow %s: %s %s (%lld samples%s), %s, %d threads, batch %d\n", command.c_str(),
+                loader.dataset().format(), loader.dataset().root().c_str(),
+                static_cast<long long>(loader.samples_per_epoch()),
+                loader.dataset().classes().empty()
+                    ? ""
+                    : absl::StrCat(", ", loader.dataset().classes().size(), " classes").c_str(),
+                loader.pipeline().DebugString().c_str(), loader.threads(), options.batch_size);
+    std::fflush(stdout);
+  }
+  Progress progress;
+  absl::Status status;
+  int64_t done = 0;
+  while (true) {
+    auto batch = loader.Next();
+    if (!batch.ok()) {
+      status = batch.status();
+      break;
+    }
+    if (*batch == nullptr) break;
+    ++done;
+    const LoaderStats st = loader.Stats();
+    progress.Update(absl::StrFormat("epoch %d/%d  batch %d/%d  %d images  %.1f images/s  %d errors",
+                                    (*batch)->epoch() + 1, options.epochs, done, total, st.images,
+                                    st.seconds > 0 ? st.images / st.seconds : 0, st.errors));
+  }
+  progress.Done();
+  const LoaderStats st = loader.Stats();
+  const double rate = st.seconds > 0 ? st.images / st.seconds : 0;
+  if (json) {
+    Json j = {{"command", command},
+              {"images", st.images},
+              {"errors", st.errors},
+              {"seconds", st.seconds},
+              {"images_per_s", rate},
+              {"checksum", ChecksumHex(st.checksum)},
+              {"batches", st.batches},
+              {"epochs", options.epochs},
+              {"batch", options.batch_size},
+              {"threads", loader.threads()},
+              {"pipeline", loader.pipeline().name()},
+              {"dataset", loader.dataset().root()},
+              {"format", loader.dataset().format()},
+              {"samples_per_epoch", loader.samples_per_epoch()},
+              {"output_bytes", st.bytes},
+              {"wait_seconds", st.wait_seconds},
+              {"stages", StagesJson(st.stages)}};
+    Json errors = Json::array();
+    for (const SampleError& e : st.first_errors) {
+      errors.push_back({{"index", e.index}, {"path", e.path}, {"error", e.status.ToString()}});
+    }
+    j["first_errors"] = errors;
+    if (!status.ok()) j["error"] = std::string(status.message());
+    for (auto& [k, v] : extra.items()) j[k] = v;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
+                status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
+                static_cast<long long>(st.errors), st.seconds, rate, ChecksumHex(st.checksum).c_str());
+    std::printf("%s", StagesTable(st.stages).c_str());
+  }
+  if (!status.ok()) return Failure(command, status);
+  return kOk;
+}
+
+}  // namespace
+
+int RunCommand(int argc, char** argv) {
+  RunFlags rf;
+  FlagSet flags("run", "Runs a pipeline over a dataset on this machine's CPUs and reports "
+                       "throughput and the order-independent checksum.");
+  rf.Register(flags, true);
+  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return kOk;
+  }
+  if (rf.data.empty()) return UsageError("prepflow run: --data is required", flags);
+  auto options = rf.ToOptions();
+  if (!options.ok()) return Failure("run", options.status());
+  return ExecuteRun("run", *options, rf.json);
+}
+
+int ProfileCommand(int argc, char** argv) {
+  std::string data, format = "auto", pipeline_name = "imagenet-train";
+  int64_t samples = 256, max_pixels = 64'000'000;
+  uint64_t seed = 0;
+  bool json = false;
+  FlagSet flags("profile",
+                "Runs a pipeline over a sample of the dataset on one thread and reports each "
+                "stage's CPU time and output size per sample (what the offload planner reads).");
+  flags.String("data", &data, "dataset: ImageFolder folder, or WebDataset .tar file or folder");
+  flags.String("format", &format, "auto | imagefolder | wds");
+  flags.String("pipeline", &pipeline_name, "imagenet-train | imagenet-eval | a pipeline text file");
+  flags.Int("samples", &samples, "samples to profile (a seeded random subset; 0: all)");
+  flags.Uint("seed", &seed, "job seed");
+  flags.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
+  flags.Bool("json", &json, "print JSON instead of a table");
+  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return kOk;
+  }
+  if (data.empty()) return UsageError("prepflow profile: --data is required", flags);
+  if (samples < 0) return UsageError("prepflow profile: --samples must be >= 0", flags);
+  proto::DatasetSpec dspec;
+  dspec.set_path(data);
+  auto fmt = ParseDatasetFormat(format);
+  if (!fmt.ok()) return Failure("profile", fmt.status());
+  dspec.set_format(*fmt);
+  auto spec = LoadPipelineSpec(pipeline_name);
+  if (!spec.ok()) return Failure("profile", absl::InvalidArgumentError(spec.status().message()));
+  PipelineOptions popts;
+  popts.seed = seed;
+  popts.decode.max_pixels = max_pixels;
+  auto pipeline = Pipeline::Create(*spec, popts);
+  if (!pipeline.ok()) return Failure("profile", pipeline.status());
+  auto dataset = OpenDataset(dspec);
+  if (!dataset.ok()) return Failure("profile", dataset.status());
+
+  std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
+  if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
+  StageProfiler read_profiler({"read"});
+  StageProfiler stage_profiler((*pipeline)->stage_names());
+  Workspace ws;
+  Progress progress;
+  int64_t errors = 0;
+  const int64_t t0 = WallNanos();
+  for (size_t i = 0; i < order.size(); ++i) {
+    Sample s;
+    s.index = order[i];
+    s.label = (*dataset)->label(s.index);
+    const int64_t c0 = ThreadCpuNanos();
+    size_t size = 0;
+    absl::Status st = (*dataset)->Read(s.index, &ws.encoded, &size);
+    read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
+    if (st.ok()) {
+      s.data = ws.encoded.data();
+      s.size = size;
+      s.shape = {static_cast<int64_t>(size)};
+      st = (*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
+    }
+    if (!st.ok()) {
+      ++errors;
+      std::fprintf(stderr, "skipping %s: %s\n", (*dataset)->SamplePath(s.index).c_str(),
+                   std::string(st.message()).c_str());
+    }
+    progress.Update(absl::StrFormat("profiled %d/%d samples", i + 1, order.size()));
+  }
+  progress.Done();
+  const double seconds = (WallNanos() - t0) * 1e-9;
+  std::vector<StageStats> stages = read_profiler.Snapshot();
+  for (StageStats& s : stage_profiler.Snapshot()) stages.push_back(std::move(s));
+  if (json) {
+    Json j = {{"command", "profile"},
+              {"pipeline", (*pipeline)->name()},
+              {"dataset", (*dataset)->root()},
+              {"samples", static_cast<int64_t>(order.size())},
+              {"errors", errors},
+              {"seconds", seconds},
+              {"stages", StagesJson(stages)}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("prepflow profile: %s over %zu samples of %s (%lld errors), one thread\n",
+                (*pipeline)->DebugString().c_str(), order.size(), (*dataset)->root().c_str(),
+                static_cast<long long>(errors));
+    std::printf("%s", StagesTable(stages).c_str());
+  }
+  return kOk;
+}
+
+int PackCommand(int argc, char** argv) {
+  std::string data, out;
+  PackOptions options;
+  bool json = false;
+  FlagSet flags("pack", "Writes an ImageFolder as WebDataset shards (key.<ext> + key.cls), keeping "
+                        "sample order and labels.");
+  flags.String("data", &data, "ImageFolder to pack");
+  flags.String("out", &out, "output folder for the shards");
+  flags.Int("shard-samples", &options.samples_per_shard, "samples per shard");
+  flags.String("prefix", &options.prefix, "shard file name prefix");
+  flags.Bool("json", &json, "print a JSON summary as the last line");
+  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return kOk;
+  }
+  if (data.empty() || out.empty()) return UsageError("prepflow pack: --data and --out are required", flags);
+  options.out_dir = out;
+  proto::DatasetSpec dspec;
+  dspec.set_path(data);
+  dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
+  auto dataset = OpenDataset(dspec);
+  if (!dataset.ok()) return Failure("pack", dataset.status());
+  Progress progress;
+  const int64_t total = (*dataset)->size();
+  const int64_t t0 = WallNanos();
+  auto stats = PackWebDataset(**dataset, options, [&](const PackStats& s) {
+    const double secs = (WallNanos() - t0) * 1e-9;
+    progress.Update(absl::StrFormat("packed %d/%d samples into %d shards (%.0f samples/s)", s.samples,
+                                    total, s.shards, secs > 0 ? s.samples / secs : 0));
+  });
+  progress.Done();
+  if (!stats.ok()) return Failure("pack", stats.status());
+  const double seconds = (WallNanos() - t0) * 1e-9;
+  if (json) {
+    Json j = {{"command", "pack"},   {"samples", stats->samples}, {"shards", stats->shards},
+              {"bytes", stats->bytes}, {"seconds", seconds},       {"out", out}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("packed %lld samples into %lld shards (%.1f MiB) in %s in %.2f s\n",
+                static_cast<long long>(stats->samples), static_cast<long long>(stats->shards),
+                stats->bytes / 1048576.0, out.c_str(), seconds);
+  }
+  return kOk;
+}
+
+int DemoCommand(int argc, char** argv) {
+  RunFlags rf;
+  int images = 256;
+  bool keep = false;
+  FlagSet flags("demo", "Generates a small photo-like ImageFolder in a temporary folder (or uses "
+                        "--data) and runs the imagenet-train pipeline over it.");
+  rf.Register(flags, false);
+  flags.Int("images", &images, "images to generate when --data is not given");
+  flags.Bool("keep", &keep, "keep the generated dataset");
+  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return kOk;
+  }
+  std::string generated;
+  if (rf.data.empty()) {
+    if (images < 1) return UsageError("prepflow demo: --images must be at least 1", flags);
+    char tmpl[] = "/tmp/prepflow-demo-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      return Failure("demo", absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno))));
+    }
+    generated = tmpl;
+    SyntheticFolderOptions so;
+    so.classes = 8;
+    so.images_per_class = (images + so.classes - 1) / so.classes;
+    if (!rf.json) std::printf("generating %d photo-like images in %s ...\n", so.classes * so.images_per_class, generated.c_str());
+    auto n = WriteSyntheticImageFolder(generated, so);
+    if (!n.ok()) return Failure("demo", n.status());
+    rf.data = generated;
+  }
+  int code = kFailed;
+  auto options = rf.ToOptions();
+  if (options.ok()) {
+    code = ExecuteRun("demo", *options, rf.json);
+  } else {
+    code = Failure("demo", options.status());
+  }
+  if (!generated.empty()) {
+    if (keep) {
+      if (!rf.json) std::printf("kept the generated dataset in %s\n", generated.c_str());
+    } else {
+      std::error_code ec;
+      std::filesystem::remove_all(generated, ec);
+    }
+  }
+  return code;
+}
+
+}  // namespace prepflow::cli

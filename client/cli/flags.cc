@@ -1,0 +1,120 @@
+#include "client/cli/flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace prepflow::cli {
+
+FlagSet::FlagSet(std::string command, std::string summary)
+    : command_(std::move(command)), summary_(std::move(summary)) {}
+
+void FlagSet::String(const std::string& name, std::string* target, const std::string& help) {
+  flags_.push_back({name, help, *target, false, false, [target](const std::string& v) {
+                      *target = v;
+                      return true;
+                    }});
+}
+
+void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
+  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+}
+
+void FlagSet::Int(const std::string& name, int* target, const std::string& help) {
+  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+}
+
+void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
+  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+}
+
+void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
+  flags_.push_back({name, help, *target ? "true" : "false", true, false,
+                    [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
+}
+
+FlagSet::Flag* FlagSet::Find(const std::string& name) {
+  for (Flag& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+bool FlagSet::IsSet(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return f.set;
+  }
+  return false;
+}
+
+absl::Status FlagSet::Parse(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      help_ = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prepflow ", command_, ": unexpected argument '", arg, "' (flags start with --)"));
+    }
+    arg = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    Flag* flag = Find(arg);
+    if (flag == nullptr && !has_value && arg.rfind("no-", 0) == 0) {
+      flag = Find(arg.substr(3));
+      if (flag != nullptr && flag->is_bool) {
+        value = "false";
+        has_value = true;
+      } else {
+        flag = nullptr;
+      }
+    }
+    if (flag == nullptr) {
+      std::vector<std::string> names;
+      for (const Flag& f : flags_) names.push_back(absl::StrCat("--", f.name));
+      return absl::InvalidArgumentError(absl::StrCat("prepflow ", command_, ": unknown flag --", arg,
+                                                     "; known: ", absl::StrJoin(names, " ")));
+    }
+    if (!has_value) {
+      if (flag->is_bool) {
+        value = "true";
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("prepflow ", command_, ": flag --", arg, " needs a value"));
+      }
+    }
+    if (!flag->assign(value)) {
+      return absl::InvalidArgumentError(absl::StrCat("prepflow ", command_, ": flag --", arg,
+                                                     ": '", value, "' is not a valid value"));
+    }
+    flag->set = true;
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagSet::Usage() const {
+  std::string out = absl::StrCat("usage: prepflow ", command_, " [flags]\n", summary_, "\n\nflags:\n");
+  for (const Flag& f : flags_) {
+    absl::StrAppendFormat(&out, "  --%-16s %s", f.name, f.help);
+    if (!f.default_value.empty() && !(f.is_bool && f.default_value == "false")) {
+      absl::StrAppend(&out, " (default ", f.default_value, ")");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+}  // namespace prepflow::cli

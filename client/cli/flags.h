@@ -1,0 +1,53 @@
+// A small command-line flag parser for prepflow's subcommands.
+//
+// Flags are `--name value` or `--name=value`; booleans are `--name`,
+// `--name=true|false` or `--no-name`. Every error names the flag and the
+// command, and unknown flags are refused with the list of known ones.
+#ifndef PREPFLOW_CLIENT_CLI_FLAGS_H_
+#define PREPFLOW_CLIENT_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace prepflow::cli {
+
+class FlagSet {
+ public:
+  FlagSet(std::string command, std::string summary);
+
+  void String(const std::string& name, std::string* target, const std::string& help);
+  void Int(const std::string& name, int64_t* target, const std::string& help);
+  void Int(const std::string& name, int* target, const std::string& help);
+  void Uint(const std::string& name, uint64_t* target, const std::string& help);
+  void Bool(const std::string& name, bool* target, const std::string& help);
+
+  // Parses argv[first..argc). InvalidArgument on an unknown flag, a missing
+  // or malformed value, or a positional argument.
+  absl::Status Parse(int argc, char** argv, int first);
+  bool help() const { return help_; }
+  // Usage text listing every flag with its default.
+  std::string Usage() const;
+  // True when the flag appeared on the command line.
+  bool IsSet(const std::string& name) const;
+
+ private:
+  struct Flag {
+    std::string name, help, default_value;
+    bool is_bool = false;
+    bool set = false;
+    std::function<bool(const std::string&)> assign;
+  };
+  Flag* Find(const std::string& name);
+
+  std::string command_, summary_;
+  std::vector<Flag> flags_;
+  bool help_ = false;
+};
+
+}  // namespace prepflow::cli
+
+#endif  // PREPFLOW_CLIENT_CLI_FLAGS_H_

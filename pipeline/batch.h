@@ -1,0 +1,86 @@
+// A batch: the outputs of up to `capacity` samples in one contiguous tensor,
+// plus their indices and labels.
+//
+// Workers write each sample straight into its slot (Pipeline::Run's sink), so
+// assembling a batch copies nothing. Samples that failed are recorded per slot
+// and removed by Compact(), which keeps the order of the rest.
+//
+// Thread-safety: between Reset() and the last Finish*(), distinct slots may be
+// written from distinct threads; everything else needs external
+// synchronisation (the Loader's).
+#ifndef PREPFLOW_PIPELINE_BATCH_H_
+#define PREPFLOW_PIPELINE_BATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "pipeline/ops.h"
+#include "pipeline/sample.h"
+
+namespace prepflow {
+
+struct SampleError {
+  int64_t index = 0;
+  std::string path;
+  absl::Status status;
+};
+
+class Batch {
+ public:
+  // REQUIRES: sample_type.fixed(), capacity >= 1.
+  Batch(const ValueType& sample_type, int64_t capacity);
+
+  // Prepares the batch for the samples `indices` (at most capacity()).
+  void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices);
+
+  uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
+  int64_t index_at(int64_t i) const { return indices_[i]; }
+  // Records the outcome of slot i (`hash`: its SampleHash); returns true for
+  // the call that completes the batch.
+  bool FinishOk(int64_t i, int64_t label, uint64_t hash);
+  bool FinishError(int64_t i, SampleError error);
+  bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // Drops failed slots (moving later samples down) and returns their errors.
+  std::vector<SampleError> Compact();
+
+  // The delivered batch.
+  uint64_t epoch() const { return epoch_; }
+  int64_t number() const { return number_; }  // within the epoch
+  int64_t size() const { return static_cast<int64_t>(indices_.size()); }
+  int64_t capacity() const { return capacity_; }
+  // [size(), sample dims...]
+  Shape shape() const;
+  const ValueType& sample_type() const { return sample_type_; }
+  size_t sample_bytes() const { return sample_bytes_; }
+  const uint8_t* data() const { return storage_.data(); }
+  size_t bytes() const { return sample_bytes_ * indices_.size(); }
+  const float* floats() const { return reinterpret_cast<const float*>(storage_.data()); }
+  const std::vector<int64_t>& indices() const { return indices_; }
+  const std::vector<int64_t>& labels() const { return labels_; }
+  const std::vector<uint64_t>& hashes() const { return hashes_; }
+  const uint8_t* sample(int64_t i) const { return storage_.data() + i * sample_bytes_; }
+
+ private:
+  bool Finish();
+
+  ValueType sample_type_;
+  int64_t capacity_;
+  size_t sample_bytes_;
+  Buffer storage_;
+  uint64_t epoch_ = 0;
+  int64_t number_ = 0;
+  std::vector<int64_t> indices_;
+  std::vector<int64_t> labels_;
+  std::vector<uint64_t> hashes_;
+  std::vector<SampleError> slot_errors_;
+  std::vector<uint8_t> ok_;
+  std::atomic<int64_t> pending_{0};
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_BATCH_H_

@@ -1,0 +1,86 @@
+// Datasets: random access to (encoded bytes, label) by sample index.
+//
+// Two layouts:
+//  * ImageFolder, indexed exactly as torchvision.datasets.ImageFolder does it:
+//    classes are the sub-folders of the root sorted by name (label = position),
+//    samples are the files with an image extension found by a sorted recursive
+//    walk of each class folder. Sample i is the same file in both.
+//  * WebDataset: .tar shards (a folder of them, sorted by name, or one file)
+//    whose members are grouped by key (the name up to the first '.' of its
+//    basename): key.jpg (or .jpeg/.png/...) is the image, key.cls its label
+//    as decimal text. `prepflow pack` writes such shards from an ImageFolder,
+//    keeping sample order and labels, so both give the same checksum.
+//
+// Thread-safety: after Open, every method may be called concurrently.
+#ifndef PREPFLOW_PIPELINE_DATASET_H_
+#define PREPFLOW_PIPELINE_DATASET_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pipeline/sample.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  int64_t size() const { return static_cast<int64_t>(labels_.size()); }
+  int64_t label(int64_t i) const { return labels_[i]; }
+  // Class names (ImageFolder); empty for WebDataset.
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::string& root() const { return root_; }
+  virtual const char* format() const = 0;
+
+  // Where sample i comes from, for messages: "root/class/img.jpg" or
+  // "shard-000001.tar:000000123.jpg".
+  virtual std::string SamplePath(int64_t i) const = 0;
+  // Reads sample i's encoded bytes into `out`; sets `*size`. Errors carry the
+  // path (NotFound, PermissionDenied, DataLoss for a short read, ...).
+  // REQUIRES: 0 <= i < size().
+  virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
+  // The file extension of sample i's image, lower case, without the dot.
+  virtual std::string Extension(int64_t i) const = 0;
+
+ protected:
+  std::string root_;
+  std::vector<std::string> classes_;
+  std::vector<int64_t> labels_;
+};
+
+// Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar
+// file or a folder holding .tar files, else ImageFolder. Errors: NotFound
+// (missing path, no classes, no images), DataLoss (corrupt shard),
+// InvalidArgument (bad .cls label), each naming the path.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec);
+
+// Parses "auto" | "imagefolder" | "wds" (also "webdataset").
+absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name);
+
+struct PackOptions {
+  std::string out_dir;
+  std::string prefix = "shard";
+  int64_t samples_per_shard = 1000;
+};
+struct PackStats {
+  int64_t samples = 0;
+  int64_t shards = 0;
+  uint64_t bytes = 0;
+};
+// Writes `dataset` as WebDataset shards <out_dir>/<prefix>-NNNNNN.tar, sample
+// i as members "%09d.<ext>" and "%09d.cls". Each shard is written to a
+// temporary name and renamed when complete. `progress` (optional) is called
+// after each sample with the stats so far.
+absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptions& options,
+                                         const std::function<void(const PackStats&)>& progress);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_DATASET_H_

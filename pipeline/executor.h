@@ -1,0 +1,64 @@
+// A fixed pool of threads fed through a bounded queue.
+//
+// Submit() blocks while the queue is full, so a producer can never get more
+// than `queue_capacity` tasks ahead of the workers: memory stays bounded by
+// construction. Each task is told which worker runs it, so it can use that
+// worker's scratch state without locking.
+//
+// Thread-safety: Submit(), queue_depth() and Stop() may be called from any
+// thread. Tasks must not call Stop().
+#ifndef PREPFLOW_PIPELINE_EXECUTOR_H_
+#define PREPFLOW_PIPELINE_EXECUTOR_H_
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace prepflow {
+
+class ThreadPool {
+ public:
+  using Task = std::function<void(int worker)>;
+
+  // Starts `threads` (>= 1) workers.
+  ThreadPool(int threads, size_t queue_capacity);
+  // Stop()s and joins.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Queues `task`, waiting for room. Returns false (and drops the task) once
+  // Stop() has begun.
+  bool Submit(Task task);
+  // Drops queued tasks, lets running ones finish, joins the workers.
+  // Idempotent.
+  void Stop();
+
+  int size() const { return static_cast<int>(threads_.size()); }
+  size_t queue_depth() const;
+  size_t queue_capacity() const { return ring_.size(); }
+
+ private:
+  void WorkerLoop(int worker);
+
+  mutable absl::Mutex mu_;
+  absl::CondVar not_empty_;
+  absl::CondVar not_full_;
+  std::vector<Task> ring_ ABSL_GUARDED_BY(mu_);  // fixed capacity, never reallocated
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// Number of CPUs this process may run on (sched_getaffinity), at least 1.
+int AvailableCpus();
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_EXECUTOR_H_

@@ -1,0 +1,319 @@
+#include "pipeline/image_decode.h"
+
+// clang-format off
+#include <csetjmp>
+#include <cstdio>
+#include <jpeglib.h>
+#include <jerror.h>
+// clang-format on
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "opencv2/imgproc.hpp"
+
+namespace prepflow {
+namespace {
+
+uint32_t ReadBe32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+int32_t ReadLe32(const uint8_t* p) {
+  return static_cast<int32_t>(uint32_t{p[0]} | (uint32_t{p[1]} << 8) |
+                              (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24));
+}
+
+// True when an end-of-image marker follows the last start-of-scan marker.
+// Entropy-coded data never contains 0xFF followed by 0xD9 or 0xDA (0xFF is
+// stuffed as FF 00), so scanning back from the end for either settles it; a
+// complete file finds its EOI within the last few bytes.
+bool HasEndOfImage(const uint8_t* data, size_t size) {
+  size_t end = size;
+  while (end >= 2) {
+    const void* ff = memrchr(data, 0xFF, end - 1);
+    if (ff == nullptr) return false;
+    const size_t i = static_cast<const uint8_t*>(ff) - data;
+    if (data[i + 1] == 0xD9) return true;
+    if (data[i + 1] == 0xDA) return false;
+    end = i + 1;
+  }
+  return false;
+}
+
+bool IsCorruptionWarning(int code) {
+  switch (code) {
+    case JWRN_HIT_MARKER:
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_ARITH_BAD_CODE:
+    case JWRN_JPEG_EOF:
+    case JWRN_MUST_RESYNC:
+    case JWRN_NOT_SEQUENTIAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string HexPrefix(const uint8_t* data, size_t size) {
+  std::string s;
+  for (size_t i = 0; i < std::min<size_t>(size, 8); ++i) {
+    absl::StrAppendFormat(&s, "%s%02x", i ? " " : "", data[i]);
+  }
+  return s;
+}
+
+// Maps [lo, lo + len) in source pixels to scaled pixels at 1/denom, rounding
+// outward so the scaled span covers the source span.
+void ScaleSpan(int lo, int len, int denom, int limit, int* slo, int* shi) {
+  *slo = lo / denom;
+  *shi = std::min(limit, (lo + len + denom - 1) / denom);
+}
+
+}  // namespace
+
+ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
+  if (size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) return ImageFormat::kJpeg;
+  static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
+  if (size >= 2 && data[0] == 'B' && data[1] == 'M') return ImageFormat::kBmp;
+  return ImageFormat::kUnknown;
+}
+
+struct ImageDecoder::Jpeg {
+  struct Error {
+    jpeg_error_mgr pub;
+    jmp_buf jump;
+    char message[JMSG_LENGTH_MAX];
+    int corrupt_warnings;
+    char warning[JMSG_LENGTH_MAX];
+  };
+  jpeg_decompress_struct cinfo;
+  Error err;
+
+  static void ErrorExit(j_common_ptr c) {
+    auto* e = reinterpret_cast<Error*>(c->err);
+    c->err->format_message(c, e->message);
+    longjmp(e->jump, 1);
+  }
+  static void EmitMessage(j_common_ptr c, int level) {
+    if (level >= 0) return;  // trace messages
+    auto* e = reinterpret_cast<Error*>(c->err);
+    if (IsCorruptionWarning(c->err->msg_code) && e->corrupt_warnings++ == 0) {
+      c->err->format_message(c, e->warning);
+    }
+    c->err->num_warnings++;
+  }
+  static void OutputMessage(j_common_ptr) {}
+
+  Jpeg() {
+    cinfo.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = ErrorExit;
+    err.pub.emit_message = EmitMessage;
+    err.pub.output_message = OutputMessage;
+    jpeg_create_decompress(&cinfo);
+  }
+  ~Jpeg() { jpeg_destroy_decompress(&cinfo); }
+};
+
+ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<Jpeg>()) {}
+ImageDecoder::~ImageDecoder() = default;
+
+absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size,
+                                  const DecodeOptions& options,
+                                  const DecodePlanner* planner, Buffer* out,
+                                  DecodedImage* image) {
+  if (size == 0) return absl::DataLossError("empty file");
+  const ImageFormat format = SniffImageFormat(data, size);
+  switch (format) {
+    case ImageFormat::kJpeg:
+      return DecodeJpeg(data, size, options, planner, out, image);
+    case ImageFormat::kPng:
+    case ImageFormat::kBmp:
+      return DecodeOther(data, size, format, options, planner, out, image);
+    case ImageFormat::kUnknown:
+      break;
+  }
+  return absl::DataLossError(absl::StrCat(
+      "not a supported image (JPEG, PNG or BMP); first bytes: ", HexPrefix(data, size)));
+}
+
+absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
+                                      const DecodeOptions& options,
+                                      const DecodePlanner* planner, Buffer* out,
+                                      DecodedImage* image) {
+  if (!HasEndOfImage(data, size)) {
+    return absl::DataLossError("truncated JPEG: no end-of-image marker after the last scan");
+  }
+  jpeg_decompress_struct& cinfo = jpeg_->cinfo;
+  Jpeg::Error& err = jpeg_->err;
+  err.corrupt_warnings = 0;
+  err.pub.num_warnings = 0;
+  // Everything read after a longjmp lives in cinfo, err or *image.
+  if (setjmp(err.jump)) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
+  }
+  jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&cinfo, TRUE);
+  const int src_w = static_cast<int>(cinfo.image_width);
+  const int src_h = static_cast<int>(cinfo.image_height);
+  if (static_cast<int64_t>(src_w) * src_h > options.max_pixels) {
+    jpeg_abort_decompress(&cinfo);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", src_w,
+        src_h, static_cast<int64_t>(src_w) * src_h, options.max_pixels));
+  }
+
+  DecodeHint hint{0, 0, src_w, src_h, 0, 0, false};
+  if (planner != nullptr) hint = (*planner)(src_w, src_h);
+  if (!options.use_roi) {
+    hint.x = hint.y = 0;
+    hint.width = src_w;
+    hint.height = src_h;
+  }
+  int denom = 1;
+  if (options.use_dct_scaling && hint.min_width > 0 && hint.min_height > 0) {
+    for (int d : {8, 4, 2}) {
+      if (hint.width / d >= hint.min_width && hint.height / d >= hint.min_height) {
+        denom = d;
+        break;
+      }
+    }
+  }
+
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+  cinfo.dct_method = JDCT_ISLOW;  // exact and identical on every CPU
+  cinfo.scale_num = 1;
+  cinfo.scale_denom = static_cast<unsigned>(denom);
+  jpeg_start_decompress(&cinfo);
+
+  const int full_w = static_cast<int>(cinfo.output_width);
+  const int full_h = static_cast<int>(cinfo.output_height);
+  int sx0, sx1, sy0, sy1;
+  ScaleSpan(hint.x, hint.width, denom, full_w, &sx0, &sx1);
+  ScaleSpan(hint.y, hint.height, denom, full_h, &sy0, &sy1);
+  JDIMENSION xoff = static_cast<JDIMENSION>(sx0);
+  JDIMENSION width = static_cast<JDIMENSION>(sx1 - sx0);
+  if (sx0 > 0 || sx1 < full_w) {
+    // Widens the span to iMCU boundaries; xoff moves left, width grows.
+    jpeg_crop_scanline(&cinfo, &xoff, &width);
+  }
+  if (sy0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(sy0));
+
+  const int comps = cinfo.output_components;
+  const int out_w = static_cast<int>(cinfo.output_width);
+  const int rows = sy1 - sy0;
+  const size_t stride = static_cast<size_t>(out_w) * comps;
+  uint8_t* pixels = out->Reserve(stride * rows);
+  JSAMPROW row_ptrs[16];
+  while (static_cast<int>(cinfo.output_scanline) < sy1) {
+    const int done = static_cast<int>(cinfo.output_scanline) - sy0;
+    const int n = std::min(16, rows - done);
+    for (int i = 0; i < n; ++i) row_ptrs[i] = pixels + (done + i) * stride;
+    jpeg_read_scanlines(&cinfo, row_ptrs, static_cast<JDIMENSION>(n));
+  }
+  if (static_cast<int>(cinfo.output_scanline) < full_h) {
+    jpeg_abort_decompress(&cinfo);  // rows below the region are never needed
+  } else {
+    jpeg_finish_decompress(&cinfo);
+  }
+  if (err.corrupt_warnings > 0) {
+    return absl::DataLossError(absl::StrCat("corrupt JPEG data: ", err.warning));
+  }
+
+  if (cmyk) {
+    // libjpeg hands Adobe CMYK inverted (as Photoshop writes it): with
+    // inverted c, k the RGB value is c * k / 255, as Pillow converts it.
+    const bool inverted = cinfo.saw_Adobe_marker;
+    const size_t n = static_cast<size_t>(out_w) * rows;
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t* p = pixels + 4 * i;
+      uint8_t* q = pixels + 3 * i;  // q <= p: safe in place, front to back
+      const int k = inverted ? p[3] : 255 - p[3];
+      for (int c = 0; c < 3; ++c) {
+        const int v = inverted ? p[c] : 255 - p[c];
+        q[c] = static_cast<uint8_t>((v * k + 127) / 255);
+      }
+    }
+  }
+
+  image->data = pixels;
+  image->width = out_w;
+  image->height = rows;
+  image->view = ImageView::Whole(src_w, src_h);
+  image->view.scale_denom = denom;
+  image->view.x0 = static_cast<int>(xoff);
+  image->view.y0 = sy0;
+  if (hint.carries_crop) {
+    image->view.has_crop = true;
+    image->view.crop_x = hint.x;
+    image->view.crop_y = hint.y;
+    image->view.crop_width = hint.width;
+    image->view.crop_height = hint.height;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size,
+                                       ImageFormat format,
+                                       const DecodeOptions& options,
+                                       const DecodePlanner* planner, Buffer* out,
+                                       DecodedImage* image) {
+  // Read the size from the header so an oversized image is refused before
+  // OpenCV allocates anything.
+  int64_t w = 0, h = 0;
+  if (format == ImageFormat::kPng) {
+    if (size < 24) return absl::DataLossError("truncated PNG header");
+    w = ReadBe32(data + 16);
+    h = ReadBe32(data + 20);
+  } else {
+    if (size < 26) return absl::DataLossError("truncated BMP header");
+    w = ReadLe32(data + 18);
+    h = ReadLe32(data + 22);
+    if (h < 0) h = -h;  // top-down bitmap
+  }
+  if (w <= 0 || h <= 0) {
+    return absl::DataLossError(absl::StrFormat("bad image size %dx%d in header", w, h));
+  }
+  if (w * h > options.max_pixels) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", w, h,
+        w * h, options.max_pixels));
+  }
+  cv::Mat bgr;
+  try {
+    const cv::Mat encoded(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
+    bgr = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+  } catch (const cv::Exception& e) {
+    return absl::DataLossError(absl::StrCat("corrupt image: ", e.what()));
+  }
+  if (bgr.empty() || bgr.cols != w || bgr.rows != h) {
+    return absl::DataLossError(format == ImageFormat::kPng ? "corrupt or truncated PNG"
+                                                           : "corrupt or truncated BMP");
+  }
+  uint8_t* pixels = out->Reserve(static_cast<size_t>(w) * h * 3);
+  cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, pixels);
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  image->data = pixels;
+  image->width = bgr.cols;
+  image->height = bgr.rows;
+  image->view = ImageView::Whole(bgr.cols, bgr.rows);
+  if (planner != nullptr) {
+    const DecodeHint hint = (*planner)(bgr.cols, bgr.rows);
+    if (hint.carries_crop) {
+      image->view.has_crop = true;
+      image->view.crop_x = hint.x;
+      image->view.crop_y = hint.y;
+      image->view.crop_width = hint.width;
+      image->view.crop_height = hint.height;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace prepflow

@@ -1,0 +1,540 @@
+#include "pipeline/ops.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgproc.hpp"
+
+namespace prepflow {
+
+bool ValueType::fixed() const {
+  if (kind == ValueKind::kEncoded) return false;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+  }
+  return true;
+}
+
+size_t ValueType::bytes() const {
+  if (!fixed()) return 0;
+  size_t n = kind == ValueKind::kTensor ? sizeof(float) : 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::string ValueType::DebugString() const {
+  if (kind == ValueKind::kEncoded) return "encoded bytes";
+  return absl::StrCat(kind == ValueKind::kImage ? "uint8 image [" : "float32 tensor [",
+                      absl::StrJoin(shape, ", ", [](std::string* out, int64_t d) {
+                        absl::StrAppend(out, d < 0 ? std::string("?") : absl::StrCat(d));
+                      }),
+                      "]");
+}
+
+namespace {
+
+using proto::Stage;
+
+absl::Status ExpectImage(const ValueType& in) {
+  if (in.kind == ValueKind::kImage) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));
+}
+
+cv::Mat ImageMat(const Sample& s) {
+  return cv::Mat(s.height(), s.width(), CV_8UC3, s.data);
+}
+
+void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& view) {
+  s.kind = ValueKind::kImage;
+  s.data = data;
+  s.size = static_cast<size_t>(h) * w * 3;
+  s.shape = {h, w, 3};
+  s.view = view;
+}
+
+// The part of a (possibly partially decoded, scaled) image buffer that covers
+// the source rectangle (x, y, w, h). Rounds to the nearest scaled pixel and
+// keeps at least one pixel.
+cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, int buf_h) {
+  const double d = v.scale_denom;
+  auto edge = [d](int s, int origin) {
+    return static_cast<int>(std::floor(s / d + 0.5)) - origin;
+  };
+  int x0 = edge(x, v.x0), x1 = edge(x + w, v.x0);
+  int y0 = edge(y, v.y0), y1 = edge(y + h, v.y0);
+  x0 = std::clamp(x0, 0, buf_w - 1);
+  y0 = std::clamp(y0, 0, buf_h - 1);
+  x1 = std::clamp(x1, x0 + 1, buf_w);
+  y1 = std::clamp(y1, y0 + 1, buf_h);
+  return cv::Rect(x0, y0, x1 - x0, y1 - y0);
+}
+
+// Resizes `src` into `dst` (preallocated). Bilinear uses OpenCV's bit-exact
+// fixed-point kernel so results match across CPUs; when shrinking by 2x or
+// more it first halves with exact 2x2 averaging (as DCT scaling does for
+// JPEG), which keeps the result antialiased.
+absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) {
+  try {
+    if (interp == proto::INTERPOLATION_NEAREST) {
+      cv::resize(src, dst, dst.size(), 0, 0, cv::INTER_NEAREST_EXACT);
+      return absl::OkStatus();
+    }
+    cv::Mat halved;
+    while (src.cols >= 2 * dst.cols && src.rows >= 2 * dst.rows) {
+      const cv::Mat even = src(cv::Rect(0, 0, src.cols & ~1, src.rows & ~1));
+      cv::resize(even, halved, cv::Size(even.cols / 2, even.rows / 2), 0, 0, cv::INTER_AREA);
+      src = halved.clone();
+    }
+    if (src.size() == dst.size()) {
+      src.copyTo(dst);
+    } else {
+      cv::resize(src, dst, dst.size(), 0, 0, cv::INTER_LINEAR_EXACT);
+    }
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat("resize failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInterpolation(proto::Interpolation interp) {
+  if (interp == proto::INTERPOLATION_BILINEAR || interp == proto::INTERPOLATION_NEAREST) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("interpolation: ", proto::Interpolation_Name(interp),
+                   " is not supported (use INTERPOLATION_BILINEAR or INTERPOLATION_NEAREST)"));
+}
+
+// Output size from `size` or (`height`, `width`).
+absl::Status OutputSize(int size, int height, int width, int* h, int* w) {
+  if (size != 0 && (height != 0 || width != 0)) {
+    return absl::InvalidArgumentError("set either size or height and width, not both");
+  }
+  *h = size != 0 ? size : height;
+  *w = size != 0 ? size : width;
+  if (*h <= 0 || *w <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("output size %dx%d must be positive (set size, or height and width)", *w, *h));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- decode
+
+class DecodeOp : public Op {
+ public:
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (in.kind != ValueKind::kEncoded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expects encoded bytes but gets ", in.DebugString()));
+    }
+    return ValueType{ValueKind::kImage, {-1, -1, 3}};
+  }
+
+  void SetConsumer(const Op* next, int next_stage) override {
+    if (next != nullptr && next->PlansDecode()) {
+      consumer_ = next;
+      consumer_stage_ = next_stage;
+    }
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    Buffer* out = ctx.ws->ScratchFor(s.data);
+    DecodedImage image;
+    absl::Status status;
+    if (consumer_ != nullptr) {
+      auto plan = [&](int w, int h) {
+        SampleRng rng(ctx.seed, s.epoch, s.index, static_cast<uint32_t>(consumer_stage_));
+        return consumer_->PlanDecode(w, h, rng);
+      };
+      const DecodePlanner planner(plan);
+      status = ctx.ws->decoder.Decode(s.data, s.size, *ctx.decode, &planner, out, &image);
+    } else {
+      status = ctx.ws->decoder.Decode(s.data, s.size, *ctx.decode, nullptr, out, &image);
+    }
+    if (!status.ok()) return status;
+    SetImage(s, image.data, image.height, image.width, image.view);
+    return absl::OkStatus();
+  }
+
+ private:
+  const Op* consumer_ = nullptr;
+  int consumer_stage_ = 0;
+};
+
+// ---------------------------------------------------- random_resized_crop
+
+class RandomResizedCropOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::RandomResizedCrop& p = stage.random_resized_crop();
+    auto op = std::make_unique<RandomResizedCropOp>();
+    if (absl::Status s = OutputSize(p.size(), p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
+      return s;
+    }
+    op->scale_min_ = p.scale_min() != 0 ? p.scale_min() : 0.08;
+    op->scale_max_ = p.scale_max() != 0 ? p.scale_max() : 1.0;
+    op->ratio_min_ = p.ratio_min() != 0 ? p.ratio_min() : 3.0 / 4.0;
+    op->ratio_max_ = p.ratio_max() != 0 ? p.ratio_max() : 4.0 / 3.0;
+    if (!(op->scale_min_ > 0 && op->scale_min_ <= op->scale_max_ && op->scale_max_ <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "scale_min, scale_max: need 0 < scale_min <= scale_max <= 1, got %g, %g",
+          op->scale_min_, op->scale_max_));
+    }
+    if (!(op->ratio_min_ > 0 && op->ratio_min_ <= op->ratio_max_)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ratio_min, ratio_max: need 0 < ratio_min <= ratio_max, got %g, %g",
+          op->ratio_min_, op->ratio_max_));
+    }
+    if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
+    op->interp_ = p.interpolation();
+    op->log_ratio_min_ = std::log(op->ratio_min_);
+    op->log_ratio_max_ = std::log(op->ratio_max_);
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return ValueType{ValueKind::kImage, {h_, w_, 3}};
+  }
+
+  bool PlansDecode() const override { return true; }
+  DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const override {
+    const cv::Rect r = Draw(src_w, src_h, rng);
+    return DecodeHint{r.x, r.y, r.width, r.height, w_, h_, /*carries_crop=*/true};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const ImageView& v = s.view;
+    cv::Rect crop;
+    if (v.has_crop) {
+      crop = cv::Rect(v.crop_x, v.crop_y, v.crop_width, v.crop_height);
+    } else {
+      SampleRng rng = ctx.Rng(s);
+      crop = Draw(v.source_width, v.source_height, rng);
+    }
+    const cv::Rect roi = MapToBuffer(v, crop.x, crop.y, crop.width, crop.height, s.width(), s.height());
+    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(h_) * w_ * 3);
+    cv::Mat dst(h_, w_, CV_8UC3, out);
+    if (absl::Status st = ResizeInto(ImageMat(s)(roi), dst, interp_); !st.ok()) return st;
+    SetImage(s, out, h_, w_, ImageView::Whole(w_, h_));
+    return absl::OkStatus();
+  }
+
+  // torchvision.transforms.RandomResizedCrop.get_params, with our generator.
+  cv::Rect Draw(int width, int height, SampleRng& rng) const {
+    const double area = static_cast<double>(width) * height;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      const double target_area = area * rng.Uniform(scale_min_, scale_max_);
+      const double aspect = std::exp(rng.Uniform(log_ratio_min_, log_ratio_max_));
+      // Python's round() rounds half to even, as nearbyint does by default.
+      const int w = static_cast<int>(std::nearbyint(std::sqrt(target_area * aspect)));
+      const int h = static_cast<int>(std::nearbyint(std::sqrt(target_area / aspect)));
+      if (0 < w && w <= width && 0 < h && h <= height) {
+        const int y = static_cast<int>(rng.UniformInt(0, height - h));
+        const int x = static_cast<int>(rng.UniformInt(0, width - w));
+        return cv::Rect(x, y, w, h);
+      }
+    }
+    // Fallback to a central crop at the nearest allowed aspect ratio.
+    const double in_ratio = static_cast<double>(width) / height;
+    int w = width, h = height;
+    if (in_ratio < ratio_min_) {
+      h = static_cast<int>(std::nearbyint(w / ratio_min_));
+    } else if (in_ratio > ratio_max_) {
+      w = static_cast<int>(std::nearbyint(h * ratio_max_));
+    }
+    w = std::clamp(w, 1, width);
+    h = std::clamp(h, 1, height);
+    return cv::Rect((width - w) / 2, (height - h) / 2, w, h);
+  }
+
+ private:
+  int h_ = 0, w_ = 0;
+  double scale_min_ = 0, scale_max_ = 0, ratio_min_ = 0, ratio_max_ = 0;
+  double log_ratio_min_ = 0, log_ratio_max_ = 0;
+  proto::Interpolation interp_ = proto::INTERPOLATION_BILINEAR;
+};
+
+// ---------------------------------------------------------------- resize
+
+class ResizeOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::Resize& p = stage.resize();
+    auto op = std::make_unique<ResizeOp>();
+    if (p.shorter_side() != 0) {
+      if (p.height() != 0 || p.width() != 0) {
+        return absl::InvalidArgumentError("set either shorter_side or height and width, not both");
+      }
+      if (p.shorter_side() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shorter_side: must be positive, got ", p.shorter_side()));
+      }
+      op->shorter_ = p.shorter_side();
+    } else if (absl::Status s = OutputSize(0, p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(s.message(), " or shorter_side"));
+    }
+    if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
+    op->interp_ = p.interpolation();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    if (shorter_ > 0) return ValueType{ValueKind::kImage, {-1, -1, 3}};
+    return ValueType{ValueKind::kImage, {h_, w_, 3}};
+  }
+
+  // torchvision's Resize(int): the shorter side becomes `shorter_`, the longer
+  // one int(shorter_ * long / short).
+  cv::Size Target(int w, int h) const {
+    if (shorter_ == 0) return cv::Size(w_, h_);
+    const int short_side = std::min(w, h), long_side = std::max(w, h);
+    const int new_long = static_cast<int>(static_cast<double>(shorter_) * long_side / short_side);
+    return w <= h ? cv::Size(shorter_, new_long) : cv::Size(new_long, shorter_);
+  }
+
+  bool PlansDecode() const override { return true; }
+  DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
+    const cv::Size t = Target(src_w, src_h);
+    return DecodeHint{0, 0, src_w, src_h, t.width, t.height, false};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const ImageView& v = s.view;
+    const cv::Size t = Target(v.source_width, v.source_height);
+    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(t.area()) * 3);
+    cv::Mat dst(t, CV_8UC3, out);
+    if (absl::Status st = ResizeInto(ImageMat(s), dst, interp_); !st.ok()) return st;
+    SetImage(s, out, t.height, t.width, ImageView::Whole(t.width, t.height));
+    return absl::OkStatus();
+  }
+
+ private:
+  int shorter_ = 0, h_ = 0, w_ = 0;
+  proto::Interpolation interp_ = proto::INTERPOLATION_BILINEAR;
+};
+
+// ------------------------------------------------------------ center_crop
+
+class CenterCropOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::CenterCrop& p = stage.center_crop();
+    auto op = std::make_unique<CenterCropOp>();
+    if (absl::Status s = OutputSize(p.size(), p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
+      return s;
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return ValueType{ValueKind::kImage, {h_, w_, 3}};
+  }
+
+  // torchvision's CenterCrop offsets: int(round((size - crop) / 2)); negative
+  // when the crop is larger than the image, which is then zero-padded.
+  cv::Point Offset(int w, int h) const {
+    return cv::Point(static_cast<int>(std::nearbyint((w - w_) / 2.0)),
+                     static_cast<int>(std::nearbyint((h - h_) / 2.0)));
+  }
+
+  bool PlansDecode() const override { return true; }
+  DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
+    const cv::Point o = Offset(src_w, src_h);
+    const cv::Rect r = cv::Rect(o.x, o.y, w_, h_) & cv::Rect(0, 0, src_w, src_h);
+    // Decode the visible part at full scale; the crop is recomputed in Apply.
+    return DecodeHint{r.x, r.y, r.width, r.height, r.width, r.height, false};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const ImageView& v = s.view;
+    const cv::Point o = Offset(v.source_width, v.source_height);
+    const cv::Rect want(o.x, o.y, w_, h_);
+    const cv::Rect visible = want & cv::Rect(0, 0, v.source_width, v.source_height);
+    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(h_) * w_ * 3);
+    cv::Mat dst(h_, w_, CV_8UC3, out);
+    if (visible.size() != want.size()) dst.setTo(cv::Scalar::all(0));
+    if (!visible.empty()) {
+      // The region decoded for us is at scale 1 (see PlanDecode), or the image
+      // is whole; either way v.x0/v.y0 give the buffer origin.
+      const cv::Rect src(visible.x - v.x0, visible.y - v.y0, visible.width, visible.height);
+      if (v.scale_denom != 1 || (src & cv::Rect(0, 0, s.width(), s.height())) != src) {
+        return absl::InternalError("center_crop: decoded region does not cover the crop");
+      }
+      ImageMat(s)(src).copyTo(dst(cv::Rect(visible.x - want.x, visible.y - want.y,
+                                           visible.width, visible.height)));
+    }
+    SetImage(s, out, h_, w_, ImageView::Whole(w_, h_));
+    return absl::OkStatus();
+  }
+
+ private:
+  int h_ = 0, w_ = 0;
+};
+
+// ------------------------------------------------- random_horizontal_flip
+
+class RandomHorizontalFlipOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::RandomHorizontalFlip& p = stage.random_horizontal_flip();
+    auto op = std::make_unique<RandomHorizontalFlipOp>();
+    op->p_ = p.has_p() ? p.p() : 0.5;
+    if (!(op->p_ >= 0 && op->p_ <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", op->p_));
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return in;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    if (!(rng.Uniform() < p_)) return absl::OkStatus();
+    uint8_t* out = ctx.Output(s.data, s.size);
+    cv::Mat dst(s.height(), s.width(), CV_8UC3, out);
+    cv::flip(ImageMat(s), dst, 1);
+    s.data = out;
+    s.view = ImageView::Whole(s.width(), s.height());
+    return absl::OkStatus();
+  }
+
+ private:
+  double p_ = 0.5;
+};
+
+// -------------------------------------------------------------- normalize
+
+class NormalizeOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::Normalize& p = stage.normalize();
+    std::array<double, 3> mean = {0.485, 0.456, 0.406};
+    std::array<double, 3> std = {0.229, 0.224, 0.225};
+    if (p.mean_size() != 0) {
+      if (p.mean_size() != 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("mean: needs 3 values (R, G, B), got ", p.mean_size()));
+      }
+      for (int c = 0; c < 3; ++c) mean[c] = p.mean(c);
+    }
+    if (p.std_size() != 0) {
+      if (p.std_size() != 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("std: needs 3 values (R, G, B), got ", p.std_size()));
+      }
+      for (int c = 0; c < 3; ++c) std[c] = p.std(c);
+    }
+    auto op = std::make_unique<NormalizeOp>();
+    for (int c = 0; c < 3; ++c) {
+      if (!(std[c] > 0) || !std::isfinite(mean[c])) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "std: channel %d must be positive and mean finite, got mean %g std %g", c, mean[c], std[c]));
+      }
+      // Exact per-value results in double, rounded once to float: identical
+      // on every CPU and independent of vectorisation.
+      for (int v = 0; v < 256; ++v) {
+        op->lut_[c][v] = static_cast<float>((v / 255.0 - mean[c]) / std[c]);
+      }
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return ValueType{ValueKind::kTensor, {3, in.shape[0], in.shape[1]}};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int h = s.height(), w = s.width();
+    const size_t plane = static_cast<size_t>(h) * w;
+    float* out = reinterpret_cast<float*>(ctx.Output(s.data, plane * 3 * sizeof(float)));
+    float* r = out;
+    float* g = out + plane;
+    float* b = out + 2 * plane;
+    const uint8_t* p = s.data;
+    for (size_t i = 0; i < plane; ++i, p += 3) {
+      r[i] = lut_[0][p[0]];
+      g[i] = lut_[1][p[1]];
+      b[i] = lut_[2][p[2]];
+    }
+    s.kind = ValueKind::kTensor;
+    s.data = reinterpret_cast<uint8_t*>(out);
+    s.size = plane * 3 * sizeof(float);
+    s.shape = {3, h, w};
+    s.view = ImageView();
+    return absl::OkStatus();
+  }
+
+ private:
+  float lut_[3][256];
+};
+
+template <typename T>
+OpFactory FactoryOf() {
+  return [](const Stage& stage) { return T::Create(stage); };
+}
+
+}  // namespace
+
+const OpRegistry& OpRegistry::Builtin() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry;
+    RegisterBuiltinOps(r);
+    return r;
+  }();
+  return *registry;
+}
+
+void OpRegistry::Register(Stage::OpCase op_case, OpFactory factory) {
+  factories_.emplace_back(op_case, std::move(factory));
+}
+
+std::string OpRegistry::OpName(Stage::OpCase op_case) {
+  if (op_case == Stage::OP_NOT_SET) return "unset";
+  const auto* field = Stage::descriptor()->FindFieldByNumber(static_cast<int>(op_case));
+  return field != nullptr ? field->name() : absl::StrCat("op#", static_cast<int>(op_case));
+}
+
+std::vector<std::string> OpRegistry::Names() const {
+  std::vector<std::string> names;
+  for (const auto& [op_case, factory] : factories_) names.push_back(OpName(op_case));
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Op>> OpRegistry::Create(const Stage& stage) const {
+  if (stage.op_case() == Stage::OP_NOT_SET) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no op set; one of: ", absl::StrJoin(Names(), ", ")));
+  }
+  for (const auto& [op_case, factory] : factories_) {
+    if (op_case == stage.op_case()) return factory(stage);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("op ", OpName(stage.op_case()), " is not registered"));
+}
+
+void RegisterBuiltinOps(OpRegistry* registry) {
+  registry->Register(Stage::kDecode, [](const Stage&) -> absl::StatusOr<std::unique_ptr<Op>> {
+    return std::make_unique<DecodeOp>();
+  });
+  registry->Register(Stage::kRandomResizedCrop, FactoryOf<RandomResizedCropOp>());
+  registry->Register(Stage::kResize, FactoryOf<ResizeOp>());
+  registry->Register(Stage::kCenterCrop, FactoryOf<CenterCropOp>());
+  registry->Register(Stage::kRandomHorizontalFlip, FactoryOf<RandomHorizontalFlipOp>());
+  registry->Register(Stage::kNormalize, FactoryOf<NormalizeOp>());
+}
+
+}  // namespace prepflow

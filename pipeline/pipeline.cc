@@ -1,0 +1,155 @@
+#include "pipeline/pipeline.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "opencv2/core.hpp"
+
+namespace prepflow {
+namespace {
+
+constexpr char kImagenetTrain[] = R"pb(
+  name: "imagenet-train"
+  stages { decode {} }
+  stages { random_resized_crop { size: 224 scale_min: 0.08 scale_max: 1.0 ratio_min: 0.75 ratio_max: 1.3333333333333333 } }
+  stages { random_horizontal_flip { p: 0.5 } }
+  stages { normalize { mean: [ 0.485, 0.456, 0.406 ] std: [ 0.229, 0.224, 0.225 ] } }
+)pb";
+
+constexpr char kImagenetEval[] = R"pb(
+  name: "imagenet-eval"
+  stages { decode {} }
+  stages { resize { shorter_side: 256 } }
+  stages { center_crop { size: 224 } }
+  stages { normalize { mean: [ 0.485, 0.456, 0.406 ] std: [ 0.229, 0.224, 0.225 ] } }
+)pb";
+
+class ErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  explicit ErrorCollector(std::string file) : file_(std::move(file)) {}
+  void AddError(int line, int column, const std::string& message) override {
+    if (first_.empty()) first_ = absl::StrCat(file_, ":", line + 1, ":", column + 1, ": ", message);
+  }
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string file_;
+  std::string first_;
+};
+
+absl::StatusOr<proto::PipelineSpec> ParseText(const std::string& text, const std::string& origin) {
+  proto::PipelineSpec spec;
+  google::protobuf::TextFormat::Parser parser;
+  ErrorCollector errors(origin);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(text, &spec)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad pipeline: ", errors.first()));
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::vector<std::string> PresetPipelineNames() { return {"imagenet-train", "imagenet-eval"}; }
+
+absl::StatusOr<proto::PipelineSpec> LoadPipelineSpec(absl::string_view name_or_path) {
+  if (name_or_path == "imagenet-train") return ParseText(kImagenetTrain, "imagenet-train");
+  if (name_or_path == "imagenet-eval") return ParseText(kImagenetEval, "imagenet-eval");
+  const std::string path(name_or_path);
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat(
+        "pipeline '", path, "' is neither a preset (", absl::StrJoin(PresetPipelineNames(), ", "),
+        ") nor a readable file: ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = ParseText(text.str(), path);
+  if (spec.ok() && spec->name().empty()) spec->set_name(path);
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::PipelineSpec& spec,
+                                                           const PipelineOptions& options) {
+  // Stages are single-threaded; parallelism comes from running many samples.
+  // OpenCV's own thread pool would only oversubscribe the cores.
+  static const bool kOpenCvSerial = [] {
+    cv::setNumThreads(0);
+    return true;
+  }();
+  (void)kOpenCvSerial;
+
+  std::unique_ptr<Pipeline> p(new Pipeline);
+  p->name_ = spec.name().empty() ? "pipeline" : spec.name();
+  p->options_ = options;
+  if (spec.stages_size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline ", p->name_, ": has no stages"));
+  }
+  if (spec.stages_size() >= static_cast<int>(kMaxStages)) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline ", p->name_, ": has ",
+                                                   spec.stages_size(), " stages; at most ",
+                                                   kMaxStages - 1, " are allowed"));
+  }
+  if (options.decode.max_pixels <= 0) {
+    return absl::InvalidArgumentError("max_pixels: must be positive");
+  }
+  p->types_.push_back(ValueType{ValueKind::kEncoded, {-1}});
+  for (int i = 0; i < spec.stages_size(); ++i) {
+    const proto::Stage& stage = spec.stages(i);
+    const std::string name = OpRegistry::OpName(stage.op_case());
+    auto where = [&] { return absl::StrCat("pipeline ", p->name_, ": stage ", i, " (", name, "): "); };
+    auto op = OpRegistry::Builtin().Create(stage);
+    if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
+    auto type = (*op)->OutputType(p->types_.back());
+    if (!type.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), type.status().message()));
+    }
+    p->types_.push_back(*type);
+    p->stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);
+    p->ops_.push_back(*std::move(op));
+  }
+  for (size_t i = 0; i + 1 < p->ops_.size(); ++i) {
+    p->ops_[i]->SetConsumer(p->ops_[i + 1].get(), static_cast<int>(i + 1));
+  }
+  return p;
+}
+
+absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
+                           StageProfiler* profiler, uint8_t* sink, size_t sink_bytes) const {
+  StageContext ctx;
+  ctx.seed = options_.seed;
+  ctx.ws = &ws;
+  ctx.decode = &options_.decode;
+  ctx.sink = sink;
+  ctx.sink_bytes = sink_bytes;
+  for (int i = begin; i < end; ++i) {
+    ctx.stage = i;
+    ctx.last = i + 1 == end;
+    const int64_t t0 = profiler != nullptr ? ThreadCpuNanos() : 0;
+    absl::Status status = ops_[i]->Apply(ctx, sample);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("stage ", i, " (", stage_names_[i], "): ", status.message()));
+    }
+    if (profiler != nullptr) {
+      profiler->Record(i, ThreadCpuNanos() - t0, static_cast<int64_t>(sample.size));
+    }
+  }
+  if (sink != nullptr && sample.size == sink_bytes && sample.data != sink) {
+    std::memcpy(sink, sample.data, sink_bytes);
+    sample.data = sink;
+  }
+  return absl::OkStatus();
+}
+
+std::string Pipeline::DebugString() const {
+  return absl::StrCat(name_, ": ", absl::StrJoin(stage_names_, " -> "), " => ",
+                      output_type().DebugString());
+}
+
+}  // namespace prepflow

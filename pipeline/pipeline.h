@@ -1,0 +1,83 @@
+// A validated, runnable pipeline: an ordered list of ops built from a
+// proto::PipelineSpec.
+//
+// The value before stage 0 is a sample's encoded bytes; stage k turns the
+// value at boundary k into the value at boundary k + 1. Run(begin, end, ...)
+// executes any contiguous range, which is what lets a prefix run on a worker
+// and the rest on the trainer with bit-identical results.
+//
+// Thread-safety: a Pipeline is immutable after Create(); Run() may be called
+// concurrently from many threads, each with its own Workspace.
+#ifndef PREPFLOW_PIPELINE_PIPELINE_H_
+#define PREPFLOW_PIPELINE_PIPELINE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/ops.h"
+#include "pipeline/profiler.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+struct PipelineOptions {
+  uint64_t seed = 0;
+  DecodeOptions decode;
+};
+
+class Pipeline {
+ public:
+  // Validates `spec` once: every stage's parameters and the type flow between
+  // stages. Errors are InvalidArgument naming the stage ("stage 2
+  // (normalize): ...").
+  static absl::StatusOr<std::unique_ptr<Pipeline>> Create(const proto::PipelineSpec& spec,
+                                                          const PipelineOptions& options);
+
+  const std::string& name() const { return name_; }
+  int num_stages() const { return static_cast<int>(ops_.size()); }
+  // "random_resized_crop"
+  const std::string& stage_name(int i) const { return stage_names_[i]; }
+  const std::vector<std::string>& stage_names() const { return stage_names_; }
+  // The type of the value at boundary k (k = 0: encoded bytes; k =
+  // num_stages(): the output).
+  const ValueType& boundary_type(int k) const { return types_[k]; }
+  const ValueType& output_type() const { return types_.back(); }
+  const PipelineOptions& options() const { return options_; }
+
+  // Runs stages [begin, end) on `sample`, which must hold the value at
+  // boundary `begin`. When `sink` is given and the output has exactly
+  // `sink_bytes` bytes, the output is left there (written in place by the last
+  // op where it can, else copied). Stage costs go to `profiler` (slot = stage
+  // index) when given. Errors are the failing op's, prefixed with the stage.
+  // REQUIRES: 0 <= begin <= end <= num_stages().
+  absl::Status Run(int begin, int end, Sample& sample, Workspace& ws,
+                   StageProfiler* profiler = nullptr, uint8_t* sink = nullptr,
+                   size_t sink_bytes = 0) const;
+
+  // A one-line description: "imagenet-train: decode -> random_resized_crop -> ...".
+  std::string DebugString() const;
+
+ private:
+  Pipeline() = default;
+
+  std::string name_;
+  PipelineOptions options_;
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<std::string> stage_names_;
+  std::vector<ValueType> types_;
+};
+
+// Built-in pipelines by name ("imagenet-train", "imagenet-eval").
+std::vector<std::string> PresetPipelineNames();
+// A preset by name, or a protobuf text file at `name_or_path`. Errors:
+// NotFound (neither a preset nor a readable file), InvalidArgument (parse
+// error with file:line:column).
+absl::StatusOr<proto::PipelineSpec> LoadPipelineSpec(absl::string_view name_or_path);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_PIPELINE_H_

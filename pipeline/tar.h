@@ -1,0 +1,53 @@
+// Reading and writing POSIX tar archives (ustar, with GNU long names and pax
+// path/size records), as WebDataset shards use them.
+#ifndef PREPFLOW_PIPELINE_TAR_H_
+#define PREPFLOW_PIPELINE_TAR_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace prepflow {
+
+struct TarMember {
+  std::string name;
+  uint64_t offset = 0;  // of the member's data in the archive
+  uint64_t size = 0;
+};
+
+// Calls `visit` for every regular file in the archive `fd` (read with pread),
+// in archive order. Errors: DataLoss naming `path` and the offset of a bad
+// header or a member that runs past the end of the file.
+absl::Status ScanTar(int fd, const std::string& path,
+                     const std::function<absl::Status(const TarMember&)>& visit);
+
+// Writes a tar archive. Names must be at most 100 bytes. Entries get mode
+// 0644 and mtime 0, so the same input always gives the same bytes.
+class TarWriter {
+ public:
+  TarWriter() = default;
+  ~TarWriter();
+  TarWriter(const TarWriter&) = delete;
+  TarWriter& operator=(const TarWriter&) = delete;
+
+  absl::Status Open(const std::string& path);
+  absl::Status Add(absl::string_view name, const void* data, size_t size);
+  // Writes the end-of-archive blocks and closes the file.
+  absl::Status Close();
+  uint64_t bytes_written() const { return bytes_; }
+
+ private:
+  absl::Status Write(const void* data, size_t size);
+
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_TAR_H_

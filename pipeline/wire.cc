@@ -1,0 +1,102 @@
+#include "pipeline/wire.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace prepflow {
+
+void ToWire(const Sample& s, proto::SampleValue* out) {
+  switch (s.kind) {
+    case ValueKind::kEncoded:
+      out->set_kind(proto::SampleValue::KIND_ENCODED);
+      break;
+    case ValueKind::kImage:
+      out->set_kind(proto::SampleValue::KIND_IMAGE);
+      break;
+    case ValueKind::kTensor:
+      out->set_kind(proto::SampleValue::KIND_TENSOR);
+      break;
+  }
+  out->clear_shape();
+  for (int64_t d : s.shape) out->add_shape(d);
+  out->set_data(s.data, s.size);
+  out->clear_view();
+  if (s.kind == ValueKind::kImage) {
+    proto::ImageView* v = out->mutable_view();
+    v->set_source_width(s.view.source_width);
+    v->set_source_height(s.view.source_height);
+    v->set_scale_denom(s.view.scale_denom);
+    v->set_x0(s.view.x0);
+    v->set_y0(s.view.y0);
+    if (s.view.has_crop) {
+      v->set_has_crop(true);
+      v->set_crop_x(s.view.crop_x);
+      v->set_crop_y(s.view.crop_y);
+      v->set_crop_width(s.view.crop_width);
+      v->set_crop_height(s.view.crop_height);
+    }
+  }
+}
+
+absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& s) {
+  Shape shape(value.shape().begin(), value.shape().end());
+  size_t expected = 0;
+  switch (value.kind()) {
+    case proto::SampleValue::KIND_ENCODED:
+      s.kind = ValueKind::kEncoded;
+      expected = value.data().size();
+      break;
+    case proto::SampleValue::KIND_IMAGE:
+      s.kind = ValueKind::kImage;
+      if (shape.size() != 3 || shape[2] != 3 || shape[0] <= 0 || shape[1] <= 0) {
+        return absl::InvalidArgumentError("sample value: an image needs shape [h, w, 3]");
+      }
+      expected = static_cast<size_t>(shape[0]) * shape[1] * 3;
+      break;
+    case proto::SampleValue::KIND_TENSOR: {
+      s.kind = ValueKind::kTensor;
+      expected = sizeof(float);
+      for (int64_t d : shape) {
+        if (d < 0 || d > (int64_t{1} << 32)) {
+          return absl::InvalidArgumentError("sample value: tensor dimension out of range");
+        }
+        expected *= static_cast<size_t>(d);
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample value: unknown kind ", static_cast<int>(value.kind())));
+  }
+  if (value.data().size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("sample value: data has ", value.data().size(),
+                                                   " bytes, shape needs ", expected));
+  }
+  Buffer* buf = s.kind == ValueKind::kEncoded ? &ws.encoded : ws.ScratchFor(nullptr);
+  s.data = buf->Reserve(expected);
+  std::memcpy(s.data, value.data().data(), expected);
+  s.size = expected;
+  s.shape = s.kind == ValueKind::kEncoded ? Shape{static_cast<int64_t>(expected)} : shape;
+  s.view = ImageView();
+  if (s.kind == ValueKind::kImage) {
+    const proto::ImageView& v = value.view();
+    s.view.source_width = v.source_width();
+    s.view.source_height = v.source_height();
+    s.view.scale_denom = v.scale_denom() > 0 ? v.scale_denom() : 1;
+    s.view.x0 = v.x0();
+    s.view.y0 = v.y0();
+    s.view.has_crop = v.has_crop();
+    s.view.crop_x = v.crop_x();
+    s.view.crop_y = v.crop_y();
+    s.view.crop_width = v.crop_width();
+    s.view.crop_height = v.crop_height();
+    if (s.view.source_width <= 0 || s.view.source_height <= 0) {
+      s.view.source_width = static_cast<int>(shape[1]);
+      s.view.source_height = static_cast<int>(shape[0]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace prepflow

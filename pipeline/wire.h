@@ -1,0 +1,27 @@
+// The wire form of a stage-boundary value (proto::SampleValue).
+//
+// Every boundary has exactly one wire form, so a pipeline can be cut at any
+// stage: the value after stage k-1 is serialised on one side and stage k
+// continues from it on the other, with bit-identical results.
+#ifndef PREPFLOW_PIPELINE_WIRE_H_
+#define PREPFLOW_PIPELINE_WIRE_H_
+
+#include "absl/status/status.h"
+#include "pipeline/ops.h"
+#include "pipeline/sample.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+// Writes the value `sample` holds into `out` (its identity is not included:
+// index, label and epoch travel in the enclosing message).
+void ToWire(const Sample& sample, proto::SampleValue* out);
+
+// Makes `sample` hold the value in `value`, copying the bytes into a buffer of
+// `ws`. Keeps sample's identity. Errors: InvalidArgument when kind, shape and
+// byte count disagree.
+absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& sample);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_WIRE_H_

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs every system package prepflow needs (Debian bookworm, apt) and builds
+# Release into build/ (binaries in build/bin/). Safe to run again: packages that
+# are present are skipped and the build is incremental (ccache).
+#
+#   scripts/setup.sh [--no-build] [--build-dir DIR] [--type Release|Debug|RelWithDebInfo]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build_dir=build
+build_type=Release
+do_build=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-build) do_build=0 ;;
+    --build-dir) build_dir="$2"; shift ;;
+    --type) build_type="$2"; shift ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+# Build toolchain and libraries. Everything is a Debian package.
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
+  libabsl-dev libopencv-dev libturbojpeg0-dev libjpeg62-turbo-dev
+  prometheus-cpp-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${#missing[@]} package(s): ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#packages[@]} packages present"
+fi
+
+[ "$do_build" -eq 1 ] || exit 0
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "${launcher[@]}"
+fi
+# Two cores and 24 GiB: protobuf/gRPC translation units are heavy but fit.
+cmake --build "$build_dir" --parallel "$(nproc)"

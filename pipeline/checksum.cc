@@ -4,6 +4,11 @@
 // on the stack avoids a heap allocation per sample.
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+#if defined(__x86_64__)
+// Debian's libxxhash picks SSE2, AVX2 or AVX-512 at run time through these
+// entry points; the hash value is the same whichever runs.
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "absl/strings/str_format.h"
 

@@ -170,15 +170,16 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
 
   DecodeHint hint{0, 0, src_w, src_h, 0, 0, false};
   if (planner != nullptr) hint = (*planner)(src_w, src_h);
+  const DecodeHint planned = hint;  // the consumer's crop, whatever we decode
   if (!options.use_roi) {
     hint.x = hint.y = 0;
     hint.width = src_w;
     hint.height = src_h;
   }
   int denom = 1;
-  if (options.use_dct_scaling && hint.min_width > 0 && hint.min_height > 0) {
+  if (options.use_dct_scaling && planned.min_width > 0 && planned.min_height > 0) {
     for (int d : {8, 4, 2}) {
-      if (hint.width / d >= hint.min_width && hint.height / d >= hint.min_height) {
+      if (planned.width / d >= planned.min_width && planned.height / d >= planned.min_height) {
         denom = d;
         break;
       }
@@ -197,6 +198,11 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   int sx0, sx1, sy0, sy1;
   ScaleSpan(hint.x, hint.width, denom, full_w, &sx0, &sx1);
   ScaleSpan(hint.y, hint.height, denom, full_h, &sy0, &sy1);
+  // Fancy upsampling replicates the edge column of a cropped scanline instead
+  // of reading its neighbour, so decode one extra column on each side: the
+  // columns the consumer reads are then exactly those of a full decode.
+  sx0 = std::max(0, sx0 - 1);
+  sx1 = std::min(full_w, sx1 + 1);
   JDIMENSION xoff = static_cast<JDIMENSION>(sx0);
   JDIMENSION width = static_cast<JDIMENSION>(sx1 - sx0);
   if (sx0 > 0 || sx1 < full_w) {
@@ -249,12 +255,12 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   image->view.scale_denom = denom;
   image->view.x0 = static_cast<int>(xoff);
   image->view.y0 = sy0;
-  if (hint.carries_crop) {
+  if (planned.carries_crop) {
     image->view.has_crop = true;
-    image->view.crop_x = hint.x;
-    image->view.crop_y = hint.y;
-    image->view.crop_width = hint.width;
-    image->view.crop_height = hint.height;
+    image->view.crop_x = planned.x;
+    image->view.crop_y = planned.y;
+    image->view.crop_width = planned.width;
+    image->view.crop_height = planned.height;
   }
   return absl::OkStatus();
 }

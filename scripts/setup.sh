@@ -26,7 +26,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev
   libabsl-dev libopencv-dev libturbojpeg0-dev libjpeg62-turbo-dev
-  prometheus-cpp-dev libspdlog-dev
+  prometheus-cpp-dev libspdlog-dev libxxhash-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
 )

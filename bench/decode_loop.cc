@@ -1,0 +1,69 @@
+// The baseline the local pipeline must beat: read each file of a dataset and
+// decode the whole image to RGB with libjpeg-turbo (TurboJPEG, default
+// accurate IDCT and fancy upsampling), nothing else. One thread.
+//
+//   decode_loop --data DIR [--epochs N]      prints one JSON line
+#include <turbojpeg.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "pipeline/dataset.h"
+#include "pipeline/profiler.h"
+
+int main(int argc, char** argv) {
+  std::string data;
+  int epochs = 1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--data") == 0) data = argv[i + 1];
+    else if (std::strcmp(argv[i], "--epochs") == 0) epochs = std::atoi(argv[i + 1]);
+  }
+  if (data.empty()) {
+    std::fprintf(stderr, "usage: decode_loop --data DIR [--epochs N]\n");
+    return 2;
+  }
+  prepflow::proto::DatasetSpec spec;
+  spec.set_path(data);
+  auto ds = prepflow::OpenDataset(spec);
+  if (!ds.ok()) {
+    std::fprintf(stderr, "decode_loop: %s\n", std::string(ds.status().message()).c_str());
+    return 1;
+  }
+  tjhandle tj = tjInitDecompress();
+  prepflow::Buffer file;
+  std::vector<unsigned char> rgb;
+  int64_t images = 0, errors = 0;
+  double megapixels = 0;
+  const int64_t t0 = prepflow::WallNanos();
+  for (int e = 0; e < epochs; ++e) {
+    for (int64_t i = 0; i < (*ds)->size(); ++i) {
+      size_t size = 0;
+      if (!(*ds)->Read(i, &file, &size).ok()) {
+        ++errors;
+        continue;
+      }
+      int w = 0, h = 0, subsamp = 0, colorspace = 0;
+      if (tjDecompressHeader3(tj, file.data(), size, &w, &h, &subsamp, &colorspace) != 0) {
+        ++errors;
+        continue;
+      }
+      rgb.resize(static_cast<size_t>(w) * h * 3);
+      if (tjDecompress2(tj, file.data(), size, rgb.data(), w, 0, h, TJPF_RGB, 0) != 0) {
+        ++errors;
+        continue;
+      }
+      ++images;
+      megapixels += w * static_cast<double>(h) * 1e-6;
+    }
+  }
+  const double seconds = (prepflow::WallNanos() - t0) * 1e-9;
+  tjDestroy(tj);
+  std::printf(
+      "{\"program\":\"decode_loop\",\"images\":%lld,\"errors\":%lld,\"seconds\":%.6f,"
+      "\"images_per_s\":%.3f,\"megapixels_per_s\":%.3f}\n",
+      static_cast<long long>(images), static_cast<long long>(errors), seconds,
+      images / seconds, megapixels / seconds);
+  return 0;
+}

@@ -1,0 +1,148 @@
+// The `prepflow` command as other tools use it: real process, exit codes,
+// the --json contract, error messages.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+  nlohmann::json LastJson() const {
+    std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+    EXPECT_FALSE(lines.empty());
+    return lines.empty() ? nlohmann::json() : nlohmann::json::parse(lines.back());
+  }
+};
+
+CliRun Prepflow(const std::string& args, const TempDir& dir) {
+  const std::string err_path = dir.Join("stderr.txt");
+  const std::string cmd =
+      absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow ", args, " 2>", err_path, " </dev/null");
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::vector<uint8_t> err = testing::ReadFile(err_path);
+  r.err.assign(err.begin(), err.end());
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticFolderOptions o;
+    o.classes = 3;
+    o.images_per_class = 5;
+    o.max_side = 400;
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_.Join("data"), o).ok());
+  }
+  TempDir dir_;
+};
+
+TEST_F(CliTest, RunJsonContract) {
+  const CliRun r = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --batch 4 --json"), dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = r.LastJson();
+  EXPECT_EQ(j["images"], 15);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_GT(j["seconds"].get<double>(), 0);
+  EXPECT_GT(j["images_per_s"].get<double>(), 0);
+  const std::string checksum = j["checksum"];
+  EXPECT_EQ(checksum.size(), 16u);
+  EXPECT_EQ(checksum.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_EQ(j["stages"].size(), 5u);
+
+  // Same checksum on one thread with another batch size.
+  const CliRun r1 = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --threads 1 --batch 3 --json"), dir_);
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_EQ(r1.LastJson()["checksum"], checksum);
+}
+
+TEST_F(CliTest, PackedShardsGiveTheSameChecksum) {
+  const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
+                                         dir_.Join("shards"), " --shard-samples 4 --json"), dir_);
+  ASSERT_EQ(pack.exit_code, 0) << pack.err;
+  EXPECT_EQ(pack.LastJson()["shards"], 4);
+  const CliRun a = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --json"), dir_);
+  const CliRun b = Prepflow(absl::StrCat("run --data ", dir_.Join("shards"), " --json"), dir_);
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(b.LastJson()["format"], "wds");
+  EXPECT_EQ(a.LastJson()["checksum"], b.LastJson()["checksum"]);
+}
+
+TEST_F(CliTest, BadFileSkipOrFail) {
+  testing::WriteFile(dir_.Join("data/class001/broken.jpg"), {0xFF, 0xD8, 0xFF, 0x00, 0x13});
+  const CliRun skip = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --json"), dir_);
+  ASSERT_EQ(skip.exit_code, 0) << skip.err;
+  EXPECT_EQ(skip.LastJson()["images"], 15);
+  EXPECT_EQ(skip.LastJson()["errors"], 1);
+  EXPECT_THAT(skip.err, HasSubstr("broken.jpg"));
+
+  const CliRun fail = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error fail --json"), dir_);
+  EXPECT_EQ(fail.exit_code, 1);
+  EXPECT_THAT(fail.err, HasSubstr("class001/broken.jpg"));
+  EXPECT_THAT(fail.LastJson()["error"].get<std::string>(), HasSubstr("broken.jpg"));
+}
+
+TEST_F(CliTest, UsageErrorsNameTheFlag) {
+  const CliRun unknown = Prepflow("run --data x --bogus 3", dir_);
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown flag --bogus"));
+  const CliRun bad_value = Prepflow("run --data x --batch many", dir_);
+  EXPECT_EQ(bad_value.exit_code, 2);
+  EXPECT_THAT(bad_value.err, HasSubstr("--batch: 'many'"));
+  const CliRun missing = Prepflow("run", dir_);
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--data is required"));
+  const CliRun on_error = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error maybe"), dir_);
+  EXPECT_EQ(on_error.exit_code, 2);
+  EXPECT_THAT(on_error.err, HasSubstr("--on-error: 'maybe'"));
+  const CliRun no_data = Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere")), dir_);
+  EXPECT_EQ(no_data.exit_code, 1);
+  EXPECT_THAT(no_data.err, HasSubstr(dir_.Join("nowhere")));
+  const CliRun pipeline = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
+  EXPECT_EQ(pipeline.exit_code, 2);
+  EXPECT_THAT(pipeline.err, HasSubstr("--pipeline"));
+  EXPECT_EQ(Prepflow("frobnicate", dir_).exit_code, 2);
+  const CliRun help = Prepflow("run --help", dir_);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--on-error"));
+}
+
+TEST_F(CliTest, ProfileAndDemo) {
+  const CliRun profile = Prepflow(absl::StrCat("profile --data ", dir_.Join("data"), " --samples 8 --json"), dir_);
+  ASSERT_EQ(profile.exit_code, 0) << profile.err;
+  const nlohmann::json j = profile.LastJson();
+  EXPECT_EQ(j["samples"], 8);
+  ASSERT_EQ(j["stages"].size(), 5u);
+  EXPECT_EQ(j["stages"][1]["name"], "decode");
+  EXPECT_GT(j["stages"][1]["cpu_ms_per_sample"].get<double>(), 0);
+  EXPECT_EQ(j["stages"][4]["bytes_per_sample"].get<double>(), 3 * 224 * 224 * 4);
+
+  const CliRun demo = Prepflow("demo --images 16 --threads 2 --json", dir_);
+  ASSERT_EQ(demo.exit_code, 0) << demo.err;
+  EXPECT_EQ(demo.LastJson()["images"], 16);
+  EXPECT_EQ(demo.LastJson()["errors"], 0);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -1,0 +1,266 @@
+#include "client/loader.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/checksum.h"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+using ::testing::HasSubstr;
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    SyntheticFolderOptions o;
+    o.classes = 3;
+    o.images_per_class = 10;
+    o.min_side = 100;
+    o.max_side = 700;
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("data"), o).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static LoaderOptions Options(const std::string& pipeline = "imagenet-train") {
+    LoaderOptions o;
+    o.dataset.set_path(dir_->Join("data"));
+    o.pipeline = *LoadPipelineSpec(pipeline);
+    o.batch_size = 8;
+    o.threads = 2;
+    o.seed = 17;
+    return o;
+  }
+
+  struct Result {
+    absl::Status status;
+    LoaderStats stats;
+    std::vector<int64_t> indices;  // in delivery order
+    std::vector<size_t> batch_sizes;
+    uint64_t recomputed = 0;  // checksum recomputed from the delivered tensors
+  };
+  static Result Drain(const LoaderOptions& o) {
+    Result r;
+    auto loader = Loader::Create(o);
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    if (!loader.ok()) return r;
+    while (true) {
+      auto b = (*loader)->Next();
+      if (!b.ok()) {
+        r.status = b.status();
+        break;
+      }
+      if (*b == nullptr) break;
+      const Batch& batch = **b;
+      r.batch_sizes.push_back(static_cast<size_t>(batch.size()));
+      EXPECT_EQ(batch.shape()[0], batch.size());
+      for (int64_t i = 0; i < batch.size(); ++i) {
+        r.indices.push_back(batch.indices()[i]);
+        r.recomputed += SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i),
+                                   batch.sample_bytes());
+      }
+    }
+    r.stats = (*loader)->Stats();
+    return r;
+  }
+
+  static TempDir* dir_;
+};
+TempDir* LoaderTest::dir_ = nullptr;
+
+TEST_F(LoaderTest, DeliversEverySampleOnceInContiguousBatches) {
+  const Result r = Drain(Options());
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.stats.images, 30);
+  EXPECT_EQ(r.stats.errors, 0);
+  EXPECT_EQ(std::set<int64_t>(r.indices.begin(), r.indices.end()).size(), 30u);
+  EXPECT_EQ(r.batch_sizes, (std::vector<size_t>{8, 8, 8, 6}));
+  EXPECT_EQ(r.stats.checksum, r.recomputed);
+  EXPECT_EQ(r.stats.bytes, 30u * 3 * 224 * 224 * 4);
+  ASSERT_EQ(r.stats.stages.size(), 5u);  // read + 4 stages
+  EXPECT_EQ(r.stats.stages[0].name, "read");
+  EXPECT_EQ(r.stats.stages[1].name, "decode");
+  EXPECT_EQ(r.stats.stages[1].samples, 30);
+  EXPECT_GT(r.stats.stages[1].cpu_seconds, 0);
+}
+
+TEST_F(LoaderTest, ChecksumIndependentOfThreadsBatchSizeAndPrefetch) {
+  const Result base = Drain(Options());
+  for (int threads : {1, 3}) {
+    for (int batch : {1, 7, 64}) {
+      LoaderOptions o = Options();
+      o.threads = threads;
+      o.batch_size = batch;
+      o.prefetch_batches = batch == 1 ? 5 : 1;
+      const Result r = Drain(o);
+      EXPECT_EQ(r.stats.checksum, base.stats.checksum) << threads << " threads, batch " << batch;
+      EXPECT_EQ(r.stats.images, 30);
+    }
+  }
+}
+
+TEST_F(LoaderTest, SeedAndEpochChangeResultsDeterministically) {
+  LoaderOptions o = Options();
+  o.epochs = 2;
+  const Result two = Drain(o);
+  ASSERT_EQ(two.indices.size(), 60u);
+  const std::vector<int64_t> first(two.indices.begin(), two.indices.begin() + 30);
+  const std::vector<int64_t> second(two.indices.begin() + 30, two.indices.end());
+  EXPECT_NE(first, second);  // reshuffled
+  EXPECT_EQ(std::set<int64_t>(second.begin(), second.end()).size(), 30u);
+  EXPECT_EQ(first, Drain(Options()).indices);
+  EXPECT_NE(two.stats.checksum, Drain(Options()).stats.checksum * 2);  // augmentations differ per epoch
+
+  LoaderOptions other = Options();
+  other.seed = 18;
+  EXPECT_NE(Drain(other).stats.checksum, Drain(Options()).stats.checksum);
+
+  LoaderOptions plain = Options("imagenet-eval");
+  plain.shuffle = false;
+  const Result eval = Drain(plain);
+  for (size_t i = 0; i < eval.indices.size(); ++i) EXPECT_EQ(eval.indices[i], static_cast<int64_t>(i));
+  plain.seed = 99;  // eval has no randomness: the seed only reorders
+  plain.shuffle = true;
+  EXPECT_EQ(Drain(plain).stats.checksum, eval.stats.checksum);
+}
+
+TEST_F(LoaderTest, RanksPartitionTheDatasetAndTheirChecksumsAddUp) {
+  const Result whole = Drain(Options());
+  uint64_t sum = 0;
+  std::multiset<int64_t> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    LoaderOptions o = Options();
+    o.rank = rank;
+    o.world_size = 3;
+    const Result r = Drain(o);
+    sum += r.stats.checksum;
+    seen.insert(r.indices.begin(), r.indices.end());
+  }
+  EXPECT_EQ(seen.size(), 30u);
+  EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 30u);
+  EXPECT_EQ(sum, whole.stats.checksum);
+}
+
+TEST_F(LoaderTest, DropLast) {
+  LoaderOptions o = Options();
+  o.drop_last = true;
+  const Result r = Drain(o);
+  EXPECT_EQ(r.batch_sizes, (std::vector<size_t>{8, 8, 8}));
+}
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticFolderOptions o;
+    o.classes = 2;
+    o.images_per_class = 6;
+    o.max_side = 300;
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_.Join("data"), o).ok());
+    std::vector<uint8_t> truncated = testing::Jpeg(300, 200, 1);
+    truncated.resize(truncated.size() / 2);
+    testing::WriteFile(dir_.Join("data/class001/zz-truncated.jpg"), truncated);
+    testing::WriteFile(dir_.Join("data/class000/zz-text.jpg"), {'h', 'e', 'l', 'l', 'o'});
+    testing::WriteFile(dir_.Join("data/class000/zz-empty.jpg"), {});
+  }
+  LoaderOptions Options(OnError on_error) {
+    LoaderOptions o;
+    o.dataset.set_path(dir_.Join("data"));
+    o.pipeline = *LoadPipelineSpec("imagenet-train");
+    o.batch_size = 4;
+    o.threads = 2;
+    o.on_error = on_error;
+    o.shuffle = false;
+    return o;
+  }
+  TempDir dir_;
+};
+
+TEST_F(BadInputTest, SkipReportsEachBadFileAndGoesOn) {
+  auto loader = Loader::Create(Options(OnError::kSkip));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t delivered = 0;
+  while (true) {
+    auto b = (*loader)->Next();
+    ASSERT_TRUE(b.ok()) << b.status();
+    if (*b == nullptr) break;
+    delivered += (*b)->size();
+  }
+  const LoaderStats st = (*loader)->Stats();
+  EXPECT_EQ(delivered, 12);
+  EXPECT_EQ(st.images, 12);
+  EXPECT_EQ(st.errors, 3);
+  ASSERT_EQ(st.first_errors.size(), 3u);
+  std::string all;
+  for (const SampleError& e : st.first_errors) all += e.path + ": " + e.status.ToString() + "\n";
+  EXPECT_THAT(all, HasSubstr("zz-truncated.jpg: DATA_LOSS: stage 0 (decode): truncated JPEG"));
+  EXPECT_THAT(all, HasSubstr("zz-text.jpg: DATA_LOSS: stage 0 (decode): not a supported image"));
+  EXPECT_THAT(all, HasSubstr("zz-empty.jpg: DATA_LOSS: stage 0 (decode): empty file"));
+}
+
+TEST_F(BadInputTest, FailStopsWithThePathAndStaysFailed) {
+  auto loader = Loader::Create(Options(OnError::kFail));
+  ASSERT_TRUE(loader.ok());
+  absl::Status failure;
+  while (true) {
+    auto b = (*loader)->Next();
+    if (!b.ok()) {
+      failure = b.status();
+      break;
+    }
+    ASSERT_NE(*b, nullptr) << "the run ended without reporting the bad files";
+  }
+  EXPECT_EQ(failure.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(failure.message(), HasSubstr("zz-"));
+  EXPECT_EQ((*loader)->Next().status(), failure);
+}
+
+TEST(LoaderOptions, InvalidOptionsNameTheFlag) {
+  TempDir dir;
+  SyntheticFolderOptions so;
+  so.classes = 1;
+  so.images_per_class = 1;
+  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
+  LoaderOptions o;
+  o.dataset.set_path(dir.Join("d"));
+  o.pipeline = *LoadPipelineSpec("imagenet-train");
+  o.batch_size = 0;
+  EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("--batch"));
+  o.batch_size = 2;
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("--rank"));
+  o.rank = 0;
+  o.pipeline.mutable_stages()->DeleteSubrange(1, 3);  // decode only: no fixed shape
+  const absl::Status s = Loader::Create(o).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no fixed shape"));
+}
+
+TEST(Loader, BatchesOutliveTheLoader) {
+  TempDir dir;
+  SyntheticFolderOptions so;
+  so.classes = 1;
+  so.images_per_class = 3;
+  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
+  LoaderOptions o;
+  o.dataset.set_path(dir.Join("d"));
+  o.pipeline = *LoadPipelineSpec("imagenet-eval");
+  o.batch_size = 2;
+  BatchPtr kept;
+  {
+    auto loader = Loader::Create(o);
+    ASSERT_TRUE(loader.ok());
+    kept = *(*loader)->Next();
+  }
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->size(), 2);
+  EXPECT_EQ(kept->shape(), (Shape{2, 3, 224, 224}));
+}
+
+}  // namespace
+}  // namespace prepflow

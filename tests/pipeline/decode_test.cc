@@ -1,0 +1,280 @@
+// The decoder: region/scaled decoding against full decoding, odd but valid
+// inputs, and bad inputs that must be reported, never crash.
+#include "pipeline/image_decode.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "opencv2/imgproc.hpp"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::MakePipeline;
+using ::prepflow::testing::RunPipeline;
+using ::testing::HasSubstr;
+
+struct Decoded {
+  absl::Status status;
+  cv::Mat rgb;
+  ImageView view;
+};
+
+Decoded DecodeBytes(const std::vector<uint8_t>& bytes, const DecodeHint* hint = nullptr,
+                    DecodeOptions options = DecodeOptions()) {
+  ImageDecoder decoder;
+  Buffer buf;
+  DecodedImage image;
+  auto plan = [&](int, int) { return *hint; };
+  const DecodePlanner planner(plan);
+  Decoded d;
+  d.status = decoder.Decode(bytes.data(), bytes.size(), options, hint ? &planner : nullptr, &buf, &image);
+  if (d.status.ok()) {
+    d.rgb = cv::Mat(image.height, image.width, CV_8UC3, image.data).clone();
+    d.view = image.view;
+  }
+  return d;
+}
+
+double MeanAbsDiff(const cv::Mat& a, const cv::Mat& b) {
+  cv::Mat diff;
+  cv::absdiff(a, b, diff);
+  const cv::Scalar m = cv::mean(diff);
+  return (m[0] + m[1] + m[2]) / 3;
+}
+
+TEST(Decode, FullImageMatchesOpenCV) {
+  const std::vector<uint8_t> jpeg = testing::Jpeg(320, 240, 4);
+  Decoded d = DecodeBytes(jpeg);
+  ASSERT_TRUE(d.status.ok()) << d.status;
+  ASSERT_EQ(d.rgb.size(), cv::Size(320, 240));
+  cv::Mat bgr = cv::imdecode(jpeg, cv::IMREAD_COLOR), rgb;
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  // Same libjpeg-turbo, same ISLOW IDCT and upsampling: identical pixels.
+  EXPECT_EQ(cv::norm(d.rgb, rgb, cv::NORM_INF), 0);
+}
+
+TEST(Decode, RegionAtFullScaleIsExactlyTheFullDecodeRegion) {
+  const std::vector<uint8_t> jpeg = testing::Jpeg(640, 480, 5);
+  Decoded full = DecodeBytes(jpeg);
+  ASSERT_TRUE(full.status.ok());
+  const DecodeHint hint{123, 77, 301, 250, 301, 250, false};
+  Decoded roi = DecodeBytes(jpeg, &hint);
+  ASSERT_TRUE(roi.status.ok()) << roi.status;
+  EXPECT_EQ(roi.view.scale_denom, 1);
+  EXPECT_LE(roi.view.x0, 123);  // widened left to an iMCU boundary
+  EXPECT_EQ(roi.view.y0, 77);
+  ASSERT_GE(roi.view.x0 + roi.rgb.cols, 123 + 301);
+  ASSERT_EQ(roi.rgb.rows, 250);
+  const cv::Mat expected = full.rgb(cv::Rect(123, 77, 301, 250));
+  EXPECT_EQ(cv::norm(roi.rgb(cv::Rect(123 - roi.view.x0, 0, 301, 250)), expected, cv::NORM_INF), 0);
+  EXPECT_LT(roi.rgb.total(), full.rgb.total());
+}
+
+TEST(Decode, PicksTheLargestDctScaleThatKeepsTheTargetSize) {
+  const std::vector<uint8_t> jpeg = testing::Jpeg(1600, 1200, 6);
+  const DecodeHint whole{0, 0, 1600, 1200, 224, 224, false};
+  EXPECT_EQ(DecodeBytes(jpeg, &whole).view.scale_denom, 4);  // 1200/4 = 300 >= 224 > 150
+  const DecodeHint small{0, 0, 1600, 1200, 100, 100, false};
+  EXPECT_EQ(DecodeBytes(jpeg, &small).view.scale_denom, 8);
+  const DecodeHint tight{0, 0, 500, 500, 224, 224, false};
+  Decoded d = DecodeBytes(jpeg, &tight);
+  EXPECT_EQ(d.view.scale_denom, 2);
+  EXPECT_GE(d.rgb.rows, 224);
+  const DecodeHint none{0, 0, 300, 300, 224, 224, false};
+  EXPECT_EQ(DecodeBytes(jpeg, &none).view.scale_denom, 1);
+}
+
+// The tolerance of the fast path: region + DCT-scaled decode, then the crop
+// resize, against full decode + crop + resize of the same crop.
+TEST(Decode, ScaledRegionDecodeIsCloseToFullDecodeThenResize) {
+  const std::string pipeline = R"pb(stages { decode {} } stages { random_resized_crop { size: 224 } })pb";
+  DecodeOptions slow;
+  slow.use_roi = false;
+  slow.use_dct_scaling = false;
+  auto fast_p = MakePipeline(pipeline, 11);
+  auto slow_p = MakePipeline(pipeline, 11, slow);
+  double worst = 0, total = 0;
+  int scaled = 0;
+  for (int i = 0; i < 24; ++i) {
+    const std::vector<uint8_t> jpeg = testing::Jpeg(1200 + 16 * i, 900 + 8 * i, 100 + i, 92);
+    auto a = RunPipeline(*fast_p, jpeg, i);
+    auto b = RunPipeline(*slow_p, jpeg, i);
+    ASSERT_TRUE(a.status.ok() && b.status.ok());
+    scaled += RunPipeline(*fast_p, jpeg, i, 0, 1).view.scale_denom > 1;
+    const double mad = MeanAbsDiff(cv::Mat(224, 224, CV_8UC3, a.bytes.data()),
+                                   cv::Mat(224, 224, CV_8UC3, b.bytes.data()));
+    worst = std::max(worst, mad);
+    total += mad;
+  }
+  EXPECT_GT(scaled, 12);  // the test exercises DCT scaling, not just ROI
+  // Stated tolerance: mean absolute difference per channel value at most 4
+  // (of 255) on any image, and at most 2.5 on average. DCT-domain scaling is an
+  // area filter; OpenCV's bilinear kernel is not, so they differ slightly at
+  // edges and in fine texture.
+  EXPECT_LT(worst, 4.0);
+  EXPECT_LT(total / 24, 2.5);
+}
+
+TEST(Decode, GrayscaleBecomesThreeEqualChannels) {
+  const std::vector<uint8_t> gray = SyntheticImage(64, 48, 3, 0, SyntheticFormat::kGrayJpeg);
+  Decoded d = DecodeBytes(gray);
+  ASSERT_TRUE(d.status.ok()) << d.status;
+  ASSERT_EQ(d.rgb.channels(), 3);
+  std::vector<cv::Mat> ch;
+  cv::split(d.rgb, ch);
+  EXPECT_EQ(cv::norm(ch[0], ch[1], cv::NORM_INF), 0);
+  EXPECT_EQ(cv::norm(ch[1], ch[2], cv::NORM_INF), 0);
+}
+
+TEST(Decode, CmykConvertsLikePillow) {
+  // Stored inverted (Adobe): c=255-C etc. Pure "C=0 M=0 Y=0 K=0" ink is white.
+  Decoded white = DecodeBytes(testing::CmykJpeg(16, 16, 255, 255, 255, 255));
+  ASSERT_TRUE(white.status.ok()) << white.status;
+  EXPECT_NEAR(white.rgb.at<cv::Vec3b>(8, 8)[0], 255, 2);
+  // Stored c=255 (no cyan), m=0 (full magenta), y=255, k=255 (no black):
+  // R = 255*255/255, G = 0, B = 255.
+  Decoded magenta = DecodeBytes(testing::CmykJpeg(16, 16, 255, 0, 255, 255));
+  ASSERT_TRUE(magenta.status.ok());
+  const cv::Vec3b px = magenta.rgb.at<cv::Vec3b>(8, 8);
+  EXPECT_NEAR(px[0], 255, 3);
+  EXPECT_NEAR(px[1], 0, 3);
+  EXPECT_NEAR(px[2], 255, 3);
+}
+
+TEST(Decode, ProgressivePngRgba16BitAndBmpDecode) {
+  const std::vector<uint8_t> prog = SyntheticImage(300, 200, 2, 90, SyntheticFormat::kProgressiveJpeg);
+  Decoded p = DecodeBytes(prog);
+  ASSERT_TRUE(p.status.ok()) << p.status;
+  EXPECT_EQ(p.rgb.size(), cv::Size(300, 200));
+  const DecodeHint hint{50, 60, 100, 90, 100, 90, false};
+  Decoded pr = DecodeBytes(prog, &hint);
+  ASSERT_TRUE(pr.status.ok()) << pr.status;
+  EXPECT_EQ(cv::norm(pr.rgb(cv::Rect(50 - pr.view.x0, 0, 100, 90)), p.rgb(cv::Rect(50, 60, 100, 90)),
+                     cv::NORM_INF),
+            0);
+
+  Decoded rgba = DecodeBytes(testing::SolidPng(5, 4, 4, 8, 10, 20, 30));
+  ASSERT_TRUE(rgba.status.ok()) << rgba.status;
+  EXPECT_EQ(rgba.rgb.at<cv::Vec3b>(0, 0), cv::Vec3b(10, 20, 30));
+  Decoded deep = DecodeBytes(testing::SolidPng(5, 4, 3, 16, 10, 20, 30));
+  ASSERT_TRUE(deep.status.ok()) << deep.status;
+  EXPECT_EQ(deep.rgb.at<cv::Vec3b>(3, 4), cv::Vec3b(10, 20, 30));
+  Decoded gray = DecodeBytes(testing::SolidPng(5, 4, 1, 8, 77, 0, 0));
+  ASSERT_TRUE(gray.status.ok());
+  EXPECT_EQ(gray.rgb.at<cv::Vec3b>(1, 1), cv::Vec3b(77, 77, 77));
+
+  cv::Mat bmp_img(3, 7, CV_8UC3, cv::Scalar(30, 20, 10));  // BGR
+  std::vector<uint8_t> bmp;
+  cv::imencode(".bmp", bmp_img, bmp);
+  Decoded b = DecodeBytes(bmp);
+  ASSERT_TRUE(b.status.ok()) << b.status;
+  EXPECT_EQ(b.rgb.at<cv::Vec3b>(2, 6), cv::Vec3b(10, 20, 30));
+}
+
+TEST(Decode, TinyAndExtremeAspectImagesGoThroughImagenetTrain) {
+  auto spec = LoadPipelineSpec("imagenet-train");
+  ASSERT_TRUE(spec.ok());
+  auto p = Pipeline::Create(*spec, PipelineOptions());
+  ASSERT_TRUE(p.ok());
+  for (auto [w, h] : {std::pair{1, 1}, {4000, 3}, {3, 4000}, {2, 9}}) {
+    for (int64_t i = 0; i < 4; ++i) {
+      auto out = RunPipeline(**p, testing::Jpeg(w, h, 7), i);
+      ASSERT_TRUE(out.status.ok()) << w << "x" << h << ": " << out.status;
+      EXPECT_EQ(out.shape, (Shape{3, 224, 224}));
+    }
+  }
+}
+
+TEST(Decode, TruncatedJpegIsAnError) {
+  std::vector<uint8_t> jpeg = testing::Jpeg(200, 150, 8);
+  jpeg.resize(jpeg.size() * 6 / 10);
+  Decoded d = DecodeBytes(jpeg);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(d.status.message(), HasSubstr("truncated JPEG"));
+  // Also when the region wanted lies entirely before the cut.
+  const DecodeHint top{0, 0, 50, 20, 50, 20, false};
+  EXPECT_EQ(DecodeBytes(jpeg, &top).status.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Decode, CorruptEntropyDataIsAnError) {
+  std::vector<uint8_t> jpeg = testing::Jpeg(256, 256, 9);
+  // Overwrite the middle of the scan with a stray marker and garbage; the
+  // end-of-image marker stays, so only the decoder can notice.
+  const size_t mid = jpeg.size() / 2;
+  for (size_t i = 0; i < 64; ++i) jpeg[mid + i] = static_cast<uint8_t>(i * 37);
+  jpeg[mid] = 0xFF;
+  jpeg[mid + 1] = 0xD0 + 5;  // out-of-sequence restart marker
+  Decoded d = DecodeBytes(jpeg);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kDataLoss) << d.status;
+  EXPECT_THAT(d.status.message(), HasSubstr("corrupt JPEG"));
+}
+
+TEST(Decode, GarbageEmptyAndBadHeadersAreErrors) {
+  EXPECT_THAT(DecodeBytes({}).status.message(), HasSubstr("empty file"));
+  Decoded junk = DecodeBytes({'<', 'h', 't', 'm', 'l', '>', 1, 2, 3});
+  EXPECT_EQ(junk.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(junk.status.message(), HasSubstr("not a supported image"));
+  EXPECT_THAT(junk.status.message(), HasSubstr("3c 68 74 6d"));
+  // A JPEG signature followed by nonsense.
+  Decoded bad = DecodeBytes({0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x02, 0xFF, 0xD9});
+  EXPECT_EQ(bad.status.code(), absl::StatusCode::kDataLoss) << bad.status;
+  std::vector<uint8_t> png = testing::SolidPng(40, 40, 3, 8, 1, 2, 3);
+  png.resize(png.size() / 2);
+  EXPECT_EQ(DecodeBytes(png).status.code(), absl::StatusCode::kDataLoss);
+}
+
+// Patches the SOF0 frame size of a baseline JPEG.
+std::vector<uint8_t> WithFrameSize(std::vector<uint8_t> jpeg, int w, int h) {
+  for (size_t i = 2; i + 8 < jpeg.size(); ++i) {
+    if (jpeg[i] == 0xFF && (jpeg[i + 1] == 0xC0 || jpeg[i + 1] == 0xC2)) {
+      jpeg[i + 5] = static_cast<uint8_t>(h >> 8);
+      jpeg[i + 6] = static_cast<uint8_t>(h);
+      jpeg[i + 7] = static_cast<uint8_t>(w >> 8);
+      jpeg[i + 8] = static_cast<uint8_t>(w);
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "no SOF marker";
+  return jpeg;
+}
+
+TEST(Decode, HeaderOverMaxPixelsIsRefusedBeforeDecoding) {
+  const std::vector<uint8_t> huge = WithFrameSize(testing::Jpeg(64, 64, 1), 60000, 60000);
+  DecodeOptions options;
+  options.max_pixels = 64'000'000;
+  Decoded d = DecodeBytes(huge, nullptr, options);
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(d.status.message(), HasSubstr("60000x60000"));
+  EXPECT_THAT(d.status.message(), HasSubstr("--max-pixels"));
+  options.max_pixels = 1000;
+  EXPECT_EQ(DecodeBytes(testing::Jpeg(64, 64, 1), nullptr, options).status.code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(DecodeBytes(testing::SolidPng(64, 64, 3, 8, 0, 0, 0), nullptr, options).status.code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(Decode, OneDecoderSurvivesErrorsAndKeepsWorking) {
+  ImageDecoder decoder;
+  Buffer buf;
+  DecodedImage image;
+  const std::vector<uint8_t> good = testing::Jpeg(100, 80, 2);
+  std::vector<uint8_t> truncated = good;
+  truncated.resize(good.size() - 40);
+  std::vector<uint8_t> corrupt = good;
+  for (size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 32; ++i) corrupt[i] = 0xFF;
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_FALSE(decoder.Decode(truncated.data(), truncated.size(), {}, nullptr, &buf, &image).ok());
+    EXPECT_FALSE(decoder.Decode(corrupt.data(), corrupt.size(), {}, nullptr, &buf, &image).ok());
+    ASSERT_TRUE(decoder.Decode(good.data(), good.size(), {}, nullptr, &buf, &image).ok());
+    EXPECT_EQ(image.width, 100);
+  }
+}
+
+}  // namespace
+}  // namespace prepflow

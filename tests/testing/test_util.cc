@@ -1,0 +1,129 @@
+#include "tests/testing/test_util.h"
+
+// clang-format off
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "pipeline/synthetic.h"
+
+namespace prepflow::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/prepflow-test-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed";
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<uint8_t> Jpeg(int width, int height, uint64_t seed, int quality) {
+  return SyntheticImage(width, height, seed, static_cast<int>(seed * 37 % 180), SyntheticFormat::kJpeg,
+                        quality);
+}
+
+std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &out, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 4;
+  cinfo.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_colorspace(&cinfo, JCS_YCCK);  // writes an Adobe marker
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<uint8_t> row(static_cast<size_t>(width) * 4);
+  for (int x = 0; x < width; ++x) {
+    row[4 * x] = c;
+    row[4 * x + 1] = m;
+    row[4 * x + 2] = y;
+    row[4 * x + 3] = k;
+  }
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> bytes(out, out + size);
+  free(out);
+  return bytes;
+}
+
+std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,
+                              uint8_t b) {
+  const int type = CV_MAKETYPE(depth == 16 ? CV_16U : CV_8U, channels);
+  const double scale = depth == 16 ? 257.0 : 1.0;
+  cv::Scalar bgra(b * scale, g * scale, r * scale, 255 * scale);
+  if (channels == 1) bgra = cv::Scalar(r * scale);
+  cv::Mat img(height, width, type, bgra);
+  std::vector<uint8_t> bytes;
+  cv::imencode(".png", img, bytes);
+  return bytes;
+}
+
+Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, int64_t index,
+                   uint64_t epoch, int end) {
+  Workspace ws;
+  Sample s;
+  s.index = index;
+  s.epoch = epoch;
+  uint8_t* p = ws.encoded.Reserve(bytes.size() + 1);
+  std::copy(bytes.begin(), bytes.end(), p);
+  s.data = p;
+  s.size = bytes.size();
+  s.shape = {static_cast<int64_t>(bytes.size())};
+  Output out;
+  out.status = pipeline.Run(0, end < 0 ? pipeline.num_stages() : end, s, ws);
+  if (out.status.ok()) {
+    out.bytes.assign(s.data, s.data + s.size);
+    out.shape = s.shape;
+    out.kind = s.kind;
+    out.view = s.view;
+  }
+  return out;
+}
+
+std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed, DecodeOptions decode) {
+  proto::PipelineSpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  PipelineOptions options;
+  options.seed = seed;
+  options.decode = decode;
+  auto p = Pipeline::Create(spec, options);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
+
+}  // namespace prepflow::testing

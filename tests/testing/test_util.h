@@ -1,0 +1,60 @@
+// Helpers for prepflow's tests: scratch folders and generated inputs, so that
+// no test depends on data outside the repository.
+#ifndef PREPFLOW_TESTS_TESTING_TEST_UTIL_H_
+#define PREPFLOW_TESTS_TESTING_TEST_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/ops.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/sample.h"
+
+namespace prepflow::testing {
+
+// A fresh folder under $TMPDIR, removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes);
+std::vector<uint8_t> ReadFile(const std::string& path);
+
+// A photo-like baseline JPEG.
+std::vector<uint8_t> Jpeg(int width, int height, uint64_t seed = 1, int quality = 90);
+// A CMYK JPEG with an Adobe marker (inverted, as Photoshop writes it), every
+// pixel set to (c, m, y, k) as stored.
+std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k);
+// A PNG of a solid colour with `channels` = 1, 3 or 4 (RGBA) and `depth` 8 or 16.
+std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,
+                              uint8_t b);
+
+// Runs stages [0, end) of `pipeline` on `bytes` as sample (epoch, index);
+// returns the output as bytes (the status is checked with EXPECT).
+struct Output {
+  absl::Status status;
+  std::vector<uint8_t> bytes;
+  Shape shape;
+  ValueKind kind = ValueKind::kEncoded;
+  ImageView view;
+};
+Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, int64_t index = 0,
+                   uint64_t epoch = 0, int end = -1);
+
+// A pipeline from text-format stages; fails the test on error.
+std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed = 0,
+                                       DecodeOptions decode = DecodeOptions());
+
+}  // namespace prepflow::testing
+
+#endif  // PREPFLOW_TESTS_TESTING_TEST_UTIL_H_

@@ -36,12 +36,15 @@ def main():
     loader = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.workers)
     images = 0
     start = time.perf_counter()
+    cpu_start = time.process_time()
     for _ in range(args.epochs):
         for x, y in loader:
             images += x.shape[0]
     seconds = time.perf_counter() - start
+    cpu_seconds = time.process_time() - cpu_start
     print(json.dumps({"program": "torchvision", "images": images, "seconds": seconds,
-                      "images_per_s": images / seconds, "torch": torch.__version__}))
+                      "images_per_s": images / seconds, "cpu_seconds": cpu_seconds,
+                      "images_per_cpu_s": images / cpu_seconds, "torch": torch.__version__}))
 
 
 if __name__ == "__main__":

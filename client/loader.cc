@@ -1,6 +1,7 @@
 #include "client/loader.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -20,7 +21,6 @@ absl::StatusOr<OnError> ParseOnError(const std::string& name) {
 struct Loader::Pool {
   absl::Mutex mu;
   std::vector<std::unique_ptr<Batch>> free ABSL_GUARDED_BY(mu);
-  int64_t allocated ABSL_GUARDED_BY(mu) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& options) {
@@ -60,6 +60,17 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   loader->stage_profiler_ = std::make_unique<StageProfiler>(loader->pipeline_->stage_names());
   for (int i = 0; i < threads; ++i) loader->workspaces_.push_back(std::make_unique<Workspace>());
   loader->pool_of_batches_ = std::make_shared<Pool>();
+  {
+    // The batches that can be in flight plus the one the trainer holds, made
+    // and touched now: memory is committed up front and the first batches do
+    // not pay for page faults.
+    absl::MutexLock lock(&loader->pool_of_batches_->mu);
+    for (int i = 0; i <= options.prefetch_batches; ++i) {
+      auto batch = std::make_unique<Batch>(out, options.batch_size);
+      std::memset(batch->slot(0), 0, out.bytes() * options.batch_size);
+      loader->pool_of_batches_->free.push_back(std::move(batch));
+    }
+  }
   const int64_t n = loader->dataset_->size();
   loader->samples_per_epoch_ =
       n / options.world_size + (options.rank < n % options.world_size ? 1 : 0);
@@ -107,10 +118,9 @@ void Loader::TopUp() {
       if (!pool_of_batches_->free.empty()) {
         batch = std::move(pool_of_batches_->free.back());
         pool_of_batches_->free.pop_back();
-      } else {
-        ++pool_of_batches_->allocated;
       }
     }
+    // Only when the trainer keeps more batches than it hands back.
     if (!batch) batch = std::make_unique<Batch>(pipeline_->output_type(), options_.batch_size);
     batch->Reset(static_cast<uint64_t>(next_epoch_), next_number_,
                  absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)));
@@ -159,10 +169,16 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
   const int64_t now = WallNanos();
-  if (start_nanos_ == 0) start_nanos_ = now;
+  if (start_nanos_ == 0) {
+    start_nanos_ = now;
+    start_cpu_nanos_ = ProcessCpuNanos();
+  }
   TopUp();
   if (in_flight_.empty()) {
-    if (end_nanos_ == 0) end_nanos_ = now;
+    if (end_nanos_ == 0) {
+      end_nanos_ = now;
+      end_cpu_nanos_ = ProcessCpuNanos();
+    }
     return BatchPtr();
   }
   Batch* batch = in_flight_.front();
@@ -180,6 +196,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
       if (first_errors_.size() < 16) first_errors_.push_back(std::move(e));
       delete batch;
       end_nanos_ = WallNanos();
+      end_cpu_nanos_ = ProcessCpuNanos();
       return failure_;
     }
     spdlog::warn("skipping sample {} ({}): {}", e.index, e.path, e.status.ToString());
@@ -208,6 +225,8 @@ LoaderStats Loader::Stats() const {
     st.bytes = bytes_;
     const int64_t end = end_nanos_ != 0 ? end_nanos_ : WallNanos();
     st.seconds = start_nanos_ != 0 ? (end - start_nanos_) * 1e-9 : 0;
+    const int64_t end_cpu = end_cpu_nanos_ != 0 ? end_cpu_nanos_ : ProcessCpuNanos();
+    st.cpu_seconds = start_nanos_ != 0 ? (end_cpu - start_cpu_nanos_) * 1e-9 : 0;
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
   }

@@ -61,6 +61,7 @@ struct LoaderStats {
   uint64_t bytes = 0;   // delivered output bytes
   uint64_t checksum = 0;
   double seconds = 0;       // since the first Next()
+  double cpu_seconds = 0;   // process CPU time over the same span
   double wait_seconds = 0;  // time Next() spent waiting for data
   // "read" first, then one entry per pipeline stage.
   std::vector<StageStats> stages;
@@ -122,6 +123,8 @@ class Loader {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   int64_t start_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t end_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t start_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t end_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t wait_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t images_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;

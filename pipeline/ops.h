@@ -108,6 +108,12 @@ class OpRegistry {
   std::vector<std::pair<proto::Stage::OpCase, OpFactory>> factories_;
 };
 
+// The normalize kernel (exposed for tests and benchmarks): uint8 HWC RGB to
+// float32 CHW, (x / 255 - mean[c]) / std[c] in float32 exactly as torchvision's
+// ToTensor + Normalize compute it.
+void NormalizeHwcToChw(const uint8_t* in, size_t pixels, const float* mean, const float* std,
+                       float* out);
+
 // Registers every built-in op (decode, resize, center_crop,
 // random_resized_crop, random_horizontal_flip, normalize).
 void RegisterBuiltinOps(OpRegistry* registry);

@@ -23,6 +23,8 @@ namespace prepflow {
 int64_t ThreadCpuNanos();
 // Monotonic wall-clock time in nanoseconds.
 int64_t WallNanos();
+// CPU time consumed so far by the whole process (all threads), in nanoseconds.
+int64_t ProcessCpuNanos();
 
 struct StageStats {
   std::string name;

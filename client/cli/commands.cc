@@ -198,6 +198,8 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
               {"format", loader.dataset().format()},
               {"samples_per_epoch", loader.samples_per_epoch()},
               {"output_bytes", st.bytes},
+              {"cpu_seconds", st.cpu_seconds},
+              {"images_per_cpu_s", st.cpu_seconds > 0 ? st.images / st.cpu_seconds : 0},
               {"wait_seconds", st.wait_seconds},
               {"stages", StagesJson(st.stages)}};
     Json errors = Json::array();

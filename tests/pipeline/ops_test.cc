@@ -35,16 +35,41 @@ absl::Status CreateStatus(const std::string& text) {
   return Pipeline::Create(spec, PipelineOptions()).status();
 }
 
-TEST(Normalize, MatchesTorchvisionFormula) {
+// torchvision: ToTensor divides by 255 in float32, Normalize subtracts and
+// divides by float32 mean and std. Bit-for-bit the same here.
+float TorchvisionValue(int v, double mean, double std) {
+  volatile float x = static_cast<float>(v) / 255.0f;  // volatile: one rounding per op
+  volatile float centred = x - static_cast<float>(mean);
+  return centred / static_cast<float>(std);
+}
+
+TEST(Normalize, MatchesTorchvisionBitForBit) {
   auto p = MakePipeline(R"pb(stages { decode {} } stages { normalize {} })pb");
   auto out = RunPipeline(*p, testing::SolidPng(2, 1, 3, 8, 0, 128, 255));
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.shape, (Shape{3, 1, 2}));
   const float* f = reinterpret_cast<const float*>(out.bytes.data());
-  EXPECT_EQ(f[0], static_cast<float>((0 / 255.0 - 0.485) / 0.229));
-  EXPECT_EQ(f[2], static_cast<float>((128 / 255.0 - 0.456) / 0.224));
-  EXPECT_EQ(f[4], static_cast<float>((255 / 255.0 - 0.406) / 0.225));
+  EXPECT_EQ(f[0], TorchvisionValue(0, 0.485, 0.229));
+  EXPECT_EQ(f[2], TorchvisionValue(128, 0.456, 0.224));
+  EXPECT_EQ(f[4], TorchvisionValue(255, 0.406, 0.225));
   EXPECT_EQ(f[1], f[0]);
+}
+
+TEST(Normalize, KernelIsExactForEveryValueAndLength) {
+  // Every byte value in every channel, and lengths that leave vector tails.
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+  for (size_t pixels : {size_t{1}, size_t{7}, size_t{256}, size_t{1001}}) {
+    std::vector<uint8_t> in(pixels * 3);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + i / 3);
+    std::vector<float> out(pixels * 3);
+    NormalizeHwcToChw(in.data(), pixels, mean, std, out.data());
+    for (size_t i = 0; i < pixels; ++i) {
+      for (int c = 0; c < 3; ++c) {
+        ASSERT_EQ(out[c * pixels + i], TorchvisionValue(in[3 * i + c], mean[c], std[c]))
+            << "pixel " << i << " channel " << c;
+      }
+    }
+  }
 }
 
 TEST(Normalize, CustomMeanStd) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -143,7 +144,12 @@ void Loader::RunSample(int worker, Batch* batch, int64_t slot) {
   s.label = dataset_->label(index);
   const int64_t t0 = ThreadCpuNanos();
   size_t size = 0;
-  absl::Status status = dataset_->Read(index, &ws.encoded, &size);
+  absl::Status status;
+  try {
+    status = dataset_->Read(index, &ws.encoded, &size);
+  } catch (const std::bad_alloc&) {
+    status = absl::ResourceExhaustedError("out of memory reading the sample");
+  }
   read_profiler_->Record(0, ThreadCpuNanos() - t0, static_cast<int64_t>(size));
   if (status.ok()) {
     s.kind = ValueKind::kEncoded;

@@ -66,7 +66,7 @@ absl::Status ListDir(const std::string& dir, std::vector<std::string>* dirs,
   return absl::OkStatus();
 }
 
-absl::Status ReadFile(const std::string& path, Buffer* out, size_t* size) {
+absl::Status ReadFile(const std::string& path, int64_t max_bytes, Buffer* out, size_t* size) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
   struct stat st;
@@ -74,6 +74,11 @@ absl::Status ReadFile(const std::string& path, Buffer* out, size_t* size) {
     const int err = errno;
     close(fd);
     return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
+  }
+  if (st.st_size > max_bytes) {
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, st.st_size, max_bytes));
   }
   const size_t want = static_cast<size_t>(st.st_size);
   uint8_t* p = out->Reserve(want == 0 ? 1 : want);
@@ -146,7 +151,7 @@ class ImageFolderDataset : public Dataset {
   std::string SamplePath(int64_t i) const override { return absl::StrCat(root_, "/", paths_[i]); }
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
-    return ReadFile(SamplePath(i), out, size);
+    return ReadFile(SamplePath(i), max_file_bytes_, out, size);
   }
 
  private:
@@ -191,6 +196,7 @@ class WebDataset : public Dataset {
   std::string Extension(int64_t i) const override { return LowerExtension(samples_[i].name); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const Entry& e = samples_[i];
+    if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
     uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
     size_t done = 0;
     while (done < e.size) {
@@ -279,6 +285,12 @@ bool HasTarFiles(const std::string& dir) {
 
 }  // namespace
 
+absl::Status Dataset::CheckSize(uint64_t size, const std::string& path) const {
+  if (size <= static_cast<uint64_t>(max_file_bytes_)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, size, max_file_bytes_));
+}
+
 absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name) {
   if (name == "auto") return proto::DatasetSpec::FORMAT_AUTO;
   if (name == "imagefolder") return proto::DatasetSpec::FORMAT_IMAGEFOLDER;
@@ -298,11 +310,19 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     const bool wds = S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar");
     format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   }
-  if (format == proto::DatasetSpec::FORMAT_WEBDATASET) return WebDataset::Open(path);
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+  if (spec.max_file_bytes() < 0) {
+    return absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)");
   }
-  return ImageFolderDataset::Open(path);
+  absl::StatusOr<std::unique_ptr<Dataset>> ds;
+  if (format == proto::DatasetSpec::FORMAT_WEBDATASET) {
+    ds = WebDataset::Open(path);
+  } else if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+  } else {
+    ds = ImageFolderDataset::Open(path);
+  }
+  if (ds.ok() && spec.max_file_bytes() > 0) (*ds)->max_file_bytes_ = spec.max_file_bytes();
+  return ds;
 }
 
 absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptions& options,

@@ -28,6 +28,8 @@
 
 namespace prepflow {
 
+inline constexpr int64_t kDefaultMaxFileBytes = int64_t{256} << 20;
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -49,7 +51,16 @@ class Dataset {
   // The file extension of sample i's image, lower case, without the dot.
   virtual std::string Extension(int64_t i) const = 0;
 
+  // Reads larger than this are refused before memory is reserved.
+  int64_t max_file_bytes() const { return max_file_bytes_; }
+
  protected:
+  friend absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec);
+
+  // ResourceExhausted naming `path` when `size` is over the limit.
+  absl::Status CheckSize(uint64_t size, const std::string& path) const;
+
+  int64_t max_file_bytes_ = kDefaultMaxFileBytes;
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;

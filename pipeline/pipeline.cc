@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -131,7 +132,16 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
     ctx.stage = i;
     ctx.last = i + 1 == end;
     const int64_t t0 = profiler != nullptr ? ThreadCpuNanos() : 0;
-    absl::Status status = ops_[i]->Apply(ctx, sample);
+    absl::Status status;
+    // Ops return Status; these catch what a library might still throw, so no
+    // input can take a worker thread (and the process) down.
+    try {
+      status = ops_[i]->Apply(ctx, sample);
+    } catch (const cv::Exception& e) {
+      status = absl::InternalError(absl::StrCat("OpenCV: ", e.what()));
+    } catch (const std::bad_alloc&) {
+      status = absl::ResourceExhaustedError("out of memory");
+    }
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat("stage ", i, " (", stage_names_[i], "): ", status.message()));

@@ -98,6 +98,7 @@ struct RunFlags {
   int batch = 64, threads = 0, epochs = 1, rank = 0, world_size = 1, prefetch = 2;
   uint64_t seed = 0;
   int64_t max_pixels = 64'000'000;
+  int64_t max_file_bytes = kDefaultMaxFileBytes;
   bool json = false, shuffle = true, drop_last = false;
 
   void Register(FlagSet& f, bool data_required) {
@@ -112,6 +113,7 @@ struct RunFlags {
     f.Uint("seed", &seed, "job seed: shuffle order and every random augmentation");
     f.String("on-error", &on_error, "skip (report, count and go on) | fail (stop, exit 1)");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
+    f.Int("max-file-bytes", &max_file_bytes, "refuse sample files larger than this");
     f.Bool("shuffle", &shuffle, "shuffle each epoch (--no-shuffle: dataset order)");
     f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
@@ -126,6 +128,7 @@ struct RunFlags {
     auto fmt = ParseDatasetFormat(format);
     if (!fmt.ok()) return fmt.status();
     o.dataset.set_format(*fmt);
+    o.dataset.set_max_file_bytes(max_file_bytes);
     auto spec = LoadPipelineSpec(pipeline);
     if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
     o.pipeline = *spec;

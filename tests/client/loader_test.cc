@@ -166,6 +166,10 @@ class BadInputTest : public ::testing::Test {
     testing::WriteFile(dir_.Join("data/class001/zz-truncated.jpg"), truncated);
     testing::WriteFile(dir_.Join("data/class000/zz-text.jpg"), {'h', 'e', 'l', 'l', 'o'});
     testing::WriteFile(dir_.Join("data/class000/zz-empty.jpg"), {});
+    // Odd but valid: a PNG under a .jpg name decodes by content.
+    testing::WriteFile(dir_.Join("data/class000/aa-png.jpg"), testing::SolidPng(40, 30, 4, 8, 1, 2, 3));
+    // Too large to read at all (the limit is set below).
+    testing::WriteFile(dir_.Join("data/class001/zz-huge.jpg"), std::vector<uint8_t>(300'000, 0xFF));
   }
   LoaderOptions Options(OnError on_error) {
     LoaderOptions o;
@@ -175,6 +179,7 @@ class BadInputTest : public ::testing::Test {
     o.threads = 2;
     o.on_error = on_error;
     o.shuffle = false;
+    o.dataset.set_max_file_bytes(200'000);
     return o;
   }
   TempDir dir_;
@@ -191,15 +196,17 @@ TEST_F(BadInputTest, SkipReportsEachBadFileAndGoesOn) {
     delivered += (*b)->size();
   }
   const LoaderStats st = (*loader)->Stats();
-  EXPECT_EQ(delivered, 12);
-  EXPECT_EQ(st.images, 12);
-  EXPECT_EQ(st.errors, 3);
-  ASSERT_EQ(st.first_errors.size(), 3u);
+  EXPECT_EQ(delivered, 13);
+  EXPECT_EQ(st.images, 13);
+  EXPECT_EQ(st.errors, 4);
+  ASSERT_EQ(st.first_errors.size(), 4u);
   std::string all;
   for (const SampleError& e : st.first_errors) all += e.path + ": " + e.status.ToString() + "\n";
   EXPECT_THAT(all, HasSubstr("zz-truncated.jpg: DATA_LOSS: stage 0 (decode): truncated JPEG"));
   EXPECT_THAT(all, HasSubstr("zz-text.jpg: DATA_LOSS: stage 0 (decode): not a supported image"));
   EXPECT_THAT(all, HasSubstr("zz-empty.jpg: DATA_LOSS: stage 0 (decode): empty file"));
+  EXPECT_THAT(all, HasSubstr("zz-huge.jpg: RESOURCE_EXHAUSTED: "));
+  EXPECT_THAT(all, HasSubstr("zz-huge.jpg is 300000 bytes, over the limit of 200000 (--max-file-bytes)"));
 }
 
 TEST_F(BadInputTest, FailStopsWithThePathAndStaysFailed) {

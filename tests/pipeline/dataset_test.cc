@@ -206,6 +206,32 @@ TEST(WebDataset, CorruptShardsAndLabelsAreClearErrors) {
   EXPECT_THAT(short_status.message(), HasSubstr("past the end of the file"));
 }
 
+TEST(Dataset, FilesOverTheSizeLimitAreRefusedBeforeReading) {
+  TempDir dir;
+  WriteFile(dir.Join("src/c/big.jpg"), std::vector<uint8_t>(5000, 1));
+  WriteFile(dir.Join("src/c/small.jpg"), std::vector<uint8_t>(10, 1));
+  PackOptions options;
+  options.out_dir = dir.Join("shards");
+  auto src = Open(dir.Join("src"));
+  ASSERT_NE(src, nullptr);
+  ASSERT_TRUE(PackWebDataset(*src, options, nullptr).ok());
+  for (const std::string& path : {dir.Join("src"), dir.Join("shards")}) {
+    proto::DatasetSpec spec;
+    spec.set_path(path);
+    spec.set_max_file_bytes(1000);
+    auto ds = OpenDataset(spec);
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    Buffer buf;
+    size_t size = 0;
+    const absl::Status big = (*ds)->Read(0, &buf, &size);
+    EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << path;
+    EXPECT_THAT(big.message(), HasSubstr("5000 bytes, over the limit of 1000 (--max-file-bytes)"));
+    EXPECT_EQ(buf.capacity(), 0u) << "nothing reserved for a refused file";
+    EXPECT_TRUE((*ds)->Read(1, &buf, &size).ok());
+    EXPECT_EQ(size, 10u);
+  }
+}
+
 TEST(DatasetFormat, ParsesNames) {
   EXPECT_EQ(*ParseDatasetFormat("wds"), proto::DatasetSpec::FORMAT_WEBDATASET);
   EXPECT_EQ(*ParseDatasetFormat("imagefolder"), proto::DatasetSpec::FORMAT_IMAGEFOLDER);

@@ -9,6 +9,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/rng.h"
 #include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
 
@@ -257,6 +258,53 @@ TEST(Decode, HeaderOverMaxPixelsIsRefusedBeforeDecoding) {
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(DecodeBytes(testing::SolidPng(64, 64, 3, 8, 0, 0, 0), nullptr, options).status.code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+// Deterministic mutations of real encoder output through the whole preset:
+// every result is a decoded tensor or a clean error, never a crash or hang.
+TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {
+  auto spec = LoadPipelineSpec("imagenet-train");
+  ASSERT_TRUE(spec.ok());
+  auto p = Pipeline::Create(*spec, PipelineOptions());
+  ASSERT_TRUE(p.ok());
+  const std::vector<std::vector<uint8_t>> seeds = {
+      testing::Jpeg(320, 240, 1), SyntheticImage(200, 300, 2, 5, SyntheticFormat::kProgressiveJpeg),
+      SyntheticImage(64, 64, 3, 5, SyntheticFormat::kGrayJpeg), testing::SolidPng(50, 40, 4, 8, 1, 2, 3)};
+  SampleRng rng(123, 0, 0, 0);
+  int ok = 0, errors = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    std::vector<uint8_t> bytes = seeds[trial % seeds.size()];
+    switch (trial % 3) {
+      case 0:  // flip a few bits anywhere, headers included
+        for (int k = 0; k < 1 + trial % 4; ++k) {
+          bytes[rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1)] ^=
+              static_cast<uint8_t>(1u << rng.UniformInt(0, 7));
+        }
+        break;
+      case 1:  // truncate
+        bytes.resize(static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1)));
+        break;
+      case 2: {  // overwrite a run with random bytes
+        const int64_t at = rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1);
+        for (int64_t i = at; i < std::min<int64_t>(at + 16, bytes.size()); ++i) {
+          bytes[i] = static_cast<uint8_t>(rng.NextU32());
+        }
+        break;
+      }
+    }
+    auto out = RunPipeline(**p, bytes, trial);
+    if (out.status.ok()) {
+      ++ok;
+      ASSERT_EQ(out.shape, (Shape{3, 224, 224}));
+    } else {
+      ++errors;
+      const absl::StatusCode code = out.status.code();
+      ASSERT_TRUE(code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kResourceExhausted)
+          << out.status;
+    }
+  }
+  EXPECT_GT(errors, 100);  // the mutations do break files...
+  EXPECT_GT(ok, 10);       // ...and some survive (bit flips in pixel data)
 }
 
 TEST(Decode, OneDecoderSurvivesErrorsAndKeepsWorking) {

@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
   std::string data;
   int epochs = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--data") == 0) data = argv[i + 1];
-    else if (std::strcmp(argv[i], "--epochs") == 0) epochs = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--data") == 0)
+      data = argv[i + 1];
+    else if (std::strcmp(argv[i], "--epochs") == 0)
+      epochs = std::atoi(argv[i + 1]);
   }
   if (data.empty()) {
     std::fprintf(stderr, "usage: decode_loop --data DIR [--epochs N]\n");

@@ -26,7 +26,8 @@ struct Loader::Pool {
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& options) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (options.batch_size < 1) return invalid("--batch: must be at least 1, got ", options.batch_size);
+  if (options.batch_size < 1)
+    return invalid("--batch: must be at least 1, got ", options.batch_size);
   if (options.threads < 0) return invalid("--threads: must be >= 0, got ", options.threads);
   if (options.epochs < 1) return invalid("--epochs: must be at least 1, got ", options.epochs);
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -36,7 +37,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   if (options.prefetch_batches < 1) {
     return invalid("--prefetch: must be at least 1, got ", options.prefetch_batches);
   }
-  if (options.max_pixels < 1) return invalid("--max-pixels: must be positive, got ", options.max_pixels);
+  if (options.max_pixels < 1)
+    return invalid("--max-pixels: must be positive, got ", options.max_pixels);
 
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = options;

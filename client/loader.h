@@ -55,10 +55,10 @@ struct LoaderOptions {
 };
 
 struct LoaderStats {
-  int64_t images = 0;   // delivered
-  int64_t errors = 0;   // samples that failed (skipped or fatal)
+  int64_t images = 0;  // delivered
+  int64_t errors = 0;  // samples that failed (skipped or fatal)
   int64_t batches = 0;
-  uint64_t bytes = 0;   // delivered output bytes
+  uint64_t bytes = 0;  // delivered output bytes
   uint64_t checksum = 0;
   double seconds = 0;       // since the first Next()
   double cpu_seconds = 0;   // process CPU time over the same span

@@ -33,8 +33,8 @@ std::string LowerExtension(const std::string& name) {
 
 // torchvision.datasets.folder.IMG_EXTENSIONS
 bool IsImageExtension(const std::string& ext) {
-  static const char* const kExts[] = {"jpg", "jpeg", "png", "ppm", "bmp",
-                                       "pgm", "tif", "tiff", "webp"};
+  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                      "pgm", "tif",  "tiff", "webp"};
   for (const char* e : kExts) {
     if (ext == e) return true;
   }
@@ -111,8 +111,8 @@ class ImageFolderDataset : public Dataset {
     if (absl::Status s = ListDir(root, &class_dirs, nullptr); !s.ok()) return s;
     std::sort(class_dirs.begin(), class_dirs.end());
     if (class_dirs.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no class folders in ", root, " (ImageFolder expects root/<class>/<image>)"));
+      return absl::NotFoundError(absl::StrCat("no class folders in ", root,
+                                              " (ImageFolder expects root/<class>/<image>)"));
     }
     for (size_t c = 0; c < class_dirs.size(); ++c) {
       ds->classes_.push_back(class_dirs[c]);
@@ -183,7 +183,8 @@ class WebDataset : public Dataset {
       if (absl::Status s = ds->Index(shard_path); !s.ok()) return s;
     }
     if (ds->samples_.empty()) {
-      return absl::NotFoundError(absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", path));
+      return absl::NotFoundError(
+          absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", path));
     }
     return ds;
   }
@@ -200,8 +201,8 @@ class WebDataset : public Dataset {
     uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
     size_t done = 0;
     while (done < e.size) {
-      const ssize_t n = pread(shards_[e.shard].fd, p + done, e.size - done,
-                              static_cast<off_t>(e.offset + done));
+      const ssize_t n =
+          pread(shards_[e.shard].fd, p + done, e.size - done, static_cast<off_t>(e.offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         return ErrnoStatus(errno, absl::StrCat("cannot read ", SamplePath(i)));
@@ -262,8 +263,8 @@ class WebDataset : public Dataset {
         if (m.size == 0 || m.size >= sizeof(text) ||
             pread(fd, text, m.size, static_cast<off_t>(m.offset)) != static_cast<ssize_t>(m.size) ||
             !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              path, ":", m.name, ": label is not a non-negative integer"));
+          return absl::InvalidArgumentError(
+              absl::StrCat(path, ":", m.name, ": label is not a non-negative integer"));
         }
       }
       return absl::OkStatus();
@@ -317,7 +318,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
   if (format == proto::DatasetSpec::FORMAT_WEBDATASET) {
     ds = WebDataset::Open(path);
   } else if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
   } else {
     ds = ImageFolderDataset::Open(path);
   }
@@ -360,9 +362,11 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     std::string ext = dataset.Extension(i);
     if (ext.empty()) ext = "jpg";
     const std::string key = absl::StrFormat("%09d", i);
-    if (absl::Status s = writer.Add(absl::StrCat(key, ".", ext), buf.data(), size); !s.ok()) return s;
+    if (absl::Status s = writer.Add(absl::StrCat(key, ".", ext), buf.data(), size); !s.ok())
+      return s;
     const std::string label = absl::StrCat(dataset.label(i));
-    if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), label.data(), label.size()); !s.ok()) {
+    if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), label.data(), label.size());
+        !s.ok()) {
       return s;
     }
     ++stats.samples;

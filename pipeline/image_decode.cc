@@ -23,8 +23,8 @@ uint32_t ReadBe32(const uint8_t* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
 }
 int32_t ReadLe32(const uint8_t* p) {
-  return static_cast<int32_t>(uint32_t{p[0]} | (uint32_t{p[1]} << 8) |
-                              (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24));
+  return static_cast<int32_t>(uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) |
+                              (uint32_t{p[3]} << 24));
 }
 
 // True when an end-of-image marker follows the last start-of-scan marker.
@@ -64,6 +64,16 @@ std::string HexPrefix(const uint8_t* data, size_t size) {
     absl::StrAppendFormat(&s, "%s%02x", i ? " " : "", data[i]);
   }
   return s;
+}
+
+// Records the consumer's planned crop in the view, when it asked for one.
+void SetPlannedCrop(const DecodeHint& hint, ImageView* view) {
+  if (!hint.carries_crop) return;
+  view->has_crop = true;
+  view->crop_x = hint.x;
+  view->crop_y = hint.y;
+  view->crop_width = hint.width;
+  view->crop_height = hint.height;
 }
 
 // Maps [lo, lo + len) in source pixels to scaled pixels at 1/denom, rounding
@@ -122,10 +132,8 @@ struct ImageDecoder::Jpeg {
 ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<Jpeg>()) {}
 ImageDecoder::~ImageDecoder() = default;
 
-absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size,
-                                  const DecodeOptions& options,
-                                  const DecodePlanner* planner, Buffer* out,
-                                  DecodedImage* image) {
+absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size, const DecodeOptions& options,
+                                  const DecodePlanner* planner, Buffer* out, DecodedImage* image) {
   if (size == 0) return absl::DataLossError("empty file");
   const ImageFormat format = SniffImageFormat(data, size);
   switch (format) {
@@ -137,14 +145,13 @@ absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size,
     case ImageFormat::kUnknown:
       break;
   }
-  return absl::DataLossError(absl::StrCat(
-      "not a supported image (JPEG, PNG or BMP); first bytes: ", HexPrefix(data, size)));
+  return absl::DataLossError(absl::StrCat("not a supported image (JPEG, PNG or BMP); first bytes: ",
+                                          HexPrefix(data, size)));
 }
 
 absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
-                                      const DecodeOptions& options,
-                                      const DecodePlanner* planner, Buffer* out,
-                                      DecodedImage* image) {
+                                      const DecodeOptions& options, const DecodePlanner* planner,
+                                      Buffer* out, DecodedImage* image) {
   if (!HasEndOfImage(data, size)) {
     return absl::DataLossError("truncated JPEG: no end-of-image marker after the last scan");
   }
@@ -163,9 +170,9 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   const int src_h = static_cast<int>(cinfo.image_height);
   if (static_cast<int64_t>(src_w) * src_h > options.max_pixels) {
     jpeg_abort_decompress(&cinfo);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", src_w,
-        src_h, static_cast<int64_t>(src_w) * src_h, options.max_pixels));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", src_w,
+                        src_h, static_cast<int64_t>(src_w) * src_h, options.max_pixels));
   }
 
   DecodeHint hint{0, 0, src_w, src_h, 0, 0, false};
@@ -255,21 +262,13 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   image->view.scale_denom = denom;
   image->view.x0 = static_cast<int>(xoff);
   image->view.y0 = sy0;
-  if (planned.carries_crop) {
-    image->view.has_crop = true;
-    image->view.crop_x = planned.x;
-    image->view.crop_y = planned.y;
-    image->view.crop_width = planned.width;
-    image->view.crop_height = planned.height;
-  }
+  SetPlannedCrop(planned, &image->view);
   return absl::OkStatus();
 }
 
-absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size,
-                                       ImageFormat format,
-                                       const DecodeOptions& options,
-                                       const DecodePlanner* planner, Buffer* out,
-                                       DecodedImage* image) {
+absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size, ImageFormat format,
+                                       const DecodeOptions& options, const DecodePlanner* planner,
+                                       Buffer* out, DecodedImage* image) {
   // Read the size from the header so an oversized image is refused before
   // OpenCV allocates anything.
   int64_t w = 0, h = 0;
@@ -287,9 +286,9 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size,
     return absl::DataLossError(absl::StrFormat("bad image size %dx%d in header", w, h));
   }
   if (w * h > options.max_pixels) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", w, h,
-        w * h, options.max_pixels));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", w, h,
+                        w * h, options.max_pixels));
   }
   cv::Mat bgr;
   try {
@@ -309,16 +308,7 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size,
   image->width = bgr.cols;
   image->height = bgr.rows;
   image->view = ImageView::Whole(bgr.cols, bgr.rows);
-  if (planner != nullptr) {
-    const DecodeHint hint = (*planner)(bgr.cols, bgr.rows);
-    if (hint.carries_crop) {
-      image->view.has_crop = true;
-      image->view.crop_x = hint.x;
-      image->view.crop_y = hint.y;
-      image->view.crop_width = hint.width;
-      image->view.crop_height = hint.height;
-    }
-  }
+  if (planner != nullptr) SetPlannedCrop((*planner)(bgr.cols, bgr.rows), &image->view);
   return absl::OkStatus();
 }
 

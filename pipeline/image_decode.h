@@ -33,7 +33,7 @@ namespace prepflow {
 struct DecodeHint {
   int x = 0, y = 0, width = 0, height = 0;  // region, source coordinates
   int min_width = 0, min_height = 0;        // smallest acceptable decoded size
-  bool carries_crop = false;  // the region is the consumer's planned crop
+  bool carries_crop = false;                // the region is the consumer's planned crop
 };
 using DecodePlanner = absl::FunctionRef<DecodeHint(int src_w, int src_h)>;
 
@@ -65,20 +65,15 @@ class ImageDecoder {
   // source size and says which region to decode. Errors: DataLoss (corrupt,
   // truncated, empty or unrecognised input), ResourceExhausted (over
   // max_pixels). The message names the problem; callers add the path.
-  absl::Status Decode(const uint8_t* data, size_t size,
-                      const DecodeOptions& options,
-                      const DecodePlanner* planner, Buffer* out,
-                      DecodedImage* image);
+  absl::Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options,
+                      const DecodePlanner* planner, Buffer* out, DecodedImage* image);
 
  private:
   struct Jpeg;
-  absl::Status DecodeJpeg(const uint8_t* data, size_t size,
-                          const DecodeOptions& options,
-                          const DecodePlanner* planner, Buffer* out,
-                          DecodedImage* image);
+  absl::Status DecodeJpeg(const uint8_t* data, size_t size, const DecodeOptions& options,
+                          const DecodePlanner* planner, Buffer* out, DecodedImage* image);
   absl::Status DecodeOther(const uint8_t* data, size_t size, ImageFormat format,
-                           const DecodeOptions& options,
-                           const DecodePlanner* planner, Buffer* out,
+                           const DecodeOptions& options, const DecodePlanner* planner, Buffer* out,
                            DecodedImage* image);
 
   std::unique_ptr<Jpeg> jpeg_;

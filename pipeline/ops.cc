@@ -30,9 +30,11 @@ size_t ValueType::bytes() const {
 std::string ValueType::DebugString() const {
   if (kind == ValueKind::kEncoded) return "encoded bytes";
   return absl::StrCat(kind == ValueKind::kImage ? "uint8 image [" : "float32 tensor [",
-                      absl::StrJoin(shape, ", ", [](std::string* out, int64_t d) {
-                        absl::StrAppend(out, d < 0 ? std::string("?") : absl::StrCat(d));
-                      }),
+                      absl::StrJoin(shape, ", ",
+                                    [](std::string* out, int64_t d) {
+                                      absl::StrAppend(out,
+                                                      d < 0 ? std::string("?") : absl::StrCat(d));
+                                    }),
                       "]");
 }
 
@@ -65,9 +67,7 @@ absl::Status ExpectImage(const ValueType& in) {
       absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));
 }
 
-cv::Mat ImageMat(const Sample& s) {
-  return cv::Mat(s.height(), s.width(), CV_8UC3, s.data);
-}
+cv::Mat ImageMat(const Sample& s) { return cv::Mat(s.height(), s.width(), CV_8UC3, s.data); }
 
 void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& view) {
   s.kind = ValueKind::kImage;
@@ -82,9 +82,7 @@ void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& view) {
 // keeps at least one pixel.
 cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, int buf_h) {
   const double d = v.scale_denom;
-  auto edge = [d](int s, int origin) {
-    return static_cast<int>(std::floor(s / d + 0.5)) - origin;
-  };
+  auto edge = [d](int s, int origin) { return static_cast<int>(std::floor(s / d + 0.5)) - origin; };
   int x0 = edge(x, v.x0), x1 = edge(x + w, v.x0);
   int y0 = edge(y, v.y0), y1 = edge(y + h, v.y0);
   x0 = std::clamp(x0, 0, buf_w - 1);
@@ -140,8 +138,8 @@ absl::Status OutputSize(int size, int height, int width, int* h, int* w) {
   *h = size != 0 ? size : height;
   *w = size != 0 ? size : width;
   if (*h <= 0 || *w <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("output size %dx%d must be positive (set size, or height and width)", *w, *h));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "output size %dx%d must be positive (set size, or height and width)", *w, *h));
   }
   return absl::OkStatus();
 }
@@ -204,14 +202,14 @@ class RandomResizedCropOp : public Op {
     op->ratio_min_ = p.ratio_min() != 0 ? p.ratio_min() : 3.0 / 4.0;
     op->ratio_max_ = p.ratio_max() != 0 ? p.ratio_max() : 4.0 / 3.0;
     if (!(op->scale_min_ > 0 && op->scale_min_ <= op->scale_max_ && op->scale_max_ <= 1)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "scale_min, scale_max: need 0 < scale_min <= scale_max <= 1, got %g, %g",
-          op->scale_min_, op->scale_max_));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("scale_min, scale_max: need 0 < scale_min <= scale_max <= 1, got %g, %g",
+                          op->scale_min_, op->scale_max_));
     }
     if (!(op->ratio_min_ > 0 && op->ratio_min_ <= op->ratio_max_)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "ratio_min, ratio_max: need 0 < ratio_min <= ratio_max, got %g, %g",
-          op->ratio_min_, op->ratio_max_));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("ratio_min, ratio_max: need 0 < ratio_min <= ratio_max, got %g, %g",
+                          op->ratio_min_, op->ratio_max_));
     }
     if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
     op->interp_ = p.interpolation();
@@ -240,7 +238,8 @@ class RandomResizedCropOp : public Op {
       SampleRng rng = ctx.Rng(s);
       crop = Draw(v.source_width, v.source_height, rng);
     }
-    const cv::Rect roi = MapToBuffer(v, crop.x, crop.y, crop.width, crop.height, s.width(), s.height());
+    const cv::Rect roi =
+        MapToBuffer(v, crop.x, crop.y, crop.width, crop.height, s.width(), s.height());
     uint8_t* out = ctx.Output(s.data, static_cast<size_t>(h_) * w_ * 3);
     cv::Mat dst(h_, w_, CV_8UC3, out);
     if (absl::Status st = ResizeInto(ImageMat(s)(roi), dst, interp_); !st.ok()) return st;
@@ -391,8 +390,8 @@ class CenterCropOp : public Op {
       if (v.scale_denom != 1 || (src & cv::Rect(0, 0, s.width(), s.height())) != src) {
         return absl::InternalError("center_crop: decoded region does not cover the crop");
       }
-      ImageMat(s)(src).copyTo(dst(cv::Rect(visible.x - want.x, visible.y - want.y,
-                                           visible.width, visible.height)));
+      ImageMat(s)(src).copyTo(
+          dst(cv::Rect(visible.x - want.x, visible.y - want.y, visible.width, visible.height)));
     }
     SetImage(s, out, h_, w_, ImageView::Whole(w_, h_));
     return absl::OkStatus();
@@ -461,8 +460,9 @@ class NormalizeOp : public Op {
     auto op = std::make_unique<NormalizeOp>();
     for (int c = 0; c < 3; ++c) {
       if (!(std[c] > 0) || !std::isfinite(mean[c])) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "std: channel %d must be positive and mean finite, got mean %g std %g", c, mean[c], std[c]));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("std: channel %d must be positive and mean finite, got mean %g std %g",
+                            c, mean[c], std[c]));
       }
       // torchvision holds mean and std as float32 tensors.
       op->mean_[c] = static_cast<float>(mean[c]);

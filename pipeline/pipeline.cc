@@ -17,9 +17,22 @@ namespace {
 constexpr char kImagenetTrain[] = R"pb(
   name: "imagenet-train"
   stages { decode {} }
-  stages { random_resized_crop { size: 224 scale_min: 0.08 scale_max: 1.0 ratio_min: 0.75 ratio_max: 1.3333333333333333 } }
+  stages {
+    random_resized_crop {
+      size: 224
+      scale_min: 0.08
+      scale_max: 1.0
+      ratio_min: 0.75
+      ratio_max: 1.3333333333333333
+    }
+  }
   stages { random_horizontal_flip { p: 0.5 } }
-  stages { normalize { mean: [ 0.485, 0.456, 0.406 ] std: [ 0.229, 0.224, 0.225 ] } }
+  stages {
+    normalize {
+      mean: [ 0.485, 0.456, 0.406 ]
+      std: [ 0.229, 0.224, 0.225 ]
+    }
+  }
 )pb";
 
 constexpr char kImagenetEval[] = R"pb(
@@ -27,7 +40,12 @@ constexpr char kImagenetEval[] = R"pb(
   stages { decode {} }
   stages { resize { shorter_side: 256 } }
   stages { center_crop { size: 224 } }
-  stages { normalize { mean: [ 0.485, 0.456, 0.406 ] std: [ 0.229, 0.224, 0.225 ] } }
+  stages {
+    normalize {
+      mean: [ 0.485, 0.456, 0.406 ]
+      std: [ 0.229, 0.224, 0.225 ]
+    }
+  }
 )pb";
 
 class ErrorCollector : public google::protobuf::io::ErrorCollector {
@@ -64,9 +82,9 @@ absl::StatusOr<proto::PipelineSpec> LoadPipelineSpec(absl::string_view name_or_p
   const std::string path(name_or_path);
   std::ifstream in(path);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        "pipeline '", path, "' is neither a preset (", absl::StrJoin(PresetPipelineNames(), ", "),
-        ") nor a readable file: ", std::strerror(errno)));
+    return absl::NotFoundError(absl::StrCat("pipeline '", path, "' is neither a preset (",
+                                            absl::StrJoin(PresetPipelineNames(), ", "),
+                                            ") nor a readable file: ", std::strerror(errno)));
   }
   std::stringstream text;
   text << in.rdbuf();
@@ -103,7 +121,9 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
   for (int i = 0; i < spec.stages_size(); ++i) {
     const proto::Stage& stage = spec.stages(i);
     const std::string name = OpRegistry::OpName(stage.op_case());
-    auto where = [&] { return absl::StrCat("pipeline ", p->name_, ": stage ", i, " (", name, "): "); };
+    auto where = [&] {
+      return absl::StrCat("pipeline ", p->name_, ": stage ", i, " (", name, "): ");
+    };
     auto op = OpRegistry::Builtin().Create(stage);
     if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
     auto type = (*op)->OutputType(p->types_.back());
@@ -143,8 +163,8 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
       status = absl::ResourceExhaustedError("out of memory");
     }
     if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("stage ", i, " (", stage_names_[i], "): ", status.message()));
+      return absl::Status(
+          status.code(), absl::StrCat("stage ", i, " (", stage_names_[i], "): ", status.message()));
     }
     if (profiler != nullptr) {
       profiler->Record(i, ThreadCpuNanos() - t0, static_cast<int64_t>(sample.size));

@@ -20,8 +20,7 @@ constexpr uint32_t kShuffleTag = 0xFF000000u;
 
 }  // namespace
 
-std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c,
-                                   std::array<uint32_t, 2> k) {
+std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
   for (int round = 0; round < 10; ++round) {
     uint32_t hi0, lo0, hi1, lo1;
     MulHiLo(kM0, c[0], &hi0, &lo0);
@@ -33,8 +32,7 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c,
   return c;
 }
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index,
-                     uint32_t stage)
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage)
     : SampleRng({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
                  static_cast<uint32_t>(epoch), (stage & 0xFFu) << 24},
                 {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}) {}
@@ -66,9 +64,7 @@ uint64_t SampleRng::NextU64() {
   return (hi << 32) | NextU32();
 }
 
-double SampleRng::Uniform() {
-  return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
-}
+double SampleRng::Uniform() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
 
 int64_t SampleRng::UniformInt(int64_t lo, int64_t hi) {
   const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;

@@ -18,8 +18,7 @@ namespace prepflow {
 
 // One Philox4x32-10 block: four 32-bit outputs for a 128-bit counter and a
 // 64-bit key.
-std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter,
-                                   std::array<uint32_t, 2> key);
+std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
 // Stages are numbered below this; the top value of the stage byte names the
 // per-epoch shuffle stream.

@@ -24,9 +24,9 @@ std::vector<uint8_t> SyntheticImage(int width, int height, uint64_t seed, int hu
   for (int y = 0; y < height; ++y) {
     for (int x = 0; x < width; ++x) {
       const double t = (y + tilt * x) / static_cast<double>(height + width);
-      hsv.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uint8_t>((hue + static_cast<int>(40 * t)) % 180),
-                                          static_cast<uint8_t>(80 + 120 * t),
-                                          static_cast<uint8_t>(200 - 110 * t));
+      hsv.at<cv::Vec3b>(y, x) =
+          cv::Vec3b(static_cast<uint8_t>((hue + static_cast<int>(40 * t)) % 180),
+                    static_cast<uint8_t>(80 + 120 * t), static_cast<uint8_t>(200 - 110 * t));
     }
   }
   cv::Mat bgr;

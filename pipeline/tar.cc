@@ -43,8 +43,8 @@ std::string Field(const char* p, size_t len) { return std::string(p, strnlen(p, 
 absl::Status ReadAt(int fd, void* buf, size_t size, uint64_t offset, size_t* got) {
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = pread(fd, static_cast<char*>(buf) + done, size - done,
-                            static_cast<off_t>(offset + done));
+    const ssize_t n =
+        pread(fd, static_cast<char*>(buf) + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return absl::Status(absl::ErrnoToStatusCode(errno), std::strerror(errno));
@@ -61,7 +61,8 @@ absl::Status ReadAt(int fd, void* buf, size_t size, uint64_t offset, size_t* got
 absl::Status ScanTar(int fd, const std::string& path,
                      const std::function<absl::Status(const TarMember&)>& visit) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
+  if (fstat(fd, &st) != 0)
+    return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   uint64_t offset = 0;
   std::string long_name;  // from a GNU 'L' entry or pax 'path'
@@ -101,11 +102,13 @@ absl::Status ScanTar(int fd, const std::string& path,
     }
     if (type == 'L' || type == 'x') {
       if (size > (1 << 20)) {
-        return absl::DataLossError(absl::StrCat(path, ": oversized tar extension header at offset ", offset));
+        return absl::DataLossError(
+            absl::StrCat(path, ": oversized tar extension header at offset ", offset));
       }
       std::string ext(size, '\0');
       if (absl::Status s = ReadAt(fd, ext.data(), size, data, &got); !s.ok() || got != size) {
-        return absl::DataLossError(absl::StrCat(path, ": unreadable tar extension at offset ", offset));
+        return absl::DataLossError(
+            absl::StrCat(path, ": unreadable tar extension at offset ", offset));
       }
       if (type == 'L') {
         long_name = ext.substr(0, strnlen(ext.data(), ext.size()));
@@ -176,7 +179,8 @@ absl::Status TarWriter::Write(const void* data, size_t size) {
 
 absl::Status TarWriter::Add(absl::string_view name, const void* data, size_t size) {
   if (name.empty() || name.size() > 100) {
-    return absl::InvalidArgumentError(absl::StrCat("tar member name '", name, "' must be 1-100 bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tar member name '", name, "' must be 1-100 bytes"));
   }
   char h[kBlock] = {};
   std::memcpy(h, name.data(), name.size());

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -36,8 +37,22 @@ int UsageError(const std::string& message, const FlagSet& flags) {
 }
 
 int Failure(const std::string& command, const absl::Status& status) {
-  std::fprintf(stderr, "prepflow %s: error: %s\n", command.c_str(), std::string(status.message()).c_str());
+  std::fprintf(stderr, "prepflow %s: error: %s\n", command.c_str(),
+               std::string(status.message()).c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? kUsage : kFailed;
+}
+
+// Parses the command's flags. Returns the exit code when the command should
+// stop here (bad usage, or --help printed).
+std::optional<int> ParseFlags(FlagSet& flags, int argc, char** argv) {
+  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) {
+    return UsageError(std::string(s.message()), flags);
+  }
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return kOk;
+  }
+  return std::nullopt;
 }
 
 // A single status line on stderr, redrawn at most 4 times a second, and only
@@ -83,10 +98,9 @@ std::string StagesTable(const std::vector<StageStats>& stages) {
   std::string out = absl::StrFormat("  %-24s %14s %7s %16s\n", "stage", "cpu ms/sample", "share",
                                     "out KiB/sample");
   for (const StageStats& s : stages) {
-    absl::StrAppendFormat(&out, "  %-24s %14.3f %6.1f%% %16.1f\n", s.name,
-                          s.cpu_seconds_per_sample() * 1e3,
-                          total > 0 ? 100 * s.cpu_seconds_per_sample() / total : 0,
-                          s.bytes_per_sample() / 1024);
+    absl::StrAppendFormat(
+        &out, "  %-24s %14.3f %6.1f%% %16.1f\n", s.name, s.cpu_seconds_per_sample() * 1e3,
+        total > 0 ? 100 * s.cpu_seconds_per_sample() / total : 0, s.bytes_per_sample() / 1024);
   }
   absl::StrAppendFormat(&out, "  %-24s %14.3f\n", "total", total * 1e3);
   return out;
@@ -103,8 +117,9 @@ struct RunFlags {
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
-             data_required ? "dataset: ImageFolder folder, or WebDataset .tar file or folder of shards"
-                           : "dataset to use instead of a generated one");
+             data_required
+                 ? "dataset: ImageFolder folder, or WebDataset .tar file or folder of shards"
+                 : "dataset to use instead of a generated one");
     f.String("format", &format, "auto | imagefolder | wds");
     f.String("pipeline", &pipeline, "imagenet-train | imagenet-eval | a pipeline text file");
     f.Int("batch", &batch, "samples per batch");
@@ -130,7 +145,8 @@ struct RunFlags {
     o.dataset.set_format(*fmt);
     o.dataset.set_max_file_bytes(max_file_bytes);
     auto spec = LoadPipelineSpec(pipeline);
-    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
+    if (!spec.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
     o.pipeline = *spec;
     auto oe = ParseOnError(on_error);
     if (!oe.ok()) return oe.status();
@@ -151,7 +167,8 @@ struct RunFlags {
 
 // Runs `options` to the end. Prints progress, then a human summary (or the
 // JSON line). Returns the exit code.
-int ExecuteRun(const std::string& command, const LoaderOptions& options, bool json, Json extra = {}) {
+int ExecuteRun(const std::string& command, const LoaderOptions& options, bool json,
+               Json extra = {}) {
   auto loader_or = Loader::Create(options);
   if (!loader_or.ok()) return Failure(command, loader_or.status());
   Loader& loader = **loader_or;
@@ -216,7 +233,8 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
   } else {
     std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
                 status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
-                static_cast<long long>(st.errors), st.seconds, rate, ChecksumHex(st.checksum).c_str());
+                static_cast<long long>(st.errors), st.seconds, rate,
+                ChecksumHex(st.checksum).c_str());
     std::printf("%s", StagesTable(st.stages).c_str());
   }
   if (!status.ok()) return Failure(command, status);
@@ -227,14 +245,11 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
 
 int RunCommand(int argc, char** argv) {
   RunFlags rf;
-  FlagSet flags("run", "Runs a pipeline over a dataset on this machine's CPUs and reports "
-                       "throughput and the order-independent checksum.");
+  FlagSet flags("run",
+                "Runs a pipeline over a dataset on this machine's CPUs and reports "
+                "throughput and the order-independent checksum.");
   rf.Register(flags, true);
-  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return kOk;
-  }
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   if (rf.data.empty()) return UsageError("prepflow run: --data is required", flags);
   auto options = rf.ToOptions();
   if (!options.ok()) return Failure("run", options.status());
@@ -256,11 +271,7 @@ int ProfileCommand(int argc, char** argv) {
   flags.Uint("seed", &seed, "job seed");
   flags.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
   flags.Bool("json", &json, "print JSON instead of a table");
-  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return kOk;
-  }
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   if (data.empty()) return UsageError("prepflow profile: --data is required", flags);
   if (samples < 0) return UsageError("prepflow profile: --samples must be >= 0", flags);
   proto::DatasetSpec dspec;
@@ -333,19 +344,17 @@ int PackCommand(int argc, char** argv) {
   std::string data, out;
   PackOptions options;
   bool json = false;
-  FlagSet flags("pack", "Writes an ImageFolder as WebDataset shards (key.<ext> + key.cls), keeping "
-                        "sample order and labels.");
+  FlagSet flags("pack",
+                "Writes an ImageFolder as WebDataset shards (key.<ext> + key.cls), keeping "
+                "sample order and labels.");
   flags.String("data", &data, "ImageFolder to pack");
   flags.String("out", &out, "output folder for the shards");
   flags.Int("shard-samples", &options.samples_per_shard, "samples per shard");
   flags.String("prefix", &options.prefix, "shard file name prefix");
   flags.Bool("json", &json, "print a JSON summary as the last line");
-  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return kOk;
-  }
-  if (data.empty() || out.empty()) return UsageError("prepflow pack: --data and --out are required", flags);
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (data.empty() || out.empty())
+    return UsageError("prepflow pack: --data and --out are required", flags);
   options.out_dir = out;
   proto::DatasetSpec dspec;
   dspec.set_path(data);
@@ -357,15 +366,15 @@ int PackCommand(int argc, char** argv) {
   const int64_t t0 = WallNanos();
   auto stats = PackWebDataset(**dataset, options, [&](const PackStats& s) {
     const double secs = (WallNanos() - t0) * 1e-9;
-    progress.Update(absl::StrFormat("packed %d/%d samples into %d shards (%.0f samples/s)", s.samples,
-                                    total, s.shards, secs > 0 ? s.samples / secs : 0));
+    progress.Update(absl::StrFormat("packed %d/%d samples into %d shards (%.0f samples/s)",
+                                    s.samples, total, s.shards, secs > 0 ? s.samples / secs : 0));
   });
   progress.Done();
   if (!stats.ok()) return Failure("pack", stats.status());
   const double seconds = (WallNanos() - t0) * 1e-9;
   if (json) {
-    Json j = {{"command", "pack"},   {"samples", stats->samples}, {"shards", stats->shards},
-              {"bytes", stats->bytes}, {"seconds", seconds},       {"out", out}};
+    Json j = {{"command", "pack"},     {"samples", stats->samples}, {"shards", stats->shards},
+              {"bytes", stats->bytes}, {"seconds", seconds},        {"out", out}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("packed %lld samples into %lld shards (%.1f MiB) in %s in %.2f s\n",
@@ -379,16 +388,13 @@ int DemoCommand(int argc, char** argv) {
   RunFlags rf;
   int images = 256;
   bool keep = false;
-  FlagSet flags("demo", "Generates a small photo-like ImageFolder in a temporary folder (or uses "
-                        "--data) and runs the imagenet-train pipeline over it.");
+  FlagSet flags("demo",
+                "Generates a small photo-like ImageFolder in a temporary folder (or uses "
+                "--data) and runs the imagenet-train pipeline over it.");
   rf.Register(flags, false);
   flags.Int("images", &images, "images to generate when --data is not given");
   flags.Bool("keep", &keep, "keep the generated dataset");
-  if (absl::Status s = flags.Parse(argc, argv, 2); !s.ok()) return UsageError(std::string(s.message()), flags);
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return kOk;
-  }
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   std::string generated;
   if (rf.data.empty()) {
     if (images < 1) return UsageError("prepflow demo: --images must be at least 1", flags);
@@ -400,7 +406,9 @@ int DemoCommand(int argc, char** argv) {
     SyntheticFolderOptions so;
     so.classes = 8;
     so.images_per_class = (images + so.classes - 1) / so.classes;
-    if (!rf.json) std::printf("generating %d photo-like images in %s ...\n", so.classes * so.images_per_class, generated.c_str());
+    if (!rf.json)
+      std::printf("generating %d photo-like images in %s ...\n", so.classes * so.images_per_class,
+                  generated.c_str());
     auto n = WriteSyntheticImageFolder(generated, so);
     if (!n.ok()) return Failure("demo", n.status());
     rf.data = generated;

@@ -9,7 +9,8 @@
 
 namespace {
 
-constexpr char kUsage[] = R"(usage: prepflow COMMAND [flags]   (prepflow COMMAND --help for its flags)
+constexpr char kUsage[] =
+    R"(usage: prepflow COMMAND [flags]   (prepflow COMMAND --help for its flags)
 
 commands:
   run      run a pipeline over a dataset and report throughput and checksum

@@ -59,7 +59,8 @@ class CliTest : public ::testing::Test {
 };
 
 TEST_F(CliTest, RunJsonContract) {
-  const CliRun r = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --batch 4 --json"), dir_);
+  const CliRun r = Prepflow(
+      absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --batch 4 --json"), dir_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = r.LastJson();
   EXPECT_EQ(j["images"], 15);
@@ -72,14 +73,16 @@ TEST_F(CliTest, RunJsonContract) {
   EXPECT_EQ(j["stages"].size(), 5u);
 
   // Same checksum on one thread with another batch size.
-  const CliRun r1 = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --threads 1 --batch 3 --json"), dir_);
+  const CliRun r1 = Prepflow(
+      absl::StrCat("run --data ", dir_.Join("data"), " --threads 1 --batch 3 --json"), dir_);
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_EQ(r1.LastJson()["checksum"], checksum);
 }
 
 TEST_F(CliTest, PackedShardsGiveTheSameChecksum) {
   const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
-                                         dir_.Join("shards"), " --shard-samples 4 --json"), dir_);
+                                            dir_.Join("shards"), " --shard-samples 4 --json"),
+                               dir_);
   ASSERT_EQ(pack.exit_code, 0) << pack.err;
   EXPECT_EQ(pack.LastJson()["shards"], 4);
   const CliRun a = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --json"), dir_);
@@ -97,7 +100,8 @@ TEST_F(CliTest, BadFileSkipOrFail) {
   EXPECT_EQ(skip.LastJson()["errors"], 1);
   EXPECT_THAT(skip.err, HasSubstr("broken.jpg"));
 
-  const CliRun fail = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error fail --json"), dir_);
+  const CliRun fail =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error fail --json"), dir_);
   EXPECT_EQ(fail.exit_code, 1);
   EXPECT_THAT(fail.err, HasSubstr("class001/broken.jpg"));
   EXPECT_THAT(fail.LastJson()["error"].get<std::string>(), HasSubstr("broken.jpg"));
@@ -113,13 +117,15 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   const CliRun missing = Prepflow("run", dir_);
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("--data is required"));
-  const CliRun on_error = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error maybe"), dir_);
+  const CliRun on_error =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error maybe"), dir_);
   EXPECT_EQ(on_error.exit_code, 2);
   EXPECT_THAT(on_error.err, HasSubstr("--on-error: 'maybe'"));
   const CliRun no_data = Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere")), dir_);
   EXPECT_EQ(no_data.exit_code, 1);
   EXPECT_THAT(no_data.err, HasSubstr(dir_.Join("nowhere")));
-  const CliRun pipeline = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
+  const CliRun pipeline =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
   EXPECT_EQ(pipeline.exit_code, 2);
   EXPECT_THAT(pipeline.err, HasSubstr("--pipeline"));
   EXPECT_EQ(Prepflow("frobnicate", dir_).exit_code, 2);
@@ -129,7 +135,8 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
 }
 
 TEST_F(CliTest, ProfileAndDemo) {
-  const CliRun profile = Prepflow(absl::StrCat("profile --data ", dir_.Join("data"), " --samples 8 --json"), dir_);
+  const CliRun profile =
+      Prepflow(absl::StrCat("profile --data ", dir_.Join("data"), " --samples 8 --json"), dir_);
   ASSERT_EQ(profile.exit_code, 0) << profile.err;
   const nlohmann::json j = profile.LastJson();
   EXPECT_EQ(j["samples"], 8);

@@ -114,7 +114,8 @@ TEST_F(LoaderTest, SeedAndEpochChangeResultsDeterministically) {
   EXPECT_NE(first, second);  // reshuffled
   EXPECT_EQ(std::set<int64_t>(second.begin(), second.end()).size(), 30u);
   EXPECT_EQ(first, Drain(Options()).indices);
-  EXPECT_NE(two.stats.checksum, Drain(Options()).stats.checksum * 2);  // augmentations differ per epoch
+  EXPECT_NE(two.stats.checksum,
+            Drain(Options()).stats.checksum * 2);  // augmentations differ per epoch
 
   LoaderOptions other = Options();
   other.seed = 18;
@@ -123,7 +124,8 @@ TEST_F(LoaderTest, SeedAndEpochChangeResultsDeterministically) {
   LoaderOptions plain = Options("imagenet-eval");
   plain.shuffle = false;
   const Result eval = Drain(plain);
-  for (size_t i = 0; i < eval.indices.size(); ++i) EXPECT_EQ(eval.indices[i], static_cast<int64_t>(i));
+  for (size_t i = 0; i < eval.indices.size(); ++i)
+    EXPECT_EQ(eval.indices[i], static_cast<int64_t>(i));
   plain.seed = 99;  // eval has no randomness: the seed only reorders
   plain.shuffle = true;
   EXPECT_EQ(Drain(plain).stats.checksum, eval.stats.checksum);
@@ -167,7 +169,8 @@ class BadInputTest : public ::testing::Test {
     testing::WriteFile(dir_.Join("data/class000/zz-text.jpg"), {'h', 'e', 'l', 'l', 'o'});
     testing::WriteFile(dir_.Join("data/class000/zz-empty.jpg"), {});
     // Odd but valid: a PNG under a .jpg name decodes by content.
-    testing::WriteFile(dir_.Join("data/class000/aa-png.jpg"), testing::SolidPng(40, 30, 4, 8, 1, 2, 3));
+    testing::WriteFile(dir_.Join("data/class000/aa-png.jpg"),
+                       testing::SolidPng(40, 30, 4, 8, 1, 2, 3));
     // Too large to read at all (the limit is set below).
     testing::WriteFile(dir_.Join("data/class001/zz-huge.jpg"), std::vector<uint8_t>(300'000, 0xFF));
   }
@@ -206,7 +209,8 @@ TEST_F(BadInputTest, SkipReportsEachBadFileAndGoesOn) {
   EXPECT_THAT(all, HasSubstr("zz-text.jpg: DATA_LOSS: stage 0 (decode): not a supported image"));
   EXPECT_THAT(all, HasSubstr("zz-empty.jpg: DATA_LOSS: stage 0 (decode): empty file"));
   EXPECT_THAT(all, HasSubstr("zz-huge.jpg: RESOURCE_EXHAUSTED: "));
-  EXPECT_THAT(all, HasSubstr("zz-huge.jpg is 300000 bytes, over the limit of 200000 (--max-file-bytes)"));
+  EXPECT_THAT(
+      all, HasSubstr("zz-huge.jpg is 300000 bytes, over the limit of 200000 (--max-file-bytes)"));
 }
 
 TEST_F(BadInputTest, FailStopsWithThePathAndStaysFailed) {

@@ -41,7 +41,8 @@ std::vector<uint8_t> Text(const std::string& s) { return std::vector<uint8_t>(s.
 
 std::vector<std::string> Paths(const Dataset& ds) {
   std::vector<std::string> out;
-  for (int64_t i = 0; i < ds.size(); ++i) out.push_back(ds.SamplePath(i).substr(ds.root().size() + 1));
+  for (int64_t i = 0; i < ds.size(); ++i)
+    out.push_back(ds.SamplePath(i).substr(ds.root().size() + 1));
   return out;
 }
 
@@ -50,8 +51,7 @@ TEST(ImageFolder, OrdersLikeTorchvision) {
   // Classes sorted by name; within a class, os.walk tuples sorted by
   // directory path, files sorted; only image extensions (case-insensitive).
   for (const char* f : {"b/2.jpg", "b/10.JPG", "b/sub/1.png", "b/sub-x/0.jpeg", "b/notes.txt",
-                        "b/sub/deeper/5.jpg",
-                        "a/z.webp", "a/y.bmp", "c/.hidden.jpg"}) {
+                        "b/sub/deeper/5.jpg", "a/z.webp", "a/y.bmp", "c/.hidden.jpg"}) {
     WriteFile(dir.Join(f), Text(f));
   }
   mkdir(dir.Join("empty").c_str(), 0755);

@@ -1,7 +1,5 @@
 // The decoder: region/scaled decoding against full decoding, odd but valid
 // inputs, and bad inputs that must be reported, never crash.
-#include "pipeline/image_decode.h"
-
 #include <cmath>
 
 #include "gmock/gmock.h"
@@ -9,6 +7,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/image_decode.h"
 #include "pipeline/rng.h"
 #include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
@@ -34,7 +33,8 @@ Decoded DecodeBytes(const std::vector<uint8_t>& bytes, const DecodeHint* hint = 
   auto plan = [&](int, int) { return *hint; };
   const DecodePlanner planner(plan);
   Decoded d;
-  d.status = decoder.Decode(bytes.data(), bytes.size(), options, hint ? &planner : nullptr, &buf, &image);
+  d.status =
+      decoder.Decode(bytes.data(), bytes.size(), options, hint ? &planner : nullptr, &buf, &image);
   if (d.status.ok()) {
     d.rgb = cv::Mat(image.height, image.width, CV_8UC3, image.data).clone();
     d.view = image.view;
@@ -94,7 +94,8 @@ TEST(Decode, PicksTheLargestDctScaleThatKeepsTheTargetSize) {
 // The tolerance of the fast path: region + DCT-scaled decode, then the crop
 // resize, against full decode + crop + resize of the same crop.
 TEST(Decode, ScaledRegionDecodeIsCloseToFullDecodeThenResize) {
-  const std::string pipeline = R"pb(stages { decode {} } stages { random_resized_crop { size: 224 } })pb";
+  const std::string pipeline = R"pb(stages { decode {} }
+                                    stages { random_resized_crop { size: 224 } })pb";
   DecodeOptions slow;
   slow.use_roi = false;
   slow.use_dct_scaling = false;
@@ -149,15 +150,16 @@ TEST(Decode, CmykConvertsLikePillow) {
 }
 
 TEST(Decode, ProgressivePngRgba16BitAndBmpDecode) {
-  const std::vector<uint8_t> prog = SyntheticImage(300, 200, 2, 90, SyntheticFormat::kProgressiveJpeg);
+  const std::vector<uint8_t> prog =
+      SyntheticImage(300, 200, 2, 90, SyntheticFormat::kProgressiveJpeg);
   Decoded p = DecodeBytes(prog);
   ASSERT_TRUE(p.status.ok()) << p.status;
   EXPECT_EQ(p.rgb.size(), cv::Size(300, 200));
   const DecodeHint hint{50, 60, 100, 90, 100, 90, false};
   Decoded pr = DecodeBytes(prog, &hint);
   ASSERT_TRUE(pr.status.ok()) << pr.status;
-  EXPECT_EQ(cv::norm(pr.rgb(cv::Rect(50 - pr.view.x0, 0, 100, 90)), p.rgb(cv::Rect(50, 60, 100, 90)),
-                     cv::NORM_INF),
+  EXPECT_EQ(cv::norm(pr.rgb(cv::Rect(50 - pr.view.x0, 0, 100, 90)),
+                     p.rgb(cv::Rect(50, 60, 100, 90)), cv::NORM_INF),
             0);
 
   Decoded rgba = DecodeBytes(testing::SolidPng(5, 4, 4, 8, 10, 20, 30));
@@ -269,7 +271,8 @@ TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {
   ASSERT_TRUE(p.ok());
   const std::vector<std::vector<uint8_t>> seeds = {
       testing::Jpeg(320, 240, 1), SyntheticImage(200, 300, 2, 5, SyntheticFormat::kProgressiveJpeg),
-      SyntheticImage(64, 64, 3, 5, SyntheticFormat::kGrayJpeg), testing::SolidPng(50, 40, 4, 8, 1, 2, 3)};
+      SyntheticImage(64, 64, 3, 5, SyntheticFormat::kGrayJpeg),
+      testing::SolidPng(50, 40, 4, 8, 1, 2, 3)};
   SampleRng rng(123, 0, 0, 0);
   int ok = 0, errors = 0;
   for (int trial = 0; trial < 600; ++trial) {
@@ -282,7 +285,8 @@ TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {
         }
         break;
       case 1:  // truncate
-        bytes.resize(static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1)));
+        bytes.resize(
+            static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1)));
         break;
       case 2: {  // overwrite a run with random bytes
         const int64_t at = rng.UniformInt(0, static_cast<int64_t>(bytes.size()) - 1);
@@ -299,7 +303,8 @@ TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {
     } else {
       ++errors;
       const absl::StatusCode code = out.status.code();
-      ASSERT_TRUE(code == absl::StatusCode::kDataLoss || code == absl::StatusCode::kResourceExhausted)
+      ASSERT_TRUE(code == absl::StatusCode::kDataLoss ||
+                  code == absl::StatusCode::kResourceExhausted)
           << out.status;
     }
   }
@@ -317,7 +322,8 @@ TEST(Decode, OneDecoderSurvivesErrorsAndKeepsWorking) {
   std::vector<uint8_t> corrupt = good;
   for (size_t i = corrupt.size() / 2; i < corrupt.size() / 2 + 32; ++i) corrupt[i] = 0xFF;
   for (int round = 0; round < 3; ++round) {
-    EXPECT_FALSE(decoder.Decode(truncated.data(), truncated.size(), {}, nullptr, &buf, &image).ok());
+    EXPECT_FALSE(
+        decoder.Decode(truncated.data(), truncated.size(), {}, nullptr, &buf, &image).ok());
     EXPECT_FALSE(decoder.Decode(corrupt.data(), corrupt.size(), {}, nullptr, &buf, &image).ok());
     ASSERT_TRUE(decoder.Decode(good.data(), good.size(), {}, nullptr, &buf, &image).ok());
     EXPECT_EQ(image.width, 100);

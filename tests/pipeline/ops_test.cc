@@ -1,4 +1,6 @@
 // Each op against hand-computed expectations, and spec validation.
+#include "pipeline/ops.h"
+
 #include <cmath>
 #include <fstream>
 
@@ -7,7 +9,6 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
-#include "pipeline/ops.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 
@@ -22,7 +23,8 @@ using ::testing::HasSubstr;
 std::vector<uint8_t> CoordinatePng(int w, int h) {
   cv::Mat bgr(h, w, CV_8UC3);
   for (int y = 0; y < h; ++y) {
-    for (int x = 0; x < w; ++x) bgr.at<cv::Vec3b>(y, x) = cv::Vec3b((x + y) % 256, y % 256, x % 256);
+    for (int x = 0; x < w; ++x)
+      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b((x + y) % 256, y % 256, x % 256);
   }
   std::vector<uint8_t> png;
   cv::imencode(".png", bgr, png);
@@ -44,7 +46,8 @@ float TorchvisionValue(int v, double mean, double std) {
 }
 
 TEST(Normalize, MatchesTorchvisionBitForBit) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { normalize {} })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { normalize {} })pb");
   auto out = RunPipeline(*p, testing::SolidPng(2, 1, 3, 8, 0, 128, 255));
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.shape, (Shape{3, 1, 2}));
@@ -73,8 +76,13 @@ TEST(Normalize, KernelIsExactForEveryValueAndLength) {
 }
 
 TEST(Normalize, CustomMeanStd) {
-  auto p = MakePipeline(
-      R"pb(stages { decode {} } stages { normalize { mean: [0, 0, 0] std: [1, 1, 1] } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages {
+                               normalize {
+                                 mean: [ 0, 0, 0 ]
+                                 std: [ 1, 1, 1 ]
+                               }
+                             })pb");
   auto out = RunPipeline(*p, testing::SolidPng(1, 1, 3, 8, 51, 102, 255));
   ASSERT_TRUE(out.status.ok());
   const float* f = reinterpret_cast<const float*>(out.bytes.data());
@@ -85,13 +93,15 @@ TEST(Normalize, CustomMeanStd) {
 
 TEST(CenterCrop, UsesTorchvisionOffsetsWithHalfToEvenRounding) {
   // (5 - 2) / 2 = 1.5 rounds to 2 (Python round), (6 - 2) / 2 = 2.
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { center_crop { height: 2 width: 2 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { center_crop { height: 2 width: 2 } })pb");
   auto out = RunPipeline(*p, CoordinatePng(5, 6));
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.shape, (Shape{2, 2, 3}));
   EXPECT_EQ(out.bytes[0], 2);  // R = x of the top-left pixel
   EXPECT_EQ(out.bytes[1], 2);  // G = y
-  auto p2 = MakePipeline(R"pb(stages { decode {} } stages { center_crop { size: 2 } })pb");
+  auto p2 = MakePipeline(R"pb(stages { decode {} }
+                              stages { center_crop { size: 2 } })pb");
   auto out2 = RunPipeline(*p2, CoordinatePng(7, 5));  // (7-2)/2 = 2.5 -> 2; (5-2)/2 = 1.5 -> 2
   ASSERT_TRUE(out2.status.ok());
   EXPECT_EQ(out2.bytes[0], 2);
@@ -99,7 +109,8 @@ TEST(CenterCrop, UsesTorchvisionOffsetsWithHalfToEvenRounding) {
 }
 
 TEST(CenterCrop, PadsWithZerosWhenLargerThanImage) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { center_crop { size: 4 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { center_crop { size: 4 } })pb");
   auto out = RunPipeline(*p, testing::SolidPng(2, 2, 3, 8, 200, 200, 200));
   ASSERT_TRUE(out.status.ok()) << out.status;
   ASSERT_EQ(out.shape, (Shape{4, 4, 3}));
@@ -112,11 +123,13 @@ TEST(CenterCrop, PadsWithZerosWhenLargerThanImage) {
 
 TEST(CenterCrop, CropOfDecodedRegionEqualsCropOfFullImage) {
   const std::vector<uint8_t> jpeg = testing::Jpeg(333, 251, 9);
-  auto roi = MakePipeline(R"pb(stages { decode {} } stages { center_crop { size: 100 } })pb");
+  auto roi = MakePipeline(R"pb(stages { decode {} }
+                               stages { center_crop { size: 100 } })pb");
   DecodeOptions full;
   full.use_roi = false;
-  auto whole =
-      MakePipeline(R"pb(stages { decode {} } stages { center_crop { size: 100 } })pb", 0, full);
+  auto whole = MakePipeline(R"pb(stages { decode {} }
+                                 stages { center_crop { size: 100 } })pb",
+                            0, full);
   auto a = RunPipeline(*roi, jpeg);
   auto b = RunPipeline(*whole, jpeg);
   ASSERT_TRUE(a.status.ok()) << a.status;
@@ -125,7 +138,8 @@ TEST(CenterCrop, CropOfDecodedRegionEqualsCropOfFullImage) {
 }
 
 TEST(Resize, ShorterSideFollowsTorchvisionSizeRule) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { resize { shorter_side: 100 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { resize { shorter_side: 100 } })pb");
   auto out = RunPipeline(*p, testing::SolidPng(333, 200, 3, 8, 1, 2, 3));
   ASSERT_TRUE(out.status.ok());
   EXPECT_EQ(out.shape, (Shape{100, 166, 3}));  // int(100 * 333 / 200) = 166
@@ -137,7 +151,8 @@ TEST(Resize, ShorterSideFollowsTorchvisionSizeRule) {
 }
 
 TEST(Resize, FixedSizeAndLargeShrinkStaysExact) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { resize { height: 10 width: 20 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { resize { height: 10 width: 20 } })pb");
   auto out = RunPipeline(*p, testing::SolidPng(1000, 700, 3, 8, 10, 20, 30));
   ASSERT_TRUE(out.status.ok());
   ASSERT_EQ(out.shape, (Shape{10, 20, 3}));
@@ -150,17 +165,18 @@ TEST(Resize, FixedSizeAndLargeShrinkStaysExact) {
 
 TEST(RandomHorizontalFlip, FlipsWithProbabilityP) {
   const std::vector<uint8_t> png = CoordinatePng(4, 1);
-  auto always = MakePipeline(
-      R"pb(stages { decode {} } stages { random_horizontal_flip { p: 1 } })pb");
-  auto never = MakePipeline(
-      R"pb(stages { decode {} } stages { random_horizontal_flip { p: 0 } })pb");
+  auto always = MakePipeline(R"pb(stages { decode {} }
+                                  stages { random_horizontal_flip { p: 1 } })pb");
+  auto never = MakePipeline(R"pb(stages { decode {} }
+                                 stages { random_horizontal_flip { p: 0 } })pb");
   auto flipped = RunPipeline(*always, png);
   auto same = RunPipeline(*never, png);
   ASSERT_TRUE(flipped.status.ok() && same.status.ok());
   EXPECT_EQ(flipped.bytes[0], 3);  // x of the rightmost pixel
   EXPECT_EQ(same.bytes[0], 0);
 
-  auto half = MakePipeline(R"pb(stages { decode {} } stages { random_horizontal_flip {} })pb");
+  auto half = MakePipeline(R"pb(stages { decode {} }
+                                stages { random_horizontal_flip {} })pb");
   int flips = 0;
   for (int i = 0; i < 400; ++i) flips += RunPipeline(*half, png, i).bytes[0] == 3;
   EXPECT_GT(flips, 150);  // binomial(400, 0.5): 150..250 is over 5 sigma
@@ -179,7 +195,8 @@ class RandomResizedCropTest : public ::testing::Test {
 };
 
 TEST_F(RandomResizedCropTest, DrawsWithinBoundsScaleAndRatio) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { random_resized_crop { size: 32 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_resized_crop { size: 32 } })pb");
   const std::vector<uint8_t> png = testing::SolidPng(400, 300, 3, 8, 9, 9, 9);
   double area_sum = 0;
   const int n = 2000;
@@ -205,7 +222,8 @@ TEST_F(RandomResizedCropTest, DrawsWithinBoundsScaleAndRatio) {
 }
 
 TEST_F(RandomResizedCropTest, FallsBackToCentralCropOnExtremeAspect) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { random_resized_crop { size: 8 } })pb");
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_resized_crop { size: 8 } })pb");
   const std::vector<uint8_t> png = testing::SolidPng(1000, 10, 3, 8, 9, 9, 9);
   const ImageView v = Crop(*p, png, 0);
   // in_ratio 100 > 4/3: h = 10, w = round(10 * 4/3) = 13, centred.
@@ -218,7 +236,9 @@ TEST_F(RandomResizedCropTest, FallsBackToCentralCropOnExtremeAspect) {
 }
 
 TEST_F(RandomResizedCropTest, SameSampleSameCropDifferentSamplesDiffer) {
-  auto p = MakePipeline(R"pb(stages { decode {} } stages { random_resized_crop { size: 16 } })pb", 3);
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_resized_crop { size: 16 } })pb",
+                        3);
   const std::vector<uint8_t> png = testing::SolidPng(300, 200, 3, 8, 9, 9, 9);
   const ImageView a = Crop(*p, png, 5), b = Crop(*p, png, 5), c = Crop(*p, png, 6);
   EXPECT_EQ(std::tie(a.crop_x, a.crop_y, a.crop_width, a.crop_height),
@@ -229,20 +249,34 @@ TEST_F(RandomResizedCropTest, SameSampleSameCropDifferentSamplesDiffer) {
 
 TEST(PipelineSpec, InvalidParametersNameStageAndField) {
   EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
-                               stages { random_resized_crop { size: 224 scale_min: 1.5 } })pb")
+                                stages { random_resized_crop { size: 224 scale_min: 1.5 } })pb")
                   .message(),
               HasSubstr("stage 1 (random_resized_crop): scale_min"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { normalize { mean: [1, 2] } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { normalize { mean: [ 1, 2 ] } })pb")
+                  .message(),
               HasSubstr("stage 1 (normalize): mean: needs 3 values"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { normalize { std: [1, 0, 1] } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { normalize { std: [ 1, 0, 1 ] } })pb")
+                  .message(),
               HasSubstr("std: channel 1 must be positive"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { center_crop {} })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { center_crop {} })pb")
+                  .message(),
               HasSubstr("stage 1 (center_crop): output size"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { random_horizontal_flip { p: 2 } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { random_horizontal_flip { p: 2 } })pb")
+                  .message(),
               HasSubstr("p: must be in [0, 1]"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { resize { shorter_side: 5 width: 3 } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { resize { shorter_side: 5 width: 3 } })pb")
+                  .message(),
               HasSubstr("either shorter_side or height and width"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { resize { interpolation: INTERPOLATION_BICUBIC shorter_side: 5 } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages {
+                                  resize { interpolation: INTERPOLATION_BICUBIC shorter_side: 5 }
+                                })pb")
+                  .message(),
               HasSubstr("interpolation"));
 }
 
@@ -250,11 +284,19 @@ TEST(PipelineSpec, TypeFlowIsChecked) {
   const absl::Status s = CreateStatus(R"pb(stages { normalize {} })pb");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("stage 0 (normalize): expects an image"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { decode {} })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { decode {} })pb")
+                  .message(),
               HasSubstr("stage 1 (decode): expects encoded bytes"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { normalize {} } stages { random_horizontal_flip {} })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { normalize {} }
+                                stages { random_horizontal_flip {} })pb")
+                  .message(),
               HasSubstr("stage 2 (random_horizontal_flip): expects an image"));
-  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} } stages { normalize {} } stages { resize { shorter_side: 3 } })pb").message(),
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { normalize {} }
+                                stages { resize { shorter_side: 3 } })pb")
+                  .message(),
               HasSubstr("but gets float32 tensor [3, ?, ?]"));
   EXPECT_THAT(CreateStatus("").message(), HasSubstr("has no stages"));
   EXPECT_THAT(CreateStatus(R"pb(stages {})pb").message(), HasSubstr("stage 0 (unset): no op set"));

@@ -33,7 +33,8 @@ TempDir::~TempDir() {
 void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << path;
 }
 
@@ -43,8 +44,8 @@ std::vector<uint8_t> ReadFile(const std::string& path) {
 }
 
 std::vector<uint8_t> Jpeg(int width, int height, uint64_t seed, int quality) {
-  return SyntheticImage(width, height, seed, static_cast<int>(seed * 37 % 180), SyntheticFormat::kJpeg,
-                        quality);
+  return SyntheticImage(width, height, seed, static_cast<int>(seed * 37 % 180),
+                        SyntheticFormat::kJpeg, quality);
 }
 
 std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k) {
@@ -115,7 +116,8 @@ Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, 
   return out;
 }
 
-std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed, DecodeOptions decode) {
+std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed,
+                                       DecodeOptions decode) {
   proto::PipelineSpec spec;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
   PipelineOptions options;

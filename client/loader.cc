@@ -1,20 +1,89 @@
 #include "client/loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <new>
 
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/rng.h"
+#include "pipeline/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
+namespace {
+
+// The random stream that places samples (local or remote) for kCut: not a
+// pipeline stage, so placement never disturbs augmentation.
+constexpr uint32_t kPlacementStream = kMaxStages - 1;
+
+bool IsRefusal(absl::StatusCode code) {
+  return code == absl::StatusCode::kPermissionDenied ||
+         code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kUnauthenticated ||
+         code == absl::StatusCode::kFailedPrecondition;
+}
+
+}  // namespace
 
 absl::StatusOr<OnError> ParseOnError(const std::string& name) {
   if (name == "skip") return OnError::kSkip;
   if (name == "fail") return OnError::kFail;
   return absl::InvalidArgumentError(absl::StrCat("--on-error: '", name, "' is not skip or fail"));
+}
+
+absl::StatusOr<OffloadMode> ParseOffload(const std::string& text) {
+  OffloadMode mode;
+  if (text == "off" || text.empty()) return mode;
+  if (text == "remote") {
+    mode.kind = OffloadMode::kRemote;
+    return mode;
+  }
+  auto bad = [&text](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--offload: '", text, "': ", why, " (use off, remote, or cut=K[,remote_fraction=F])"));
+  };
+  if (text.rfind("cut=", 0) != 0) return bad("unknown mode");
+  mode.kind = OffloadMode::kCut;
+  bool have_cut = false;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (kv.first == "cut") {
+      if (!absl::SimpleAtoi(kv.second, &mode.cut) || mode.cut < 0) return bad("cut must be >= 0");
+      have_cut = true;
+    } else if (kv.first == "remote_fraction") {
+      if (!absl::SimpleAtod(kv.second, &mode.remote_fraction) || !(mode.remote_fraction >= 0) ||
+          mode.remote_fraction > 1) {
+        return bad("remote_fraction must be in [0, 1]");
+      }
+    } else {
+      return bad(absl::StrCat("unknown key '", kv.first, "'"));
+    }
+  }
+  if (!have_cut) return bad("cut=K is required");
+  return mode;
+}
+
+std::string OffloadModeString(const OffloadMode& mode) {
+  switch (mode.kind) {
+    case OffloadMode::kOff:
+      return "off";
+    case OffloadMode::kRemote:
+      return "remote";
+    case OffloadMode::kCut:
+      return absl::StrFormat("cut=%d,remote_fraction=%g", mode.cut, mode.remote_fraction);
+  }
+  return "?";
 }
 
 // Batches not in use. Delivered BatchPtrs hold a reference so that a batch
@@ -26,8 +95,7 @@ struct Loader::Pool {
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& options) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (options.batch_size < 1)
-    return invalid("--batch: must be at least 1, got ", options.batch_size);
+  if (options.batch_size < 1) return invalid("--batch: must be at least 1, got ", options.batch_size);
   if (options.threads < 0) return invalid("--threads: must be >= 0, got ", options.threads);
   if (options.epochs < 1) return invalid("--epochs: must be at least 1, got ", options.epochs);
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -37,8 +105,13 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   if (options.prefetch_batches < 1) {
     return invalid("--prefetch: must be at least 1, got ", options.prefetch_batches);
   }
-  if (options.max_pixels < 1)
-    return invalid("--max-pixels: must be positive, got ", options.max_pixels);
+  if (options.max_pixels < 1) return invalid("--max-pixels: must be positive, got ", options.max_pixels);
+  if (options.item_samples < 1) return invalid("--item-samples: must be at least 1");
+  if (!(options.worker_timeout_seconds > 0)) return invalid("--worker-timeout: must be positive");
+  if (options.offload.kind != OffloadMode::kOff && options.workers.empty()) {
+    return invalid("--offload ", OffloadModeString(options.offload),
+                   " needs workers (--workers host:port,...)");
+  }
 
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = options;
@@ -48,12 +121,18 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   auto pipeline = Pipeline::Create(options.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   loader->pipeline_ = *std::move(pipeline);
+  const int n = loader->pipeline_->num_stages();
   const ValueType& out = loader->pipeline_->output_type();
   if (!out.fixed()) {
     return invalid("pipeline ", loader->pipeline_->name(), ": its output (", out.DebugString(),
                    ") has no fixed shape, so samples cannot be batched; end it with a crop or a "
                    "fixed-size resize");
   }
+  if (options.offload.kind == OffloadMode::kCut && options.offload.cut > n) {
+    return invalid("--offload: cut=", options.offload.cut, " is past the last stage (pipeline ",
+                   loader->pipeline_->name(), " has ", n, " stages)");
+  }
+  loader->cut_ = options.offload.kind == OffloadMode::kRemote ? n : options.offload.cut;
   auto dataset = OpenDataset(options.dataset);
   if (!dataset.ok()) return dataset.status();
   loader->dataset_ = *std::move(dataset);
@@ -61,32 +140,127 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   const int threads = options.threads > 0 ? options.threads : AvailableCpus();
   loader->read_profiler_ = std::make_unique<StageProfiler>(std::vector<std::string>{"read"});
   loader->stage_profiler_ = std::make_unique<StageProfiler>(loader->pipeline_->stage_names());
+  std::vector<std::string> remote_names = {"read"};
+  for (const std::string& s : loader->pipeline_->stage_names()) remote_names.push_back(s);
+  loader->remote_profiler_ = std::make_unique<StageProfiler>(remote_names);
   for (int i = 0; i < threads; ++i) loader->workspaces_.push_back(std::make_unique<Workspace>());
+  const int64_t size = loader->dataset_->size();
+  loader->samples_per_epoch_ =
+      size / options.world_size + (options.rank < size % options.world_size ? 1 : 0);
+  loader->prefetch_ = options.prefetch_batches;
+  if (options.offload.kind != OffloadMode::kOff) {
+    if (absl::Status s = loader->ConnectWorkers(); !s.ok()) return s;
+  }
+
+  // Room for every task of every in-flight batch, twice (a sample's local
+  // run, or its remote suffix): Submit() never waits for long.
+  loader->pool_ = std::make_unique<ThreadPool>(
+      threads, 2 * static_cast<size_t>(options.batch_size) * loader->prefetch_);
   loader->pool_of_batches_ = std::make_shared<Pool>();
   {
     // The batches that can be in flight plus the one the trainer holds, made
     // and touched now: memory is committed up front and the first batches do
     // not pay for page faults.
     absl::MutexLock lock(&loader->pool_of_batches_->mu);
-    for (int i = 0; i <= options.prefetch_batches; ++i) {
+    for (int i = 0; i <= loader->prefetch_; ++i) {
       auto batch = std::make_unique<Batch>(out, options.batch_size);
       std::memset(batch->slot(0), 0, out.bytes() * options.batch_size);
       loader->pool_of_batches_->free.push_back(std::move(batch));
     }
   }
-  const int64_t n = loader->dataset_->size();
-  loader->samples_per_epoch_ =
-      n / options.world_size + (options.rank < n % options.world_size ? 1 : 0);
-  // Room for every task of every in-flight batch: Submit() never blocks.
-  loader->pool_ = std::make_unique<ThreadPool>(
-      threads, static_cast<size_t>(options.batch_size) * options.prefetch_batches);
-  spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads", n, loader->dataset_->format(),
-                loader->pipeline_->DebugString(), threads);
+  if (options.offload.kind != OffloadMode::kOff) {
+    loader->watchdog_ = std::thread([l = loader.get()] { l->WatchdogLoop(); });
+  }
+  spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads, offload {}", size,
+                loader->dataset_->format(), loader->pipeline_->DebugString(), threads,
+                OffloadModeString(options.offload));
   return loader;
 }
 
+absl::Status Loader::ConnectWorkers() {
+  char real[PATH_MAX];
+  proto::JobOpen open;
+  SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
+  job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
+  open.set_job_id(job_id_);
+  *open.mutable_dataset() = options_.dataset;
+  // Workers see the dataset on shared storage under the same absolute path.
+  if (realpath(options_.dataset.path().c_str(), real) != nullptr) open.mutable_dataset()->set_path(real);
+  *open.mutable_pipeline() = options_.pipeline;
+  open.set_seed(options_.seed);
+  open.set_max_pixels(options_.max_pixels);
+  open.set_dataset_size(dataset_->size());
+  open.set_dataset_fingerprint(dataset_->fingerprint());
+  open.set_max_items_in_flight(options_.max_items_per_worker);
+
+  absl::MutexLock lock(&mu_);
+  workers_.resize(options_.workers.size());
+  for (size_t w = 0; w < options_.workers.size(); ++w) {
+    RemoteWorker::Handlers handlers;
+    const int id = static_cast<int>(w);
+    handlers.opened = [this, id](const proto::JobOpened& opened) {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      Worker& worker = workers_[id];
+      worker.opened = true;
+      worker.credits = std::max(1, opened.max_items_in_flight());
+      worker.threads = opened.threads();
+      worker.last_heard_nanos = WallNanos();
+      spdlog::info("worker {} ({}) opened job {}: {} threads, {} items in flight",
+                   worker.stream->address(), opened.worker_id(), job_id_, opened.threads(),
+                   worker.credits);
+    };
+    handlers.result = [this, id](proto::ItemResult result) { OnResult(id, std::move(result)); };
+    handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
+    workers_[w].stream = std::make_unique<RemoteWorker>(options_.workers[w], std::move(handlers));
+    workers_[w].stream->Start(open);
+  }
+  // Wait for every worker to open the job, refuse it, or time out.
+  auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!failure_.ok()) return true;
+    for (const Worker& w : workers_) {
+      if (w.alive && !w.opened) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&settled),
+                       absl::Seconds(options_.connect_timeout_seconds));
+  if (!failure_.ok()) return failure_;
+  int credits = 0;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    if (workers_[w].alive && !workers_[w].opened) {
+      DropWorker(static_cast<int>(w), absl::StrCat("did not open the job within ",
+                                                   options_.connect_timeout_seconds, " s"));
+    }
+    if (workers_[w].alive) credits += workers_[w].credits;
+  }
+  if (credits == 0) {
+    spdlog::warn("no worker is reachable ({}); running locally",
+                 absl::StrJoin(options_.workers, ", "));
+    all_workers_gone_logged_ = true;
+  }
+  // Enough batches in flight to keep every worker's credits busy.
+  const int64_t remote_samples = static_cast<int64_t>(credits) * options_.item_samples;
+  prefetch_ = std::max<int64_t>(prefetch_, 2 + remote_samples / options_.batch_size);
+  return absl::OkStatus();
+}
+
 Loader::~Loader() {
-  // Workers may still be writing into in-flight batches: stop them first.
+  std::vector<std::unique_ptr<RemoteWorker>> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (Worker& w : workers_) {
+      w.alive = false;  // handlers still running drop what they get
+      if (w.stream) streams.push_back(std::move(w.stream));
+    }
+  }
+  if (watchdog_.joinable()) watchdog_.join();
+  // Cancelling joins each stream's threads; their handlers take mu_ and see
+  // the streams gone. Then the pool: workers may still be writing into
+  // in-flight batches.
+  for (auto& s : streams) s->Cancel();
+  streams.clear();
   if (pool_) pool_->Stop();
   absl::MutexLock lock(&mu_);
   for (Batch* b : in_flight_) delete b;
@@ -98,9 +272,23 @@ int64_t Loader::batches_per_epoch() const {
   return options_.drop_last ? samples_per_epoch_ / b : (samples_per_epoch_ + b - 1) / b;
 }
 
+bool Loader::IsRemote(uint64_t epoch, int64_t index) const {
+  switch (options_.offload.kind) {
+    case OffloadMode::kOff:
+      return false;
+    case OffloadMode::kRemote:
+      return true;
+    case OffloadMode::kCut: {
+      if (options_.offload.remote_fraction >= 1) return true;
+      SampleRng rng(options_.seed, epoch, static_cast<uint64_t>(index), kPlacementStream);
+      return rng.Uniform() < options_.offload.remote_fraction;
+    }
+  }
+  return false;
+}
+
 void Loader::TopUp() {
-  while (static_cast<int>(in_flight_.size()) < options_.prefetch_batches &&
-         next_epoch_ < options_.epochs) {
+  while (static_cast<int>(in_flight_.size()) < prefetch_ && next_epoch_ < options_.epochs) {
     if (!order_ready_) {
       order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                           options_.shuffle, options_.rank, options_.world_size);
@@ -131,14 +319,216 @@ void Loader::TopUp() {
     ++next_number_;
     Batch* b = batch.release();
     in_flight_.push_back(b);
+    Item item{b, {}, cut_};
     for (int64_t slot = 0; slot < take; ++slot) {
-      pool_->Submit([this, b, slot](int worker) { RunSample(worker, b, slot); });
+      if (!IsRemote(b->epoch(), b->index_at(slot))) {
+        SubmitLocal(b, slot);
+        continue;
+      }
+      item.slots.push_back(slot);
+      if (static_cast<int>(item.slots.size()) == options_.item_samples || slot + 1 == take) {
+        const uint64_t id = next_item_id_++;
+        items_.emplace(id, std::move(item));
+        waiting_.push_back(id);
+        item = Item{b, {}, cut_};
+      }
+    }
+    if (!item.slots.empty()) {
+      const uint64_t id = next_item_id_++;
+      items_.emplace(id, std::move(item));
+      waiting_.push_back(id);
+    }
+  }
+  Dispatch();
+}
+
+void Loader::Dispatch() {
+  while (!waiting_.empty()) {
+    int best = -1;
+    int best_free = 0;
+    bool any_alive = false;
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      const Worker& worker = workers_[w];
+      if (!worker.alive || !worker.opened) continue;
+      any_alive = true;
+      const int free = worker.credits - static_cast<int>(worker.items.size());
+      if (free > best_free) {
+        best = static_cast<int>(w);
+        best_free = free;
+      }
+    }
+    if (!any_alive) {
+      // Nobody left to ask: everything waiting runs here.
+      if (!all_workers_gone_logged_ && !workers_.empty()) {
+        spdlog::warn("all workers are gone; continuing locally");
+        all_workers_gone_logged_ = true;
+      }
+      for (uint64_t id : waiting_) {
+        const Item& item = items_.at(id);
+        for (int64_t slot : item.slots) SubmitLocal(item.batch, slot);
+        items_.erase(id);
+      }
+      waiting_.clear();
+      return;
+    }
+    if (best < 0) return;  // every worker is at its credit limit
+    const uint64_t id = waiting_.front();
+    waiting_.pop_front();
+    Item& item = items_.at(id);
+    item.worker = best;
+    Worker& worker = workers_[best];
+    if (worker.items.empty()) worker.last_heard_nanos = WallNanos();  // the clock starts now
+    worker.items.push_back(id);
+    proto::WorkItem msg;
+    msg.set_item_id(id);
+    msg.set_epoch(item.batch->epoch());
+    msg.set_cut(item.cut);
+    for (int64_t slot : item.slots) msg.add_indices(item.batch->index_at(slot));
+    worker.stream->Send(std::move(msg));
+  }
+}
+
+void Loader::DropWorker(int w, const std::string& why) {
+  Worker& worker = workers_[w];
+  if (!worker.alive) return;
+  worker.alive = false;
+  const std::string address = worker.stream ? worker.stream->address() : options_.workers[w];
+  if (!worker.items.empty()) {
+    spdlog::warn("worker {} {}; handing its {} outstanding items to others", address, why,
+                 worker.items.size());
+  } else {
+    spdlog::warn("worker {} {}", address, why);
+  }
+  // Back to the front of the queue, in their original order.
+  for (auto it = worker.items.rbegin(); it != worker.items.rend(); ++it) {
+    items_.at(*it).worker = -1;
+    waiting_.push_front(*it);
+    ++reissued_;
+  }
+  worker.items.clear();
+  if (worker.stream) worker.stream->Cancel();
+  Dispatch();
+}
+
+void Loader::OnResult(int w, proto::ItemResult result) {
+  absl::MutexLock lock(&mu_);
+  Worker& worker = workers_[w];
+  worker.last_heard_nanos = WallNanos();
+  auto it = items_.find(result.item_id());
+  // Only the worker an item is assigned to may answer it: anything else is a
+  // late answer from a worker already given up on, and is dropped.
+  if (!worker.alive || it == items_.end() || it->second.worker != w) return;
+  Item item = std::move(it->second);
+  items_.erase(it);
+  worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
+  auto shared = std::make_shared<const proto::ItemResult>(std::move(result));
+  const int n = pipeline_->num_stages();
+  for (size_t i = 0; i < item.slots.size(); ++i) {
+    const int64_t slot = item.slots[i];
+    const int64_t index = item.batch->index_at(slot);
+    const proto::SampleResult* r =
+        static_cast<int>(i) < shared->samples_size() ? &shared->samples(static_cast<int>(i)) : nullptr;
+    if (r == nullptr || r->index() != index) {
+      Finished(item.batch, item.batch->FinishError(
+                               slot, SampleError{index, dataset_->SamplePath(index),
+                                                 absl::InternalError(absl::StrCat(
+                                                     "worker ", worker.stream->address(),
+                                                     " answered item ", shared->item_id(),
+                                                     " with the wrong samples"))}));
+      continue;
+    }
+    if (r->code() != 0) {
+      Finished(item.batch,
+               item.batch->FinishError(
+                   slot, SampleError{index, dataset_->SamplePath(index),
+                                     absl::Status(static_cast<absl::StatusCode>(r->code()),
+                                                  absl::StrCat("on worker ", worker.stream->address(),
+                                                               ": ", r->error()))}));
+      continue;
+    }
+    remote_profiler_->Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
+    for (int s = 0; s < r->stages_size(); ++s) {
+      remote_profiler_->Record(s + 1, static_cast<int64_t>(r->stages(s).cpu_seconds() * 1e9),
+                               r->stages(s).output_bytes());
+    }
+    if (item.cut == n) {
+      // The finished tensor: it only needs copying into its slot.
+      const std::string& data = r->value().data();
+      if (data.size() != item.batch->sample_bytes()) {
+        Finished(item.batch, item.batch->FinishError(
+                                 slot, SampleError{index, dataset_->SamplePath(index),
+                                                   absl::InternalError(absl::StrCat(
+                                                       "worker result has ", data.size(),
+                                                       " bytes, expected ",
+                                                       item.batch->sample_bytes()))}));
+        continue;
+      }
+      std::memcpy(item.batch->slot(slot), data.data(), data.size());
+      Finished(item.batch, item.batch->FinishOk(
+                               slot, r->label(),
+                               SampleHash(index, r->label(), item.batch->slot(slot), data.size()),
+                               /*remote=*/true));
+      continue;
+    }
+    const int sample = static_cast<int>(i);
+    Batch* batch = item.batch;
+    const int cut = item.cut;
+    pool_->Submit([this, batch, slot, cut, shared, sample](int thread) {
+      RunSuffix(thread, batch, slot, cut, shared, sample);
+    });
+  }
+  Dispatch();
+}
+
+void Loader::OnClosed(int w, const absl::Status& status) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  Worker& worker = workers_[w];
+  if (!worker.alive) return;
+  if (status.ok() && worker.items.empty() && end_nanos_ != 0) {
+    return;  // our own Close() at the end of the run: a clean goodbye
+  }
+  if (!status.ok() && IsRefusal(status.code())) {
+    // Not a failure to route around: the job itself is wrong here.
+    if (failure_.ok()) failure_ = status;
+    spdlog::error("{}", status.ToString());
+    worker.alive = false;
+    batch_done_.SignalAll();
+    return;
+  }
+  DropWorker(w, status.ok() ? std::string("ended the stream")
+                            : absl::StrCat("is gone (", status.ToString(), ")"));
+  batch_done_.SignalAll();
+}
+
+void Loader::WatchdogLoop() {
+  const int64_t timeout = static_cast<int64_t>(options_.worker_timeout_seconds * 1e9);
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+    if (stopping_) break;
+    const int64_t now = WallNanos();
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      Worker& worker = workers_[w];
+      if (worker.alive && !worker.items.empty() && now - worker.last_heard_nanos > timeout) {
+        DropWorker(static_cast<int>(w),
+                   absl::StrFormat("was silent for %.1f s (--worker-timeout)",
+                                   (now - worker.last_heard_nanos) * 1e-9));
+      }
     }
   }
 }
 
-void Loader::RunSample(int worker, Batch* batch, int64_t slot) {
-  Workspace& ws = *workspaces_[worker];
+void Loader::SubmitLocal(Batch* batch, int64_t slot) {
+  pool_->Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
+}
+
+void Loader::Finished(Batch* batch, bool done) {
+  if (done) batch_done_.SignalAll();
+}
+
+void Loader::RunSample(int thread, Batch* batch, int64_t slot) {
+  Workspace& ws = *workspaces_[thread];
   const int64_t index = batch->index_at(slot);
   Sample s;
   s.epoch = batch->epoch();
@@ -173,6 +563,35 @@ void Loader::RunSample(int worker, Batch* batch, int64_t slot) {
   }
 }
 
+void Loader::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
+                       std::shared_ptr<const proto::ItemResult> result, int sample) {
+  Workspace& ws = *workspaces_[thread];
+  const proto::SampleResult& r = result->samples(sample);
+  Sample s;
+  s.epoch = batch->epoch();
+  s.index = r.index();
+  s.label = r.label();
+  absl::Status status = FromWire(r.value(), ws, s);
+  if (status.ok()) {
+    status = pipeline_->Run(cut, pipeline_->num_stages(), s, ws, stage_profiler_.get(),
+                            batch->slot(slot), batch->sample_bytes());
+  }
+  if (status.ok() && s.size != batch->sample_bytes()) {
+    status = absl::InternalError("output size differs from the batch's");
+  }
+  bool done;
+  if (status.ok()) {
+    done = batch->FinishOk(slot, s.label, SampleHash(s.index, s.label, s.data, s.size),
+                           /*remote=*/true);
+  } else {
+    done = batch->FinishError(slot, SampleError{s.index, dataset_->SamplePath(s.index), status});
+  }
+  if (done) {
+    absl::MutexLock lock(&mu_);
+    batch_done_.SignalAll();
+  }
+}
+
 absl::StatusOr<BatchPtr> Loader::Next() {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
@@ -186,12 +605,17 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     if (end_nanos_ == 0) {
       end_nanos_ = now;
       end_cpu_nanos_ = ProcessCpuNanos();
+      // The run is over: let the workers finish their streams cleanly.
+      for (Worker& w : workers_) {
+        if (w.alive && w.stream) w.stream->Close();
+      }
     }
     return BatchPtr();
   }
   Batch* batch = in_flight_.front();
-  while (!batch->complete()) batch_done_.Wait(&mu_);
+  while (!batch->complete() && failure_.ok()) batch_done_.Wait(&mu_);
   wait_nanos_ += WallNanos() - now;
+  if (!failure_.ok()) return failure_;
   in_flight_.pop_front();
 
   std::vector<SampleError> errors = batch->Compact();
@@ -212,6 +636,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   }
   for (uint64_t h : batch->hashes()) checksum_.Add(h);
   images_ += batch->size();
+  remote_images_ += batch->remote_samples();
   bytes_ += batch->bytes();
   ++batches_;
   TopUp();  // keep the workers busy while the trainer consumes this batch
@@ -228,6 +653,8 @@ LoaderStats Loader::Stats() const {
   {
     absl::MutexLock lock(&mu_);
     st.images = images_;
+    st.remote_images = remote_images_;
+    st.local_images = images_ - remote_images_;
     st.errors = errors_;
     st.batches = batches_;
     st.bytes = bytes_;
@@ -237,10 +664,14 @@ LoaderStats Loader::Stats() const {
     st.cpu_seconds = start_nanos_ != 0 ? (end_cpu - start_cpu_nanos_) * 1e-9 : 0;
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
+    st.reissued_items = reissued_;
+    st.workers_total = static_cast<int>(workers_.size());
+    for (const Worker& w : workers_) st.workers_alive += w.alive ? 1 : 0;
   }
   st.checksum = checksum_.value();
   st.stages = read_profiler_->Snapshot();
   for (StageStats& s : stage_profiler_->Snapshot()) st.stages.push_back(std::move(s));
+  st.remote_stages = remote_profiler_->Snapshot();
   return st;
 }
 

@@ -21,13 +21,15 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   labels_.assign(indices.size(), -1);
   hashes_.assign(indices.size(), 0);
   ok_.assign(indices.size(), 0);
+  remote_.assign(indices.size(), 0);
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
 }
 
 bool Batch::Finish() { return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
-bool Batch::FinishOk(int64_t i, int64_t label, uint64_t hash) {
+bool Batch::FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote) {
   labels_[i] = label;
+  remote_[i] = remote ? 1 : 0;
   hashes_[i] = hash;
   ok_[i] = 1;
   return Finish();
@@ -52,13 +54,21 @@ std::vector<SampleError> Batch::Compact() {
       indices_[out] = indices_[i];
       labels_[out] = labels_[i];
       hashes_[out] = hashes_[i];
+      remote_[out] = remote_[i];
     }
     ++out;
   }
   indices_.resize(out);
   labels_.resize(out);
   hashes_.resize(out);
+  remote_.resize(out);
   return errors;
+}
+
+int64_t Batch::remote_samples() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < indices_.size(); ++i) n += remote_[i];
+  return n;
 }
 
 Shape Batch::shape() const {

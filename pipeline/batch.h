@@ -41,7 +41,8 @@ class Batch {
   int64_t index_at(int64_t i) const { return indices_[i]; }
   // Records the outcome of slot i (`hash`: its SampleHash); returns true for
   // the call that completes the batch.
-  bool FinishOk(int64_t i, int64_t label, uint64_t hash);
+  // `remote`: some of its stages ran on a worker.
+  bool FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote = false);
   bool FinishError(int64_t i, SampleError error);
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Drops failed slots (moving later samples down) and returns their errors.
@@ -62,6 +63,8 @@ class Batch {
   const std::vector<int64_t>& indices() const { return indices_; }
   const std::vector<int64_t>& labels() const { return labels_; }
   const std::vector<uint64_t>& hashes() const { return hashes_; }
+  // Delivered samples that ran (partly) on a worker.
+  int64_t remote_samples() const;
   const uint8_t* sample(int64_t i) const { return storage_.data() + i * sample_bytes_; }
 
  private:
@@ -78,6 +81,7 @@ class Batch {
   std::vector<uint64_t> hashes_;
   std::vector<SampleError> slot_errors_;
   std::vector<uint8_t> ok_;
+  std::vector<uint8_t> remote_;
   std::atomic<int64_t> pending_{0};
 };
 

@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "pipeline/tar.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 namespace prepflow {
 namespace {
@@ -66,9 +71,8 @@ absl::Status ListDir(const std::string& dir, std::vector<std::string>* dirs,
   return absl::OkStatus();
 }
 
-absl::Status ReadFile(const std::string& path, int64_t max_bytes, Buffer* out, size_t* size) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+absl::Status ReadFile(int fd, const std::string& path, int64_t max_bytes, Buffer* out,
+                      size_t* size) {
   struct stat st;
   if (fstat(fd, &st) != 0) {
     const int err = errno;
@@ -104,8 +108,10 @@ absl::Status ReadFile(const std::string& path, int64_t max_bytes, Buffer* out, s
 
 class ImageFolderDataset : public Dataset {
  public:
-  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& root) {
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(
+      const std::string& root, const std::function<void(Dataset*)>& configure) {
     auto ds = std::unique_ptr<ImageFolderDataset>(new ImageFolderDataset);
+    configure(ds.get());
     ds->root_ = root;
     std::vector<std::string> class_dirs;
     if (absl::Status s = ListDir(root, &class_dirs, nullptr); !s.ok()) return s;
@@ -151,7 +157,10 @@ class ImageFolderDataset : public Dataset {
   std::string SamplePath(int64_t i) const override { return absl::StrCat(root_, "/", paths_[i]); }
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
-    return ReadFile(SamplePath(i), max_file_bytes_, out, size);
+    const std::string path = SamplePath(i);
+    absl::StatusOr<int> fd = OpenForRead(path);
+    if (!fd.ok()) return fd.status();
+    return ReadFile(*fd, path, max_file_bytes_, out, size);
   }
 
  private:
@@ -164,8 +173,10 @@ class WebDataset : public Dataset {
     for (const Shard& s : shards_) close(s.fd);
   }
 
-  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& path) {
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(
+      const std::string& path, const std::function<void(Dataset*)>& configure) {
     auto ds = std::unique_ptr<WebDataset>(new WebDataset);
+    configure(ds.get());
     ds->root_ = path;
     std::vector<std::string> shard_paths;
     if (IsDirectory(path)) {
@@ -226,8 +237,9 @@ class WebDataset : public Dataset {
   };
 
   absl::Status Index(const std::string& path) {
-    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open shard ", path));
+    absl::StatusOr<int> opened = OpenForRead(path);
+    if (!opened.ok()) return opened.status();
+    const int fd = *opened;
     const int shard = static_cast<int>(shards_.size());
     shards_.push_back({path, fd});
 
@@ -286,6 +298,33 @@ bool HasTarFiles(const std::string& dir) {
 
 }  // namespace
 
+Dataset::~Dataset() {
+  if (confine_fd_ >= 0) close(confine_fd_);
+}
+
+absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
+  int fd;
+  if (confine_fd_ < 0) {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } else {
+    if (path.compare(0, confine_root_.size() + 1, confine_root_ + "/") != 0) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " is outside the data root ", confine_root_));
+    }
+    open_how how = {};
+    how.flags = O_RDONLY | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const std::string rel = path.substr(confine_root_.size() + 1);
+    fd = static_cast<int>(syscall(SYS_openat2, confine_fd_, rel.c_str(), &how, sizeof(how)));
+    if (fd < 0 && errno == EXDEV) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          path, " resolves outside the data root ", confine_root_, " (symlink or ..)"));
+    }
+  }
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  return fd;
+}
+
 absl::Status Dataset::CheckSize(uint64_t size, const std::string& path) const {
   if (size <= static_cast<uint64_t>(max_file_bytes_)) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrFormat(
@@ -300,30 +339,76 @@ absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string&
       absl::StrCat("--format: '", name, "' is not one of auto, imagefolder, wds"));
 }
 
-absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec) {
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                     const DatasetOptions& options) {
   std::string path = spec.path();
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");
+  std::string confine_root;
+  int confine_fd = -1;
+  if (!options.confine_to.empty()) {
+    char root_real[PATH_MAX], path_real[PATH_MAX];
+    if (realpath(options.confine_to.c_str(), root_real) == nullptr) {
+      return ErrnoStatus(errno, absl::StrCat("data root ", options.confine_to));
+    }
+    if (path.empty() || path[0] != '/') {
+      return absl::PermissionDeniedError(
+          absl::StrCat("dataset path '", path, "' must be absolute (below the data root ", root_real, ")"));
+    }
+    confine_root = root_real;
+    if (confine_root == "/") confine_root.clear();
+    if (realpath(path.c_str(), path_real) == nullptr ||
+        std::string(path_real).compare(0, confine_root.size() + 1, confine_root + "/") != 0) {
+      // Say the same whether the path is missing or outside: nothing about
+      // the file system beyond the root leaks to a client.
+      return absl::PermissionDeniedError(
+          absl::StrCat("dataset path ", path, " is not below the data root ", root_real));
+    }
+    path = path_real;
+    confine_fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (confine_fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
+  }
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("dataset ", path));
+  if (stat(path.c_str(), &st) != 0) {
+    if (confine_fd >= 0) close(confine_fd);
+    return ErrnoStatus(errno, absl::StrCat("dataset ", path));
+  }
   proto::DatasetSpec::Format format = spec.format();
   if (format == proto::DatasetSpec::FORMAT_AUTO) {
     const bool wds = S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar");
     format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   }
-  if (spec.max_file_bytes() < 0) {
-    return absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)");
+  if (spec.max_file_bytes() < 0 ||
+      (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode))) {
+    if (confine_fd >= 0) close(confine_fd);
+    return spec.max_file_bytes() < 0
+               ? absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)")
+               : absl::InvalidArgumentError(
+                     absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
   }
-  absl::StatusOr<std::unique_ptr<Dataset>> ds;
-  if (format == proto::DatasetSpec::FORMAT_WEBDATASET) {
-    ds = WebDataset::Open(path);
-  } else if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
-  } else {
-    ds = ImageFolderDataset::Open(path);
+  // The confinement is in place before the first file is opened; the dataset
+  // owns confine_fd from here on.
+  auto configure = [&](Dataset* ds) {
+    ds->confine_root_ = confine_root;
+    ds->confine_fd_ = confine_fd;
+    if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
+  };
+  absl::StatusOr<std::unique_ptr<Dataset>> ds =
+      format == proto::DatasetSpec::FORMAT_WEBDATASET ? WebDataset::Open(path, configure)
+                                                      : ImageFolderDataset::Open(path, configure);
+  if (!ds.ok()) return ds;
+  // Fingerprint: the format, then (relative path, label) of every sample.
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  const std::string format_name = (*ds)->format();
+  XXH3_64bits_update(&state, format_name.data(), format_name.size());
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    const std::string rel = (*ds)->SamplePath(i).substr((*ds)->root().size());
+    const int64_t label = (*ds)->label(i);
+    XXH3_64bits_update(&state, rel.c_str(), rel.size() + 1);  // with the NUL
+    XXH3_64bits_update(&state, &label, sizeof(label));
   }
-  if (ds.ok() && spec.max_file_bytes() > 0) (*ds)->max_file_bytes_ = spec.max_file_bytes();
+  (*ds)->fingerprint_ = XXH3_64bits_digest(&state);
   return ds;
 }
 

@@ -30,9 +30,16 @@ namespace prepflow {
 
 inline constexpr int64_t kDefaultMaxFileBytes = int64_t{256} << 20;
 
+struct DatasetOptions {
+  // When set, the dataset must lie below this folder and every file is opened
+  // with the kernel refusing any path that resolves outside it (openat2
+  // RESOLVE_BENEATH): a worker's --data-root.
+  std::string confine_to;
+};
+
 class Dataset {
  public:
-  virtual ~Dataset() = default;
+  virtual ~Dataset();
 
   int64_t size() const { return static_cast<int64_t>(labels_.size()); }
   int64_t label(int64_t i) const { return labels_[i]; }
@@ -53,14 +60,25 @@ class Dataset {
 
   // Reads larger than this are refused before memory is reserved.
   int64_t max_file_bytes() const { return max_file_bytes_; }
+  // XXH3 over the format, every sample's path relative to the root, and its
+  // label: two indexes with the same fingerprint map every index to the same
+  // file and label.
+  uint64_t fingerprint() const { return fingerprint_; }
 
  protected:
-  friend absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec);
+  friend absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                              const DatasetOptions& options);
 
   // ResourceExhausted naming `path` when `size` is over the limit.
   absl::Status CheckSize(uint64_t size, const std::string& path) const;
+  // Opens `path` for reading; when confined, only if it resolves (symlinks
+  // and "..") below the confinement root: otherwise PermissionDenied naming it.
+  absl::StatusOr<int> OpenForRead(const std::string& path) const;
 
   int64_t max_file_bytes_ = kDefaultMaxFileBytes;
+  uint64_t fingerprint_ = 0;
+  std::string confine_root_;  // realpath, no trailing slash; empty: not confined
+  int confine_fd_ = -1;
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
@@ -70,7 +88,9 @@ class Dataset {
 // file or a folder holding .tar files, else ImageFolder. Errors: NotFound
 // (missing path, no classes, no images), DataLoss (corrupt shard),
 // InvalidArgument (bad .cls label), each naming the path.
-absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec);
+// With options.confine_to, a dataset path outside it is PermissionDenied.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                     const DatasetOptions& options = {});
 
 // Parses "auto" | "imagefolder" | "wds" (also "webdataset").
 absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name);

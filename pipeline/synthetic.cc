@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -76,10 +77,9 @@ std::vector<uint8_t> SyntheticImage(int width, int height, uint64_t seed, int hu
 absl::StatusOr<int64_t> WriteSyntheticImageFolder(const std::string& dir,
                                                   const SyntheticFolderOptions& options) {
   auto make_dir = [](const std::string& path) -> absl::Status {
-    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::Status(absl::ErrnoToStatusCode(errno),
-                          absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
-    }
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", path, ": ", ec.message()));
     return absl::OkStatus();
   };
   if (absl::Status s = make_dir(dir); !s.ok()) return s;

@@ -11,7 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/cli/flags.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
+#include "pipeline/flags.h"
 #include "client/loader.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/checksum.h"
@@ -114,6 +117,9 @@ struct RunFlags {
   int64_t max_pixels = 64'000'000;
   int64_t max_file_bytes = kDefaultMaxFileBytes;
   bool json = false, shuffle = true, drop_last = false;
+  std::string offload = "off", workers;
+  double worker_timeout = 30;
+  int item_samples = 8;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -134,6 +140,11 @@ struct RunFlags {
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
     f.Int("world-size", &world_size, "number of ranks");
     f.Int("prefetch", &prefetch, "batches prepared ahead of the trainer");
+    f.String("offload", &offload, "off | remote | cut=K[,remote_fraction=F]");
+    f.String("workers", &workers, "prepflow-worker addresses, host:port,...");
+    f.Double("worker-timeout", &worker_timeout,
+             "seconds a worker may stay silent while it owes results before its work moves");
+    f.Int("item-samples", &item_samples, "samples per remote work item");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
   }
 
@@ -161,6 +172,14 @@ struct RunFlags {
     o.rank = rank;
     o.world_size = world_size;
     o.prefetch_batches = prefetch;
+    auto mode = ParseOffload(offload);
+    if (!mode.ok()) return mode.status();
+    o.offload = *mode;
+    for (absl::string_view w : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
+      o.workers.emplace_back(absl::StripAsciiWhitespace(w));
+    }
+    o.worker_timeout_seconds = worker_timeout;
+    o.item_samples = item_samples;
     return o;
   }
 };
@@ -208,6 +227,8 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
               {"errors", st.errors},
               {"seconds", st.seconds},
               {"images_per_s", rate},
+              {"local_images", st.local_images},
+              {"remote_images", st.remote_images},
               {"checksum", ChecksumHex(st.checksum)},
               {"batches", st.batches},
               {"epochs", options.epochs},
@@ -221,7 +242,12 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
               {"cpu_seconds", st.cpu_seconds},
               {"images_per_cpu_s", st.cpu_seconds > 0 ? st.images / st.cpu_seconds : 0},
               {"wait_seconds", st.wait_seconds},
-              {"stages", StagesJson(st.stages)}};
+              {"offload", OffloadModeString(options.offload)},
+              {"workers", options.workers},
+              {"workers_alive", st.workers_alive},
+              {"reissued_items", st.reissued_items},
+              {"stages", StagesJson(st.stages)},
+              {"remote_stages", StagesJson(st.remote_stages)}};
     Json errors = Json::array();
     for (const SampleError& e : st.first_errors) {
       errors.push_back({{"index", e.index}, {"path", e.path}, {"error", e.status.ToString()}});
@@ -235,6 +261,13 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
                 status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
                 static_cast<long long>(st.errors), st.seconds, rate,
                 ChecksumHex(st.checksum).c_str());
+    if (st.remote_images > 0 || !options.workers.empty()) {
+      std::printf("offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
+                  "reissued\n",
+                  OffloadModeString(options.offload).c_str(), static_cast<long long>(st.local_images),
+                  static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
+                  static_cast<long long>(st.reissued_items));
+    }
     std::printf("%s", StagesTable(st.stages).c_str());
   }
   if (!status.ok()) return Failure(command, status);
@@ -245,7 +278,7 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
 
 int RunCommand(int argc, char** argv) {
   RunFlags rf;
-  FlagSet flags("run",
+  FlagSet flags("prepflow run",
                 "Runs a pipeline over a dataset on this machine's CPUs and reports "
                 "throughput and the order-independent checksum.");
   rf.Register(flags, true);
@@ -261,7 +294,7 @@ int ProfileCommand(int argc, char** argv) {
   int64_t samples = 256, max_pixels = 64'000'000;
   uint64_t seed = 0;
   bool json = false;
-  FlagSet flags("profile",
+  FlagSet flags("prepflow profile",
                 "Runs a pipeline over a sample of the dataset on one thread and reports each "
                 "stage's CPU time and output size per sample (what the offload planner reads).");
   flags.String("data", &data, "dataset: ImageFolder folder, or WebDataset .tar file or folder");
@@ -344,7 +377,7 @@ int PackCommand(int argc, char** argv) {
   std::string data, out;
   PackOptions options;
   bool json = false;
-  FlagSet flags("pack",
+  FlagSet flags("prepflow pack",
                 "Writes an ImageFolder as WebDataset shards (key.<ext> + key.cls), keeping "
                 "sample order and labels.");
   flags.String("data", &data, "ImageFolder to pack");
@@ -388,7 +421,7 @@ int DemoCommand(int argc, char** argv) {
   RunFlags rf;
   int images = 256;
   bool keep = false;
-  FlagSet flags("demo",
+  FlagSet flags("prepflow demo",
                 "Generates a small photo-like ImageFolder in a temporary folder (or uses "
                 "--data) and runs the imagenet-train pipeline over it.");
   rf.Register(flags, false);

@@ -1,4 +1,4 @@
-#include "client/cli/flags.h"
+#include "pipeline/flags.h"
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +32,11 @@ void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string&
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
 }
 
+void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
+  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+                    [target](const std::string& v) { return absl::SimpleAtod(v, target); }});
+}
+
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
   flags_.push_back({name, help, *target ? "true" : "false", true, false,
                     [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
@@ -60,7 +65,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
     }
     if (arg.rfind("--", 0) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "prepflow ", command_, ": unexpected argument '", arg, "' (flags start with --)"));
+          command_, ": unexpected argument '", arg, "' (flags start with --)"));
     }
     arg = arg.substr(2);
     std::string value;
@@ -83,7 +88,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
     if (flag == nullptr) {
       std::vector<std::string> names;
       for (const Flag& f : flags_) names.push_back(absl::StrCat("--", f.name));
-      return absl::InvalidArgumentError(absl::StrCat("prepflow ", command_, ": unknown flag --",
+      return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown flag --",
                                                      arg, "; known: ", absl::StrJoin(names, " ")));
     }
     if (!has_value) {
@@ -93,11 +98,11 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
         value = argv[++i];
       } else {
         return absl::InvalidArgumentError(
-            absl::StrCat("prepflow ", command_, ": flag --", arg, " needs a value"));
+            absl::StrCat(command_, ": flag --", arg, " needs a value"));
       }
     }
     if (!flag->assign(value)) {
-      return absl::InvalidArgumentError(absl::StrCat("prepflow ", command_, ": flag --", arg, ": '",
+      return absl::InvalidArgumentError(absl::StrCat(command_, ": flag --", arg, ": '",
                                                      value, "' is not a valid value"));
     }
     flag->set = true;
@@ -107,7 +112,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
 
 std::string FlagSet::Usage() const {
   std::string out =
-      absl::StrCat("usage: prepflow ", command_, " [flags]\n", summary_, "\n\nflags:\n");
+      absl::StrCat("usage: ", command_, " [flags]\n", summary_, "\n\nflags:\n");
   for (const Flag& f : flags_) {
     absl::StrAppendFormat(&out, "  --%-16s %s", f.name, f.help);
     if (!f.default_value.empty() && !(f.is_bool && f.default_value == "false")) {

@@ -1,10 +1,10 @@
-// A small command-line flag parser for prepflow's subcommands.
+// A small command-line flag parser for prepflow's commands (prepflow, prepflow-worker).
 //
 // Flags are `--name value` or `--name=value`; booleans are `--name`,
 // `--name=true|false` or `--no-name`. Every error names the flag and the
 // command, and unknown flags are refused with the list of known ones.
-#ifndef PREPFLOW_CLIENT_CLI_FLAGS_H_
-#define PREPFLOW_CLIENT_CLI_FLAGS_H_
+#ifndef PREPFLOW_PIPELINE_FLAGS_H_
+#define PREPFLOW_PIPELINE_FLAGS_H_
 
 #include <cstdint>
 #include <functional>
@@ -17,12 +17,14 @@ namespace prepflow::cli {
 
 class FlagSet {
  public:
+  // `command` as the user types it: "prepflow run", "prepflow-worker".
   FlagSet(std::string command, std::string summary);
 
   void String(const std::string& name, std::string* target, const std::string& help);
   void Int(const std::string& name, int64_t* target, const std::string& help);
   void Int(const std::string& name, int* target, const std::string& help);
   void Uint(const std::string& name, uint64_t* target, const std::string& help);
+  void Double(const std::string& name, double* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
 
   // Parses argv[first..argc). InvalidArgument on an unknown flag, a missing
@@ -50,4 +52,4 @@ class FlagSet {
 
 }  // namespace prepflow::cli
 
-#endif  // PREPFLOW_CLIENT_CLI_FLAGS_H_
+#endif  // PREPFLOW_PIPELINE_FLAGS_H_

@@ -1,0 +1,99 @@
+#include "client/remote_worker.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace prepflow {
+
+RemoteWorker::RemoteWorker(std::string address, Handlers handlers)
+    : address_(std::move(address)), handlers_(std::move(handlers)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);  // results of large items; the client sized them
+  args.SetMaxSendMessageSize(16 << 20);
+  // A connection of its own per stream: gRPC would otherwise share one
+  // connection between every channel to the same address in the process, so
+  // one job's transport trouble would end every other job's stream too.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = proto::Worker::NewStub(channel_);
+}
+
+RemoteWorker::~RemoteWorker() {
+  Cancel();
+  // The reader joins the writer before it returns.
+  if (reader_.joinable()) reader_.join();
+}
+
+void RemoteWorker::Start(const proto::JobOpen& open) {
+  stream_ = stub_->Process(&context_);
+  proto::ClientMessage msg;
+  *msg.mutable_open() = open;
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(msg));
+  }
+  writer_ = std::thread([this] { WriteLoop(); });
+  reader_ = std::thread([this] { ReadLoop(); });
+}
+
+void RemoteWorker::Send(proto::WorkItem item) {
+  proto::ClientMessage msg;
+  *msg.mutable_item() = std::move(item);
+  absl::MutexLock lock(&mu_);
+  if (!closing_) queue_.push_back(std::move(msg));
+}
+
+void RemoteWorker::Close() {
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+}
+
+void RemoteWorker::Cancel() {
+  context_.TryCancel();
+  absl::MutexLock lock(&mu_);
+  closing_ = true;
+  queue_.clear();
+}
+
+void RemoteWorker::WriteLoop() {
+  while (true) {
+    proto::ClientMessage msg;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || closing_ || reader_done_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (reader_done_) return;
+      if (queue_.empty()) break;  // closing, and everything is written
+      msg = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    if (!stream_->Write(msg)) return;  // the stream ended; the reader reports why
+  }
+  stream_->WritesDone();
+}
+
+void RemoteWorker::ReadLoop() {
+  proto::WorkerMessage msg;
+  while (stream_->Read(&msg)) {
+    if (msg.has_opened()) {
+      if (handlers_.opened) handlers_.opened(msg.opened());
+    } else if (msg.has_result()) {
+      if (handlers_.result) handlers_.result(std::move(*msg.mutable_result()));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    reader_done_ = true;
+  }
+  // Finish() may only run once the writer has stopped touching the stream.
+  writer_.join();
+  const grpc::Status status = stream_->Finish();
+  absl::Status result = status.ok() ? absl::OkStatus()
+                                    : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                                   absl::StrCat("worker ", address_, ": ",
+                                                                status.error_message()));
+  if (handlers_.closed) handlers_.closed(result);
+}
+
+}  // namespace prepflow

@@ -1,0 +1,72 @@
+// One job stream to one worker, seen from the client.
+//
+// Start() sends the job's open message; results arrive on a reader thread
+// through the handlers; Send() queues work items for a writer thread, so the
+// caller never blocks on the network. `closed` runs exactly once, last, with
+// the stream's final status (OK after Close(), CANCELLED after Cancel(), the
+// worker's refusal, or UNAVAILABLE when it went away).
+//
+// Thread-safety: all methods may be called from any thread; handlers run on
+// the reader thread.
+#ifndef PREPFLOW_CLIENT_REMOTE_WORKER_H_
+#define PREPFLOW_CLIENT_REMOTE_WORKER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace prepflow {
+
+class RemoteWorker {
+ public:
+  struct Handlers {
+    std::function<void(const proto::JobOpened&)> opened;
+    std::function<void(proto::ItemResult)> result;
+    std::function<void(const absl::Status&)> closed;
+  };
+
+  RemoteWorker(std::string address, Handlers handlers);
+  // Cancels the stream if it is still open and joins its threads.
+  ~RemoteWorker();
+  RemoteWorker(const RemoteWorker&) = delete;
+  RemoteWorker& operator=(const RemoteWorker&) = delete;
+
+  void Start(const proto::JobOpen& open);
+  void Send(proto::WorkItem item);
+  // Half-closes once the queued items are written; the worker then finishes
+  // what it has and ends the stream.
+  void Close();
+  // Ends the stream now; outstanding items are never answered.
+  void Cancel();
+  const std::string& address() const { return address_; }
+
+ private:
+  void ReadLoop();
+  void WriteLoop();
+
+  const std::string address_;
+  Handlers handlers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::Worker::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, proto::WorkerMessage>> stream_;
+
+  absl::Mutex mu_;
+  std::deque<proto::ClientMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread writer_;
+  std::thread reader_;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_REMOTE_WORKER_H_

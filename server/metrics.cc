@@ -1,0 +1,80 @@
+#include "server/metrics.h"
+
+#include "prometheus/counter.h"
+
+namespace prepflow {
+namespace {
+
+std::string CodeName(absl::StatusCode code) {
+  std::string name = absl::StatusCodeToString(code);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      items_(prometheus::BuildCounter()
+                 .Name("prepflow_worker_items_total")
+                 .Help("Work items completed")
+                 .Register(*registry_)
+                 .Add({})),
+      samples_(prometheus::BuildCounter()
+                   .Name("prepflow_worker_samples_total")
+                   .Help("Samples processed (including failed ones)")
+                   .Register(*registry_)
+                   .Add({})),
+      bytes_sent_(prometheus::BuildCounter()
+                      .Name("prepflow_worker_sent_bytes_total")
+                      .Help("Sample payload bytes sent to clients")
+                      .Register(*registry_)
+                      .Add({})),
+      errors_(prometheus::BuildCounter()
+                  .Name("prepflow_worker_sample_errors_total")
+                  .Help("Samples that failed, by status code")
+                  .Register(*registry_)),
+      refused_(prometheus::BuildCounter()
+                   .Name("prepflow_worker_refused_streams_total")
+                   .Help("Streams refused at job open, by status code")
+                   .Register(*registry_)),
+      stage_seconds_(prometheus::BuildHistogram()
+                         .Name("prepflow_worker_stage_seconds")
+                         .Help("Thread CPU seconds per sample, by stage")
+                         .Register(*registry_)),
+      queue_depth_(prometheus::BuildGauge()
+                       .Name("prepflow_worker_queue_depth")
+                       .Help("Work items waiting for a thread")
+                       .Register(*registry_)
+                       .Add({})),
+      active_streams_(prometheus::BuildGauge()
+                          .Name("prepflow_worker_active_streams")
+                          .Help("Open job streams")
+                          .Register(*registry_)
+                          .Add({})) {}
+
+void WorkerMetrics::SampleFailed(absl::StatusCode code) {
+  errors_.Add({{"code", CodeName(code)}}).Increment();
+}
+
+void WorkerMetrics::StreamRefused(absl::StatusCode code) {
+  refused_.Add({{"code", CodeName(code)}}).Increment();
+}
+
+std::vector<prometheus::Histogram*> WorkerMetrics::StageHistograms(
+    const std::vector<std::string>& stages) {
+  static const prometheus::Histogram::BucketBoundaries kBuckets = {
+      1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1};
+  absl::MutexLock lock(&mu_);
+  std::vector<prometheus::Histogram*> out;
+  for (const std::string& stage : stages) {
+    auto it = stage_handles_.find(stage);
+    if (it == stage_handles_.end()) {
+      it = stage_handles_.emplace(stage, &stage_seconds_.Add({{"stage", stage}}, kBuckets)).first;
+    }
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace prepflow

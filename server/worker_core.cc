@@ -1,0 +1,206 @@
+#include "server/worker_core.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "pipeline/profiler.h"
+#include "pipeline/wire.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+
+WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
+    : options_(options), metrics_(metrics) {
+  const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
+  if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;
+  if (options_.worker_id.empty()) {
+    char host[256] = "worker";
+    gethostname(host, sizeof(host) - 1);
+    options_.worker_id = absl::StrCat(host, ":", getpid());
+  }
+  for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
+  // Every stream respects its credits, so the queue never fills.
+  pool_ = std::make_unique<ThreadPool>(
+      threads, static_cast<size_t>(options_.max_streams) * options_.max_items_per_stream);
+}
+
+WorkerCore::~WorkerCore() { pool_->Stop(); }
+
+void WorkerCore::BeginDrain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool WorkerCore::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> WorkerCore::GetDataset(
+    const proto::DatasetSpec& spec) {
+  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n",
+                                       spec.max_file_bytes());
+  auto it = datasets_.find(key);
+  if (it != datasets_.end()) {
+    if (std::shared_ptr<const Dataset> ds = it->second.lock()) return ds;
+  }
+  DatasetOptions options;
+  options.confine_to = options_.data_root;
+  auto ds = OpenDataset(spec, options);
+  if (!ds.ok()) return ds.status();
+  std::shared_ptr<const Dataset> shared = *std::move(ds);
+  datasets_[key] = shared;
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
+                                                               proto::JobOpened* opened) {
+  auto refuse = [this](absl::Status s) {
+    if (metrics_ != nullptr) metrics_->StreamRefused(s.code());
+    spdlog::warn("refused a job stream: {}", s.ToString());
+    return s;
+  };
+  if (open.max_pixels() < 0 || open.max_pixels() > options_.max_pixels_limit) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: max_pixels ", open.max_pixels(), " is outside [0, ",
+                     options_.max_pixels_limit, "] (this worker's --max-pixels)")));
+  }
+  auto job = std::make_shared<WorkerJob>();
+  job->spec_ = open;
+  PipelineOptions popts;
+  popts.seed = open.seed();
+  popts.decode.max_pixels = open.max_pixels() > 0 ? open.max_pixels() : options_.max_pixels_limit;
+  auto pipeline = Pipeline::Create(open.pipeline(), popts);
+  if (!pipeline.ok()) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: pipeline: ", pipeline.status().message())));
+  }
+  job->pipeline_ = *std::move(pipeline);
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) return absl::UnavailableError("worker is shutting down");
+    if (streams_ >= options_.max_streams) {
+      return refuse(absl::ResourceExhaustedError(absl::StrCat(
+          "worker has ", streams_, " open streams, the limit (--max-streams)")));
+    }
+    auto ds = GetDataset(open.dataset());
+    if (!ds.ok()) {
+      const absl::Status& s = ds.status();
+      return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
+    }
+    job->dataset_ = *std::move(ds);
+    if (open.dataset_size() != job->dataset_->size() ||
+        open.dataset_fingerprint() != job->dataset_->fingerprint()) {
+      return refuse(absl::FailedPreconditionError(absl::StrCat(
+          "job open: dataset ", open.dataset().path(), " differs here: the worker indexes ",
+          job->dataset_->size(), " samples (fingerprint ", job->dataset_->fingerprint(),
+          "), the client ", open.dataset_size(), " (", open.dataset_fingerprint(), ")")));
+    }
+    ++streams_;
+  }
+  const int asked = open.max_items_in_flight();
+  job->max_items_in_flight_ = asked > 0 ? std::min(asked, options_.max_items_per_stream)
+                                        : options_.max_items_per_stream;
+  if (metrics_ != nullptr) {
+    job->stage_histograms_ = metrics_->StageHistograms(job->pipeline_->stage_names());
+    metrics_->StreamOpened();
+  }
+  opened->set_worker_id(options_.worker_id);
+  opened->set_threads(pool_->size());
+  opened->set_max_items_in_flight(job->max_items_in_flight_);
+  opened->set_num_stages(job->pipeline_->num_stages());
+  spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
+               job->dataset_->size(), job->pipeline_->DebugString());
+  return job;
+}
+
+void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {
+  if (job == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  --streams_;
+  if (metrics_ != nullptr) metrics_->StreamClosed();
+}
+
+absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
+                                std::function<void(proto::ItemResult)> done) {
+  const int64_t n = job->dataset().size();
+  if (item.cut() < 0 || item.cut() > job->pipeline().num_stages()) {
+    return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": cut ",
+                                                   item.cut(), " is outside [0, ",
+                                                   job->pipeline().num_stages(), "]"));
+  }
+  if (item.indices_size() == 0 || item.indices_size() > options_.max_item_samples) {
+    return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": has ",
+                                                   item.indices_size(), " samples; 1 to ",
+                                                   options_.max_item_samples, " allowed"));
+  }
+  for (int64_t index : item.indices()) {
+    if (index < 0 || index >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": index ",
+                                                     index, " is outside the dataset [0, ", n,
+                                                     ")"));
+    }
+  }
+  const bool queued = pool_->Submit(
+      [this, job = std::move(job), item = std::move(item), done = std::move(done)](int thread) {
+        proto::ItemResult result;
+        RunItem(thread, *job, item, &result);
+        done(std::move(result));
+      });
+  if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
+  if (!queued) return absl::UnavailableError("worker is shutting down");
+  return absl::OkStatus();
+}
+
+void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
+                         proto::ItemResult* result) {
+  Workspace& ws = *workspaces_[thread];
+  const Pipeline& pipeline = job.pipeline();
+  const Dataset& dataset = job.dataset();
+  result->set_item_id(item.item_id());
+  int64_t bytes = 0;
+  for (int64_t index : item.indices()) {
+    proto::SampleResult* out = result->add_samples();
+    out->set_index(index);
+    out->set_label(dataset.label(index));
+    Sample s;
+    s.epoch = item.epoch();
+    s.index = index;
+    s.label = dataset.label(index);
+    const int64_t t0 = ThreadCpuNanos();
+    size_t size = 0;
+    absl::Status status = dataset.Read(index, &ws.encoded, &size);
+    out->set_read_cpu_seconds((ThreadCpuNanos() - t0) * 1e-9);
+    if (status.ok()) {
+      s.kind = ValueKind::kEncoded;
+      s.data = ws.encoded.data();
+      s.size = size;
+      s.shape = {static_cast<int64_t>(size)};
+      // Stage costs are measured here, one stage at a time, so they travel
+      // with the sample for the client's planner.
+      for (int stage = 0; stage < item.cut() && status.ok(); ++stage) {
+        const int64_t c0 = ThreadCpuNanos();
+        status = pipeline.Run(stage, stage + 1, s, ws);
+        const double seconds = (ThreadCpuNanos() - c0) * 1e-9;
+        proto::StageCost* cost = out->add_stages();
+        cost->set_cpu_seconds(seconds);
+        cost->set_output_bytes(static_cast<int64_t>(s.size));
+        if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
+      }
+    }
+    if (!status.ok()) {
+      out->set_code(static_cast<int>(status.code()));
+      out->set_error(std::string(status.message()));  // the client adds the path
+      if (metrics_ != nullptr) metrics_->SampleFailed(status.code());
+      continue;
+    }
+    ToWire(s, out->mutable_value());
+    bytes += static_cast<int64_t>(s.size);
+  }
+  if (metrics_ != nullptr) {
+    metrics_->ItemDone(item.indices_size(), bytes);
+    metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
+  }
+}
+
+}  // namespace prepflow

@@ -1,0 +1,110 @@
+// The worker's logic, with no transport in it: validating a job once,
+// running stages [0, cut) of work items on a thread pool, and reporting
+// per-sample results with the costs it measured.
+//
+// A stream adapter (worker_service.h) calls OpenJob() for the first message
+// of a stream and Submit() for each work item; results come back through the
+// callback, on a pool thread.
+//
+// Thread-safety: every public method may be called from any thread.
+#ifndef PREPFLOW_SERVER_WORKER_CORE_H_
+#define PREPFLOW_SERVER_WORKER_CORE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "pipeline/dataset.h"
+#include "pipeline/executor.h"
+#include "pipeline/pipeline.h"
+#include "proto/worker.pb.h"
+#include "server/metrics.h"
+
+namespace prepflow {
+
+struct WorkerOptions {
+  std::string data_root;       // required: nothing outside it is read
+  int threads = 0;             // 0: every available CPU
+  int max_streams = 64;        // open job streams at once
+  int max_items_per_stream = 0;  // credits per stream; 0: 2 x threads
+  int max_item_samples = 4096;
+  int64_t max_pixels_limit = 64'000'000;   // a job may ask for less, not more
+  std::string worker_id;       // for logs and JobOpened; default host:pid
+};
+
+// One job as opened by one stream.
+class WorkerJob {
+ public:
+  const proto::JobOpen& spec() const { return spec_; }
+  const Pipeline& pipeline() const { return *pipeline_; }
+  const Dataset& dataset() const { return *dataset_; }
+  int max_items_in_flight() const { return max_items_in_flight_; }
+
+ private:
+  friend class WorkerCore;
+  proto::JobOpen spec_;
+  std::shared_ptr<const Dataset> dataset_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::vector<prometheus::Histogram*> stage_histograms_;
+  int max_items_in_flight_ = 0;
+};
+
+class WorkerCore {
+ public:
+  // REQUIRES: options.data_root names an existing folder.
+  WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics);
+  ~WorkerCore();  // Stop()s the pool
+
+  // Validates the first message of a stream. Errors: InvalidArgument (bad
+  // pipeline or limits, naming the field), PermissionDenied (dataset outside
+  // --data-root), FailedPrecondition (the worker's index of the dataset
+  // differs from the client's), ResourceExhausted (too many streams),
+  // NotFound/DataLoss (dataset unreadable). On success the caller owns one
+  // stream slot until it calls CloseJob().
+  absl::StatusOr<std::shared_ptr<WorkerJob>> OpenJob(const proto::JobOpen& open,
+                                                     proto::JobOpened* opened);
+  void CloseJob(const std::shared_ptr<WorkerJob>& job);
+
+  // Checks `item` against `job` (InvalidArgument naming the field) and queues
+  // it. `done` runs once, on a pool thread, with the item's result; per-sample
+  // failures are inside the result, not a Status. Never blocks: the stream's
+  // credits bound what is queued.
+  absl::Status Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
+                      std::function<void(proto::ItemResult)> done);
+
+  // Stops taking new jobs (draining() becomes true); running items finish.
+  void BeginDrain();
+  bool draining() const;
+  int threads() const { return pool_->size(); }
+  const std::string& worker_id() const { return options_.worker_id; }
+  const std::string& data_root() const { return options_.data_root; }
+  // Stops the pool; queued items are dropped. Call after every stream ended.
+  void Stop() { pool_->Stop(); }
+
+ private:
+  void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
+               proto::ItemResult* result);
+  absl::StatusOr<std::shared_ptr<const Dataset>> GetDataset(const proto::DatasetSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  WorkerOptions options_;
+  WorkerMetrics* metrics_;  // may be null
+  std::vector<std::unique_ptr<Workspace>> workspaces_;
+  std::unique_ptr<ThreadPool> pool_;
+
+  mutable absl::Mutex mu_;
+  int streams_ ABSL_GUARDED_BY(mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // Open datasets by (path, format, limit), shared by the streams of a job.
+  std::map<std::string, std::weak_ptr<const Dataset>> datasets_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_SERVER_WORKER_CORE_H_

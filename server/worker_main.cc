@@ -1,0 +1,145 @@
+// prepflow-worker: runs a prefix of training jobs' input pipelines for
+// remote clients. See `prepflow-worker --help` and README.md.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pipeline/flags.h"
+#include "prometheus/exposer.h"
+#include "server/metrics.h"
+#include "server/worker_core.h"
+#include "server/worker_service.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+namespace {
+
+int Main(int argc, char** argv) {
+  std::string listen = "127.0.0.1", data_root, port_file;
+  int port = 0, metrics_port = -1, grace_seconds = 30;
+  int64_t max_pixels = 64'000'000;
+  WorkerOptions options;
+  cli::FlagSet flags("prepflow-worker",
+                     "Serves work items of training jobs: reads samples below --data-root, runs "
+                     "the first stages of each job's pipeline and streams the results back.");
+  flags.String("listen", &listen, "address to listen on");
+  flags.Int("port", &port, "port (0: pick a free one; the bound port is printed and logged)");
+  flags.String("data-root", &data_root, "folder holding the datasets; nothing outside it is read");
+  flags.Int("threads", &options.threads, "preprocessing threads (0: every available CPU)");
+  flags.Int("metrics-port", &metrics_port, "serve Prometheus /metrics here (0: a free port; -1: off)");
+  flags.Int("max-streams", &options.max_streams, "job streams open at once");
+  flags.Int("max-items-per-stream", &options.max_items_per_stream,
+            "outstanding work items a stream may have (0: 2 x threads)");
+  flags.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
+  flags.Int("max-pixels", &max_pixels, "largest image a job may decode, in pixels");
+  flags.Int("grace-seconds", &grace_seconds, "on SIGTERM, time to finish in-flight items");
+  flags.String("port-file", &port_file, "write the bound port to this file once listening");
+  flags.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
+  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (data_root.empty()) {
+    std::fprintf(stderr, "prepflow-worker: --data-root is required\n\n%s", flags.Usage().c_str());
+    return 2;
+  }
+  char root_real[PATH_MAX];
+  if (realpath(data_root.c_str(), root_real) == nullptr) {
+    std::fprintf(stderr, "prepflow-worker: --data-root %s: %s\n", data_root.c_str(), std::strerror(errno));
+    return 2;
+  }
+  options.data_root = root_real;
+  options.max_pixels_limit = max_pixels;
+  if (options.max_streams < 1 || options.max_item_samples < 1 || max_pixels < 1 || port < 0) {
+    std::fprintf(stderr, "prepflow-worker: --max-streams, --max-item-samples, --max-pixels must be "
+                         "positive and --port >= 0\n");
+    return 2;
+  }
+
+  // SIGTERM and SIGINT are taken by a dedicated thread (sigwait); block them
+  // before any other thread starts so none of those receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  WorkerMetrics metrics;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (metrics_port >= 0) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(listen, ":", metrics_port));
+    } catch (const std::exception& e) {
+      spdlog::error("cannot serve metrics on {}:{}: {}", listen, metrics_port, e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(metrics.registry());
+  }
+  WorkerCore core(options, &metrics);
+  WorkerService service(&core);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(listen, ":", port), grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(16 << 20);  // work items are small
+  builder.SetMaxSendMessageSize(-1);
+  // Clients' flow-control (BDP) pings arrive while this side is busy and has
+  // sent nothing; the default policy would answer them with GOAWAY
+  // (too_many_pings) and end every stream on the connection.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    spdlog::error("cannot listen on {}:{}", listen, port);
+    return 1;
+  }
+  const std::string metrics_at =
+      exposer ? absl::StrCat(listen, ":", exposer->GetListeningPorts().front()) : "off";
+  spdlog::info("prepflow-worker {} listening on {}:{} ({} threads, data root {}, metrics {})",
+               core.worker_id(), listen, bound_port, core.threads(), options.data_root, metrics_at);
+  std::printf("listening %s:%d\n", listen.c_str(), bound_port);
+  std::fflush(stdout);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << bound_port << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("{}: finishing in-flight items (up to {} s), then exiting",
+               strsignal(signal_number), grace_seconds);
+  core.BeginDrain();
+  service.Drain();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(grace_seconds));
+  server->Wait();
+  core.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace prepflow
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("prepflow-worker");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
+  if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {
+    spdlog::set_level(spdlog::level::from_str(level));
+  }
+  return prepflow::Main(argc, argv);
+}

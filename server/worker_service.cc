@@ -1,0 +1,197 @@
+#include "server/worker_service.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// One job stream. Life cycle: reads JobOpen, then work items; each item runs
+// on the worker's pool and its result is queued for writing (one write in
+// flight at a time). Finish() is called exactly once, and only when no pool
+// task can still call back, so the reactor is never used after OnDone().
+class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage> {
+ public:
+  StreamReactor(WorkerService* service, grpc::CallbackServerContext* context)
+      : service_(service), core_(service->core_), context_(context) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {  // the client half-closed, or the stream broke
+      reads_done_ = true;
+      MaybeFinish();
+      return;
+    }
+    if (job_ == nullptr) {
+      OpenJob();
+    } else if (in_.has_item()) {
+      TakeItem();
+    } else {
+      FailLocked(absl::InvalidArgumentError("expected a work item after the job open message"));
+    }
+    if (!finishing_) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      broken_ = true;  // the client went away; results are dropped
+      outbox_.clear();
+    } else {
+      outbox_.pop_front();
+    }
+    WriteNext();
+    MaybeFinish();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    outbox_.clear();
+    MaybeFinish();
+  }
+
+  void OnDone() override {
+    service_->Forget(this);
+    core_->CloseJob(job_);
+    delete this;
+  }
+
+  // See WorkerService::Drain.
+  void Drain() {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    MaybeFinish();
+  }
+
+ private:
+  void OpenJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!in_.has_open()) {
+      FailLocked(absl::InvalidArgumentError("the first message of a stream must open a job"));
+      return;
+    }
+    proto::WorkerMessage reply;
+    auto job = core_->OpenJob(in_.open(), reply.mutable_opened());
+    if (!job.ok()) {
+      FailLocked(job.status());
+      return;
+    }
+    job_ = *std::move(job);
+    credits_ = job_->max_items_in_flight();
+    Send(std::move(reply));
+  }
+
+  void TakeItem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (draining_ || broken_) return;  // unanswered: the client reissues it
+    if (in_flight_ >= credits_) {
+      FailLocked(absl::ResourceExhaustedError(absl::StrCat(
+          "client sent more than ", credits_, " outstanding work items (its credits)")));
+      return;
+    }
+    ++in_flight_;
+    absl::Status s = core_->Submit(job_, std::move(*in_.mutable_item()),
+                                   [this](proto::ItemResult result) { Done(std::move(result)); });
+    if (!s.ok()) {
+      --in_flight_;
+      FailLocked(s);
+    }
+  }
+
+  // On a pool thread: the result of one item.
+  void Done(proto::ItemResult result) {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (!broken_ && !finishing_) {
+      proto::WorkerMessage msg;
+      *msg.mutable_result() = std::move(result);
+      Send(std::move(msg));
+    }
+    MaybeFinish();
+  }
+
+  void Send(proto::WorkerMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    outbox_.push_back(std::move(msg));
+    WriteNext();
+  }
+
+  void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || outbox_.empty() || broken_) return;
+    writing_ = true;
+    StartWrite(&outbox_.front());
+  }
+
+  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (error_.ok()) error_ = std::move(status);
+    MaybeFinish();
+  }
+
+  // Ends the stream once nothing is running or being written. The status is
+  // the first error, UNAVAILABLE when draining cut it short, else OK.
+  void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_ || in_flight_ > 0 || writing_) return;
+    const bool outbox_done = outbox_.empty() || broken_;
+    const bool ended = reads_done_ || broken_ || draining_ || !error_.ok();
+    if (!ended || !outbox_done) return;
+    finishing_ = true;
+    if (!error_.ok()) {
+      Finish(ToGrpc(error_));
+    } else if (draining_ && !reads_done_) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is shutting down"));
+    } else if (broken_) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+    } else {
+      Finish(grpc::Status::OK);
+    }
+  }
+
+  WorkerService* service_;
+  WorkerCore* core_;
+  grpc::CallbackServerContext* context_;
+  proto::ClientMessage in_;  // owned by the one outstanding read
+
+  absl::Mutex mu_;
+  std::shared_ptr<WorkerJob> job_ ABSL_GUARDED_BY(mu_);
+  int credits_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<proto::WorkerMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage>* WorkerService::Process(
+    grpc::CallbackServerContext* context) {
+  auto* reactor = new StreamReactor(this, context);
+  bool drain = false;
+  {
+    absl::MutexLock lock(&mu_);
+    streams_.insert(reactor);
+    drain = draining_;
+  }
+  if (drain) reactor->Drain();
+  return reactor;
+}
+
+void WorkerService::Drain() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  for (StreamReactor* r : streams_) r->Drain();
+}
+
+void WorkerService::Forget(StreamReactor* reactor) {
+  absl::MutexLock lock(&mu_);
+  streams_.erase(reactor);
+}
+
+}  // namespace prepflow

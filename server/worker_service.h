@@ -1,0 +1,44 @@
+// The gRPC face of WorkerCore: one callback-API reactor per job stream. It
+// only translates messages and drives the stream; the logic is WorkerCore's.
+//
+// Thread-safety: gRPC calls the reactors; Drain() may be called from any
+// thread.
+#ifndef PREPFLOW_SERVER_WORKER_SERVICE_H_
+#define PREPFLOW_SERVER_WORKER_SERVICE_H_
+
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/worker.grpc.pb.h"
+#include "server/worker_core.h"
+
+namespace prepflow {
+
+class StreamReactor;
+
+class WorkerService final : public proto::Worker::CallbackService {
+ public:
+  explicit WorkerService(WorkerCore* core) : core_(core) {}
+
+  grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage>* Process(
+      grpc::CallbackServerContext* context) override;
+
+  // Graceful shutdown, step one: refuse new jobs and items; every stream
+  // finishes the items it has, sends their results, and ends UNAVAILABLE so
+  // its client hands the rest elsewhere. Returns at once.
+  void Drain();
+
+ private:
+  friend class StreamReactor;
+  void Forget(StreamReactor* reactor);
+
+  WorkerCore* core_;
+  absl::Mutex mu_;
+  std::set<StreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_SERVER_WORKER_SERVICE_H_

@@ -1,0 +1,214 @@
+// The Loader with real prepflow-worker processes on loopback: placement never
+// changes results, and every sample is delivered exactly once whatever a
+// worker does.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <map>
+#include <thread>
+
+#include "client/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+#include "tests/testing/worker_process.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+using ::prepflow::testing::WorkerProcess;
+using ::testing::HasSubstr;
+
+struct RunResult {
+  absl::Status status;
+  LoaderStats stats;
+  std::map<int64_t, int> seen;  // index -> deliveries
+};
+
+// Drains `loader`, calling `after_first` once the first batch is in hand.
+RunResult Drain(Loader& loader, const std::function<void()>& after_first = nullptr) {
+  RunResult r;
+  bool first = true;
+  while (true) {
+    auto b = loader.Next();
+    if (!b.ok()) {
+      r.status = b.status();
+      break;
+    }
+    if (*b == nullptr) break;
+    for (int64_t i : (*b)->indices()) ++r.seen[i];
+    if (first && after_first) after_first();
+    first = false;
+  }
+  r.stats = loader.Stats();
+  return r;
+}
+
+class RemoteTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    SyntheticFolderOptions o;
+    o.classes = 4;
+    o.images_per_class = 24;
+    o.min_side = 120;
+    o.max_side = 400;
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("root/data"), o).ok());
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static LoaderOptions Options(const std::vector<std::string>& workers, const std::string& mode) {
+    LoaderOptions o;
+    o.dataset.set_path(dir_->Join("root/data"));
+    o.pipeline = *LoadPipelineSpec("imagenet-train");
+    o.batch_size = 8;
+    o.threads = 1;
+    o.seed = 3;
+    o.workers = workers;
+    o.offload = *ParseOffload(mode);
+    o.item_samples = 2;
+    return o;
+  }
+  static RunResult RunWith(const LoaderOptions& o, const std::function<void(Loader&)>& after_first = nullptr) {
+    auto loader = Loader::Create(o);
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    if (!loader.ok()) return RunResult{loader.status(), {}, {}};
+    return Drain(**loader, after_first ? [&] { after_first(**loader); } : std::function<void()>());
+  }
+  static void ExpectExactlyOnce(const RunResult& r, int64_t n, int epochs = 1) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(static_cast<int64_t>(r.seen.size()), n);
+    for (const auto& [index, count] : r.seen) ASSERT_EQ(count, epochs) << "index " << index;
+    EXPECT_EQ(r.stats.images, n * epochs);
+    EXPECT_EQ(r.stats.errors, 0);
+  }
+  static uint64_t LocalChecksum(int epochs = 1) {
+    LoaderOptions o = Options({}, "off");
+    o.epochs = epochs;
+    return RunWith(o).stats.checksum;
+  }
+
+  static TempDir* dir_;
+};
+TempDir* RemoteTest::dir_ = nullptr;
+
+TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  const uint64_t local = LocalChecksum();
+  for (const std::string mode : {"remote", "cut=0", "cut=1", "cut=2", "cut=3", "cut=4",
+                                  "cut=1,remote_fraction=0.5"}) {
+    const RunResult r = RunWith(Options({a.address(), b.address()}, mode));
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, local) << mode;
+    if (mode == "cut=1,remote_fraction=0.5") {
+      EXPECT_GT(r.stats.remote_images, 20) << mode;
+      EXPECT_GT(r.stats.local_images, 20) << mode;
+    } else {
+      EXPECT_EQ(r.stats.remote_images, 96) << mode;
+    }
+    EXPECT_EQ(r.stats.workers_alive, 2) << mode;
+  }
+}
+
+TEST_F(RemoteTest, UnreachableWorkersMeanLocalWork) {
+  LoaderOptions o = Options({"127.0.0.1:1"}, "remote");
+  o.connect_timeout_seconds = 5;
+  const RunResult r = RunWith(o);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.remote_images, 0);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+}
+
+TEST_F(RemoteTest, ARefusalStopsTheJobWithTheWorkersMessage) {
+  TempDir other;
+  WorkerProcess w(other.path());
+  auto loader = Loader::Create(Options({w.address()}, "remote"));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(loader.status().message(), HasSubstr(w.address()));
+  EXPECT_THAT(loader.status().message(), HasSubstr("not below the data root"));
+
+  LoaderOptions bad = Options({w.address()}, "cut=9");
+  EXPECT_THAT(Loader::Create(bad).status().message(), HasSubstr("cut=9 is past the last stage"));
+  EXPECT_THAT(Loader::Create(Options({}, "remote")).status().message(), HasSubstr("needs workers"));
+}
+
+TEST_F(RemoteTest, AKilledWorkerLosesNothing) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({a.address(), b.address()}, "cut=2");
+  o.epochs = 2;
+  const RunResult r = RunWith(o, [&](Loader&) {
+    b.Signal(SIGKILL);
+    b.Wait();
+  });
+  ExpectExactlyOnce(r, 96, 2);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum(2));
+  EXPECT_EQ(r.stats.workers_alive, 1);
+}
+
+TEST_F(RemoteTest, ASilentWorkerIsTimedOutAndItsItemsMove) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({a.address(), b.address()}, "remote");
+  o.worker_timeout_seconds = 1;
+  const RunResult r = RunWith(o, [&](Loader&) { b.Signal(SIGSTOP); });
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.workers_alive, 1);
+  EXPECT_GE(r.stats.reissued_items, 1);
+}
+
+TEST_F(RemoteTest, AllWorkersGoneMeansTheJobFinishesLocally) {
+  auto a = std::make_unique<WorkerProcess>(dir_->Join("root"), std::vector<std::string>{"--threads", "1"});
+  const RunResult r = RunWith(Options({a->address()}, "cut=3"), [&](Loader&) { a.reset(); });
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.workers_alive, 0);
+  EXPECT_GT(r.stats.local_images, 0);
+}
+
+TEST_F(RemoteTest, SigtermDrainsAndExitsZero) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1", "--grace-seconds", "20"});
+  int status = -1;
+  const RunResult r = RunWith(Options({a.address(), b.address()}, "remote"), [&](Loader&) {
+    b.Signal(SIGTERM);
+    status = b.Wait();
+  });
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {
+  WorkerProcess w(dir_->Join("root"),
+                  {"--threads", "2", "--max-streams", "40", "--max-items-per-stream", "2"});
+  const uint64_t local = LocalChecksum();
+  std::vector<std::thread> clients;
+  std::vector<RunResult> runs(32);
+  for (int c = 0; c < 32; ++c) {
+    clients.emplace_back([&, c] { runs[c] = RunWith(Options({w.address()}, "remote")); });
+  }
+  for (std::thread& t : clients) t.join();
+  int status = 0;
+  ASSERT_EQ(waitpid(w.pid(), &status, WNOHANG), 0)
+      << "the worker died: " << (WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exited");
+  for (int c = 0; c < 32; ++c) {
+    ExpectExactlyOnce(runs[c], 96);
+    EXPECT_EQ(runs[c].stats.checksum, local) << "client " << c;
+    EXPECT_EQ(runs[c].stats.remote_images, 96) << "client " << c;
+  }
+  // 32 streams x 2 items x 2 samples x 588 KiB of results is about 75 MiB
+  // at most in flight; the worker must stay well under 1 GiB.
+  const long peak = w.PeakRssBytes();
+  EXPECT_GT(peak, 0);
+  EXPECT_LT(peak, 1L << 30) << "peak RSS " << peak;
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -1,0 +1,186 @@
+// WorkerCore without a network: job validation, the data-root jail, items.
+#include "server/worker_core.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/checksum.h"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+using ::testing::HasSubstr;
+
+class WorkerCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = dir_.Join("root");
+    SyntheticFolderOptions o;
+    o.classes = 2;
+    o.images_per_class = 4;
+    o.max_side = 300;
+    ASSERT_TRUE(WriteSyntheticImageFolder(root_ + "/data", o).ok());
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_.Join("outside"), o).ok());
+    WorkerOptions options;
+    options.data_root = root_;
+    options.threads = 2;
+    options.max_streams = 2;
+    core_ = std::make_unique<WorkerCore>(options, nullptr);
+  }
+
+  proto::JobOpen Open(const std::string& path, const std::string& pipeline = "imagenet-train") {
+    proto::JobOpen open;
+    open.set_job_id("test");
+    open.mutable_dataset()->set_path(path);
+    *open.mutable_pipeline() = *LoadPipelineSpec(pipeline);
+    open.set_seed(5);
+    proto::DatasetSpec spec;
+    spec.set_path(path);
+    auto ds = OpenDataset(spec);
+    if (ds.ok()) {
+      open.set_dataset_size((*ds)->size());
+      open.set_dataset_fingerprint((*ds)->fingerprint());
+    }
+    return open;
+  }
+
+  proto::ItemResult RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices,
+                            int cut) {
+    proto::WorkItem item;
+    item.set_item_id(1);
+    item.set_cut(cut);
+    for (int64_t i : indices) item.add_indices(i);
+    absl::Notification done;
+    proto::ItemResult out;
+    EXPECT_TRUE(core_->Submit(job, item, [&](proto::ItemResult r) {
+                       out = std::move(r);
+                       done.Notify();
+                     }).ok());
+    done.WaitForNotification();
+    return out;
+  }
+
+  TempDir dir_;
+  std::string root_;
+  std::unique_ptr<WorkerCore> core_;
+};
+
+TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
+  proto::JobOpened opened;
+  auto job = core_->OpenJob(Open(root_ + "/data"), &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(opened.num_stages(), 4);
+  EXPECT_EQ(opened.threads(), 2);
+  EXPECT_GT(opened.max_items_in_flight(), 0);
+  const proto::ItemResult r = RunItem(*job, {0, 3, 7}, 4);
+  ASSERT_EQ(r.samples_size(), 3);
+  // The same sample run locally gives the same bytes.
+  auto p = Pipeline::Create(*LoadPipelineSpec("imagenet-train"), PipelineOptions{5, {}});
+  ASSERT_TRUE(p.ok());
+  proto::DatasetSpec spec;
+  spec.set_path(root_ + "/data");
+  auto ds = OpenDataset(spec);
+  ASSERT_TRUE(ds.ok());
+  for (int i = 0; i < 3; ++i) {
+    const proto::SampleResult& s = r.samples(i);
+    EXPECT_EQ(s.code(), 0) << s.error();
+    EXPECT_EQ(s.stages_size(), 4);
+    EXPECT_GT(s.stages(0).cpu_seconds(), 0);
+    EXPECT_EQ(s.label(), (*ds)->label(s.index()));
+    auto local = testing::RunPipeline(**p, testing::ReadFile((*ds)->SamplePath(s.index())), s.index());
+    ASSERT_TRUE(local.status.ok());
+    EXPECT_EQ(s.value().data(), std::string(local.bytes.begin(), local.bytes.end()));
+  }
+  core_->CloseJob(*job);
+}
+
+TEST_F(WorkerCoreTest, RefusesPathsOutsideTheDataRoot) {
+  proto::JobOpened opened;
+  for (const std::string& path :
+       {dir_.Join("outside"), root_ + "/../outside", std::string("data"), std::string("/")}) {
+    auto job = core_->OpenJob(Open(path), &opened);
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kPermissionDenied) << path;
+    EXPECT_THAT(job.status().message(), HasSubstr("data root")) << path;
+  }
+  // A symlinked folder inside the root that points outside it.
+  std::filesystem::create_directory_symlink(dir_.Join("outside"), root_ + "/link");
+  auto linked = core_->OpenJob(Open(root_ + "/link"), &opened);
+  EXPECT_EQ(linked.status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
+  std::filesystem::create_symlink(dir_.Join("outside/class000/img000000.jpg"),
+                                  root_ + "/data/class000/escape.jpg");
+  proto::JobOpened opened;
+  auto job = core_->OpenJob(Open(root_ + "/data"), &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  proto::DatasetSpec spec;
+  spec.set_path(root_ + "/data");
+  auto ds = OpenDataset(spec);
+  int64_t escape = -1;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    if ((*ds)->SamplePath(i).find("escape.jpg") != std::string::npos) escape = i;
+  }
+  ASSERT_GE(escape, 0);
+  const int64_t other = escape == 0 ? 1 : 0;
+  const proto::ItemResult r = RunItem(*job, {escape, other}, 1);
+  EXPECT_EQ(r.samples(0).code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(r.samples(0).error(), HasSubstr("escape.jpg"));
+  EXPECT_THAT(r.samples(0).error(), HasSubstr("outside the data root"));
+  EXPECT_EQ(r.samples(1).code(), 0) << r.samples(1).error();
+  core_->CloseJob(*job);
+}
+
+TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
+  proto::JobOpened opened;
+  proto::JobOpen bad_pipeline = Open(root_ + "/data");
+  bad_pipeline.mutable_pipeline()->mutable_stages(1)->mutable_random_resized_crop()->set_scale_min(2);
+  auto a = core_->OpenJob(bad_pipeline, &opened);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(a.status().message(), HasSubstr("stage 1 (random_resized_crop): scale_min"));
+
+  proto::JobOpen wrong_index = Open(root_ + "/data");
+  wrong_index.set_dataset_fingerprint(wrong_index.dataset_fingerprint() + 1);
+  auto b = core_->OpenJob(wrong_index, &opened);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(b.status().message(), HasSubstr("differs"));
+
+  proto::JobOpen too_big = Open(root_ + "/data");
+  too_big.set_max_pixels(int64_t{1} << 40);
+  EXPECT_THAT(core_->OpenJob(too_big, &opened).status().message(), HasSubstr("max_pixels"));
+
+  proto::JobOpen missing = Open(root_ + "/nothing-here");
+  EXPECT_EQ(core_->OpenJob(missing, &opened).status().code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
+  proto::JobOpened opened;
+  auto a = core_->OpenJob(Open(root_ + "/data"), &opened);
+  auto b = core_->OpenJob(Open(root_ + "/data"), &opened);
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto c = core_->OpenJob(Open(root_ + "/data"), &opened);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(c.status().message(), HasSubstr("--max-streams"));
+  core_->CloseJob(*b);
+  EXPECT_TRUE(core_->OpenJob(Open(root_ + "/data"), &opened).ok());
+
+  auto submit = [&](int cut, std::vector<int64_t> indices) {
+    proto::WorkItem item;
+    item.set_cut(cut);
+    for (int64_t i : indices) item.add_indices(i);
+    return core_->Submit(*a, item, [](proto::ItemResult) {});
+  };
+  EXPECT_THAT(submit(5, {0}).message(), HasSubstr("cut 5 is outside [0, 4]"));
+  EXPECT_THAT(submit(1, {8}).message(), HasSubstr("index 8 is outside the dataset [0, 8)"));
+  EXPECT_THAT(submit(1, {}).message(), HasSubstr("has 0 samples"));
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -1,13 +1,13 @@
 #include "client/loader.h"
 
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <new>
-
-#include <limits.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,8 +29,7 @@ constexpr uint32_t kPlacementStream = kMaxStages - 1;
 
 bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kPermissionDenied ||
-         code == absl::StatusCode::kInvalidArgument ||
-         code == absl::StatusCode::kUnauthenticated ||
+         code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnauthenticated ||
          code == absl::StatusCode::kFailedPrecondition;
 }
 
@@ -95,7 +94,8 @@ struct Loader::Pool {
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& options) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (options.batch_size < 1) return invalid("--batch: must be at least 1, got ", options.batch_size);
+  if (options.batch_size < 1)
+    return invalid("--batch: must be at least 1, got ", options.batch_size);
   if (options.threads < 0) return invalid("--threads: must be >= 0, got ", options.threads);
   if (options.epochs < 1) return invalid("--epochs: must be at least 1, got ", options.epochs);
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -105,7 +105,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   if (options.prefetch_batches < 1) {
     return invalid("--prefetch: must be at least 1, got ", options.prefetch_batches);
   }
-  if (options.max_pixels < 1) return invalid("--max-pixels: must be positive, got ", options.max_pixels);
+  if (options.max_pixels < 1)
+    return invalid("--max-pixels: must be positive, got ", options.max_pixels);
   if (options.item_samples < 1) return invalid("--item-samples: must be at least 1");
   if (!(options.worker_timeout_seconds > 0)) return invalid("--worker-timeout: must be positive");
   if (options.offload.kind != OffloadMode::kOff && options.workers.empty()) {
@@ -185,7 +186,8 @@ absl::Status Loader::ConnectWorkers() {
   open.set_job_id(job_id_);
   *open.mutable_dataset() = options_.dataset;
   // Workers see the dataset on shared storage under the same absolute path.
-  if (realpath(options_.dataset.path().c_str(), real) != nullptr) open.mutable_dataset()->set_path(real);
+  if (realpath(options_.dataset.path().c_str(), real) != nullptr)
+    open.mutable_dataset()->set_path(real);
   *open.mutable_pipeline() = options_.pipeline;
   open.set_seed(options_.seed);
   open.set_max_pixels(options_.max_pixels);
@@ -223,8 +225,7 @@ absl::Status Loader::ConnectWorkers() {
     }
     return true;
   };
-  mu_.AwaitWithTimeout(absl::Condition(&settled),
-                       absl::Seconds(options_.connect_timeout_seconds));
+  mu_.AwaitWithTimeout(absl::Condition(&settled), absl::Seconds(options_.connect_timeout_seconds));
   if (!failure_.ok()) return failure_;
   int credits = 0;
   for (size_t w = 0; w < workers_.size(); ++w) {
@@ -426,24 +427,26 @@ void Loader::OnResult(int w, proto::ItemResult result) {
   for (size_t i = 0; i < item.slots.size(); ++i) {
     const int64_t slot = item.slots[i];
     const int64_t index = item.batch->index_at(slot);
-    const proto::SampleResult* r =
-        static_cast<int>(i) < shared->samples_size() ? &shared->samples(static_cast<int>(i)) : nullptr;
+    const proto::SampleResult* r = static_cast<int>(i) < shared->samples_size()
+                                       ? &shared->samples(static_cast<int>(i))
+                                       : nullptr;
     if (r == nullptr || r->index() != index) {
-      Finished(item.batch, item.batch->FinishError(
-                               slot, SampleError{index, dataset_->SamplePath(index),
-                                                 absl::InternalError(absl::StrCat(
-                                                     "worker ", worker.stream->address(),
-                                                     " answered item ", shared->item_id(),
-                                                     " with the wrong samples"))}));
-      continue;
-    }
-    if (r->code() != 0) {
       Finished(item.batch,
                item.batch->FinishError(
                    slot, SampleError{index, dataset_->SamplePath(index),
-                                     absl::Status(static_cast<absl::StatusCode>(r->code()),
-                                                  absl::StrCat("on worker ", worker.stream->address(),
-                                                               ": ", r->error()))}));
+                                     absl::InternalError(absl::StrCat(
+                                         "worker ", worker.stream->address(), " answered item ",
+                                         shared->item_id(), " with the wrong samples"))}));
+      continue;
+    }
+    if (r->code() != 0) {
+      Finished(
+          item.batch,
+          item.batch->FinishError(
+              slot, SampleError{index, dataset_->SamplePath(index),
+                                absl::Status(static_cast<absl::StatusCode>(r->code()),
+                                             absl::StrCat("on worker ", worker.stream->address(),
+                                                          ": ", r->error()))}));
       continue;
     }
     remote_profiler_->Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
@@ -455,12 +458,12 @@ void Loader::OnResult(int w, proto::ItemResult result) {
       // The finished tensor: it only needs copying into its slot.
       const std::string& data = r->value().data();
       if (data.size() != item.batch->sample_bytes()) {
-        Finished(item.batch, item.batch->FinishError(
-                                 slot, SampleError{index, dataset_->SamplePath(index),
-                                                   absl::InternalError(absl::StrCat(
-                                                       "worker result has ", data.size(),
-                                                       " bytes, expected ",
-                                                       item.batch->sample_bytes()))}));
+        Finished(item.batch,
+                 item.batch->FinishError(
+                     slot, SampleError{index, dataset_->SamplePath(index),
+                                       absl::InternalError(absl::StrCat(
+                                           "worker result has ", data.size(), " bytes, expected ",
+                                           item.batch->sample_bytes()))}));
         continue;
       }
       std::memcpy(item.batch->slot(slot), data.data(), data.size());
@@ -511,9 +514,8 @@ void Loader::WatchdogLoop() {
     for (size_t w = 0; w < workers_.size(); ++w) {
       Worker& worker = workers_[w];
       if (worker.alive && !worker.items.empty() && now - worker.last_heard_nanos > timeout) {
-        DropWorker(static_cast<int>(w),
-                   absl::StrFormat("was silent for %.1f s (--worker-timeout)",
-                                   (now - worker.last_heard_nanos) * 1e-9));
+        DropWorker(static_cast<int>(w), absl::StrFormat("was silent for %.1f s (--worker-timeout)",
+                                                        (now - worker.last_heard_nanos) * 1e-9));
       }
     }
   }

@@ -91,9 +91,9 @@ struct LoaderStats {
   int64_t images = 0;         // delivered
   int64_t remote_images = 0;  // of which stages ran on a worker
   int64_t local_images = 0;
-  int64_t errors = 0;   // samples that failed (skipped or fatal)
+  int64_t errors = 0;  // samples that failed (skipped or fatal)
   int64_t batches = 0;
-  uint64_t bytes = 0;   // delivered output bytes
+  uint64_t bytes = 0;  // delivered output bytes
   uint64_t checksum = 0;
   double seconds = 0;       // since the first Next()
   double cpu_seconds = 0;   // process CPU time over the same span
@@ -178,7 +178,7 @@ class Loader {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<StageProfiler> read_profiler_;
   std::unique_ptr<StageProfiler> stage_profiler_;
-  std::unique_ptr<StageProfiler> remote_profiler_;  // "read" + stages
+  std::unique_ptr<StageProfiler> remote_profiler_;      // "read" + stages
   std::vector<std::unique_ptr<Workspace>> workspaces_;  // one per pool thread
   std::shared_ptr<Pool> pool_of_batches_;
   std::unique_ptr<ThreadPool> pool_;

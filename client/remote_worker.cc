@@ -89,10 +89,10 @@ void RemoteWorker::ReadLoop() {
   // Finish() may only run once the writer has stopped touching the stream.
   writer_.join();
   const grpc::Status status = stream_->Finish();
-  absl::Status result = status.ok() ? absl::OkStatus()
-                                    : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                                                   absl::StrCat("worker ", address_, ": ",
-                                                                status.error_message()));
+  absl::Status result =
+      status.ok() ? absl::OkStatus()
+                  : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                 absl::StrCat("worker ", address_, ": ", status.error_message()));
   if (handlers_.closed) handlers_.closed(result);
 }
 

@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -317,8 +317,8 @@ absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
     const std::string rel = path.substr(confine_root_.size() + 1);
     fd = static_cast<int>(syscall(SYS_openat2, confine_fd_, rel.c_str(), &how, sizeof(how)));
     if (fd < 0 && errno == EXDEV) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          path, " resolves outside the data root ", confine_root_, " (symlink or ..)"));
+      return absl::PermissionDeniedError(absl::StrCat(path, " resolves outside the data root ",
+                                                      confine_root_, " (symlink or ..)"));
     }
   }
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
@@ -352,8 +352,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
       return ErrnoStatus(errno, absl::StrCat("data root ", options.confine_to));
     }
     if (path.empty() || path[0] != '/') {
-      return absl::PermissionDeniedError(
-          absl::StrCat("dataset path '", path, "' must be absolute (below the data root ", root_real, ")"));
+      return absl::PermissionDeniedError(absl::StrCat(
+          "dataset path '", path, "' must be absolute (below the data root ", root_real, ")"));
     }
     confine_root = root_real;
     if (confine_root == "/") confine_root.clear();
@@ -366,7 +366,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     }
     path = path_real;
     confine_fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (confine_fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
+    if (confine_fd < 0)
+      return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
   }
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
@@ -393,9 +394,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     ds->confine_fd_ = confine_fd;
     if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
   };
-  absl::StatusOr<std::unique_ptr<Dataset>> ds =
-      format == proto::DatasetSpec::FORMAT_WEBDATASET ? WebDataset::Open(path, configure)
-                                                      : ImageFolderDataset::Open(path, configure);
+  absl::StatusOr<std::unique_ptr<Dataset>> ds = format == proto::DatasetSpec::FORMAT_WEBDATASET
+                                                    ? WebDataset::Open(path, configure)
+                                                    : ImageFolderDataset::Open(path, configure);
   if (!ds.ok()) return ds;
   // Fingerprint: the format, then (relative path, label) of every sample.
   XXH3_state_t state;

@@ -64,8 +64,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          command_, ": unexpected argument '", arg, "' (flags start with --)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(command_, ": unexpected argument '", arg, "' (flags start with --)"));
     }
     arg = arg.substr(2);
     std::string value;
@@ -88,8 +88,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
     if (flag == nullptr) {
       std::vector<std::string> names;
       for (const Flag& f : flags_) names.push_back(absl::StrCat("--", f.name));
-      return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown flag --",
-                                                     arg, "; known: ", absl::StrJoin(names, " ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(command_, ": unknown flag --", arg, "; known: ", absl::StrJoin(names, " ")));
     }
     if (!has_value) {
       if (flag->is_bool) {
@@ -102,8 +102,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       }
     }
     if (!flag->assign(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(command_, ": flag --", arg, ": '",
-                                                     value, "' is not a valid value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(command_, ": flag --", arg, ": '", value, "' is not a valid value"));
     }
     flag->set = true;
   }
@@ -111,8 +111,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
 }
 
 std::string FlagSet::Usage() const {
-  std::string out =
-      absl::StrCat("usage: ", command_, " [flags]\n", summary_, "\n\nflags:\n");
+  std::string out = absl::StrCat("usage: ", command_, " [flags]\n", summary_, "\n\nflags:\n");
   for (const Flag& f : flags_) {
     absl::StrAppendFormat(&out, "  --%-16s %s", f.name, f.help);
     if (!f.default_value.empty() && !(f.is_bool && f.default_value == "false")) {

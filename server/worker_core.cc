@@ -38,8 +38,8 @@ bool WorkerCore::draining() const {
 
 absl::StatusOr<std::shared_ptr<const Dataset>> WorkerCore::GetDataset(
     const proto::DatasetSpec& spec) {
-  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n",
-                                       spec.max_file_bytes());
+  const std::string key =
+      absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n", spec.max_file_bytes());
   auto it = datasets_.find(key);
   if (it != datasets_.end()) {
     if (std::shared_ptr<const Dataset> ds = it->second.lock()) return ds;
@@ -80,8 +80,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     absl::MutexLock lock(&mu_);
     if (draining_) return absl::UnavailableError("worker is shutting down");
     if (streams_ >= options_.max_streams) {
-      return refuse(absl::ResourceExhaustedError(absl::StrCat(
-          "worker has ", streams_, " open streams, the limit (--max-streams)")));
+      return refuse(absl::ResourceExhaustedError(
+          absl::StrCat("worker has ", streams_, " open streams, the limit (--max-streams)")));
     }
     auto ds = GetDataset(open.dataset());
     if (!ds.ok()) {
@@ -99,8 +99,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     ++streams_;
   }
   const int asked = open.max_items_in_flight();
-  job->max_items_in_flight_ = asked > 0 ? std::min(asked, options_.max_items_per_stream)
-                                        : options_.max_items_per_stream;
+  job->max_items_in_flight_ =
+      asked > 0 ? std::min(asked, options_.max_items_per_stream) : options_.max_items_per_stream;
   if (metrics_ != nullptr) {
     job->stage_histograms_ = metrics_->StageHistograms(job->pipeline_->stage_names());
     metrics_->StreamOpened();
@@ -136,9 +136,8 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
   }
   for (int64_t index : item.indices()) {
     if (index < 0 || index >= n) {
-      return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": index ",
-                                                     index, " is outside the dataset [0, ", n,
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "work item ", item.item_id(), ": index ", index, " is outside the dataset [0, ", n, ")"));
     }
   }
   const bool queued = pool_->Submit(

@@ -29,13 +29,13 @@
 namespace prepflow {
 
 struct WorkerOptions {
-  std::string data_root;       // required: nothing outside it is read
-  int threads = 0;             // 0: every available CPU
-  int max_streams = 64;        // open job streams at once
+  std::string data_root;         // required: nothing outside it is read
+  int threads = 0;               // 0: every available CPU
+  int max_streams = 64;          // open job streams at once
   int max_items_per_stream = 0;  // credits per stream; 0: 2 x threads
   int max_item_samples = 4096;
-  int64_t max_pixels_limit = 64'000'000;   // a job may ask for less, not more
-  std::string worker_id;       // for logs and JobOpened; default host:pid
+  int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
+  std::string worker_id;                  // for logs and JobOpened; default host:pid
 };
 
 // One job as opened by one stream.

@@ -35,7 +35,8 @@ int Main(int argc, char** argv) {
   flags.Int("port", &port, "port (0: pick a free one; the bound port is printed and logged)");
   flags.String("data-root", &data_root, "folder holding the datasets; nothing outside it is read");
   flags.Int("threads", &options.threads, "preprocessing threads (0: every available CPU)");
-  flags.Int("metrics-port", &metrics_port, "serve Prometheus /metrics here (0: a free port; -1: off)");
+  flags.Int("metrics-port", &metrics_port,
+            "serve Prometheus /metrics here (0: a free port; -1: off)");
   flags.Int("max-streams", &options.max_streams, "job streams open at once");
   flags.Int("max-items-per-stream", &options.max_items_per_stream,
             "outstanding work items a stream may have (0: 2 x threads)");
@@ -58,14 +59,16 @@ int Main(int argc, char** argv) {
   }
   char root_real[PATH_MAX];
   if (realpath(data_root.c_str(), root_real) == nullptr) {
-    std::fprintf(stderr, "prepflow-worker: --data-root %s: %s\n", data_root.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "prepflow-worker: --data-root %s: %s\n", data_root.c_str(),
+                 std::strerror(errno));
     return 2;
   }
   options.data_root = root_real;
   options.max_pixels_limit = max_pixels;
   if (options.max_streams < 1 || options.max_item_samples < 1 || max_pixels < 1 || port < 0) {
-    std::fprintf(stderr, "prepflow-worker: --max-streams, --max-item-samples, --max-pixels must be "
-                         "positive and --port >= 0\n");
+    std::fprintf(stderr,
+                 "prepflow-worker: --max-streams, --max-item-samples, --max-pixels must be "
+                 "positive and --port >= 0\n");
     return 2;
   }
 
@@ -120,8 +123,8 @@ int Main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  spdlog::info("{}: finishing in-flight items (up to {} s), then exiting",
-               strsignal(signal_number), grace_seconds);
+  spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
+               grace_seconds);
   core.BeginDrain();
   service.Drain();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(grace_seconds));

@@ -1,6 +1,7 @@
 #include "server/worker_service.h"
 
 #include <deque>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/spdlog.h"
@@ -13,8 +14,10 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 // One job stream. Life cycle: reads JobOpen, then work items; each item runs
 // on the worker's pool and its result is queued for writing (one write in
-// flight at a time). Finish() is called exactly once, and only when no pool
-// task can still call back, so the reactor is never used after OnDone().
+// flight at a time). Finish() is called exactly once, only when no pool task
+// can still call back, and always as the last thing a handler does, after it
+// has released mu_: gRPC may delete the reactor (OnDone) as soon as Finish()
+// is called.
 class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage> {
  public:
   StreamReactor(WorkerService* service, grpc::CallbackServerContext* context)
@@ -23,40 +26,49 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
   }
 
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    if (!ok) {  // the client half-closed, or the stream broke
-      reads_done_ = true;
-      MaybeFinish();
-      return;
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {  // the client half-closed, or the stream broke
+        reads_done_ = true;
+      } else if (job_ == nullptr) {
+        OpenJob();
+      } else if (in_.has_item()) {
+        TakeItem();
+      } else {
+        Fail(absl::InvalidArgumentError("expected a work item after the job open message"));
+      }
+      finish = MaybeFinish();
+      if (ok && !finishing_) StartRead(&in_);
     }
-    if (job_ == nullptr) {
-      OpenJob();
-    } else if (in_.has_item()) {
-      TakeItem();
-    } else {
-      FailLocked(absl::InvalidArgumentError("expected a work item after the job open message"));
-    }
-    if (!finishing_) StartRead(&in_);
+    if (finish) Finish(*finish);
   }
 
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      broken_ = true;  // the client went away; results are dropped
-      outbox_.clear();
-    } else {
-      outbox_.pop_front();
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      outbox_.pop_front();  // the message just written
+      if (!ok) {
+        broken_ = true;  // the client went away; results are dropped
+        DropQueued();
+      }
+      WriteNext();
+      finish = MaybeFinish();
     }
-    WriteNext();
-    MaybeFinish();
+    if (finish) Finish(*finish);
   }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    broken_ = true;
-    outbox_.clear();
-    MaybeFinish();
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      broken_ = true;
+      DropQueued();
+      finish = MaybeFinish();
+    }
+    if (finish) Finish(*finish);
   }
 
   void OnDone() override {
@@ -67,21 +79,25 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
 
   // See WorkerService::Drain.
   void Drain() {
-    absl::MutexLock lock(&mu_);
-    draining_ = true;
-    MaybeFinish();
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      draining_ = true;
+      finish = MaybeFinish();
+    }
+    if (finish) Finish(*finish);
   }
 
  private:
   void OpenJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!in_.has_open()) {
-      FailLocked(absl::InvalidArgumentError("the first message of a stream must open a job"));
+      Fail(absl::InvalidArgumentError("the first message of a stream must open a job"));
       return;
     }
     proto::WorkerMessage reply;
     auto job = core_->OpenJob(in_.open(), reply.mutable_opened());
     if (!job.ok()) {
-      FailLocked(job.status());
+      Fail(job.status());
       return;
     }
     job_ = *std::move(job);
@@ -92,8 +108,8 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
   void TakeItem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (draining_ || broken_) return;  // unanswered: the client reissues it
     if (in_flight_ >= credits_) {
-      FailLocked(absl::ResourceExhaustedError(absl::StrCat(
-          "client sent more than ", credits_, " outstanding work items (its credits)")));
+      Fail(absl::ResourceExhaustedError(absl::StrCat("client sent more than ", credits_,
+                                                     " outstanding work items (its credits)")));
       return;
     }
     ++in_flight_;
@@ -101,25 +117,35 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
                                    [this](proto::ItemResult result) { Done(std::move(result)); });
     if (!s.ok()) {
       --in_flight_;
-      FailLocked(s);
+      Fail(s);
     }
   }
 
   // On a pool thread: the result of one item.
   void Done(proto::ItemResult result) {
-    absl::MutexLock lock(&mu_);
-    --in_flight_;
-    if (!broken_ && !finishing_) {
-      proto::WorkerMessage msg;
-      *msg.mutable_result() = std::move(result);
-      Send(std::move(msg));
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      --in_flight_;
+      if (!broken_ && !finishing_) {
+        proto::WorkerMessage msg;
+        *msg.mutable_result() = std::move(result);
+        Send(std::move(msg));
+      }
+      finish = MaybeFinish();
     }
-    MaybeFinish();
+    if (finish) Finish(*finish);
   }
 
   void Send(proto::WorkerMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     outbox_.push_back(std::move(msg));
     WriteNext();
+  }
+
+  // Drops unsent results. A message being written stays until OnWriteDone:
+  // gRPC reads it until then.
+  void DropQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    outbox_.erase(writing_ ? outbox_.begin() + 1 : outbox_.begin(), outbox_.end());
   }
 
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -128,28 +154,25 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
     StartWrite(&outbox_.front());
   }
 
-  void FailLocked(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (error_.ok()) error_ = std::move(status);
-    MaybeFinish();
   }
 
-  // Ends the stream once nothing is running or being written. The status is
-  // the first error, UNAVAILABLE when draining cut it short, else OK.
-  void MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finishing_ || in_flight_ > 0 || writing_) return;
+  // The stream's final status once nothing is running or being written and
+  // the stream has ended, been cut short or failed; nullopt otherwise. Returns
+  // a status once only: the caller must Finish() with it after unlocking.
+  std::optional<grpc::Status> MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_ || in_flight_ > 0 || writing_) return std::nullopt;
     const bool outbox_done = outbox_.empty() || broken_;
     const bool ended = reads_done_ || broken_ || draining_ || !error_.ok();
-    if (!ended || !outbox_done) return;
+    if (!ended || !outbox_done) return std::nullopt;
     finishing_ = true;
-    if (!error_.ok()) {
-      Finish(ToGrpc(error_));
-    } else if (draining_ && !reads_done_) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is shutting down"));
-    } else if (broken_) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
-    } else {
-      Finish(grpc::Status::OK);
+    if (!error_.ok()) return ToGrpc(error_);
+    if (draining_ && !reads_done_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is shutting down");
     }
+    if (broken_) return grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled");
+    return grpc::Status::OK;
   }
 
   WorkerService* service_;

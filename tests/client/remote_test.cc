@@ -71,7 +71,8 @@ class RemoteTest : public ::testing::Test {
     o.item_samples = 2;
     return o;
   }
-  static RunResult RunWith(const LoaderOptions& o, const std::function<void(Loader&)>& after_first = nullptr) {
+  static RunResult RunWith(const LoaderOptions& o,
+                           const std::function<void(Loader&)>& after_first = nullptr) {
     auto loader = Loader::Create(o);
     EXPECT_TRUE(loader.ok()) << loader.status();
     if (!loader.ok()) return RunResult{loader.status(), {}, {}};
@@ -98,8 +99,8 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
   WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
   WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
   const uint64_t local = LocalChecksum();
-  for (const std::string mode : {"remote", "cut=0", "cut=1", "cut=2", "cut=3", "cut=4",
-                                  "cut=1,remote_fraction=0.5"}) {
+  for (const std::string mode :
+       {"remote", "cut=0", "cut=1", "cut=2", "cut=3", "cut=4", "cut=1,remote_fraction=0.5"}) {
     const RunResult r = RunWith(Options({a.address(), b.address()}, mode));
     ExpectExactlyOnce(r, 96);
     EXPECT_EQ(r.stats.checksum, local) << mode;
@@ -163,7 +164,8 @@ TEST_F(RemoteTest, ASilentWorkerIsTimedOutAndItsItemsMove) {
 }
 
 TEST_F(RemoteTest, AllWorkersGoneMeansTheJobFinishesLocally) {
-  auto a = std::make_unique<WorkerProcess>(dir_->Join("root"), std::vector<std::string>{"--threads", "1"});
+  auto a = std::make_unique<WorkerProcess>(dir_->Join("root"),
+                                           std::vector<std::string>{"--threads", "1"});
   const RunResult r = RunWith(Options({a->address()}, "cut=3"), [&](Loader&) { a.reset(); });
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());

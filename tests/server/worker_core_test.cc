@@ -59,10 +59,13 @@ class WorkerCoreTest : public ::testing::Test {
     for (int64_t i : indices) item.add_indices(i);
     absl::Notification done;
     proto::ItemResult out;
-    EXPECT_TRUE(core_->Submit(job, item, [&](proto::ItemResult r) {
-                       out = std::move(r);
-                       done.Notify();
-                     }).ok());
+    EXPECT_TRUE(core_
+                    ->Submit(job, item,
+                             [&](proto::ItemResult r) {
+                               out = std::move(r);
+                               done.Notify();
+                             })
+                    .ok());
     done.WaitForNotification();
     return out;
   }
@@ -94,7 +97,8 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
     EXPECT_EQ(s.stages_size(), 4);
     EXPECT_GT(s.stages(0).cpu_seconds(), 0);
     EXPECT_EQ(s.label(), (*ds)->label(s.index()));
-    auto local = testing::RunPipeline(**p, testing::ReadFile((*ds)->SamplePath(s.index())), s.index());
+    auto local =
+        testing::RunPipeline(**p, testing::ReadFile((*ds)->SamplePath(s.index())), s.index());
     ASSERT_TRUE(local.status.ok());
     EXPECT_EQ(s.value().data(), std::string(local.bytes.begin(), local.bytes.end()));
   }
@@ -141,7 +145,8 @@ TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
 TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   proto::JobOpened opened;
   proto::JobOpen bad_pipeline = Open(root_ + "/data");
-  bad_pipeline.mutable_pipeline()->mutable_stages(1)->mutable_random_resized_crop()->set_scale_min(2);
+  bad_pipeline.mutable_pipeline()->mutable_stages(1)->mutable_random_resized_crop()->set_scale_min(
+      2);
   auto a = core_->OpenJob(bad_pipeline, &opened);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(a.status().message(), HasSubstr("stage 1 (random_resized_crop): scale_min"));

@@ -21,7 +21,11 @@ WorkerProcess::WorkerProcess(const std::string& data_root, const std::vector<std
   unlink(tmpl);
   port_file_ = tmpl;
   std::vector<std::string> argv = {std::string(PREPFLOW_BIN_DIR) + "/prepflow-worker",
-                                   "--data-root", data_root, "--port", "0", "--port-file",
+                                   "--data-root",
+                                   data_root,
+                                   "--port",
+                                   "0",
+                                   "--port-file",
                                    port_file_};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();

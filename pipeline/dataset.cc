@@ -357,8 +357,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     }
     confine_root = root_real;
     if (confine_root == "/") confine_root.clear();
-    if (realpath(path.c_str(), path_real) == nullptr ||
-        std::string(path_real).compare(0, confine_root.size() + 1, confine_root + "/") != 0) {
+    const bool resolved = realpath(path.c_str(), path_real) != nullptr;
+    const std::string resolved_path = resolved ? path_real : "";
+    if (!resolved || (resolved_path != root_real &&
+                      resolved_path.compare(0, confine_root.size() + 1, confine_root + "/") != 0)) {
       // Say the same whether the path is missing or outside: nothing about
       // the file system beyond the root leaks to a client.
       return absl::PermissionDeniedError(

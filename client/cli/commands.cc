@@ -1,5 +1,6 @@
 #include "client/cli/commands.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -8,18 +9,19 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
-#include "pipeline/flags.h"
 #include "client/loader.h"
+#include "client/worker_process.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/flags.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
@@ -184,12 +186,21 @@ struct RunFlags {
   }
 };
 
-// Runs `options` to the end. Prints progress, then a human summary (or the
-// JSON line). Returns the exit code.
-int ExecuteRun(const std::string& command, const LoaderOptions& options, bool json,
-               Json extra = {}) {
+struct RunOutcome {
+  int exit_code = kFailed;
+  Json summary;  // the --json object (null if the loader could not start)
+  uint64_t checksum = 0;
+};
+
+// Runs `options` to the end. Prints progress and, unless `json`, a human
+// summary; the JSON summary is returned for the caller to print.
+RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, bool json) {
+  RunOutcome outcome;
   auto loader_or = Loader::Create(options);
-  if (!loader_or.ok()) return Failure(command, loader_or.status());
+  if (!loader_or.ok()) {
+    outcome.exit_code = Failure(command, loader_or.status());
+    return outcome;
+  }
   Loader& loader = **loader_or;
   const int64_t total = loader.batches_per_epoch() * options.epochs;
   if (!json) {
@@ -254,24 +265,26 @@ int ExecuteRun(const std::string& command, const LoaderOptions& options, bool js
     }
     j["first_errors"] = errors;
     if (!status.ok()) j["error"] = std::string(status.message());
-    for (auto& [k, v] : extra.items()) j[k] = v;
-    std::printf("%s\n", j.dump().c_str());
+    outcome.summary = std::move(j);
   } else {
     std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
                 status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
                 static_cast<long long>(st.errors), st.seconds, rate,
                 ChecksumHex(st.checksum).c_str());
     if (st.remote_images > 0 || !options.workers.empty()) {
-      std::printf("offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
-                  "reissued\n",
-                  OffloadModeString(options.offload).c_str(), static_cast<long long>(st.local_images),
-                  static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
-                  static_cast<long long>(st.reissued_items));
+      std::printf(
+          "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
+          "reissued\n",
+          OffloadModeString(options.offload).c_str(), static_cast<long long>(st.local_images),
+          static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
+          static_cast<long long>(st.reissued_items));
     }
     std::printf("%s", StagesTable(st.stages).c_str());
+    std::fflush(stdout);  // before the next run's log lines on stderr
   }
-  if (!status.ok()) return Failure(command, status);
-  return kOk;
+  outcome.checksum = st.checksum;
+  outcome.exit_code = status.ok() ? kOk : Failure(command, status);
+  return outcome;
 }
 
 }  // namespace
@@ -286,7 +299,9 @@ int RunCommand(int argc, char** argv) {
   if (rf.data.empty()) return UsageError("prepflow run: --data is required", flags);
   auto options = rf.ToOptions();
   if (!options.ok()) return Failure("run", options.status());
-  return ExecuteRun("run", *options, rf.json);
+  RunOutcome outcome = ExecuteRun("run", *options, rf.json);
+  if (rf.json && !outcome.summary.is_null()) std::printf("%s\n", outcome.summary.dump().c_str());
+  return outcome.exit_code;
 }
 
 int ProfileCommand(int argc, char** argv) {
@@ -419,15 +434,24 @@ int PackCommand(int argc, char** argv) {
 
 int DemoCommand(int argc, char** argv) {
   RunFlags rf;
-  int images = 256;
+  rf.offload = "remote";
+  int images = 256, local_workers = 2, worker_threads = 1;
   bool keep = false;
   FlagSet flags("prepflow demo",
-                "Generates a small photo-like ImageFolder in a temporary folder (or uses "
-                "--data) and runs the imagenet-train pipeline over it.");
+                "Generates a small photo-like ImageFolder in a temporary folder (or uses --data), "
+                "runs the imagenet-train pipeline over it on this machine, then again offloaded to "
+                "prepflow-worker processes it starts on loopback, and compares the checksums.");
   rf.Register(flags, false);
   flags.Int("images", &images, "images to generate when --data is not given");
+  flags.Int("local-workers", &local_workers,
+            "prepflow-worker processes to start for the offloaded run (0: local run only)");
+  flags.Int("worker-threads", &worker_threads, "threads of each started worker");
   flags.Bool("keep", &keep, "keep the generated dataset");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (local_workers < 0 || worker_threads < 1) {
+    return UsageError("prepflow demo: --local-workers must be >= 0 and --worker-threads >= 1",
+                      flags);
+  }
   std::string generated;
   if (rf.data.empty()) {
     if (images < 1) return UsageError("prepflow demo: --images must be at least 1", flags);
@@ -439,28 +463,83 @@ int DemoCommand(int argc, char** argv) {
     SyntheticFolderOptions so;
     so.classes = 8;
     so.images_per_class = (images + so.classes - 1) / so.classes;
-    if (!rf.json)
+    if (!rf.json) {
       std::printf("generating %d photo-like images in %s ...\n", so.classes * so.images_per_class,
                   generated.c_str());
-    auto n = WriteSyntheticImageFolder(generated, so);
+    }
+    auto n = WriteSyntheticImageFolder(generated + "/data", so);
     if (!n.ok()) return Failure("demo", n.status());
-    rf.data = generated;
+    rf.data = generated + "/data";
   }
-  int code = kFailed;
-  auto options = rf.ToOptions();
-  if (options.ok()) {
-    code = ExecuteRun("demo", *options, rf.json);
-  } else {
-    code = Failure("demo", options.status());
-  }
-  if (!generated.empty()) {
+  auto cleanup = [&] {
+    if (generated.empty()) return;
     if (keep) {
-      if (!rf.json) std::printf("kept the generated dataset in %s\n", generated.c_str());
+      if (!rf.json) std::printf("kept the generated dataset in %s\n", rf.data.c_str());
     } else {
       std::error_code ec;
       std::filesystem::remove_all(generated, ec);
     }
+  };
+  const std::string offload_mode = rf.offload;
+  rf.offload = "off";
+  rf.workers.clear();
+  auto local_options = rf.ToOptions();
+  if (!local_options.ok()) {
+    cleanup();
+    return Failure("demo", local_options.status());
   }
+  if (!rf.json) std::printf("\n== on this machine only ==\n");
+  RunOutcome local = ExecuteRun("demo", *local_options, rf.json);
+  Json result = local.summary;
+  int code = local.exit_code;
+  if (code == kOk && local_workers > 0) {
+    // Workers read the dataset themselves: their data root is its folder.
+    char real[PATH_MAX];
+    const std::string root = realpath(rf.data.c_str(), real) != nullptr ? real : rf.data;
+    std::vector<std::unique_ptr<WorkerProcess>> workers;
+    std::vector<std::string> addresses;
+    for (int i = 0; i < local_workers && code == kOk; ++i) {
+      auto w = WorkerProcess::Start(SiblingBinary("prepflow-worker"), root,
+                                    {"--threads", absl::StrCat(worker_threads)});
+      if (!w.ok()) {
+        code = Failure("demo", w.status());
+        break;
+      }
+      addresses.push_back((*w)->address());
+      workers.push_back(*std::move(w));
+    }
+    if (code == kOk) {
+      rf.offload = offload_mode;
+      rf.workers = absl::StrJoin(addresses, ",");
+      auto remote_options = rf.ToOptions();
+      if (!remote_options.ok()) {
+        code = Failure("demo", remote_options.status());
+      } else {
+        if (!rf.json) {
+          std::printf("\n== offloaded (%s) to %d prepflow-worker processes: %s ==\n",
+                      offload_mode.c_str(), local_workers, rf.workers.c_str());
+        }
+        RunOutcome remote = ExecuteRun("demo", *remote_options, rf.json);
+        code = remote.exit_code;
+        const bool equal = remote.checksum == local.checksum;
+        if (code == kOk && !equal) {
+          code = Failure("demo", absl::InternalError(absl::StrCat(
+                                     "checksums differ: local ", ChecksumHex(local.checksum),
+                                     ", offloaded ", ChecksumHex(remote.checksum))));
+        }
+        if (rf.json && !remote.summary.is_null()) {
+          result = remote.summary;
+          result["local"] = local.summary;
+          result["checksums_equal"] = equal;
+        } else if (!rf.json && code == kOk) {
+          std::printf("\nchecksums equal: %s both ways, wherever each sample ran\n",
+                      ChecksumHex(local.checksum).c_str());
+        }
+      }
+    }
+  }
+  if (rf.json && !result.is_null()) std::printf("%s\n", result.dump().c_str());
+  cleanup();
   return code;
 }
 

@@ -147,8 +147,14 @@ TEST_F(CliTest, ProfileAndDemo) {
 
   const CliRun demo = Prepflow("demo --images 16 --threads 2 --json", dir_);
   ASSERT_EQ(demo.exit_code, 0) << demo.err;
-  EXPECT_EQ(demo.LastJson()["images"], 16);
-  EXPECT_EQ(demo.LastJson()["errors"], 0);
+  const nlohmann::json d = demo.LastJson();
+  EXPECT_EQ(d["images"], 16);
+  EXPECT_EQ(d["errors"], 0);
+  EXPECT_EQ(d["remote_images"], 16);  // the offloaded run, on two started workers
+  EXPECT_EQ(d["workers"].size(), 2u);
+  EXPECT_EQ(d["local"]["remote_images"], 0);
+  EXPECT_EQ(d["local"]["checksum"], d["checksum"]);
+  EXPECT_TRUE(d["checksums_equal"].get<bool>());
 }
 
 }  // namespace

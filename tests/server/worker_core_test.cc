@@ -107,6 +107,15 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
 
 TEST_F(WorkerCoreTest, RefusesPathsOutsideTheDataRoot) {
   proto::JobOpened opened;
+  {
+    // The data root itself may be the dataset.
+    WorkerOptions options;
+    options.data_root = root_ + "/data";
+    WorkerCore at_root(options, nullptr);
+    auto job = at_root.OpenJob(Open(root_ + "/data"), &opened);
+    ASSERT_TRUE(job.ok()) << job.status();
+    at_root.CloseJob(*job);
+  }
   for (const std::string& path :
        {dir_.Join("outside"), root_ + "/../outside", std::string("data"), std::string("/")}) {
     auto job = core_->OpenJob(Open(path), &opened);

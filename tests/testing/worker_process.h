@@ -1,38 +1,28 @@
-// Runs a real prepflow-worker process for a test: port 0, the bound port read
-// back from --port-file, killed (SIGKILL) and reaped on destruction.
+// A real prepflow-worker process for a test (build/bin/prepflow-worker, port
+// 0); the test fails if it cannot start. Killed and reaped on destruction.
 #ifndef PREPFLOW_TESTS_TESTING_WORKER_PROCESS_H_
 #define PREPFLOW_TESTS_TESTING_WORKER_PROCESS_H_
 
-#include <sys/types.h>
-
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "client/worker_process.h"
 
 namespace prepflow::testing {
 
 class WorkerProcess {
  public:
-  // Starts build/bin/prepflow-worker --data-root `data_root` plus `args`;
-  // waits up to 20 s for it to listen (fails the test otherwise).
   WorkerProcess(const std::string& data_root, const std::vector<std::string>& args = {});
-  ~WorkerProcess();
-  WorkerProcess(const WorkerProcess&) = delete;
-  WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  const std::string& address() const { return address_; }
-  pid_t pid() const { return pid_; }
-  // Sends `sig`; after SIGKILL/SIGTERM, Wait() reaps the process.
-  void Signal(int sig);
-  // Waits for the process to exit; returns its exit status as waitpid gives it.
-  int Wait();
-  // Peak resident set size (VmHWM) in bytes, from /proc.
-  long PeakRssBytes() const;
+  const std::string& address() const { return process_->address(); }
+  pid_t pid() const { return process_->pid(); }
+  void Signal(int sig) { process_->Signal(sig); }
+  int Wait() { return process_->Wait(); }
+  long PeakRssBytes() const { return process_->PeakRssBytes(); }
 
  private:
-  pid_t pid_ = -1;
-  std::string address_;
-  std::string port_file_;
-  bool reaped_ = false;
+  std::unique_ptr<prepflow::WorkerProcess> process_;
 };
 
 }  // namespace prepflow::testing

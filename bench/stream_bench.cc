@@ -50,12 +50,12 @@ int main(int argc, char** argv) {
     absl::MutexLock lock(&mu);
     granted = std::min(credits, o.max_items_in_flight());
   };
-  handlers.result = [&](prepflow::proto::ItemResult r) {
+  handlers.result = [&](std::shared_ptr<const prepflow::ReceivedMessage> r) {
     int64_t b = 0;
-    for (const auto& s : r.samples()) b += static_cast<int64_t>(s.value().data().size());
+    for (size_t i = 0; i < r->payloads.size(); ++i) b += static_cast<int64_t>(r->payload_size(i));
     absl::MutexLock lock(&mu);
     bytes += b;
-    samples += r.samples_size();
+    samples += r->message.result().samples_size();
     --outstanding;
   };
   handlers.closed = [&](const absl::Status& s) {

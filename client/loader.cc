@@ -212,7 +212,9 @@ absl::Status Loader::ConnectWorkers() {
                    worker.stream->address(), opened.worker_id(), job_id_, opened.threads(),
                    worker.credits);
     };
-    handlers.result = [this, id](proto::ItemResult result) { OnResult(id, std::move(result)); };
+    handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> received) {
+      OnResult(id, std::move(received));
+    };
     handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
     workers_[w].stream = std::make_unique<RemoteWorker>(options_.workers[w], std::move(handlers));
     workers_[w].stream->Start(open);
@@ -411,7 +413,8 @@ void Loader::DropWorker(int w, const std::string& why) {
   Dispatch();
 }
 
-void Loader::OnResult(int w, proto::ItemResult result) {
+void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
+  const proto::ItemResult& result = received->message.result();
   absl::MutexLock lock(&mu_);
   Worker& worker = workers_[w];
   worker.last_heard_nanos = WallNanos();
@@ -422,7 +425,7 @@ void Loader::OnResult(int w, proto::ItemResult result) {
   Item item = std::move(it->second);
   items_.erase(it);
   worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
-  auto shared = std::make_shared<const proto::ItemResult>(std::move(result));
+  const proto::ItemResult* shared = &result;
   const int n = pipeline_->num_stages();
   for (size_t i = 0; i < item.slots.size(); ++i) {
     const int64_t slot = item.slots[i];
@@ -455,29 +458,29 @@ void Loader::OnResult(int w, proto::ItemResult result) {
                                r->stages(s).output_bytes());
     }
     if (item.cut == n) {
-      // The finished tensor: it only needs copying into its slot.
-      const std::string& data = r->value().data();
-      if (data.size() != item.batch->sample_bytes()) {
+      // The finished tensor: one copy, from the receive buffer into its slot.
+      const size_t size = received->payload_size(i);
+      if (size != item.batch->sample_bytes()) {
         Finished(item.batch,
                  item.batch->FinishError(
                      slot, SampleError{index, dataset_->SamplePath(index),
                                        absl::InternalError(absl::StrCat(
-                                           "worker result has ", data.size(), " bytes, expected ",
+                                           "worker result has ", size, " bytes, expected ",
                                            item.batch->sample_bytes()))}));
         continue;
       }
-      std::memcpy(item.batch->slot(slot), data.data(), data.size());
-      Finished(item.batch, item.batch->FinishOk(
-                               slot, r->label(),
-                               SampleHash(index, r->label(), item.batch->slot(slot), data.size()),
-                               /*remote=*/true));
+      received->CopyPayload(i, item.batch->slot(slot));
+      Finished(item.batch,
+               item.batch->FinishOk(slot, r->label(),
+                                    SampleHash(index, r->label(), item.batch->slot(slot), size),
+                                    /*remote=*/true));
       continue;
     }
     const int sample = static_cast<int>(i);
     Batch* batch = item.batch;
     const int cut = item.cut;
-    pool_->Submit([this, batch, slot, cut, shared, sample](int thread) {
-      RunSuffix(thread, batch, slot, cut, shared, sample);
+    pool_->Submit([this, batch, slot, cut, received, sample](int thread) {
+      RunSuffix(thread, batch, slot, cut, received, sample);
     });
   }
   Dispatch();
@@ -566,14 +569,14 @@ void Loader::RunSample(int thread, Batch* batch, int64_t slot) {
 }
 
 void Loader::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
-                       std::shared_ptr<const proto::ItemResult> result, int sample) {
+                       std::shared_ptr<const ReceivedMessage> received, int sample) {
   Workspace& ws = *workspaces_[thread];
-  const proto::SampleResult& r = result->samples(sample);
+  const proto::SampleResult& r = received->message.result().samples(sample);
   Sample s;
   s.epoch = batch->epoch();
   s.index = r.index();
   s.label = r.label();
-  absl::Status status = FromWire(r.value(), ws, s);
+  absl::Status status = FromWire(r.value(), received->payloads[sample], ws, s);
   if (status.ok()) {
     status = pipeline_->Run(cut, pipeline_->num_stages(), s, ws, stage_profiler_.get(),
                             batch->slot(slot), batch->sample_bytes());

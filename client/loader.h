@@ -167,9 +167,9 @@ class Loader {
   void SubmitLocal(Batch* batch, int64_t slot);
   void RunSample(int thread, Batch* batch, int64_t slot);
   void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
-                 std::shared_ptr<const proto::ItemResult> result, int sample);
+                 std::shared_ptr<const ReceivedMessage> result, int sample);
   void Finished(Batch* batch, bool done);
-  void OnResult(int w, proto::ItemResult result);
+  void OnResult(int w, std::shared_ptr<const ReceivedMessage> received);
   void OnClosed(int w, const absl::Status& status);
   void WatchdogLoop();
 

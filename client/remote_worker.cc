@@ -18,7 +18,6 @@ RemoteWorker::RemoteWorker(std::string address, Handlers handlers)
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
-  stub_ = proto::Worker::NewStub(channel_);
 }
 
 RemoteWorker::~RemoteWorker() {
@@ -28,7 +27,13 @@ RemoteWorker::~RemoteWorker() {
 }
 
 void RemoteWorker::Start(const proto::JobOpen& open) {
-  stream_ = stub_->Process(&context_);
+  // Worker.Process with our own deserialisation of what comes back (see
+  // received_message.h); requests are plain protobuf.
+  static const grpc::internal::RpcMethod kProcess("/prepflow.proto.Worker/Process",
+                                                  grpc::internal::RpcMethod::BIDI_STREAMING);
+  stream_.reset(
+      grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, ReceivedMessage>::Create(
+          channel_.get(), kProcess, &context_));
   proto::ClientMessage msg;
   *msg.mutable_open() = open;
   {
@@ -78,12 +83,13 @@ void RemoteWorker::WriteLoop() {
 }
 
 void RemoteWorker::ReadLoop() {
-  proto::WorkerMessage msg;
-  while (stream_->Read(&msg)) {
-    if (msg.has_opened()) {
-      if (handlers_.opened) handlers_.opened(msg.opened());
-    } else if (msg.has_result()) {
-      if (handlers_.result) handlers_.result(std::move(*msg.mutable_result()));
+  while (true) {
+    auto msg = std::make_shared<ReceivedMessage>();
+    if (!stream_->Read(msg.get())) break;
+    if (msg->message.has_opened()) {
+      if (handlers_.opened) handlers_.opened(msg->message.opened());
+    } else if (msg->message.has_result()) {
+      if (handlers_.result) handlers_.result(std::move(msg));
     }
   }
   {

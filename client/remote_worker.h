@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "client/received_message.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/worker.grpc.pb.h"
 
@@ -29,7 +30,8 @@ class RemoteWorker {
  public:
   struct Handlers {
     std::function<void(const proto::JobOpened&)> opened;
-    std::function<void(proto::ItemResult)> result;
+    // The result and its payloads, which stay in the received buffer.
+    std::function<void(std::shared_ptr<const ReceivedMessage>)> result;
     std::function<void(const absl::Status&)> closed;
   };
 
@@ -55,9 +57,8 @@ class RemoteWorker {
   const std::string address_;
   Handlers handlers_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<proto::Worker::Stub> stub_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, proto::WorkerMessage>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, ReceivedMessage>> stream_;
 
   absl::Mutex mu_;
   std::deque<proto::ClientMessage> queue_ ABSL_GUARDED_BY(mu_);

@@ -40,12 +40,20 @@ void ToWire(const Sample& s, proto::SampleValue* out) {
 }
 
 absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& s) {
+  const absl::string_view data = value.data();
+  return FromWire(value, absl::MakeConstSpan(&data, 1), ws, s);
+}
+
+absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::string_view> data,
+                      Workspace& ws, Sample& s) {
+  size_t data_size = 0;
+  for (absl::string_view piece : data) data_size += piece.size();
   Shape shape(value.shape().begin(), value.shape().end());
   size_t expected = 0;
   switch (value.kind()) {
     case proto::SampleValue::KIND_ENCODED:
       s.kind = ValueKind::kEncoded;
-      expected = value.data().size();
+      expected = data_size;
       break;
     case proto::SampleValue::KIND_IMAGE:
       s.kind = ValueKind::kImage;
@@ -69,13 +77,17 @@ absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& s)
       return absl::InvalidArgumentError(
           absl::StrCat("sample value: unknown kind ", static_cast<int>(value.kind())));
   }
-  if (value.data().size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("sample value: data has ", value.data().size(),
-                                                   " bytes, shape needs ", expected));
+  if (data_size != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample value: data has ", data_size, " bytes, shape needs ", expected));
   }
   Buffer* buf = s.kind == ValueKind::kEncoded ? &ws.encoded : ws.ScratchFor(nullptr);
   s.data = buf->Reserve(expected);
-  std::memcpy(s.data, value.data().data(), expected);
+  uint8_t* dst = s.data;
+  for (absl::string_view piece : data) {
+    std::memcpy(dst, piece.data(), piece.size());
+    dst += piece.size();
+  }
   s.size = expected;
   s.shape = s.kind == ValueKind::kEncoded ? Shape{static_cast<int64_t>(expected)} : shape;
   s.view = ImageView();

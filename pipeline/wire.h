@@ -7,6 +7,8 @@
 #define PREPFLOW_PIPELINE_WIRE_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "pipeline/ops.h"
 #include "pipeline/sample.h"
 #include "proto/pipeline.pb.h"
@@ -21,6 +23,11 @@ void ToWire(const Sample& sample, proto::SampleValue* out);
 // `ws`. Keeps sample's identity. Errors: InvalidArgument when kind, shape and
 // byte count disagree.
 absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& sample);
+
+// The same, with the value's data given separately as pieces (a received
+// buffer that was not copied into value.data).
+absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::string_view> data,
+                      Workspace& ws, Sample& sample);
 
 }  // namespace prepflow
 

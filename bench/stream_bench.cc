@@ -12,11 +12,13 @@
 #include "absl/synchronization/mutex.h"
 #include "client/remote_worker.h"
 #include "pipeline/dataset.h"
+#include "pipeline/executor.h"
 #include "pipeline/flags.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 
 int main(int argc, char** argv) {
+  prepflow::TuneAllocatorForStreaming();  // as prepflow itself runs
   std::string worker, data;
   double seconds = 10;
   int item_samples = 4, credits = 4;

@@ -1,5 +1,6 @@
 #include "pipeline/executor.h"
 
+#include <malloc.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -61,6 +62,11 @@ void ThreadPool::WorkerLoop(int worker) {
     }
     task(worker);
   }
+}
+
+void TuneAllocatorForStreaming() {
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 int AvailableCpus() {

@@ -59,6 +59,14 @@ class ThreadPool {
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int AvailableCpus();
 
+// Keeps large freed blocks in the heap instead of returning them to the
+// kernel (glibc mallopt M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB). A
+// process streaming gigabytes through fresh multi-megabyte buffers otherwise
+// page-faults on every one: on the wire benchmark this cut the client's CPU
+// per GB by a fifth. prepflow and prepflow-worker call it at start-up; an
+// embedding program may. Process-wide; call before starting threads.
+void TuneAllocatorForStreaming();
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_EXECUTOR_H_

@@ -6,7 +6,7 @@
 
 namespace prepflow {
 
-void ToWire(const Sample& s, proto::SampleValue* out) {
+void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
   switch (s.kind) {
     case ValueKind::kEncoded:
       out->set_kind(proto::SampleValue::KIND_ENCODED);
@@ -20,7 +20,11 @@ void ToWire(const Sample& s, proto::SampleValue* out) {
   }
   out->clear_shape();
   for (int64_t d : s.shape) out->add_shape(d);
-  out->set_data(s.data, s.size);
+  if (include_data) {
+    out->set_data(s.data, s.size);
+  } else {
+    out->clear_data();
+  }
   out->clear_view();
   if (s.kind == ValueKind::kImage) {
     proto::ImageView* v = out->mutable_view();

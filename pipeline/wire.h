@@ -17,7 +17,9 @@ namespace prepflow {
 
 // Writes the value `sample` holds into `out` (its identity is not included:
 // index, label and epoch travel in the enclosing message).
-void ToWire(const Sample& sample, proto::SampleValue* out);
+// With include_data false only the metadata is written (the caller sends the
+// bytes separately).
+void ToWire(const Sample& sample, proto::SampleValue* out, bool include_data = true);
 
 // Makes `sample` hold the value in `value`, copying the bytes into a buffer of
 // `ws`. Keeps sample's identity. Errors: InvalidArgument when kind, shape and

@@ -6,12 +6,12 @@
 # (bench/stream_bench). Prints one JSON object with gbytes_per_s,
 # iperf3_gbytes_per_s, ratio and client_cpu_s_per_gb (medians over ROUNDS).
 #
-#   scripts/bench_stream.sh            env: ROUNDS (3), SECONDS_EACH (5), ITEM_SAMPLES (1)
+#   scripts/bench_stream.sh            env: ROUNDS (3), SECONDS_EACH (5), ITEM_SAMPLES (4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-3}
 secs=${SECONDS_EACH:-5}
-item=${ITEM_SAMPLES:-1}
+item=${ITEM_SAMPLES:-4}
 
 scripts/setup.sh >&2
 if ! command -v iperf3 >/dev/null; then

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
@@ -122,7 +124,7 @@ void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {
 }
 
 absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
-                                std::function<void(proto::ItemResult)> done) {
+                                std::function<void(ItemOutput)> done) {
   const int64_t n = job->dataset().size();
   if (item.cut() < 0 || item.cut() > job->pipeline().num_stages()) {
     return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": cut ",
@@ -142,9 +144,9 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
   }
   const bool queued = pool_->Submit(
       [this, job = std::move(job), item = std::move(item), done = std::move(done)](int thread) {
-        proto::ItemResult result;
-        RunItem(thread, *job, item, &result);
-        done(std::move(result));
+        ItemOutput out;
+        RunItem(thread, *job, item, &out);
+        done(std::move(out));
       });
   if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
   if (!queued) return absl::UnavailableError("worker is shutting down");
@@ -152,13 +154,16 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
 }
 
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
-                         proto::ItemResult* result) {
+                         ItemOutput* output) {
+  proto::ItemResult* result = &output->result;
   Workspace& ws = *workspaces_[thread];
   const Pipeline& pipeline = job.pipeline();
   const Dataset& dataset = job.dataset();
   result->set_item_id(item.item_id());
   int64_t bytes = 0;
-  for (int64_t index : item.indices()) {
+  output->payloads.resize(static_cast<size_t>(item.indices_size()));
+  for (int i = 0; i < item.indices_size(); ++i) {
+    const int64_t index = item.indices(i);
     proto::SampleResult* out = result->add_samples();
     out->set_index(index);
     out->set_label(dataset.label(index));
@@ -193,7 +198,19 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
       if (metrics_ != nullptr) metrics_->SampleFailed(status.code());
       continue;
     }
-    ToWire(s, out->mutable_value());
+    // The one copy of the payload on this side: out of the reused workspace
+    // into a buffer the transport sends from and frees.
+    ToWire(s, out->mutable_value(), /*include_data=*/false);
+    Payload& payload = output->payloads[i];
+    payload.data.reset(static_cast<uint8_t*>(std::malloc(s.size > 0 ? s.size : 1)));
+    if (payload.data == nullptr) {
+      out->clear_value();
+      out->set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+      out->set_error("out of memory for the result");
+      continue;
+    }
+    std::memcpy(payload.data.get(), s.data, s.size);
+    payload.size = s.size;
     bytes += static_cast<int64_t>(s.size);
   }
   if (metrics_ != nullptr) {

@@ -10,6 +10,7 @@
 #ifndef PREPFLOW_SERVER_WORKER_CORE_H_
 #define PREPFLOW_SERVER_WORKER_CORE_H_
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +37,23 @@ struct WorkerOptions {
   int max_item_samples = 4096;
   int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
   std::string worker_id;                  // for logs and JobOpened; default host:pid
+};
+
+// A sample's payload, in a buffer of its own (malloc'd), so a transport can
+// send it without copying and free it when sent.
+struct Payload {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data;
+  size_t size = 0;
+};
+
+// A finished work item: the result with every sample's value.data left empty,
+// and one payload per sample (empty for a failed one), in order.
+struct ItemOutput {
+  proto::ItemResult result;
+  std::vector<Payload> payloads;
 };
 
 // One job as opened by one stream.
@@ -76,7 +94,7 @@ class WorkerCore {
   // failures are inside the result, not a Status. Never blocks: the stream's
   // credits bound what is queued.
   absl::Status Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
-                      std::function<void(proto::ItemResult)> done);
+                      std::function<void(ItemOutput)> done);
 
   // Stops taking new jobs (draining() becomes true); running items finish.
   void BeginDrain();
@@ -88,8 +106,7 @@ class WorkerCore {
   void Stop() { pool_->Stop(); }
 
  private:
-  void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
-               proto::ItemResult* result);
+  void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
   absl::StatusOr<std::shared_ptr<const Dataset>> GetDataset(const proto::DatasetSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "pipeline/executor.h"
 #include "pipeline/flags.h"
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
@@ -138,6 +139,7 @@ int Main(int argc, char** argv) {
 }  // namespace prepflow
 
 int main(int argc, char** argv) {
+  prepflow::TuneAllocatorForStreaming();
   auto logger = spdlog::stderr_color_mt("prepflow-worker");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");

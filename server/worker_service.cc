@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "server/result_encoding.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -18,7 +19,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
 // can still call back, and always as the last thing a handler does, after it
 // has released mu_: gRPC may delete the reactor (OnDone) as soon as Finish()
 // is called.
-class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage> {
+class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamReactor(WorkerService* service, grpc::CallbackServerContext* context)
       : service_(service), core_(service->core_), context_(context) {
@@ -31,9 +32,11 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
       absl::MutexLock lock(&mu_);
       if (!ok) {  // the client half-closed, or the stream broke
         reads_done_ = true;
+      } else if (!grpc::SerializationTraits<proto::ClientMessage>::Deserialize(&in_, &msg_).ok()) {
+        Fail(absl::InvalidArgumentError("unparseable message from the client"));
       } else if (job_ == nullptr) {
         OpenJob();
-      } else if (in_.has_item()) {
+      } else if (msg_.has_item()) {
         TakeItem();
       } else {
         Fail(absl::InvalidArgumentError("expected a work item after the job open message"));
@@ -90,19 +93,19 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
 
  private:
   void OpenJob() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!in_.has_open()) {
+    if (!msg_.has_open()) {
       Fail(absl::InvalidArgumentError("the first message of a stream must open a job"));
       return;
     }
     proto::WorkerMessage reply;
-    auto job = core_->OpenJob(in_.open(), reply.mutable_opened());
+    auto job = core_->OpenJob(msg_.open(), reply.mutable_opened());
     if (!job.ok()) {
       Fail(job.status());
       return;
     }
     job_ = *std::move(job);
     credits_ = job_->max_items_in_flight();
-    Send(std::move(reply));
+    Send(EncodeMessage(reply));
   }
 
   void TakeItem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -113,31 +116,28 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
       return;
     }
     ++in_flight_;
-    absl::Status s = core_->Submit(job_, std::move(*in_.mutable_item()),
-                                   [this](proto::ItemResult result) { Done(std::move(result)); });
+    absl::Status s = core_->Submit(job_, std::move(*msg_.mutable_item()),
+                                   [this](ItemOutput output) { Done(std::move(output)); });
     if (!s.ok()) {
       --in_flight_;
       Fail(s);
     }
   }
 
-  // On a pool thread: the result of one item.
-  void Done(proto::ItemResult result) {
+  // On a pool thread: the result of one item, encoded before taking the lock.
+  void Done(ItemOutput output) {
+    grpc::ByteBuffer encoded = EncodeItemOutput(std::move(output));
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
-      if (!broken_ && !finishing_) {
-        proto::WorkerMessage msg;
-        *msg.mutable_result() = std::move(result);
-        Send(std::move(msg));
-      }
+      if (!broken_ && !finishing_) Send(std::move(encoded));
       finish = MaybeFinish();
     }
     if (finish) Finish(*finish);
   }
 
-  void Send(proto::WorkerMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void Send(grpc::ByteBuffer msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     outbox_.push_back(std::move(msg));
     WriteNext();
   }
@@ -178,13 +178,14 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
   WorkerService* service_;
   WorkerCore* core_;
   grpc::CallbackServerContext* context_;
-  proto::ClientMessage in_;  // owned by the one outstanding read
+  grpc::ByteBuffer in_;       // owned by the one outstanding read
+  proto::ClientMessage msg_;  // in_, parsed
 
   absl::Mutex mu_;
   std::shared_ptr<WorkerJob> job_ ABSL_GUARDED_BY(mu_);
   int credits_ ABSL_GUARDED_BY(mu_) = 0;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<proto::WorkerMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<grpc::ByteBuffer> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
@@ -193,7 +194,7 @@ class StreamReactor : public grpc::ServerBidiReactor<proto::ClientMessage, proto
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
-grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage>* WorkerService::Process(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Process(
     grpc::CallbackServerContext* context) {
   auto* reactor = new StreamReactor(this, context);
   bool drain = false;

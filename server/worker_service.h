@@ -17,11 +17,15 @@ namespace prepflow {
 
 class StreamReactor;
 
-class WorkerService final : public proto::Worker::CallbackService {
+// The Process method is served raw (byte buffers) so results go out without
+// protobuf copying their payloads (result_encoding.h); the messages on the
+// wire are the same WorkerMessage and ClientMessage.
+class WorkerService final
+    : public proto::Worker::WithRawCallbackMethod_Process<proto::Worker::Service> {
  public:
   explicit WorkerService(WorkerCore* core) : core_(core) {}
 
-  grpc::ServerBidiReactor<proto::ClientMessage, proto::WorkerMessage>* Process(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
       grpc::CallbackServerContext* context) override;
 
   // Graceful shutdown, step one: refuse new jobs and items; every stream

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "client/cli/commands.h"
+#include "pipeline/executor.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -25,6 +26,7 @@ environment:
 }  // namespace
 
 int main(int argc, char** argv) {
+  prepflow::TuneAllocatorForStreaming();
   // Logs go to stderr so stdout carries only results (and --json's last line).
   auto logger = spdlog::stderr_color_mt("prepflow");
   spdlog::set_default_logger(logger);

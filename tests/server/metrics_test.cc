@@ -74,7 +74,7 @@ TEST(WorkerMetrics, CountItemsSamplesErrorsAndStageTimes) {
   item.set_cut(4);
   for (int64_t i = 0; i < 3; ++i) item.add_indices(i);
   absl::Notification done;
-  ASSERT_TRUE(core.Submit(*job, item, [&](proto::ItemResult) { done.Notify(); }).ok());
+  ASSERT_TRUE(core.Submit(*job, item, [&](ItemOutput) { done.Notify(); }).ok());
   done.WaitForNotification();
 
   const std::string text = Scrape(port);

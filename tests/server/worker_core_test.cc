@@ -51,17 +51,16 @@ class WorkerCoreTest : public ::testing::Test {
     return open;
   }
 
-  proto::ItemResult RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices,
-                            int cut) {
+  ItemOutput RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices, int cut) {
     proto::WorkItem item;
     item.set_item_id(1);
     item.set_cut(cut);
     for (int64_t i : indices) item.add_indices(i);
     absl::Notification done;
-    proto::ItemResult out;
+    ItemOutput out;
     EXPECT_TRUE(core_
                     ->Submit(job, item,
-                             [&](proto::ItemResult r) {
+                             [&](ItemOutput r) {
                                out = std::move(r);
                                done.Notify();
                              })
@@ -82,8 +81,10 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
   EXPECT_EQ(opened.num_stages(), 4);
   EXPECT_EQ(opened.threads(), 2);
   EXPECT_GT(opened.max_items_in_flight(), 0);
-  const proto::ItemResult r = RunItem(*job, {0, 3, 7}, 4);
+  const ItemOutput output = RunItem(*job, {0, 3, 7}, 4);
+  const proto::ItemResult& r = output.result;
   ASSERT_EQ(r.samples_size(), 3);
+  ASSERT_EQ(output.payloads.size(), 3u);
   // The same sample run locally gives the same bytes.
   auto p = Pipeline::Create(*LoadPipelineSpec("imagenet-train"), PipelineOptions{5, {}});
   ASSERT_TRUE(p.ok());
@@ -100,7 +101,10 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
     auto local =
         testing::RunPipeline(**p, testing::ReadFile((*ds)->SamplePath(s.index())), s.index());
     ASSERT_TRUE(local.status.ok());
-    EXPECT_EQ(s.value().data(), std::string(local.bytes.begin(), local.bytes.end()));
+    EXPECT_TRUE(s.value().data().empty());  // the payload travels separately
+    const Payload& payload = output.payloads[i];
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(payload.data.get()), payload.size),
+              std::string(local.bytes.begin(), local.bytes.end()));
   }
   core_->CloseJob(*job);
 }
@@ -143,7 +147,8 @@ TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
   }
   ASSERT_GE(escape, 0);
   const int64_t other = escape == 0 ? 1 : 0;
-  const proto::ItemResult r = RunItem(*job, {escape, other}, 1);
+  const ItemOutput output = RunItem(*job, {escape, other}, 1);
+  const proto::ItemResult& r = output.result;
   EXPECT_EQ(r.samples(0).code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(r.samples(0).error(), HasSubstr("escape.jpg"));
   EXPECT_THAT(r.samples(0).error(), HasSubstr("outside the data root"));
@@ -189,7 +194,7 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
     proto::WorkItem item;
     item.set_cut(cut);
     for (int64_t i : indices) item.add_indices(i);
-    return core_->Submit(*a, item, [](proto::ItemResult) {});
+    return core_->Submit(*a, item, [](ItemOutput) {});
   };
   EXPECT_THAT(submit(5, {0}).message(), HasSubstr("cut 5 is outside [0, 4]"));
   EXPECT_THAT(submit(1, {8}).message(), HasSubstr("index 8 is outside the dataset [0, 8)"));

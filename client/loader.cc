@@ -415,41 +415,45 @@ void Loader::DropWorker(int w, const std::string& why) {
 
 void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
   const proto::ItemResult& result = received->message.result();
-  absl::MutexLock lock(&mu_);
-  Worker& worker = workers_[w];
-  worker.last_heard_nanos = WallNanos();
-  auto it = items_.find(result.item_id());
-  // Only the worker an item is assigned to may answer it: anything else is a
-  // late answer from a worker already given up on, and is dropped.
-  if (!worker.alive || it == items_.end() || it->second.worker != w) return;
-  Item item = std::move(it->second);
-  items_.erase(it);
-  worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
-  const proto::ItemResult* shared = &result;
+  Item item;
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    Worker& worker = workers_[w];
+    worker.last_heard_nanos = WallNanos();
+    auto it = items_.find(result.item_id());
+    // Only the worker an item is assigned to may answer it: anything else is a
+    // late answer from a worker already given up on, and is dropped.
+    if (!worker.alive || it == items_.end() || it->second.worker != w) return;
+    item = std::move(it->second);
+    items_.erase(it);
+    worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
+    address = worker.stream->address();
+    Dispatch();  // its credit is free again
+  }
+  // The item is ours alone now, and its batch cannot be handed out before
+  // every slot is finished: copy and finish without holding the lock.
   const int n = pipeline_->num_stages();
+  bool done = false;
+  auto fail = [&](int64_t slot, int64_t index, absl::Status status) {
+    done |= item.batch->FinishError(slot, SampleError{index, dataset_->SamplePath(index), status});
+  };
   for (size_t i = 0; i < item.slots.size(); ++i) {
     const int64_t slot = item.slots[i];
     const int64_t index = item.batch->index_at(slot);
-    const proto::SampleResult* r = static_cast<int>(i) < shared->samples_size()
-                                       ? &shared->samples(static_cast<int>(i))
+    const proto::SampleResult* r = static_cast<int>(i) < result.samples_size()
+                                       ? &result.samples(static_cast<int>(i))
                                        : nullptr;
     if (r == nullptr || r->index() != index) {
-      Finished(item.batch,
-               item.batch->FinishError(
-                   slot, SampleError{index, dataset_->SamplePath(index),
-                                     absl::InternalError(absl::StrCat(
-                                         "worker ", worker.stream->address(), " answered item ",
-                                         shared->item_id(), " with the wrong samples"))}));
+      fail(slot, index,
+           absl::InternalError(absl::StrCat("worker ", address, " answered item ", result.item_id(),
+                                            " with the wrong samples")));
       continue;
     }
     if (r->code() != 0) {
-      Finished(
-          item.batch,
-          item.batch->FinishError(
-              slot, SampleError{index, dataset_->SamplePath(index),
-                                absl::Status(static_cast<absl::StatusCode>(r->code()),
-                                             absl::StrCat("on worker ", worker.stream->address(),
-                                                          ": ", r->error()))}));
+      fail(slot, index,
+           absl::Status(static_cast<absl::StatusCode>(r->code()),
+                        absl::StrCat("on worker ", address, ": ", r->error())));
       continue;
     }
     remote_profiler_->Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
@@ -461,19 +465,15 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
       // The finished tensor: one copy, from the receive buffer into its slot.
       const size_t size = received->payload_size(i);
       if (size != item.batch->sample_bytes()) {
-        Finished(item.batch,
-                 item.batch->FinishError(
-                     slot, SampleError{index, dataset_->SamplePath(index),
-                                       absl::InternalError(absl::StrCat(
-                                           "worker result has ", size, " bytes, expected ",
-                                           item.batch->sample_bytes()))}));
+        fail(slot, index,
+             absl::InternalError(absl::StrCat("worker result has ", size, " bytes, expected ",
+                                              item.batch->sample_bytes())));
         continue;
       }
       received->CopyPayload(i, item.batch->slot(slot));
-      Finished(item.batch,
-               item.batch->FinishOk(slot, r->label(),
-                                    SampleHash(index, r->label(), item.batch->slot(slot), size),
-                                    /*remote=*/true));
+      done |= item.batch->FinishOk(slot, r->label(),
+                                   SampleHash(index, r->label(), item.batch->slot(slot), size),
+                                   /*remote=*/true);
       continue;
     }
     const int sample = static_cast<int>(i);
@@ -483,7 +483,10 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
       RunSuffix(thread, batch, slot, cut, received, sample);
     });
   }
-  Dispatch();
+  if (done) {
+    absl::MutexLock lock(&mu_);
+    batch_done_.SignalAll();
+  }
 }
 
 void Loader::OnClosed(int w, const absl::Status& status) {
@@ -526,10 +529,6 @@ void Loader::WatchdogLoop() {
 
 void Loader::SubmitLocal(Batch* batch, int64_t slot) {
   pool_->Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
-}
-
-void Loader::Finished(Batch* batch, bool done) {
-  if (done) batch_done_.SignalAll();
 }
 
 void Loader::RunSample(int thread, Batch* batch, int64_t slot) {

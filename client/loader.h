@@ -168,7 +168,6 @@ class Loader {
   void RunSample(int thread, Batch* batch, int64_t slot);
   void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
                  std::shared_ptr<const ReceivedMessage> result, int sample);
-  void Finished(Batch* batch, bool done);
   void OnResult(int w, std::shared_ptr<const ReceivedMessage> received);
   void OnClosed(int w, const absl::Status& status);
   void WatchdogLoop();

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
 #include "pipeline/synthetic.h"
+#include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -37,37 +38,8 @@ class LoaderTest : public ::testing::Test {
     return o;
   }
 
-  struct Result {
-    absl::Status status;
-    LoaderStats stats;
-    std::vector<int64_t> indices;  // in delivery order
-    std::vector<size_t> batch_sizes;
-    uint64_t recomputed = 0;  // checksum recomputed from the delivered tensors
-  };
-  static Result Drain(const LoaderOptions& o) {
-    Result r;
-    auto loader = Loader::Create(o);
-    EXPECT_TRUE(loader.ok()) << loader.status();
-    if (!loader.ok()) return r;
-    while (true) {
-      auto b = (*loader)->Next();
-      if (!b.ok()) {
-        r.status = b.status();
-        break;
-      }
-      if (*b == nullptr) break;
-      const Batch& batch = **b;
-      r.batch_sizes.push_back(static_cast<size_t>(batch.size()));
-      EXPECT_EQ(batch.shape()[0], batch.size());
-      for (int64_t i = 0; i < batch.size(); ++i) {
-        r.indices.push_back(batch.indices()[i]);
-        r.recomputed += SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i),
-                                   batch.sample_bytes());
-      }
-    }
-    r.stats = (*loader)->Stats();
-    return r;
-  }
+  using Result = testing::Drained;
+  static Result Drain(const LoaderOptions& o) { return testing::Drain(o); }
 
   static TempDir* dir_;
 };

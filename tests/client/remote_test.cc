@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/synthetic.h"
+#include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/worker_process.h"
 
@@ -21,30 +22,7 @@ using ::prepflow::testing::TempDir;
 using ::prepflow::testing::WorkerProcess;
 using ::testing::HasSubstr;
 
-struct RunResult {
-  absl::Status status;
-  LoaderStats stats;
-  std::map<int64_t, int> seen;  // index -> deliveries
-};
-
-// Drains `loader`, calling `after_first` once the first batch is in hand.
-RunResult Drain(Loader& loader, const std::function<void()>& after_first = nullptr) {
-  RunResult r;
-  bool first = true;
-  while (true) {
-    auto b = loader.Next();
-    if (!b.ok()) {
-      r.status = b.status();
-      break;
-    }
-    if (*b == nullptr) break;
-    for (int64_t i : (*b)->indices()) ++r.seen[i];
-    if (first && after_first) after_first();
-    first = false;
-  }
-  r.stats = loader.Stats();
-  return r;
-}
+using RunResult = testing::Drained;
 
 class RemoteTest : public ::testing::Test {
  protected:
@@ -73,15 +51,12 @@ class RemoteTest : public ::testing::Test {
   }
   static RunResult RunWith(const LoaderOptions& o,
                            const std::function<void(Loader&)>& after_first = nullptr) {
-    auto loader = Loader::Create(o);
-    EXPECT_TRUE(loader.ok()) << loader.status();
-    if (!loader.ok()) return RunResult{loader.status(), {}, {}};
-    return Drain(**loader, after_first ? [&] { after_first(**loader); } : std::function<void()>());
+    return testing::Drain(o, after_first);
   }
   static void ExpectExactlyOnce(const RunResult& r, int64_t n, int epochs = 1) {
     ASSERT_TRUE(r.status.ok()) << r.status;
-    ASSERT_EQ(static_cast<int64_t>(r.seen.size()), n);
-    for (const auto& [index, count] : r.seen) ASSERT_EQ(count, epochs) << "index " << index;
+    ASSERT_EQ(static_cast<int64_t>(r.deliveries.size()), n);
+    for (const auto& [index, count] : r.deliveries) ASSERT_EQ(count, epochs) << "index " << index;
     EXPECT_EQ(r.stats.images, n * epochs);
     EXPECT_EQ(r.stats.errors, 0);
   }

@@ -1,0 +1,32 @@
+// Draining a Loader in tests: everything a test may want to check about what
+// it delivered.
+#ifndef PREPFLOW_TESTS_TESTING_LOADER_UTIL_H_
+#define PREPFLOW_TESTS_TESTING_LOADER_UTIL_H_
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "client/loader.h"
+
+namespace prepflow::testing {
+
+struct Drained {
+  absl::Status status;  // the first error Next() returned, if any
+  LoaderStats stats;
+  std::vector<int64_t> indices;       // in delivery order
+  std::map<int64_t, int> deliveries;  // index -> how many times
+  std::vector<size_t> batch_sizes;
+  uint64_t recomputed = 0;  // the checksum, recomputed from the delivered tensors
+};
+
+// Calls Next() until the end or an error; `after_first` runs once the first
+// batch is in hand (to inject a fault mid-run).
+Drained Drain(Loader& loader, const std::function<void()>& after_first = nullptr);
+// Creates a Loader from `options` (the test fails if it cannot) and drains it.
+Drained Drain(const LoaderOptions& options,
+              const std::function<void(Loader&)>& after_first = nullptr);
+
+}  // namespace prepflow::testing
+
+#endif  // PREPFLOW_TESTS_TESTING_LOADER_UTIL_H_

@@ -1,0 +1,220 @@
+#include "policy/planner.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace prepflow::policy {
+namespace {
+
+constexpr int kRows = 4;  // local CPU, remote CPU, network, demand
+constexpr double kUnlimited = 1e299;
+
+struct Candidate {
+  std::vector<double> rate;
+  double throughput = 0;
+  double remote = 0;
+  double bytes = 0;
+};
+
+// Lexicographic: more throughput, then fewer remote cores, then fewer bytes.
+bool Better(const Candidate& a, const Candidate& b) {
+  auto differs = [](double x, double y) {
+    return std::abs(x - y) > 1e-9 * std::max({1.0, std::abs(x), std::abs(y)});
+  };
+  if (differs(a.throughput, b.throughput)) return a.throughput > b.throughput;
+  if (differs(a.remote, b.remote)) return a.remote < b.remote;
+  if (differs(a.bytes, b.bytes)) return a.bytes < b.bytes;
+  return false;
+}
+
+// Solves the s x s system m * x = rhs by Gaussian elimination with partial
+// pivoting. Returns false when it is singular.
+bool Solve(int s, std::array<std::array<double, kRows>, kRows> m, std::array<double, kRows> rhs,
+           std::array<double, kRows>* x) {
+  for (int col = 0; col < s; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < s; ++r) {
+      if (std::abs(m[r][col]) > std::abs(m[pivot][col])) pivot = r;
+    }
+    if (std::abs(m[pivot][col]) < 1e-15) return false;
+    std::swap(m[pivot], m[col]);
+    std::swap(rhs[pivot], rhs[col]);
+    for (int r = 0; r < s; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      for (int c = col; c < s; ++c) m[r][c] -= f * m[col][c];
+      rhs[r] -= f * rhs[col];
+    }
+  }
+  for (int i = 0; i < s; ++i) (*x)[i] = rhs[i] / m[i][i];
+  return true;
+}
+
+}  // namespace
+
+const char* BindingName(Binding b) {
+  switch (b) {
+    case Binding::kLocalCpu:
+      return "local CPU";
+    case Binding::kRemoteCpu:
+      return "remote CPU";
+    case Binding::kNetwork:
+      return "network";
+    case Binding::kDemand:
+      return "demand";
+  }
+  return "?";
+}
+
+absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
+  const size_t n = in.local_cost.size();
+  const std::vector<double>& remote = in.remote_cost.empty() ? in.local_cost : in.remote_cost;
+  if (remote.size() != n || in.boundary_bytes.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan input: local_cost has ", n, " stages but remote_cost has ",
+                     remote.size(), " and boundary_bytes ", in.boundary_bytes.size()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (double v : {in.local_cost[i], remote[i], in.boundary_bytes[i]}) {
+      if (!(v >= 0) || !std::isfinite(v)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "plan input: stage ", i, " has a negative or non-finite cost or size (", v, ")"));
+      }
+    }
+  }
+  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  const char* const names[kRows] = {"local_cores", "remote_cores", "bandwidth", "demand"};
+  for (int r = 0; r < kRows; ++r) {
+    if (!(cap[r] >= 0) || std::isnan(cap[r])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan input: ", names[r], " must be >= 0, got ", cap[r]));
+    }
+  }
+  if (!(in.cores_per_worker > 0)) {
+    return absl::InvalidArgumentError("plan input: cores_per_worker must be positive");
+  }
+
+  // Path k's use of each resource per sample.
+  const size_t paths = n + 1;
+  std::vector<std::array<double, kRows>> use(paths);
+  for (size_t k = 0; k < paths; ++k) {
+    double local = 0, rem = 0;
+    for (size_t i = 0; i < n; ++i)
+      (i >= k ? local : rem) += (i >= k ? in.local_cost[i] : remote[i]);
+    use[k] = {local, rem, k == 0 ? 0.0 : in.boundary_bytes[k - 1], 1.0};
+  }
+  std::vector<int> finite_rows;
+  for (int r = 0; r < kRows; ++r) {
+    if (cap[r] < kUnlimited) finite_rows.push_back(r);
+  }
+  for (size_t k = 0; k < paths; ++k) {
+    bool bounded = false;
+    for (int r : finite_rows) bounded = bounded || use[k][r] > 0;
+    if (!bounded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan input: path cut=", k,
+                       " uses no limited resource, so throughput is unbounded; "
+                       "give a demand or the stage costs"));
+    }
+  }
+
+  Candidate best;
+  best.rate.assign(paths, 0);
+  Candidate cand;
+  cand.rate.assign(paths, 0);
+  // Every vertex: a support of s paths made tight on s finite rows.
+  std::vector<int> support;
+  auto consider_support = [&]() {
+    const int s = static_cast<int>(support.size());
+    const int f = static_cast<int>(finite_rows.size());
+    for (int mask = 0; mask < (1 << f); ++mask) {
+      if (__builtin_popcount(static_cast<unsigned>(mask)) != s) continue;
+      std::array<std::array<double, kRows>, kRows> m{};
+      std::array<double, kRows> rhs{}, x{};
+      int row = 0;
+      for (int t = 0; t < f; ++t) {
+        if (!(mask & (1 << t))) continue;
+        for (int j = 0; j < s; ++j) m[row][j] = use[support[j]][finite_rows[t]];
+        rhs[row] = cap[finite_rows[t]];
+        ++row;
+      }
+      if (!Solve(s, m, rhs, &x)) continue;
+      bool feasible = true;
+      for (int j = 0; j < s && feasible; ++j) feasible = x[j] >= -1e-12;
+      if (!feasible) continue;
+      std::array<double, kRows> used{};
+      for (int j = 0; j < s; ++j) {
+        x[j] = std::max(0.0, x[j]);
+        for (int r = 0; r < kRows; ++r) used[r] += use[support[j]][r] * x[j];
+      }
+      for (int r : finite_rows) {
+        if (used[r] > cap[r] * (1 + 1e-9) + 1e-12) feasible = false;
+      }
+      if (!feasible) continue;
+      std::fill(cand.rate.begin(), cand.rate.end(), 0.0);
+      for (int j = 0; j < s; ++j) cand.rate[support[j]] = x[j];
+      cand.throughput = used[3];
+      cand.remote = used[1];
+      cand.bytes = used[2];
+      if (Better(cand, best)) best = cand;
+    }
+  };
+  // Supports of size 1..min(finite rows, paths), in lexicographic order.
+  const int max_support =
+      std::min({static_cast<int>(finite_rows.size()), kRows, static_cast<int>(paths)});
+  for (int s = 1; s <= max_support; ++s) {
+    support.assign(s, 0);
+    for (int j = 0; j < s; ++j) support[j] = j;
+    while (true) {
+      consider_support();
+      int j = s - 1;
+      while (j >= 0 && support[j] == static_cast<int>(paths) - s + j) --j;
+      if (j < 0) break;
+      ++support[j];
+      for (int t = j + 1; t < s; ++t) support[t] = support[t - 1] + 1;
+    }
+  }
+
+  Plan plan;
+  plan.rate = best.rate;
+  plan.throughput = best.throughput;
+  plan.remote_cores_used = best.remote;
+  plan.network_bytes_per_s = best.bytes;
+  for (size_t k = 0; k < paths; ++k) plan.local_cores_used += best.rate[k] * use[k][0];
+  plan.remote_fraction =
+      plan.throughput > 0 ? (plan.throughput - best.rate[0]) / plan.throughput : 0;
+  plan.workers = static_cast<int>(std::ceil(plan.remote_cores_used / in.cores_per_worker - 1e-9));
+  const std::array<double, kRows> used = {plan.local_cores_used, plan.remote_cores_used,
+                                          plan.network_bytes_per_s, plan.throughput};
+  const Binding kinds[kRows] = {Binding::kLocalCpu, Binding::kRemoteCpu, Binding::kNetwork,
+                                Binding::kDemand};
+  for (int r : finite_rows) {
+    if (used[r] >= cap[r] * (1 - 1e-6) && cap[r] > 0) plan.binding.push_back(kinds[r]);
+    if (cap[r] == 0) plan.binding.push_back(kinds[r]);
+  }
+
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < paths; ++k) {
+    if (plan.rate[k] <= 1e-9 * std::max(1.0, plan.throughput)) continue;
+    const std::string where = k == 0   ? "all local"
+                              : k == n ? "all remote"
+                                       : absl::StrCat("cut ", k);
+    parts.push_back(absl::StrFormat("%s %.0f%%", where, 100 * plan.rate[k] / plan.throughput));
+  }
+  std::vector<std::string> binding;
+  for (Binding b : plan.binding) binding.push_back(BindingName(b));
+  plan.explanation = absl::StrFormat(
+      "%.1f samples/s: %s; %.2f local + %.2f remote cores (%d workers), %.1f MB/s on the "
+      "network; bound by %s",
+      plan.throughput, parts.empty() ? "nothing runs" : absl::StrJoin(parts, ", "),
+      plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.network_bytes_per_s / 1e6,
+      binding.empty() ? "nothing" : absl::StrJoin(binding, " and "));
+  return plan;
+}
+
+}  // namespace prepflow::policy

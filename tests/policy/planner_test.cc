@@ -1,0 +1,190 @@
+// The planner against hand-solved cases and against a grid search.
+#include "policy/planner.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/rng.h"
+
+namespace prepflow::policy {
+namespace {
+
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+constexpr double kTol = 1e-6;
+
+// decode 8 ms, crop 2 ms; 600 KB after decode, 150 KB after the crop.
+PlanInput TwoStages() {
+  PlanInput in;
+  in.local_cost = {0.008, 0.002};
+  in.boundary_bytes = {600e3, 150e3};
+  in.local_cores = 1;
+  return in;
+}
+
+TEST(Planner, StaysLocalWhenLocalCpuMeetsDemand) {
+  PlanInput in = TwoStages();
+  in.remote_cores = 4;
+  in.demand = 80;  // local alone does 100/s
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear(80, kTol), DoubleNear(0, kTol), DoubleNear(0, kTol)));
+  EXPECT_NEAR(plan->remote_cores_used, 0, kTol);
+  EXPECT_EQ(plan->workers, 0);
+  EXPECT_EQ(plan->remote_fraction, 0);
+  EXPECT_THAT(plan->binding, ElementsAre(Binding::kDemand));
+}
+
+TEST(Planner, UsesEveryCoreAndSendsTheSmallerBoundary) {
+  // Every sample needs 10 ms of CPU wherever it runs, so 3 cores give 300/s
+  // whichever paths are mixed; the tie on remote cores (2 in every case) is
+  // broken by bytes: cut 2 sends 150 KB a sample, cut 1 600 KB.
+  PlanInput in = TwoStages();
+  in.remote_cores = 2;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 300, kTol);
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear(100, kTol), DoubleNear(0, kTol), DoubleNear(200, kTol)));
+  EXPECT_NEAR(plan->remote_cores_used, 2, kTol);
+  EXPECT_NEAR(plan->network_bytes_per_s, 200 * 150e3, 1);
+  EXPECT_NEAR(plan->remote_fraction, 2.0 / 3, kTol);
+  EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kRemoteCpu));
+}
+
+TEST(Planner, ATightNetworkMovesTheCutToFewerBytes) {
+  // normalize makes the sample 4x bigger again: all-remote sends 600 KB, cut 2
+  // (normalize here) 150 KB. 30 MB/s then allows 200/s through cut 2, using
+  // 0.2 local cores; the other 0.8 run 80/s fully local: 280/s.
+  PlanInput in;
+  in.local_cost = {0.008, 0.001, 0.001};
+  in.boundary_bytes = {600e3, 150e3, 600e3};
+  in.local_cores = 1;
+  in.remote_cores = 4;
+  in.bandwidth = 30e6;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 280, kTol);
+  EXPECT_THAT(plan->rate, ElementsAre(DoubleNear(80, kTol), DoubleNear(0, kTol),
+                                      DoubleNear(200, kTol), DoubleNear(0, kTol)));
+  EXPECT_NEAR(plan->remote_cores_used, 1.8, kTol);
+  EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kNetwork));
+  EXPECT_THAT(plan->explanation, HasSubstr("cut 2 71%"));
+  EXPECT_THAT(plan->explanation, HasSubstr("bound by local CPU and network"));
+
+  // With bandwidth to spare the plan sends everything remote instead.
+  in.bandwidth = 1e12;
+  auto wide = MakePlan(in);
+  ASSERT_TRUE(wide.ok());
+  EXPECT_GT(wide->throughput, 280);
+}
+
+TEST(Planner, FewestRemoteCoresThenFewestBytesAtTheDemand) {
+  // 150/s wanted, 100/s possible here. Offloading at cut 1 frees 8 ms of local
+  // CPU for 8 ms remote, at cut 2 10 ms for 10 ms: both need 0.5 remote cores.
+  // Cut 2 sends 7.5 MB/s, cut 1 would send 37.5 MB/s.
+  PlanInput in = TwoStages();
+  in.remote_cores = 10;
+  in.demand = 150;
+  in.cores_per_worker = 0.25;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear(100, kTol), DoubleNear(0, kTol), DoubleNear(50, kTol)));
+  EXPECT_NEAR(plan->remote_cores_used, 0.5, kTol);
+  EXPECT_EQ(plan->workers, 2);
+  EXPECT_NEAR(plan->network_bytes_per_s, 7.5e6, 1);
+  EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kDemand));
+}
+
+TEST(Planner, RemoteCostsMayDifferFromLocal) {
+  // Workers are twice as slow per core: 2 remote cores are worth 1 local.
+  PlanInput in = TwoStages();
+  in.remote_cost = {0.016, 0.004};
+  in.remote_cores = 2;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 200, kTol);
+}
+
+TEST(Planner, InvalidInputsNameTheField) {
+  PlanInput in = TwoStages();
+  in.boundary_bytes = {1};
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("boundary_bytes 1"));
+  in = TwoStages();
+  in.local_cost[1] = -1;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("stage 1"));
+  in = TwoStages();
+  in.local_cores = -1;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("local_cores"));
+  in = TwoStages();
+  in.local_cost = {0, 0};
+  in.remote_cores = 1;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("unbounded"));
+  in.demand = 50;
+  EXPECT_TRUE(MakePlan(in).ok());
+}
+
+// The best mixture of at most two paths found on a 1% grid, as a lower bound
+// the exact plan must reach.
+double GridBest(const PlanInput& in) {
+  const size_t n = in.local_cost.size();
+  const std::vector<double>& remote = in.remote_cost.empty() ? in.local_cost : in.remote_cost;
+  std::vector<std::array<double, 4>> use(n + 1);
+  for (size_t k = 0; k <= n; ++k) {
+    double l = 0, r = 0;
+    for (size_t i = 0; i < n; ++i) (i >= k ? l : r) += i >= k ? in.local_cost[i] : remote[i];
+    use[k] = {l, r, k ? in.boundary_bytes[k - 1] : 0, 1};
+  }
+  const double cap[4] = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  double best = 0;
+  for (size_t a = 0; a <= n; ++a) {
+    for (size_t b = a; b <= n; ++b) {
+      for (int step = 0; step <= 100; ++step) {
+        const double alpha = step / 100.0;
+        double scale = 1e300;
+        for (int r = 0; r < 4; ++r) {
+          const double per = alpha * use[a][r] + (1 - alpha) * use[b][r];
+          if (per > 0) scale = std::min(scale, cap[r] / per);
+        }
+        best = std::max(best, scale);
+      }
+    }
+  }
+  return best;
+}
+
+TEST(Planner, NeverWorseThanAGridSearchAndAlwaysFeasible) {
+  SampleRng rng(7, 0, 0, 0);
+  for (int trial = 0; trial < 300; ++trial) {
+    PlanInput in;
+    const int n = 1 + static_cast<int>(rng.UniformInt(0, 5));
+    for (int i = 0; i < n; ++i) {
+      in.local_cost.push_back(rng.Uniform(1e-4, 1e-2));
+      in.boundary_bytes.push_back(rng.Uniform(1e4, 1e6));
+    }
+    if (trial % 2) {
+      for (double c : in.local_cost) in.remote_cost.push_back(c * rng.Uniform(0.5, 2));
+    }
+    in.local_cores = rng.Uniform(0.25, 4);
+    in.remote_cores = rng.Uniform(0, 16);
+    in.bandwidth = trial % 3 ? rng.Uniform(1e6, 1e9) : 1e300;
+    in.demand = trial % 5 ? 1e300 : rng.Uniform(10, 5000);
+    auto plan = MakePlan(in);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GE(plan->throughput, GridBest(in) * (1 - 1e-9)) << "trial " << trial;
+    EXPECT_LE(plan->local_cores_used, in.local_cores * (1 + 1e-9));
+    EXPECT_LE(plan->remote_cores_used, in.remote_cores * (1 + 1e-9) + 1e-12);
+    EXPECT_LE(plan->network_bytes_per_s, in.bandwidth * (1 + 1e-9));
+    EXPECT_LE(plan->throughput, in.demand * (1 + 1e-9));
+    for (double r : plan->rate) EXPECT_GE(r, 0);
+  }
+}
+
+}  // namespace
+}  // namespace prepflow::policy

@@ -209,10 +209,11 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   std::vector<std::string> binding;
   for (Binding b : plan.binding) binding.push_back(BindingName(b));
   plan.explanation = absl::StrFormat(
-      "%.1f samples/s: %s; %.2f local + %.2f remote cores (%d workers), %.1f MB/s on the "
+      "%.1f samples/s: %s; %.2f local + %.2f remote cores (%d worker%s), %.1f MB/s on the "
       "network; bound by %s",
       plan.throughput, parts.empty() ? "nothing runs" : absl::StrJoin(parts, ", "),
-      plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.network_bytes_per_s / 1e6,
+      plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.workers == 1 ? "" : "s",
+      plan.network_bytes_per_s / 1e6,
       binding.empty() ? "nothing" : absl::StrJoin(binding, " and "));
   return plan;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +26,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
+#include "policy/planner.h"
 
 namespace prepflow::cli {
 namespace {
@@ -384,6 +386,152 @@ int ProfileCommand(int argc, char** argv) {
                 (*pipeline)->DebugString().c_str(), order.size(), (*dataset)->root().c_str(),
                 static_cast<long long>(errors));
     std::printf("%s", StagesTable(stages).c_str());
+  }
+  return kOk;
+}
+
+namespace {
+
+// "8,2,1" -> {8, 2, 1}; InvalidArgument naming the flag.
+absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std::string& text) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    double v;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &v) || !(v >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", part, "' is not a non-negative number"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+int PlanCommand(int argc, char** argv) {
+  std::string data, format = "auto", pipeline_name = "imagenet-train", stage_ms, remote_ms,
+                    stage_bytes;
+  int64_t samples = 64;
+  uint64_t seed = 0;
+  double local_cores = 1, remote_cores = 0, cores_per_worker = 1, bandwidth_mbps = 0, demand = 0;
+  bool json = false;
+  FlagSet flags("prepflow plan",
+                "Prints what the offload planner decides for given measurements, or for a short "
+                "profile of a dataset: how many samples take each cut, the remote cores and "
+                "workers to ask for, and which resource binds.");
+  flags.String("data", &data, "profile this dataset for the stage costs and sizes");
+  flags.String("format", &format, "auto | imagefolder | wds");
+  flags.String("pipeline", &pipeline_name, "imagenet-train | imagenet-eval | a pipeline file");
+  flags.Int("samples", &samples, "samples to profile with --data");
+  flags.Uint("seed", &seed, "job seed");
+  flags.String("stage-ms", &stage_ms, "instead of --data: CPU ms per sample of each stage, a,b,c");
+  flags.String("remote-ms", &remote_ms,
+               "CPU ms per sample of each stage on a worker (default: as here)");
+  flags.String("stage-bytes", &stage_bytes, "with --stage-ms: bytes per sample after each stage");
+  flags.Double("local-cores", &local_cores, "cores this trainer may spend on preprocessing");
+  flags.Double("remote-cores", &remote_cores, "remote cores available");
+  flags.Double("cores-per-worker", &cores_per_worker, "cores of one worker");
+  flags.Double("bandwidth-mbps", &bandwidth_mbps, "ingest bandwidth in Mbit/s (0: unlimited)");
+  flags.Double("demand", &demand, "samples/s the training loop consumes (0: unlimited)");
+  flags.Bool("json", &json, "print JSON");
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+
+  policy::PlanInput in;
+  std::vector<std::string> names;
+  if (!stage_ms.empty()) {
+    auto ms = ParseList("stage-ms", stage_ms);
+    if (!ms.ok()) return Failure("plan", ms.status());
+    auto bytes = ParseList("stage-bytes", stage_bytes);
+    if (!bytes.ok()) return Failure("plan", bytes.status());
+    for (double v : *ms) in.local_cost.push_back(v / 1e3);
+    in.boundary_bytes = *bytes;
+    for (size_t i = 0; i < in.local_cost.size(); ++i) names.push_back(absl::StrCat("stage ", i));
+  } else if (!data.empty()) {
+    proto::DatasetSpec dspec;
+    dspec.set_path(data);
+    auto fmt = ParseDatasetFormat(format);
+    if (!fmt.ok()) return Failure("plan", fmt.status());
+    dspec.set_format(*fmt);
+    auto spec = LoadPipelineSpec(pipeline_name);
+    if (!spec.ok()) return Failure("plan", absl::InvalidArgumentError(spec.status().message()));
+    auto pipeline = Pipeline::Create(*spec, PipelineOptions{seed, {}});
+    if (!pipeline.ok()) return Failure("plan", pipeline.status());
+    auto dataset = OpenDataset(dspec);
+    if (!dataset.ok()) return Failure("plan", dataset.status());
+    std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
+    if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
+    StageProfiler read_profiler({"read"});
+    StageProfiler stage_profiler((*pipeline)->stage_names());
+    Workspace ws;
+    for (int64_t index : order) {
+      Sample s;
+      s.index = index;
+      s.label = (*dataset)->label(index);
+      const int64_t c0 = ThreadCpuNanos();
+      size_t size = 0;
+      if (!(*dataset)->Read(index, &ws.encoded, &size).ok()) continue;
+      read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
+      s.data = ws.encoded.data();
+      s.size = size;
+      s.shape = {static_cast<int64_t>(size)};
+      (void)(*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
+    }
+    const std::vector<StageStats> stages = stage_profiler.Snapshot();
+    for (size_t i = 0; i < stages.size(); ++i) {
+      names.push_back(stages[i].name);
+      in.local_cost.push_back(stages[i].cpu_seconds_per_sample());
+      in.boundary_bytes.push_back(stages[i].bytes_per_sample());
+    }
+    // Whoever runs stage 0 reads the file.
+    if (!in.local_cost.empty())
+      in.local_cost[0] += read_profiler.Snapshot()[0].cpu_seconds_per_sample();
+  } else {
+    return UsageError("prepflow plan: give --data, or --stage-ms with --stage-bytes", flags);
+  }
+  if (!remote_ms.empty()) {
+    auto ms = ParseList("remote-ms", remote_ms);
+    if (!ms.ok()) return Failure("plan", ms.status());
+    for (double v : *ms) in.remote_cost.push_back(v / 1e3);
+  }
+  in.local_cores = local_cores;
+  in.remote_cores = remote_cores;
+  in.cores_per_worker = cores_per_worker;
+  if (bandwidth_mbps > 0) in.bandwidth = bandwidth_mbps * 1e6 / 8;
+  if (demand > 0) in.demand = demand;
+  auto plan = policy::MakePlan(in);
+  if (!plan.ok()) return Failure("plan", plan.status());
+  if (json) {
+    Json stages = Json::array();
+    for (size_t i = 0; i < names.size(); ++i) {
+      stages.push_back({{"name", names[i]},
+                        {"cpu_ms_per_sample", in.local_cost[i] * 1e3},
+                        {"bytes_per_sample", in.boundary_bytes[i]}});
+    }
+    Json binding = Json::array();
+    for (policy::Binding b : plan->binding) binding.push_back(policy::BindingName(b));
+    Json j = {{"command", "plan"},
+              {"stages", stages},
+              {"throughput", plan->throughput},
+              {"rate_per_cut", plan->rate},
+              {"remote_fraction", plan->remote_fraction},
+              {"local_cores", plan->local_cores_used},
+              {"remote_cores", plan->remote_cores_used},
+              {"workers", plan->workers},
+              {"network_bytes_per_s", plan->network_bytes_per_s},
+              {"binding", binding},
+              {"explanation", plan->explanation}};
+    std::printf("%s\n", j.dump().c_str());
+    return kOk;
+  }
+  std::printf("  %-24s %14s %16s\n", "stage", "cpu ms/sample", "out KiB/sample");
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::printf("  %-24s %14.3f %16.1f\n", names[i].c_str(), in.local_cost[i] * 1e3,
+                in.boundary_bytes[i] / 1024);
+  }
+  std::printf("\nplan: %s\n", plan->explanation.c_str());
+  for (size_t k = 0; k < plan->rate.size(); ++k) {
+    if (plan->rate[k] <= 0) continue;
+    std::printf("  cut=%zu  %.1f samples/s\n", k, plan->rate[k]);
   }
   return kOk;
 }

@@ -8,6 +8,7 @@ namespace prepflow::cli {
 int RunCommand(int argc, char** argv);      // prepflow run
 int ProfileCommand(int argc, char** argv);  // prepflow profile
 int PackCommand(int argc, char** argv);     // prepflow pack
+int PlanCommand(int argc, char** argv);     // prepflow plan
 int DemoCommand(int argc, char** argv);     // prepflow demo
 
 }  // namespace prepflow::cli

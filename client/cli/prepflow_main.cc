@@ -17,6 +17,7 @@ commands:
   run      run a pipeline over a dataset and report throughput and checksum
   profile  measure each stage's CPU time and output size per sample
   pack     write an ImageFolder as WebDataset .tar shards
+  plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
 
 environment:
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   if (command == "run") return prepflow::cli::RunCommand(argc, argv);
   if (command == "profile") return prepflow::cli::ProfileCommand(argc, argv);
   if (command == "pack") return prepflow::cli::PackCommand(argc, argv);
+  if (command == "plan") return prepflow::cli::PlanCommand(argc, argv);
   if (command == "demo") return prepflow::cli::DemoCommand(argc, argv);
   std::fprintf(stderr, "prepflow: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;

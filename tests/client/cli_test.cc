@@ -134,6 +134,37 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   EXPECT_THAT(help.out, HasSubstr("--on-error"));
 }
 
+TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
+  // The hand-solved case of planner_test: 30 MB/s (240 Mbit/s) moves the cut
+  // to the 150 KB boundary.
+  const CliRun given = Prepflow(
+      "plan --stage-ms 8,1,1 --stage-bytes 600000,150000,600000 --remote-cores 4 "
+      "--bandwidth-mbps 240 --json",
+      dir_);
+  ASSERT_EQ(given.exit_code, 0) << given.err;
+  const nlohmann::json g = given.LastJson();
+  EXPECT_NEAR(g["throughput"].get<double>(), 280, 1e-6);
+  EXPECT_NEAR(g["rate_per_cut"][2].get<double>(), 200, 1e-6);
+  EXPECT_EQ(g["workers"], 2);
+  EXPECT_THAT(g["explanation"].get<std::string>(), HasSubstr("bound by local CPU and network"));
+
+  const CliRun profiled = Prepflow(
+      absl::StrCat("plan --data ", dir_.Join("data"), " --samples 8 --remote-cores 2 --json"),
+      dir_);
+  ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
+  const nlohmann::json p = profiled.LastJson();
+  EXPECT_EQ(p["stages"].size(), 4u);
+  EXPECT_GT(p["throughput"].get<double>(), 0);
+  EXPECT_GT(p["remote_fraction"].get<double>(), 0);  // 2 idle remote cores are worth using
+
+  const CliRun none = Prepflow("plan", dir_);
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("give --data, or --stage-ms"));
+  const CliRun bad = Prepflow("plan --stage-ms 1,x --stage-bytes 1,2", dir_);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--stage-ms: 'x'"));
+}
+
 TEST_F(CliTest, ProfileAndDemo) {
   const CliRun profile =
       Prepflow(absl::StrCat("profile --data ", dir_.Join("data"), " --samples 8 --json"), dir_);

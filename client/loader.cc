@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -18,6 +19,7 @@
 #include "pipeline/epoch_order.h"
 #include "pipeline/rng.h"
 #include "pipeline/wire.h"
+#include "policy/planner.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -44,13 +46,18 @@ absl::StatusOr<OnError> ParseOnError(const std::string& name) {
 absl::StatusOr<OffloadMode> ParseOffload(const std::string& text) {
   OffloadMode mode;
   if (text == "off" || text.empty()) return mode;
+  if (text == "auto") {
+    mode.kind = OffloadMode::kAuto;
+    return mode;
+  }
   if (text == "remote") {
     mode.kind = OffloadMode::kRemote;
     return mode;
   }
   auto bad = [&text](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--offload: '", text, "': ", why, " (use off, remote, or cut=K[,remote_fraction=F])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--offload: '", text, "': ", why,
+                     " (use off, auto, remote, or cut=K[,remote_fraction=F])"));
   };
   if (text.rfind("cut=", 0) != 0) return bad("unknown mode");
   mode.kind = OffloadMode::kCut;
@@ -81,6 +88,8 @@ std::string OffloadModeString(const OffloadMode& mode) {
       return "remote";
     case OffloadMode::kCut:
       return absl::StrFormat("cut=%d,remote_fraction=%g", mode.cut, mode.remote_fraction);
+    case OffloadMode::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -109,13 +118,26 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     return invalid("--max-pixels: must be positive, got ", options.max_pixels);
   if (options.item_samples < 1) return invalid("--item-samples: must be at least 1");
   if (!(options.worker_timeout_seconds > 0)) return invalid("--worker-timeout: must be positive");
-  if (options.offload.kind != OffloadMode::kOff && options.workers.empty()) {
-    return invalid("--offload ", OffloadModeString(options.offload),
+  OffloadMode offload;
+  if (options.offload.has_value()) {
+    offload = *options.offload;
+  } else if (const char* env = std::getenv("PREPFLOW_OFFLOAD"); env != nullptr && *env != '\0') {
+    auto parsed = ParseOffload(env);
+    if (!parsed.ok()) {
+      return invalid("PREPFLOW_OFFLOAD: ", parsed.status().message());
+    }
+    offload = *parsed;
+  }
+  if ((offload.kind == OffloadMode::kRemote || offload.kind == OffloadMode::kCut) &&
+      options.workers.empty()) {
+    return invalid("--offload ", OffloadModeString(offload),
                    " needs workers (--workers host:port,...)");
   }
+  if (!(options.demand >= 0)) return invalid("--demand: must be >= 0");
 
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = options;
+  loader->offload_ = offload;
   PipelineOptions popts;
   popts.seed = options.seed;
   popts.decode.max_pixels = options.max_pixels;
@@ -129,11 +151,23 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
                    ") has no fixed shape, so samples cannot be batched; end it with a crop or a "
                    "fixed-size resize");
   }
-  if (options.offload.kind == OffloadMode::kCut && options.offload.cut > n) {
-    return invalid("--offload: cut=", options.offload.cut, " is past the last stage (pipeline ",
+  if (offload.kind == OffloadMode::kCut && offload.cut > n) {
+    return invalid("--offload: cut=", offload.cut, " is past the last stage (pipeline ",
                    loader->pipeline_->name(), " has ", n, " stages)");
   }
-  loader->cut_ = options.offload.kind == OffloadMode::kRemote ? n : options.offload.cut;
+  {
+    // Placement as a distribution over n + 2 outcomes: local, then remote
+    // with cut 0..n (cut 0: the worker only reads the file). kAuto starts
+    // local; its first plan comes once there are measurements.
+    absl::MutexLock lock(&loader->mu_);
+    std::vector<double>& cdf = loader->placement_cdf_;
+    cdf.assign(static_cast<size_t>(n) + 2, 1.0);
+    if (offload.kind == OffloadMode::kRemote) {
+      for (int j = 0; j <= n; ++j) cdf[j] = 0;
+    } else if (offload.kind == OffloadMode::kCut) {
+      for (int j = 0; j <= offload.cut; ++j) cdf[j] = 1 - offload.remote_fraction;
+    }
+  }
   auto dataset = OpenDataset(options.dataset);
   if (!dataset.ok()) return dataset.status();
   loader->dataset_ = *std::move(dataset);
@@ -149,7 +183,9 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   loader->samples_per_epoch_ =
       size / options.world_size + (options.rank < size % options.world_size ? 1 : 0);
   loader->prefetch_ = options.prefetch_batches;
-  if (options.offload.kind != OffloadMode::kOff) {
+  if (offload.kind == OffloadMode::kAuto && options.workers.empty()) {
+    spdlog::info("--offload auto: no workers given (--workers); running locally");
+  } else if (offload.kind != OffloadMode::kOff) {
     if (absl::Status s = loader->ConnectWorkers(); !s.ok()) return s;
   }
 
@@ -169,12 +205,12 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
       loader->pool_of_batches_->free.push_back(std::move(batch));
     }
   }
-  if (options.offload.kind != OffloadMode::kOff) {
+  if (!options.workers.empty() && offload.kind != OffloadMode::kOff) {
     loader->watchdog_ = std::thread([l = loader.get()] { l->WatchdogLoop(); });
   }
   spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads, offload {}", size,
                 loader->dataset_->format(), loader->pipeline_->DebugString(), threads,
-                OffloadModeString(options.offload));
+                OffloadModeString(offload));
   return loader;
 }
 
@@ -275,19 +311,84 @@ int64_t Loader::batches_per_epoch() const {
   return options_.drop_last ? samples_per_epoch_ / b : (samples_per_epoch_ + b - 1) / b;
 }
 
-bool Loader::IsRemote(uint64_t epoch, int64_t index) const {
-  switch (options_.offload.kind) {
-    case OffloadMode::kOff:
-      return false;
-    case OffloadMode::kRemote:
-      return true;
-    case OffloadMode::kCut: {
-      if (options_.offload.remote_fraction >= 1) return true;
-      SampleRng rng(options_.seed, epoch, static_cast<uint64_t>(index), kPlacementStream);
-      return rng.Uniform() < options_.offload.remote_fraction;
+int Loader::PlacementOf(uint64_t epoch, int64_t index) const {
+  if (placement_cdf_[0] >= 1) return -1;  // all local: no draw needed
+  SampleRng rng(options_.seed, epoch, static_cast<uint64_t>(index), kPlacementStream);
+  const double u = rng.Uniform();
+  const int outcomes = static_cast<int>(placement_cdf_.size());
+  for (int j = 0; j < outcomes - 1; ++j) {
+    if (u < placement_cdf_[j]) return j - 1;
+  }
+  return outcomes - 2;
+}
+
+void Loader::MaybeReplan() {
+  if (offload_.kind != OffloadMode::kAuto || images_ == 0 || workers_.empty()) return;
+  const int64_t now = WallNanos();
+  if (last_plan_nanos_ != 0 &&
+      now - last_plan_nanos_ < static_cast<int64_t>(options_.replan_seconds * 1e9)) {
+    return;
+  }
+  last_plan_nanos_ = now;
+  // Measurements: stage costs here, as workers report them, and sizes.
+  const std::vector<StageStats> local = stage_profiler_->Snapshot();
+  const std::vector<StageStats> remote = remote_profiler_->Snapshot();  // [0] is read
+  const StageStats read = read_profiler_->Snapshot()[0];
+  policy::PlanInput in;
+  const size_t n = local.size();
+  for (size_t i = 0; i < n; ++i) {
+    const StageStats& l = local[i];
+    const StageStats& r = remote[i + 1];
+    if (l.samples == 0 && r.samples == 0) return;  // nothing known about this stage yet
+    const double lc = l.samples > 0 ? l.cpu_seconds_per_sample() : r.cpu_seconds_per_sample();
+    in.local_cost.push_back(lc);
+    in.remote_cost.push_back(r.samples > 0 ? r.cpu_seconds_per_sample() : lc);
+    in.boundary_bytes.push_back(l.samples > 0 ? l.bytes_per_sample() : r.bytes_per_sample());
+  }
+  // Whoever runs stage 0 reads the file.
+  const double read_local = read.cpu_seconds_per_sample();
+  in.local_cost[0] += read_local;
+  in.remote_cost[0] += remote[0].samples > 0 ? remote[0].cpu_seconds_per_sample() : read_local;
+  in.local_cores = pool_->size();
+  int remote_threads = 0, alive = 0;
+  for (const Worker& w : workers_) {
+    if (w.alive && w.opened) {
+      remote_threads += w.threads;
+      ++alive;
     }
   }
-  return false;
+  in.remote_cores = remote_threads;
+  in.cores_per_worker = alive > 0 ? static_cast<double>(remote_threads) / alive : 1;
+  // Demand: what the trainer consumes while it is not waiting for data.
+  if (options_.demand > 0) {
+    in.demand = options_.demand;
+  } else {
+    const double busy = (now - start_nanos_ - wait_nanos_) * 1e-9;
+    if (busy > 0.05 * (now - start_nanos_) * 1e-9) in.demand = images_ / busy;
+  }
+  auto plan = policy::MakePlan(in);
+  if (!plan.ok() || plan->throughput <= 0) {
+    spdlog::debug("no plan yet: {}", plan.ok() ? "zero throughput" : plan.status().ToString());
+    return;
+  }
+  // Outcomes: local (the plan's path 0), remote cut 0 (never planned), then
+  // remote cuts 1..n.
+  std::vector<double> cdf(plan->rate.size() + 1);
+  double sum = plan->rate[0];
+  cdf[0] = cdf[1] = sum / plan->throughput;
+  for (size_t k = 1; k < plan->rate.size(); ++k)
+    cdf[k + 1] = (sum += plan->rate[k]) / plan->throughput;
+  cdf.back() = 1;
+  // Hysteresis: keep the current split unless some cut's share moves by more
+  // than five points.
+  double moved = 0;
+  for (size_t k = 0; k < cdf.size(); ++k)
+    moved = std::max(moved, std::abs(cdf[k] - placement_cdf_[k]));
+  if (plan_changes_ > 0 && moved <= 0.05) return;
+  placement_cdf_ = cdf;
+  plan_explanation_ = plan->explanation;
+  ++plan_changes_;
+  spdlog::info("plan {}: {}", plan_changes_, plan->explanation);
 }
 
 void Loader::TopUp() {
@@ -322,24 +423,26 @@ void Loader::TopUp() {
     ++next_number_;
     Batch* b = batch.release();
     in_flight_.push_back(b);
-    Item item{b, {}, cut_};
+    // Remote samples go out in items of one cut each.
+    std::map<int, Item> open_items;
+    auto flush = [&](Item& item) {
+      const uint64_t id = next_item_id_++;
+      waiting_.push_back(id);
+      items_.emplace(id, std::move(item));
+      item = Item{b, {}, item.cut};
+    };
     for (int64_t slot = 0; slot < take; ++slot) {
-      if (!IsRemote(b->epoch(), b->index_at(slot))) {
+      const int cut = PlacementOf(b->epoch(), b->index_at(slot));
+      if (cut < 0) {
         SubmitLocal(b, slot);
         continue;
       }
-      item.slots.push_back(slot);
-      if (static_cast<int>(item.slots.size()) == options_.item_samples || slot + 1 == take) {
-        const uint64_t id = next_item_id_++;
-        items_.emplace(id, std::move(item));
-        waiting_.push_back(id);
-        item = Item{b, {}, cut_};
-      }
+      auto [it, fresh] = open_items.try_emplace(cut, Item{b, {}, cut});
+      it->second.slots.push_back(slot);
+      if (static_cast<int>(it->second.slots.size()) == options_.item_samples) flush(it->second);
     }
-    if (!item.slots.empty()) {
-      const uint64_t id = next_item_id_++;
-      items_.emplace(id, std::move(item));
-      waiting_.push_back(id);
+    for (auto& [cut, item] : open_items) {
+      if (!item.slots.empty()) flush(item);
     }
   }
   Dispatch();
@@ -410,6 +513,7 @@ void Loader::DropWorker(int w, const std::string& why) {
   }
   worker.items.clear();
   if (worker.stream) worker.stream->Cancel();
+  last_plan_nanos_ = 0;  // the remote capacity changed: re-plan at the next batch
   Dispatch();
 }
 
@@ -643,6 +747,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   remote_images_ += batch->remote_samples();
   bytes_ += batch->bytes();
   ++batches_;
+  MaybeReplan();
   TopUp();  // keep the workers busy while the trainer consumes this batch
 
   std::shared_ptr<Pool> pool = pool_of_batches_;
@@ -669,6 +774,14 @@ LoaderStats Loader::Stats() const {
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
     st.reissued_items = reissued_;
+    st.offload = OffloadModeString(offload_);
+    st.plan = plan_explanation_;
+    st.plan_changes = plan_changes_;
+    double prev = 0;
+    for (double c : placement_cdf_) {
+      st.plan_fractions.push_back(c - prev);
+      prev = c;
+    }
     st.workers_total = static_cast<int>(workers_.size());
     for (const Worker& w : workers_) st.workers_alive += w.alive ? 1 : 0;
   }

@@ -29,6 +29,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,14 +54,15 @@ absl::StatusOr<OnError> ParseOnError(const std::string& name);
 
 // Where samples run. kOff: all local. kRemote: every sample's whole pipeline
 // on workers. kCut: stages [0, cut) on workers for a `remote_fraction` of the
-// samples (chosen per sample from the seed), the rest fully local.
+// samples (chosen per sample from the seed), the rest fully local. kAuto: the
+// planner (policy/planner.h) decides from measurements and keeps re-deciding.
 struct OffloadMode {
-  enum Kind { kOff, kRemote, kCut };
+  enum Kind { kOff, kRemote, kCut, kAuto };
   Kind kind = kOff;
   int cut = 0;
   double remote_fraction = 1.0;
 };
-// Parses "off" | "remote" | "cut=K[,remote_fraction=F]".
+// Parses "off" | "auto" | "remote" | "cut=K[,remote_fraction=F]".
 absl::StatusOr<OffloadMode> ParseOffload(const std::string& text);
 std::string OffloadModeString(const OffloadMode& mode);
 
@@ -79,8 +81,12 @@ struct LoaderOptions {
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
 
-  OffloadMode offload;
+  // Unset: the PREPFLOW_OFFLOAD environment variable, else off. This is what
+  // lets offloading be switched on per job without code changes.
+  std::optional<OffloadMode> offload;
   std::vector<std::string> workers;     // host:port
+  double demand = 0;                    // samples/s the trainer consumes; 0: measured
+  double replan_seconds = 2;            // kAuto: how often to re-plan
   double worker_timeout_seconds = 30;   // silence while owing results
   double connect_timeout_seconds = 10;  // for the job to open on each worker
   int item_samples = 8;                 // samples per work item
@@ -99,6 +105,10 @@ struct LoaderStats {
   double cpu_seconds = 0;   // process CPU time over the same span
   double wait_seconds = 0;  // time Next() spent waiting for data
   int64_t reissued_items = 0;
+  std::string offload;                 // the mode in force
+  std::string plan;                    // kAuto: the current plan's explanation
+  std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
+  int64_t plan_changes = 0;
   int workers_alive = 0;
   int workers_total = 0;
   // Measured here: "read" first, then one entry per pipeline stage.
@@ -163,7 +173,11 @@ class Loader {
   // no worker is left.
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsRemote(uint64_t epoch, int64_t index) const;
+  // The remote cut sample `index` of `epoch` takes, or -1 to run it all
+  // here; drawn from the placement distribution with the job seed.
+  int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kAuto: re-plans from the measurements when it is time.
+  void MaybeReplan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SubmitLocal(Batch* batch, int64_t slot);
   void RunSample(int thread, Batch* batch, int64_t slot);
   void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
@@ -184,7 +198,7 @@ class Loader {
   Checksum checksum_;
   int64_t samples_per_epoch_ = 0;
   int prefetch_ = 2;
-  int cut_ = 0;  // stages that run remotely for remote samples
+  OffloadMode offload_;  // resolved
   std::string job_id_;
 
   mutable absl::Mutex mu_;
@@ -214,6 +228,11 @@ class Loader {
   int64_t reissued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
+  // Cumulative share of samples: local, then remote cut 0..n (last is 1).
+  std::vector<double> placement_cdf_ ABSL_GUARDED_BY(mu_);
+  int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t plan_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string plan_explanation_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
 };
 

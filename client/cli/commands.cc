@@ -121,8 +121,8 @@ struct RunFlags {
   int64_t max_pixels = 64'000'000;
   int64_t max_file_bytes = kDefaultMaxFileBytes;
   bool json = false, shuffle = true, drop_last = false;
-  std::string offload = "off", workers;
-  double worker_timeout = 30;
+  std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
+  double worker_timeout = 30, demand = 0;
   int item_samples = 8;
 
   void Register(FlagSet& f, bool data_required) {
@@ -144,7 +144,11 @@ struct RunFlags {
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
     f.Int("world-size", &world_size, "number of ranks");
     f.Int("prefetch", &prefetch, "batches prepared ahead of the trainer");
-    f.String("offload", &offload, "off | remote | cut=K[,remote_fraction=F]");
+    f.String(
+        "offload", &offload,
+        "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, else off)");
+    f.Double("demand", &demand,
+             "samples/s the trainer consumes, for --offload auto (0: measured; unlimited here)");
     f.String("workers", &workers, "prepflow-worker addresses, host:port,...");
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
@@ -176,9 +180,12 @@ struct RunFlags {
     o.rank = rank;
     o.world_size = world_size;
     o.prefetch_batches = prefetch;
-    auto mode = ParseOffload(offload);
-    if (!mode.ok()) return mode.status();
-    o.offload = *mode;
+    if (!offload.empty()) {
+      auto mode = ParseOffload(offload);
+      if (!mode.ok()) return mode.status();
+      o.offload = *mode;
+    }
+    o.demand = demand;
     for (absl::string_view w : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
       o.workers.emplace_back(absl::StripAsciiWhitespace(w));
     }
@@ -255,7 +262,10 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"cpu_seconds", st.cpu_seconds},
               {"images_per_cpu_s", st.cpu_seconds > 0 ? st.images / st.cpu_seconds : 0},
               {"wait_seconds", st.wait_seconds},
-              {"offload", OffloadModeString(options.offload)},
+              {"offload", st.offload},
+              {"plan", st.plan},
+              {"plan_changes", st.plan_changes},
+              {"plan_fractions", st.plan_fractions},
               {"workers", options.workers},
               {"workers_alive", st.workers_alive},
               {"reissued_items", st.reissued_items},
@@ -273,11 +283,14 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
                 status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
                 static_cast<long long>(st.errors), st.seconds, rate,
                 ChecksumHex(st.checksum).c_str());
+    if (!st.plan.empty())
+      std::printf("plan (%lld changes): %s\n", static_cast<long long>(st.plan_changes),
+                  st.plan.c_str());
     if (st.remote_images > 0 || !options.workers.empty()) {
       std::printf(
           "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
           "reissued\n",
-          OffloadModeString(options.offload).c_str(), static_cast<long long>(st.local_images),
+          st.offload.c_str(), static_cast<long long>(st.local_images),
           static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
           static_cast<long long>(st.reissued_items));
     }

@@ -224,6 +224,30 @@ TEST(LoaderOptions, InvalidOptionsNameTheFlag) {
   EXPECT_THAT(s.message(), HasSubstr("no fixed shape"));
 }
 
+TEST(Loader, OffloadComesFromTheEnvironmentWhenUnset) {
+  TempDir dir;
+  SyntheticFolderOptions so;
+  so.classes = 1;
+  so.images_per_class = 4;
+  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
+  LoaderOptions o;
+  o.dataset.set_path(dir.Join("d"));
+  o.pipeline = *LoadPipelineSpec("imagenet-eval");
+  o.batch_size = 2;
+  setenv("PREPFLOW_OFFLOAD", "auto", 1);
+  auto loader = Loader::Create(o);  // auto without workers: runs here
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const testing::Drained d = testing::Drain(**loader);
+  EXPECT_EQ(d.stats.offload, "auto");
+  EXPECT_EQ(d.stats.images, 4);
+  EXPECT_EQ(d.stats.remote_images, 0);
+  setenv("PREPFLOW_OFFLOAD", "sideways", 1);
+  EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("PREPFLOW_OFFLOAD"));
+  o.offload = OffloadMode();  // set by the program: the environment is ignored
+  EXPECT_TRUE(Loader::Create(o).ok());
+  unsetenv("PREPFLOW_OFFLOAD");
+}
+
 TEST(Loader, BatchesOutliveTheLoader) {
   TempDir dir;
   SyntheticFolderOptions so;

@@ -89,6 +89,24 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
   }
 }
 
+TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({a.address(), b.address()}, "auto");
+  o.replan_seconds = 0.01;
+  const RunResult r = RunWith(o);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.offload, "auto");
+  // The first batches run here and measure; with two idle remote cores and
+  // no limit on demand or bandwidth the plan sends work out.
+  EXPECT_GE(r.stats.plan_changes, 1);
+  EXPECT_THAT(r.stats.plan, HasSubstr("samples/s"));
+  EXPECT_GT(r.stats.remote_images, 0);
+  ASSERT_EQ(r.stats.plan_fractions.size(), 6u);  // local, remote cut 0..4
+  EXPECT_EQ(r.stats.plan_fractions[1], 0);       // the planner never sends raw files
+}
+
 TEST_F(RemoteTest, UnreachableWorkersMeanLocalWork) {
   LoaderOptions o = Options({"127.0.0.1:1"}, "remote");
   o.connect_timeout_seconds = 5;

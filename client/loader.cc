@@ -134,6 +134,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
                    " needs workers (--workers host:port,...)");
   }
   if (!(options.demand >= 0)) return invalid("--demand: must be >= 0");
+  if (!(options.bandwidth >= 0)) return invalid("--bandwidth-mbps: must be >= 0");
 
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = options;
@@ -358,6 +359,7 @@ void Loader::MaybeReplan() {
     }
   }
   in.remote_cores = remote_threads;
+  if (options_.bandwidth > 0) in.bandwidth = options_.bandwidth;
   in.cores_per_worker = alive > 0 ? static_cast<double>(remote_threads) / alive : 1;
   // Demand: what the trainer consumes while it is not waiting for data.
   if (options_.demand > 0) {

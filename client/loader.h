@@ -86,6 +86,7 @@ struct LoaderOptions {
   std::optional<OffloadMode> offload;
   std::vector<std::string> workers;     // host:port
   double demand = 0;                    // samples/s the trainer consumes; 0: measured
+  double bandwidth = 0;                 // bytes/s into this trainer, for kAuto; 0: unlimited
   double replan_seconds = 2;            // kAuto: how often to re-plan
   double worker_timeout_seconds = 30;   // silence while owing results
   double connect_timeout_seconds = 10;  // for the job to open on each worker

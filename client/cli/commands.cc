@@ -122,7 +122,7 @@ struct RunFlags {
   int64_t max_file_bytes = kDefaultMaxFileBytes;
   bool json = false, shuffle = true, drop_last = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
-  double worker_timeout = 30, demand = 0;
+  double worker_timeout = 30, demand = 0, bandwidth_mbps = 0;
   int item_samples = 8;
 
   void Register(FlagSet& f, bool data_required) {
@@ -149,6 +149,8 @@ struct RunFlags {
         "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, else off)");
     f.Double("demand", &demand,
              "samples/s the trainer consumes, for --offload auto (0: measured; unlimited here)");
+    f.Double("bandwidth-mbps", &bandwidth_mbps,
+             "network into this trainer in Mbit/s, for --offload auto (0: unlimited)");
     f.String("workers", &workers, "prepflow-worker addresses, host:port,...");
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
@@ -186,6 +188,7 @@ struct RunFlags {
       o.offload = *mode;
     }
     o.demand = demand;
+    o.bandwidth = bandwidth_mbps * 1e6 / 8;
     for (absl::string_view w : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
       o.workers.emplace_back(absl::StripAsciiWhitespace(w));
     }

@@ -244,6 +244,7 @@ absl::Status Loader::ConnectWorkers() {
       worker.opened = true;
       worker.credits = std::max(1, opened.max_items_in_flight());
       worker.threads = opened.threads();
+      worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
       worker.last_heard_nanos = WallNanos();
       spdlog::info("worker {} ({}) opened job {}: {} threads, {} items in flight",
                    worker.stream->address(), opened.worker_id(), job_id_, opened.threads(),
@@ -350,17 +351,19 @@ void Loader::MaybeReplan() {
   const double read_local = read.cpu_seconds_per_sample();
   in.local_cost[0] += read_local;
   in.remote_cost[0] += remote[0].samples > 0 ? remote[0].cpu_seconds_per_sample() : read_local;
-  in.local_cores = pool_->size();
-  int remote_threads = 0, alive = 0;
+  // Capacities in cores the two sides may really use (quotas count).
+  in.local_cores = std::min<double>(pool_->size(), EffectiveCpus());
+  double remote_cores = 0;
+  int alive = 0;
   for (const Worker& w : workers_) {
     if (w.alive && w.opened) {
-      remote_threads += w.threads;
+      remote_cores += w.cores;
       ++alive;
     }
   }
-  in.remote_cores = remote_threads;
+  in.remote_cores = remote_cores;
   if (options_.bandwidth > 0) in.bandwidth = options_.bandwidth;
-  in.cores_per_worker = alive > 0 ? static_cast<double>(remote_threads) / alive : 1;
+  in.cores_per_worker = alive > 0 ? remote_cores / alive : 1;
   // Demand: what the trainer consumes while it is not waiting for data.
   if (options_.demand > 0) {
     in.demand = options_.demand;

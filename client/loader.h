@@ -162,6 +162,7 @@ class Loader {
     bool alive = true;
     int credits = 0;
     int threads = 0;
+    double cores = 0;  // as the worker reports it (its cgroup quota counts)
     int64_t last_heard_nanos = 0;
     std::vector<uint64_t> items;  // outstanding here
   };

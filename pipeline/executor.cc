@@ -3,7 +3,12 @@
 #include <malloc.h>
 #include <sched.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 namespace prepflow {
 
@@ -67,6 +72,48 @@ void ThreadPool::WorkerLoop(int worker) {
 void TuneAllocatorForStreaming() {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
+namespace {
+
+// The quota (cores) of the cgroup at `dir`, or 0 if it has none.
+double QuotaAt(const std::string& dir) {
+  std::ifstream max(dir + "/cpu.max");  // v2: "<quota|max> <period>"
+  std::string quota_text;
+  double period = 0;
+  if (max >> quota_text >> period) {
+    return quota_text == "max" || period <= 0 ? 0 : std::atof(quota_text.c_str()) / period;
+  }
+  std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");  // v1
+  double quota = 0;
+  if (q >> quota && p >> period && quota > 0 && period > 0) return quota / period;
+  return 0;
+}
+
+}  // namespace
+
+double EffectiveCpus() {
+  double cores = AvailableCpus();
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    // "N:controllers:/path" (v1) or "0::/path" (v2).
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string dir;
+    if (controllers.empty()) {
+      dir = "/sys/fs/cgroup" + path;
+    } else if ((","  + controllers + ",").find(",cpu,") != std::string::npos) {
+      dir = "/sys/fs/cgroup/cpu" + path;
+      if (access(dir.c_str(), R_OK) != 0) dir = "/sys/fs/cgroup/cpu,cpuacct" + path;
+    } else {
+      continue;
+    }
+    const double quota = QuotaAt(dir);
+    if (quota > 0) cores = std::min(cores, quota);
+  }
+  return cores;
 }
 
 int AvailableCpus() {

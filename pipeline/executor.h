@@ -59,6 +59,12 @@ class ThreadPool {
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.
 int AvailableCpus();
 
+// The CPU this process may actually use, in cores: AvailableCpus() capped by
+// its cgroup's CPU quota (v1 cpu.cfs_quota_us / cpu.cfs_period_us, or v2
+// cpu.max), e.g. 0.5 in a container limited to half a core. What the offload
+// planner reads as this side's capacity.
+double EffectiveCpus();
+
 // Keeps large freed blocks in the heap instead of returning them to the
 // kernel (glibc mallopt M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB). A
 // process streaming gigabytes through fresh multi-megabyte buffers otherwise

@@ -2,7 +2,8 @@
 # A multi-host testbed on one machine: N+1 hosts as network namespaces on a
 # bridge, for benchmarks and fault tests that must cross a network.
 #
-#   scripts/testbed.sh up N [--bw MBIT] [--cpu CORES]   trainer + workers w1..wN
+#   scripts/testbed.sh up N [--bw MBIT] [--cpu CORES] [--trainer-cpu CORES]
+#                                                       trainer + workers w1..wN
 #   scripts/testbed.sh exec HOST CMD [ARGS...]          run CMD on HOST (trainer, w1, ...)
 #   scripts/testbed.sh addr HOST                        print HOST's address
 #   scripts/testbed.sh status | down
@@ -49,11 +50,12 @@ set_cpu_quota() {  # host cores
 cmd_up() {
   local n=${1:-}; shift || true
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || die "usage: testbed.sh up N [--bw MBIT] [--cpu CORES]"
-  local bw="" cpu=""
+  local bw="" cpu="" trainer_cpu=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bw) bw=$2; shift ;;
       --cpu) cpu=$2; shift ;;
+      --trainer-cpu) trainer_cpu=$2; shift ;;
       *) die "unknown flag '$1'" ;;
     esac
     shift
@@ -80,12 +82,14 @@ cmd_up() {
     if [ "$h" != trainer ] && [ -n "$bw" ]; then
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "${bw}mbit" burst 256kb latency 50ms
     fi
-    if [ "$h" != trainer ] && [ -n "$cpu" ]; then
-      set_cpu_quota "$h" "$cpu" || echo "testbed: warning: no CPU quota for $h (cgroups unavailable)" >&2
+    local quota=$cpu
+    [ "$h" = trainer ] && quota=$trainer_cpu
+    if [ -n "$quota" ]; then
+      set_cpu_quota "$h" "$quota" || echo "testbed: warning: no CPU quota for $h (cgroups unavailable)" >&2
     fi
     echo "$h $addr" >>"$state/hosts"
   done
-  echo "testbed: up: trainer $(host_addr trainer), workers $(for i in $(seq 1 "$n"); do printf '%s ' "$(host_addr "w$i")"; done)${bw:+(egress ${bw} Mbit/s) }${cpu:+(cpu ${cpu} cores)}"
+  echo "testbed: up: trainer $(host_addr trainer)${trainer_cpu:+ (cpu ${trainer_cpu} cores)}, workers $(for i in $(seq 1 "$n"); do printf '%s ' "$(host_addr "w$i")"; done)${bw:+(egress ${bw} Mbit/s) }${cpu:+(cpu ${cpu} cores)}"
 }
 
 cmd_exec() {
@@ -93,11 +97,21 @@ cmd_exec() {
   [ $# -gt 0 ] || die "usage: testbed.sh exec HOST CMD..."
   ip netns list | grep -q "^${prefix}-$h\b" || die "no host '$h' (is the testbed up?)"
   local dir; dir=$(cgroup_dir "$h")
+  local ver=v1; [ -f /sys/fs/cgroup/cgroup.controllers ] && ver=v2
+  # `ip netns exec` remounts /sys, which hides /sys/fs/cgroup; mount the CPU
+  # hierarchy again inside the host's private mount namespace so a process
+  # can read its own quota, as it could on a real machine or in a container.
+  local inner='if [ -z "$(ls -A /sys/fs/cgroup 2>/dev/null)" ]; then
+      if [ "$1" = v2 ]; then mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+      else mount -t tmpfs none /sys/fs/cgroup 2>/dev/null && mkdir -p /sys/fs/cgroup/cpu &&
+           mount -t cgroup -o cpu none /sys/fs/cgroup/cpu 2>/dev/null; fi
+    fi; shift; exec "$@"'
   if [ -d "$dir" ]; then
     # Join the host's cgroup, then enter its namespace.
-    exec bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec ip netns exec "$@"' _ "$dir" "${prefix}-$h" "$@"
+    exec bash -c 'echo $$ >"$1/cgroup.procs"; shift; exec ip netns exec "$@"' _ "$dir" \
+      "${prefix}-$h" bash -c "$inner" _ "$ver" "$@"
   fi
-  exec ip netns exec "${prefix}-$h" "$@"
+  exec ip netns exec "${prefix}-$h" bash -c "$inner" _ "$ver" "$@"
 }
 
 cmd_down() {

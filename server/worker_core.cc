@@ -109,6 +109,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   }
   opened->set_worker_id(options_.worker_id);
   opened->set_threads(pool_->size());
+  opened->set_cores(std::min<double>(pool_->size(), EffectiveCpus()));
   opened->set_max_items_in_flight(job->max_items_in_flight_);
   opened->set_num_stages(job->pipeline_->num_stages());
   spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),

@@ -72,5 +72,11 @@ TEST(ThreadPool, StopDropsQueuedTasksAndRefusesNewOnes) {
   EXPECT_EQ(ran.load(), 0);
 }
 
+TEST(EffectiveCpus, IsPositiveAndAtMostTheCpusWeMayRunOn) {
+  const double cores = EffectiveCpus();
+  EXPECT_GT(cores, 0);
+  EXPECT_LE(cores, AvailableCpus());
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -27,7 +27,7 @@ namespace {
 using prepflow::policy::PlanInput;
 
 struct Scenario {
-  PlanInput in;      // remote_cores = max_workers * cores_per_worker
+  PlanInput in;  // remote_cores = max_workers * cores_per_worker
   int max_workers = 0;
 };
 
@@ -89,10 +89,10 @@ double FastFlow(const Scenario& s) {
     // Balance local and remote CPU (network not considered):
     // L / ((1-f) lc0 + f lck) = R / (f rck).
     const double f = std::clamp(
-        r * local.local / (s.in.local_cores * cut.remote + r * (local.local - cut.local)), 0.0, 1.0);
-    const double estimate =
-        std::min(s.in.local_cores / ((1 - f) * local.local + f * cut.local),
-                 f > 0 ? r / (f * cut.remote) : 1e300);
+        r * local.local / (s.in.local_cores * cut.remote + r * (local.local - cut.local)), 0.0,
+        1.0);
+    const double estimate = std::min(s.in.local_cores / ((1 - f) * local.local + f * cut.local),
+                                     f > 0 ? r / (f * cut.remote) : 1e300);
     if (estimate > best_estimate) {
       best_estimate = estimate;
       best_actual = Score(s, k, f, w);

@@ -2,7 +2,6 @@
 
 #include <malloc.h>
 #include <sched.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -104,7 +103,7 @@ double EffectiveCpus() {
     std::string dir;
     if (controllers.empty()) {
       dir = "/sys/fs/cgroup" + path;
-    } else if ((","  + controllers + ",").find(",cpu,") != std::string::npos) {
+    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
       dir = "/sys/fs/cgroup/cpu" + path;
       if (access(dir.c_str(), R_OK) != 0) dir = "/sys/fs/cgroup/cpu,cpuacct" + path;
     } else {

@@ -28,6 +28,5 @@ uint64_t SampleHash(int64_t index, int64_t label, const void* data, size_t size)
 }
 
 std::string ChecksumHex(uint64_t value) { return absl::StrFormat("%016x", value); }
-std::string Checksum::Hex() const { return ChecksumHex(value()); }
 
 }  // namespace prepflow

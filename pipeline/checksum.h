@@ -22,7 +22,6 @@ class Checksum {
  public:
   void Add(uint64_t sample_hash) { sum_.fetch_add(sample_hash, std::memory_order_relaxed); }
   uint64_t value() const { return sum_.load(std::memory_order_relaxed); }
-  std::string Hex() const;
 
  private:
   std::atomic<uint64_t> sum_{0};

@@ -11,34 +11,34 @@ FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
 
 void FlagSet::String(const std::string& name, std::string* target, const std::string& help) {
-  flags_.push_back({name, help, *target, false, false, [target](const std::string& v) {
+  flags_.push_back({name, help, *target, false, [target](const std::string& v) {
                       *target = v;
                       return true;
                     }});
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+  flags_.push_back({name, help, absl::StrCat(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
 }
 
 void FlagSet::Int(const std::string& name, int* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+  flags_.push_back({name, help, absl::StrCat(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
 }
 
 void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+  flags_.push_back({name, help, absl::StrCat(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
 }
 
 void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, false,
+  flags_.push_back({name, help, absl::StrCat(*target), false,
                     [target](const std::string& v) { return absl::SimpleAtod(v, target); }});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
-  flags_.push_back({name, help, *target ? "true" : "false", true, false,
+  flags_.push_back({name, help, *target ? "true" : "false", true,
                     [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
 }
 
@@ -47,13 +47,6 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
     if (f.name == name) return &f;
   }
   return nullptr;
-}
-
-bool FlagSet::IsSet(const std::string& name) const {
-  for (const Flag& f : flags_) {
-    if (f.name == name) return f.set;
-  }
-  return false;
 }
 
 absl::Status FlagSet::Parse(int argc, char** argv, int first) {
@@ -105,7 +98,6 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       return absl::InvalidArgumentError(
           absl::StrCat(command_, ": flag --", arg, ": '", value, "' is not a valid value"));
     }
-    flag->set = true;
   }
   return absl::OkStatus();
 }

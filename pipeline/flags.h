@@ -33,14 +33,11 @@ class FlagSet {
   bool help() const { return help_; }
   // Usage text listing every flag with its default.
   std::string Usage() const;
-  // True when the flag appeared on the command line.
-  bool IsSet(const std::string& name) const;
 
  private:
   struct Flag {
     std::string name, help, default_value;
     bool is_bool = false;
-    bool set = false;
     std::function<bool(const std::string&)> assign;
   };
   Flag* Find(const std::string& name);

@@ -33,11 +33,6 @@ void WorkerCore::BeginDrain() {
   draining_ = true;
 }
 
-bool WorkerCore::draining() const {
-  absl::MutexLock lock(&mu_);
-  return draining_;
-}
-
 absl::StatusOr<std::shared_ptr<const Dataset>> WorkerCore::GetDataset(
     const proto::DatasetSpec& spec) {
   const std::string key =

@@ -96,12 +96,10 @@ class WorkerCore {
   absl::Status Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
                       std::function<void(ItemOutput)> done);
 
-  // Stops taking new jobs (draining() becomes true); running items finish.
+  // Stops taking new jobs; running items finish.
   void BeginDrain();
-  bool draining() const;
   int threads() const { return pool_->size(); }
   const std::string& worker_id() const { return options_.worker_id; }
-  const std::string& data_root() const { return options_.data_root; }
   // Stops the pool; queued items are dropped. Call after every stream ended.
   void Stop() { pool_->Stop(); }
 

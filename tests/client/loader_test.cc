@@ -202,15 +202,22 @@ TEST_F(BadInputTest, FailStopsWithThePathAndStaysFailed) {
   EXPECT_EQ((*loader)->Next().status(), failure);
 }
 
-TEST(LoaderOptions, InvalidOptionsNameTheFlag) {
-  TempDir dir;
+// A job over `images` generated images in dir/d, batches of 2.
+LoaderOptions TinyJob(const TempDir& dir, int images, const std::string& pipeline) {
   SyntheticFolderOptions so;
   so.classes = 1;
-  so.images_per_class = 1;
-  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
+  so.images_per_class = images;
+  EXPECT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
   LoaderOptions o;
   o.dataset.set_path(dir.Join("d"));
-  o.pipeline = *LoadPipelineSpec("imagenet-train");
+  o.pipeline = *LoadPipelineSpec(pipeline);
+  o.batch_size = 2;
+  return o;
+}
+
+TEST(LoaderOptions, InvalidOptionsNameTheFlag) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 1, "imagenet-train");
   o.batch_size = 0;
   EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("--batch"));
   o.batch_size = 2;
@@ -226,14 +233,7 @@ TEST(LoaderOptions, InvalidOptionsNameTheFlag) {
 
 TEST(Loader, OffloadComesFromTheEnvironmentWhenUnset) {
   TempDir dir;
-  SyntheticFolderOptions so;
-  so.classes = 1;
-  so.images_per_class = 4;
-  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
-  LoaderOptions o;
-  o.dataset.set_path(dir.Join("d"));
-  o.pipeline = *LoadPipelineSpec("imagenet-eval");
-  o.batch_size = 2;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
   setenv("PREPFLOW_OFFLOAD", "auto", 1);
   auto loader = Loader::Create(o);  // auto without workers: runs here
   ASSERT_TRUE(loader.ok()) << loader.status();
@@ -250,14 +250,7 @@ TEST(Loader, OffloadComesFromTheEnvironmentWhenUnset) {
 
 TEST(Loader, BatchesOutliveTheLoader) {
   TempDir dir;
-  SyntheticFolderOptions so;
-  so.classes = 1;
-  so.images_per_class = 3;
-  ASSERT_TRUE(WriteSyntheticImageFolder(dir.Join("d"), so).ok());
-  LoaderOptions o;
-  o.dataset.set_path(dir.Join("d"));
-  o.pipeline = *LoadPipelineSpec("imagenet-eval");
-  o.batch_size = 2;
+  const LoaderOptions o = TinyJob(dir, 3, "imagenet-eval");
   BatchPtr kept;
   {
     auto loader = Loader::Create(o);

@@ -13,8 +13,10 @@
 //
 //   plan_sim [--scenarios 5000] [--seed 1]
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -109,9 +111,22 @@ int main(int argc, char** argv) {
   prepflow::cli::FlagSet flags("plan_sim", "Planner vs oracle vs FastFlow's rule.");
   flags.Int("scenarios", &scenarios, "random scenarios");
   flags.Uint("seed", &seed, "seed");
+  std::string csv_path;
+  flags.String("csv", &csv_path,
+               "also write one line per scenario (planner, oracle, FastFlow rule, bandwidth "
+               "bound) to this file, for scripts/plot_benchmarks.py");
   if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok() || flags.help()) {
     std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
     return 2;
+  }
+  FILE* csv = nullptr;
+  if (!csv_path.empty()) {
+    csv = std::fopen(csv_path.c_str(), "w");
+    if (csv == nullptr) {
+      std::fprintf(stderr, "plan_sim: --csv %s: %s\n", csv_path.c_str(), std::strerror(errno));
+      return 2;
+    }
+    std::fprintf(csv, "planner,oracle,fastflow,bandwidth_bound\n");
   }
   prepflow::SampleRng rng(seed, 0, 0, 0);
   int64_t within_1pct = 0, below_fastflow = 0, bandwidth_bound = 0;
@@ -146,7 +161,9 @@ int main(int argc, char** argv) {
       ++bandwidth_bound;
       sum_vs_ff_bw += p / ff;
     }
+    if (csv != nullptr) std::fprintf(csv, "%.6g,%.6g,%.6g,%d\n", p, o, ff, bw ? 1 : 0);
   }
+  if (csv != nullptr) std::fclose(csv);
   std::printf(
       "{\"program\":\"plan_sim\",\"scenarios\":%lld,\"within_1pct_of_oracle\":%.4f,"
       "\"worst_ratio_to_oracle\":%.4f,\"mean_ratio_to_fastflow\":%.3f,"

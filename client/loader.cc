@@ -139,6 +139,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = options;
   loader->offload_ = offload;
+  SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
+  loader->job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
   PipelineOptions popts;
   popts.seed = options.seed;
   popts.decode.max_pixels = options.max_pixels;
@@ -194,6 +196,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   // run, or its remote suffix): Submit() never waits for long.
   loader->pool_ = std::make_unique<ThreadPool>(
       threads, 2 * static_cast<size_t>(options.batch_size) * loader->prefetch_);
+  if (offload.kind == OffloadMode::kAuto) {
+    absl::MutexLock lock(&loader->mu_);
+    loader->StartWarmUp();
+  }
   loader->pool_of_batches_ = std::make_shared<Pool>();
   {
     // The batches that can be in flight plus the one the trainer holds, made
@@ -218,8 +224,6 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
 absl::Status Loader::ConnectWorkers() {
   char real[PATH_MAX];
   proto::JobOpen open;
-  SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
-  job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
   open.set_job_id(job_id_);
   *open.mutable_dataset() = options_.dataset;
   // Workers see the dataset on shared storage under the same absolute path.
@@ -324,54 +328,193 @@ int Loader::PlacementOf(uint64_t epoch, int64_t index) const {
   return outcomes - 2;
 }
 
-void Loader::MaybeReplan() {
-  if (offload_.kind != OffloadMode::kAuto || images_ == 0 || workers_.empty()) return;
-  const int64_t now = WallNanos();
-  if (last_plan_nanos_ != 0 &&
-      now - last_plan_nanos_ < static_cast<int64_t>(options_.replan_seconds * 1e9)) {
+namespace {
+
+// The largest relative change between two plan inputs, and what it was.
+std::pair<double, std::string> Drift(const policy::PlanInput& a, const policy::PlanInput& b) {
+  std::pair<double, std::string> worst = {0, ""};
+  auto check = [&](double x, double y, const std::string& what) {
+    const bool x_limited = x < 1e299, y_limited = y < 1e299;
+    const double change = x_limited != y_limited ? 1 : x_limited ? RelativeChange(x, y) : 0;
+    if (change > worst.first) worst = {change, what};
+  };
+  double la = 0, lb = 0, ra = 0, rb = 0;
+  for (size_t i = 0; i < a.local_cost.size() && i < b.local_cost.size(); ++i) {
+    la += a.local_cost[i];
+    lb += b.local_cost[i];
+    ra += a.remote_cost[i];
+    rb += b.remote_cost[i];
+    check(a.boundary_bytes[i], b.boundary_bytes[i], absl::StrCat("stage ", i, "'s output size"));
+  }
+  check(la, lb, "the local cost per sample");
+  check(ra, rb, "the workers' cost per sample");
+  check(a.local_cores, b.local_cores, "the local cores");
+  check(a.remote_cores, b.remote_cores, "the remote cores");
+  check(a.bandwidth, b.bandwidth, "the ingest bandwidth");
+  check(a.demand, b.demand, "the demand");
+  check(a.local_cost_per_byte, b.local_cost_per_byte, "the receive cost per byte");
+  return worst;
+}
+
+}  // namespace
+
+void Loader::StartWarmUp() {
+  double remote = 0;
+  for (const Worker& w : workers_) remote += w.alive && w.opened ? w.cores : 0;
+  if (remote <= 0) return;
+  const double local = std::min<double>(pool_->size(), EffectiveCpus());
+  const double local_share = local / (local + remote);
+  // The cut with the fewest bytes the pipeline's types tell (the latest on a
+  // tie, so more stages get measured remotely); local samples measure the
+  // rest. The planner takes over once every stage is measured.
+  const int n = pipeline_->num_stages();
+  int cut = n;
+  for (int k = n; k >= 1; --k) {
+    const ValueType& t = pipeline_->boundary_type(k);
+    if (t.fixed() && t.bytes() < pipeline_->boundary_type(cut).bytes()) cut = k;
+  }
+  for (size_t j = 0; j < placement_cdf_.size(); ++j)
+    placement_cdf_[j] = static_cast<int>(j) <= cut ? local_share : 1.0;
+  spdlog::info(
+      "--offload auto: warming up with {:.0f}% of samples at cut {} ({:.2f} remote cores, "
+      "{:.2f} here) until every stage is measured",
+      100 * (1 - local_share), cut, remote, local);
+}
+
+void Loader::UpdateMeasurements(int64_t now) {
+  auto fold = [](std::vector<SmoothedRatio>& cpu, std::vector<SmoothedRatio>& bytes,
+                 const std::vector<StageStats>& stats) {
+    if (cpu.empty()) {  // windows of 64 samples, a first estimate after 16
+      cpu.assign(stats.size(), SmoothedRatio(64, 0.3, 16));
+      bytes.assign(stats.size(), SmoothedRatio(64, 0.3, 16));
+    }
+    for (size_t i = 0; i < stats.size(); ++i) {
+      cpu[i].Update(stats[i].cpu_seconds, static_cast<double>(stats[i].samples));
+      bytes[i].Update(static_cast<double>(stats[i].output_bytes),
+                      static_cast<double>(stats[i].samples));
+    }
+  };
+  fold(measured_.local_cpu, measured_.local_bytes, stage_profiler_->Snapshot());
+  fold(measured_.remote_cpu, measured_.remote_bytes, remote_profiler_->Snapshot());
+  const StageStats read = read_profiler_->Snapshot()[0];
+  measured_.read_cpu.Update(read.cpu_seconds, static_cast<double>(read.samples));
+  double received = 0, receive_cpu = wire_copy_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9;
+  for (const Worker& w : workers_) {
+    if (!w.stream) continue;
+    received += static_cast<double>(w.stream->received_bytes());
+    receive_cpu += w.stream->receive_cpu_nanos() * 1e-9;
+  }
+  measured_.receive_cpu_per_byte.Update(receive_cpu, received);
+  measured_.demand.Update(static_cast<double>(images_), (now - start_nanos_ - wait_nanos_) * 1e-9);
+
+  // Each worker's link: a worker that had every credit out yet spent little
+  // CPU on our items was held back by the link or by our receiving. Only
+  // when this process had CPU to spare is it the link, and what arrived is
+  // what the link carries. The estimate only rises on evidence, so a plan
+  // that stops filling the link does not forget it.
+  const int64_t cpu_now = ProcessCpuNanos();
+  const double window = (now - measure_window_nanos_) * 1e-9;
+  if (measure_window_nanos_ == 0 || window < 1) {
+    if (measure_window_nanos_ == 0) {
+      measure_window_nanos_ = now;
+      measure_window_cpu_nanos_ = cpu_now;
+    }
     return;
   }
-  last_plan_nanos_ = now;
-  // Measurements: stage costs here, as workers report them, and sizes.
-  const std::vector<StageStats> local = stage_profiler_->Snapshot();
-  const std::vector<StageStats> remote = remote_profiler_->Snapshot();  // [0] is read
-  const StageStats read = read_profiler_->Snapshot()[0];
+  const double here_busy = (cpu_now - measure_window_cpu_nanos_) * 1e-9 /
+                           (window * std::min<double>(pool_->size(), EffectiveCpus()));
+  measure_window_nanos_ = now;
+  measure_window_cpu_nanos_ = cpu_now;
+  for (Worker& w : workers_) {
+    const double seconds = (now - w.window_start_nanos) * 1e-9;
+    if (!w.alive || w.window_start_nanos == 0 || seconds < 1 || w.window_results < 4) continue;
+    const double rate = w.window_bytes / seconds;
+    w.ingest_rate = rate;
+    const double busy = w.window_cpu_seconds / (seconds * std::max(w.cores, 0.01));
+    const double saturated = static_cast<double>(w.window_saturated) / w.window_results;
+    if (saturated >= 0.8 && busy < 0.6 && here_busy < 0.7) {
+      if (w.link_limit == 0) {
+        spdlog::info(
+            "worker {}: its link binds at {:.1f} MB/s (every credit out, CPU {:.0f}% busy)",
+            w.stream->address(), rate / 1e6, 100 * busy);
+      }
+      w.link_limit = w.link_limit > 0 ? 0.5 * (w.link_limit + rate) : rate;
+    } else if (w.link_limit > 0 && rate > w.link_limit) {
+      w.link_limit = rate;
+    }
+    w.window_start_nanos = now;
+    w.window_bytes = 0;
+    w.window_cpu_seconds = 0;
+    w.window_results = w.window_saturated = 0;
+  }
+}
+
+std::optional<policy::PlanInput> Loader::CurrentPlanInput() {
+  const Measured& m = measured_;
   policy::PlanInput in;
-  const size_t n = local.size();
+  const size_t n = m.local_cpu.size();
   for (size_t i = 0; i < n; ++i) {
-    const StageStats& l = local[i];
-    const StageStats& r = remote[i + 1];
-    if (l.samples == 0 && r.samples == 0) return;  // nothing known about this stage yet
-    const double lc = l.samples > 0 ? l.cpu_seconds_per_sample() : r.cpu_seconds_per_sample();
-    in.local_cost.push_back(lc);
-    in.remote_cost.push_back(r.samples > 0 ? r.cpu_seconds_per_sample() : lc);
-    in.boundary_bytes.push_back(l.samples > 0 ? l.bytes_per_sample() : r.bytes_per_sample());
+    const SmoothedRatio& lc = m.local_cpu[i];
+    const SmoothedRatio& rc = m.remote_cpu[i + 1];
+    if (!lc.known() && !rc.known()) return std::nullopt;  // nothing known about this stage yet
+    const double local = lc.value_or(rc.value());
+    in.local_cost.push_back(local);
+    in.remote_cost.push_back(rc.value_or(local));
+    in.boundary_bytes.push_back(m.local_bytes[i].known() ? m.local_bytes[i].value()
+                                                         : m.remote_bytes[i + 1].value());
   }
   // Whoever runs stage 0 reads the file.
-  const double read_local = read.cpu_seconds_per_sample();
+  const double read_local = m.read_cpu.value_or(0);
   in.local_cost[0] += read_local;
-  in.remote_cost[0] += remote[0].samples > 0 ? remote[0].cpu_seconds_per_sample() : read_local;
+  in.remote_cost[0] += m.remote_cpu[0].value_or(read_local);
+  in.local_cost_per_byte = m.receive_cpu_per_byte.value_or(kPriorReceiveCpuPerByte);
+  in.remote_cost_per_byte = kAssumedSendCpuPerByte;
   // Capacities in cores the two sides may really use (quotas count).
   in.local_cores = std::min<double>(pool_->size(), EffectiveCpus());
-  double remote_cores = 0;
+  double remote_cores = 0, links = 0;
   int alive = 0;
+  bool every_link_binds = true;
   for (const Worker& w : workers_) {
-    if (w.alive && w.opened) {
-      remote_cores += w.cores;
-      ++alive;
-    }
+    if (!w.alive || !w.opened) continue;
+    remote_cores += w.cores;
+    ++alive;
+    links += w.link_limit;
+    every_link_binds = every_link_binds && w.link_limit > 0;
   }
   in.remote_cores = remote_cores;
-  if (options_.bandwidth > 0) in.bandwidth = options_.bandwidth;
   in.cores_per_worker = alive > 0 ? remote_cores / alive : 1;
+  // The link is a limit only when every worker's is (any other can carry more).
+  if (alive > 0 && every_link_binds) in.bandwidth = links;
+  if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
   // Demand: what the trainer consumes while it is not waiting for data.
   if (options_.demand > 0) {
     in.demand = options_.demand;
-  } else {
-    const double busy = (now - start_nanos_ - wait_nanos_) * 1e-9;
-    if (busy > 0.05 * (now - start_nanos_) * 1e-9) in.demand = images_ / busy;
+  } else if (m.demand.known() && m.demand.value() > 0) {
+    in.demand = m.demand.value();
   }
-  auto plan = policy::MakePlan(in);
+  return in;
+}
+
+void Loader::MaybeReplan() {
+  if (offload_.kind != OffloadMode::kAuto || images_ == 0 || workers_.empty()) return;
+  const int64_t now = WallNanos();
+  UpdateMeasurements(now);
+  const std::optional<policy::PlanInput> in = CurrentPlanInput();
+  if (!in) return;
+  // On the period; sooner when a measurement drifted (but not more often than
+  // a quarter period, so a noisy window cannot make it flap); at once when a
+  // worker came or went (last_plan_nanos_ reset).
+  const int64_t period = static_cast<int64_t>(options_.replan_seconds * 1e9);
+  const auto [drift, what] = plan_input_ ? Drift(*plan_input_, *in) : std::make_pair(1.0, "");
+  const int64_t since = now - last_plan_nanos_;
+  const bool drifted = drift > options_.replan_drift && since >= period / 4;
+  if (last_plan_nanos_ != 0 && since < period && !drifted) return;
+  if (drifted && since < period) {
+    spdlog::info("re-planning: {} moved {:.0f}%", what, 100 * drift);
+  }
+  last_plan_nanos_ = now;
+  plan_input_ = in;
+  auto plan = policy::MakePlan(*in);
   if (!plan.ok() || plan->throughput <= 0) {
     spdlog::debug("no plan yet: {}", plan.ok() ? "zero throughput" : plan.status().ToString());
     return;
@@ -384,12 +527,21 @@ void Loader::MaybeReplan() {
   for (size_t k = 1; k < plan->rate.size(); ++k)
     cdf[k + 1] = (sum += plan->rate[k]) / plan->throughput;
   cdf.back() = 1;
-  // Hysteresis: keep the current split unless some cut's share moves by more
-  // than five points.
-  double moved = 0;
-  for (size_t k = 0; k < cdf.size(); ++k)
-    moved = std::max(moved, std::abs(cdf[k] - placement_cdf_[k]));
-  if (plan_changes_ > 0 && moved <= 0.05) return;
+  // Hysteresis: keep the current split unless the new plan is clearly better
+  // under the same measurements (near-ties between cuts are common, and
+  // switching between them on noise gains nothing).
+  if (plan_changes_ > 0) {
+    std::vector<double> current(plan->rate.size());
+    current[0] = placement_cdf_[1];  // local, and cut 0 (which plans never use)
+    for (size_t k = 1; k < current.size(); ++k)
+      current[k] = placement_cdf_[k + 1] - placement_cdf_[k];
+    const absl::StatusOr<double> now_rate = policy::ThroughputOf(*in, current);
+    if (now_rate.ok() && plan->throughput <= (1 + options_.replan_gain) * *now_rate) {
+      plan_throughput_ = *now_rate;
+      return;
+    }
+  }
+  plan_throughput_ = plan->throughput;
   placement_cdf_ = cdf;
   plan_explanation_ = plan->explanation;
   ++plan_changes_;
@@ -536,6 +688,16 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     if (!worker.alive || it == items_.end() || it->second.worker != w) return;
     item = std::move(it->second);
     items_.erase(it);
+    // The measurement window of this worker (see UpdateMeasurements).
+    if (worker.window_start_nanos == 0) worker.window_start_nanos = worker.last_heard_nanos;
+    worker.window_bytes += static_cast<int64_t>(received->wire_bytes);
+    ++worker.window_results;
+    if (static_cast<int>(worker.items.size()) >= worker.credits) ++worker.window_saturated;
+    for (const proto::SampleResult& r : result.samples()) {
+      worker.window_cpu_seconds += r.read_cpu_seconds();
+      for (const auto& stage : r.stages()) worker.window_cpu_seconds += stage.cpu_seconds();
+    }
+    worker.samples += result.samples_size();
     worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
     address = worker.stream->address();
     Dispatch();  // its credit is free again
@@ -684,7 +846,9 @@ void Loader::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
   s.epoch = batch->epoch();
   s.index = r.index();
   s.label = r.label();
+  const int64_t cpu = ThreadCpuNanos();
   absl::Status status = FromWire(r.value(), received->payloads[sample], ws, s);
+  wire_copy_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
   if (status.ok()) {
     status = pipeline_->Run(cut, pipeline_->num_stages(), s, ws, stage_profiler_.get(),
                             batch->slot(slot), batch->sample_bytes());
@@ -787,8 +951,22 @@ LoaderStats Loader::Stats() const {
       st.plan_fractions.push_back(c - prev);
       prev = c;
     }
+    st.plan_throughput = plan_throughput_;
+    st.receive_cpu_per_byte = measured_.receive_cpu_per_byte.value_or(0);
+    if (plan_input_ && plan_input_->bandwidth < 1e299) st.ingest_limit = plan_input_->bandwidth;
     st.workers_total = static_cast<int>(workers_.size());
-    for (const Worker& w : workers_) st.workers_alive += w.alive ? 1 : 0;
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      const Worker& worker = workers_[w];
+      st.workers_alive += worker.alive ? 1 : 0;
+      LoaderStats::WorkerStats ws;
+      ws.address = options_.workers[w];
+      ws.alive = worker.alive;
+      ws.received_bytes = worker.stream ? worker.stream->received_bytes() : 0;
+      ws.samples = worker.samples;
+      ws.link_limit = worker.link_limit;
+      ws.ingest_rate = worker.ingest_rate;
+      st.workers.push_back(std::move(ws));
+    }
   }
   st.checksum = checksum_.value();
   st.stages = read_profiler_->Snapshot();

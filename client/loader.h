@@ -25,6 +25,7 @@
 #ifndef PREPFLOW_CLIENT_LOADER_H_
 #define PREPFLOW_CLIENT_LOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -38,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/measurements.h"
 #include "client/remote_worker.h"
 #include "pipeline/batch.h"
 #include "pipeline/checksum.h"
@@ -45,6 +47,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
+#include "policy/planner.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {
@@ -65,6 +68,13 @@ struct OffloadMode {
 // Parses "off" | "auto" | "remote" | "cut=K[,remote_fraction=F]".
 absl::StatusOr<OffloadMode> ParseOffload(const std::string& text);
 std::string OffloadModeString(const OffloadMode& mode);
+
+// Transport CPU per byte the planner charges before it has measured any: the
+// client's receive cost on the wire benchmark (docs/benchmarks.md), and a
+// worker's send cost, one copy into the kernel like iperf3's sender (0.12
+// CPU-s/GB there; workers do not report theirs).
+inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
+inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
 
 struct LoaderOptions {
   proto::DatasetSpec dataset;
@@ -88,6 +98,8 @@ struct LoaderOptions {
   double demand = 0;                    // samples/s the trainer consumes; 0: measured
   double bandwidth = 0;                 // bytes/s into this trainer, for kAuto; 0: unlimited
   double replan_seconds = 2;            // kAuto: how often to re-plan
+  double replan_drift = 0.25;           // kAuto: re-plan sooner when a measurement moves this much
+  double replan_gain = 0.03;            // kAuto: switch plans only for this much more throughput
   double worker_timeout_seconds = 30;   // silence while owing results
   double connect_timeout_seconds = 10;  // for the job to open on each worker
   int item_samples = 8;                 // samples per work item
@@ -110,6 +122,18 @@ struct LoaderStats {
   std::string plan;                    // kAuto: the current plan's explanation
   std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
   int64_t plan_changes = 0;
+  double plan_throughput = 0;  // kAuto: what the current plan predicts, samples/s
+  double ingest_limit = 0;     // kAuto: bytes/s the links were measured to bind at; 0: none seen
+  double receive_cpu_per_byte = 0;  // kAuto: measured transport CPU here, s/byte
+  struct WorkerStats {
+    std::string address;
+    bool alive = false;
+    int64_t received_bytes = 0;
+    int64_t samples = 0;     // samples it returned
+    double link_limit = 0;   // bytes/s its link was seen to bind at; 0: not seen
+    double ingest_rate = 0;  // bytes/s received from it over the last window (kAuto)
+  };
+  std::vector<WorkerStats> workers;
   int workers_alive = 0;
   int workers_total = 0;
   // Measured here: "read" first, then one entry per pipeline stage.
@@ -143,6 +167,8 @@ class Loader {
   const Pipeline& pipeline() const { return *pipeline_; }
   const LoaderOptions& options() const { return options_; }
   int threads() const { return pool_->size(); }
+  // A random id naming this job to workers, in logs and in metrics.
+  const std::string& job_id() const { return job_id_; }
   int prefetch_batches() const { return prefetch_; }
   // Samples and batches this rank sees per epoch.
   int64_t samples_per_epoch() const { return samples_per_epoch_; }
@@ -165,6 +191,24 @@ class Loader {
     double cores = 0;  // as the worker reports it (its cgroup quota counts)
     int64_t last_heard_nanos = 0;
     std::vector<uint64_t> items;  // outstanding here
+    int64_t samples = 0;          // returned, all time
+    // The current measurement window, for telling a busy link from a busy
+    // worker: results while every credit was out, and the CPU they report.
+    int64_t window_start_nanos = 0;
+    int64_t window_bytes = 0;
+    double window_cpu_seconds = 0;
+    int window_results = 0;
+    int window_saturated = 0;
+    double link_limit = 0;   // bytes/s the link carried when it bound; 0: never seen binding
+    double ingest_rate = 0;  // bytes/s received over the last window
+  };
+  // kAuto's measurements, smoothed over windows (see measurements.h).
+  struct Measured {
+    std::vector<SmoothedRatio> local_cpu, local_bytes;    // per stage, per sample
+    std::vector<SmoothedRatio> remote_cpu, remote_bytes;  // "read" + stages
+    SmoothedRatio read_cpu{8};
+    SmoothedRatio receive_cpu_per_byte{16e6};  // per 16 MB received
+    SmoothedRatio demand{0.25};                // samples per busy second, per 0.25 s
   };
 
   Loader() = default;
@@ -178,8 +222,16 @@ class Loader {
   // The remote cut sample `index` of `epoch` takes, or -1 to run it all
   // here; drawn from the placement distribution with the job seed.
   int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // kAuto: re-plans from the measurements when it is time.
+  // kAuto: re-plans from the measurements when it is time, when they have
+  // drifted, or when a worker came or went.
   void MaybeReplan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kAuto, before anything is measured: all remote on the workers' share of
+  // the cores, so both sides' stage costs get measured from the start.
+  void StartWarmUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateMeasurements(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The planner's input from the measurements; nullopt while a stage is
+  // still unmeasured.
+  std::optional<policy::PlanInput> CurrentPlanInput() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SubmitLocal(Batch* batch, int64_t slot);
   void RunSample(int thread, Batch* batch, int64_t slot);
   void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
@@ -233,6 +285,12 @@ class Loader {
   // Cumulative share of samples: local, then remote cut 0..n (last is 1).
   std::vector<double> placement_cdf_ ABSL_GUARDED_BY(mu_);
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  Measured measured_ ABSL_GUARDED_BY(mu_);
+  int64_t measure_window_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the links' window (wall, process CPU)
+  int64_t measure_window_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<policy::PlanInput> plan_input_ ABSL_GUARDED_BY(mu_);  // of the last plan
+  double plan_throughput_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> wire_copy_cpu_nanos_{0};  // FromWire in RunSuffix
   int64_t plan_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string plan_explanation_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;

@@ -150,6 +150,8 @@ absl::Status ParseReceivedMessage(std::vector<grpc::Slice> slices, ReceivedMessa
   auto owned = std::make_shared<const std::vector<grpc::Slice>>(std::move(slices));
   out->slices = owned;
   out->payloads.clear();
+  out->wire_bytes = 0;
+  for (const grpc::Slice& slice : *owned) out->wire_bytes += slice.size();
   Rope rope(*owned);
   // WorkerMessage: result (2) is taken apart; opened (1) is parsed as is.
   return ParseExcept(rope, 0, rope.size(), 2, &out->message, [&](const Field& result) {

@@ -31,6 +31,8 @@ struct ReceivedMessage {
   // Owns what the pieces point into. Never resized after parsing (small
   // slices keep their bytes inline).
   std::shared_ptr<const std::vector<grpc::Slice>> slices;
+  // Serialized size: what crossed the network for this message.
+  size_t wire_bytes = 0;
 
   size_t payload_size(size_t i) const;
   // Copies payload i to `dst` (payload_size(i) bytes).

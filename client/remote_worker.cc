@@ -1,6 +1,7 @@
 #include "client/remote_worker.h"
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/profiler.h"
 
 namespace prepflow {
 
@@ -83,14 +84,19 @@ void RemoteWorker::WriteLoop() {
 }
 
 void RemoteWorker::ReadLoop() {
+  int64_t cpu = ThreadCpuNanos();
   while (true) {
     auto msg = std::make_shared<ReceivedMessage>();
     if (!stream_->Read(msg.get())) break;
+    received_bytes_.fetch_add(static_cast<int64_t>(msg->wire_bytes), std::memory_order_relaxed);
     if (msg->message.has_opened()) {
       if (handlers_.opened) handlers_.opened(msg->message.opened());
     } else if (msg->message.has_result()) {
       if (handlers_.result) handlers_.result(std::move(msg));
     }
+    const int64_t now = ThreadCpuNanos();
+    receive_cpu_nanos_.fetch_add(now - cpu, std::memory_order_relaxed);
+    cpu = now;
   }
   {
     absl::MutexLock lock(&mu_);

@@ -11,6 +11,8 @@
 #ifndef PREPFLOW_CLIENT_REMOTE_WORKER_H_
 #define PREPFLOW_CLIENT_REMOTE_WORKER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -49,6 +51,11 @@ class RemoteWorker {
   // Ends the stream now; outstanding items are never answered.
   void Cancel();
   const std::string& address() const { return address_; }
+  // What the stream has received so far, and the CPU time its reader thread
+  // spent receiving, parsing and handing results over (the transport's share
+  // of the client's CPU, which the planner charges per byte).
+  int64_t received_bytes() const { return received_bytes_.load(std::memory_order_relaxed); }
+  int64_t receive_cpu_nanos() const { return receive_cpu_nanos_.load(std::memory_order_relaxed); }
 
  private:
   void ReadLoop();
@@ -64,6 +71,8 @@ class RemoteWorker {
   std::deque<proto::ClientMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> received_bytes_{0};
+  std::atomic<int64_t> receive_cpu_nanos_{0};
   std::thread writer_;
   std::thread reader_;
 };

@@ -71,7 +71,10 @@ const char* BindingName(Binding b) {
   return "?";
 }
 
-absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
+namespace {
+
+// Checks the input and computes each path's use of each resource per sample.
+absl::Status Validate(const PlanInput& in) {
   const size_t n = in.local_cost.size();
   const std::vector<double>& remote = in.remote_cost.empty() ? in.local_cost : in.remote_cost;
   if (remote.size() != n || in.boundary_bytes.size() != n) {
@@ -95,19 +98,69 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
           absl::StrCat("plan input: ", names[r], " must be >= 0, got ", cap[r]));
     }
   }
+  for (double v : {in.local_cost_per_byte, in.remote_cost_per_byte}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan input: transport cost per byte must be finite and >= 0, got ", v));
+    }
+  }
   if (!(in.cores_per_worker > 0)) {
     return absl::InvalidArgumentError("plan input: cores_per_worker must be positive");
   }
+  return absl::OkStatus();
+}
 
-  // Path k's use of each resource per sample.
-  const size_t paths = n + 1;
-  std::vector<std::array<double, kRows>> use(paths);
-  for (size_t k = 0; k < paths; ++k) {
+// Path k's use of each resource per sample (rows as kRows), k = 0..n.
+std::vector<std::array<double, kRows>> PathUse(const PlanInput& in) {
+  const size_t n = in.local_cost.size();
+  const std::vector<double>& remote = in.remote_cost.empty() ? in.local_cost : in.remote_cost;
+  std::vector<std::array<double, kRows>> use(n + 1);
+  for (size_t k = 0; k <= n; ++k) {
     double local = 0, rem = 0;
     for (size_t i = 0; i < n; ++i)
       (i >= k ? local : rem) += (i >= k ? in.local_cost[i] : remote[i]);
-    use[k] = {local, rem, k == 0 ? 0.0 : in.boundary_bytes[k - 1], 1.0};
+    const double bytes = k == 0 ? 0.0 : in.boundary_bytes[k - 1];
+    use[k] = {local + in.local_cost_per_byte * bytes, rem + in.remote_cost_per_byte * bytes, bytes,
+              1.0};
   }
+  return use;
+}
+
+}  // namespace
+
+absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<double>& fractions) {
+  if (absl::Status s = Validate(in); !s.ok()) return s;
+  const size_t paths = in.local_cost.size() + 1;
+  if (fractions.size() != paths) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fractions: ", fractions.size(), " given for ", paths, " paths"));
+  }
+  double sum = 0;
+  for (double f : fractions) {
+    if (!(f >= 0)) return absl::InvalidArgumentError(absl::StrCat("fractions: ", f, " < 0"));
+    sum += f;
+  }
+  if (std::abs(sum - 1) > 1e-6) {
+    return absl::InvalidArgumentError(absl::StrCat("fractions sum to ", sum, ", not 1"));
+  }
+  const std::vector<std::array<double, kRows>> use = PathUse(in);
+  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  double rate = kUnlimited;
+  for (int r = 0; r < kRows; ++r) {
+    double per_sample = 0;
+    for (size_t k = 0; k < paths; ++k) per_sample += fractions[k] * use[k][r];
+    if (per_sample > 0) rate = std::min(rate, cap[r] / per_sample);
+  }
+  return rate;
+}
+
+absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
+  if (absl::Status s = Validate(in); !s.ok()) return s;
+  const size_t n = in.local_cost.size();
+  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  // Path k's use of each resource per sample.
+  const size_t paths = n + 1;
+  const std::vector<std::array<double, kRows>> use = PathUse(in);
   std::vector<int> finite_rows;
   for (int r = 0; r < kRows; ++r) {
     if (cap[r] < kUnlimited) finite_rows.push_back(r);

@@ -10,12 +10,14 @@
 //   L, R           cores this trainer may spend on preprocessing; remote cores
 //                  available to it.
 //   B              ingest bandwidth, bytes/s.   D  demand, samples/s.
+//   t_l, t_r       transport CPU-seconds per byte: receiving here (t_l) and
+//                  sending on a worker (t_r).
 //
 // The model. Choose rates y_k >= 0 (samples/s taking path k) to
 //
 //   maximise   T = Σ_k y_k
-//   subject to Σ_k y_k · Σ_{i>=k} c_i <= L       (local CPU)
-//              Σ_k y_k · Σ_{i<k}  r_i <= R       (remote CPU)
+//   subject to Σ_k y_k · (Σ_{i>=k} c_i + t_l·b_k) <= L   (local CPU)
+//              Σ_k y_k · (Σ_{i<k}  r_i + t_r·b_k) <= R   (remote CPU)
 //              Σ_k y_k · b_k          <= B       (network)
 //              Σ_k y_k                <= D       (demand)
 //
@@ -45,6 +47,8 @@ struct PlanInput {
   double bandwidth = 1e300;            // B, bytes/s (default: unlimited)
   double demand = 1e300;               // D, samples/s (default: unlimited)
   double cores_per_worker = 1;         // to turn remote cores into workers
+  double local_cost_per_byte = 0;      // t_l, CPU-s per byte received here
+  double remote_cost_per_byte = 0;     // t_r, CPU-s per byte a worker sends
 };
 
 enum class Binding { kLocalCpu, kRemoteCpu, kNetwork, kDemand };
@@ -66,6 +70,14 @@ struct Plan {
 // Errors: InvalidArgument naming the bad input (sizes that disagree, negative
 // or non-finite costs, non-positive capacities).
 absl::StatusOr<Plan> MakePlan(const PlanInput& input);
+
+// The throughput a fixed split reaches under `input`: `fractions[k]` is the
+// share of samples taking cut k (k = 0..n, summing to 1), and the rate is
+// raised until the first constraint binds. This is how a running plan is
+// re-scored when measurements change, so that a new plan replaces it only when
+// it is really better. Errors: InvalidArgument as MakePlan, or fractions of
+// the wrong size, negative, or not summing to 1.
+absl::StatusOr<double> ThroughputOf(const PlanInput& input, const std::vector<double>& fractions);
 
 }  // namespace prepflow::policy
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/loader.h"
+#include "client/metrics.h"
 #include "client/worker_process.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/checksum.h"
@@ -27,6 +28,8 @@
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
 #include "policy/planner.h"
+#include "prometheus/exposer.h"
+#include "spdlog/spdlog.h"
 
 namespace prepflow::cli {
 namespace {
@@ -124,6 +127,7 @@ struct RunFlags {
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0;
   int item_samples = 8;
+  int metrics_port = -1;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -155,6 +159,8 @@ struct RunFlags {
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
     f.Int("item-samples", &item_samples, "samples per remote work item");
+    f.Int("metrics-port", &metrics_port,
+          "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
   }
 
@@ -206,7 +212,8 @@ struct RunOutcome {
 
 // Runs `options` to the end. Prints progress and, unless `json`, a human
 // summary; the JSON summary is returned for the caller to print.
-RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, bool json) {
+RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, bool json,
+                      int metrics_port = -1) {
   RunOutcome outcome;
   auto loader_or = Loader::Create(options);
   if (!loader_or.ok()) {
@@ -214,6 +221,22 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
     return outcome;
   }
   Loader& loader = **loader_or;
+  // Declared after the loader, so destroyed (and no longer scraping) first.
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::shared_ptr<LoaderMetrics> metrics;
+  if (metrics_port >= 0) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", metrics_port));
+    } catch (const std::exception& e) {
+      outcome.exit_code = Failure(command, absl::UnavailableError(absl::StrCat(
+                                               "--metrics-port ", metrics_port, ": ", e.what())));
+      return outcome;
+    }
+    metrics = std::make_shared<LoaderMetrics>(&loader);
+    exposer->RegisterCollectable(metrics);
+    spdlog::info("serving metrics on port {} (/metrics), job {}", exposer->GetListeningPorts()[0],
+                 loader.job_id());
+  }
   const int64_t total = loader.batches_per_epoch() * options.epochs;
   if (!json) {
     std::printf("prepflow %s: %s %s (%lld samples%s), %s, %d threads, batch %d\n", command.c_str(),
@@ -269,6 +292,8 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"plan", st.plan},
               {"plan_changes", st.plan_changes},
               {"plan_fractions", st.plan_fractions},
+              {"plan_predicted_images_per_s", st.plan_throughput},
+              {"job_id", loader.job_id()},
               {"workers", options.workers},
               {"workers_alive", st.workers_alive},
               {"reissued_items", st.reissued_items},
@@ -317,7 +342,7 @@ int RunCommand(int argc, char** argv) {
   if (rf.data.empty()) return UsageError("prepflow run: --data is required", flags);
   auto options = rf.ToOptions();
   if (!options.ok()) return Failure("run", options.status());
-  RunOutcome outcome = ExecuteRun("run", *options, rf.json);
+  RunOutcome outcome = ExecuteRun("run", *options, rf.json, rf.metrics_port);
   if (rf.json && !outcome.summary.is_null()) std::printf("%s\n", outcome.summary.dump().c_str());
   return outcome.exit_code;
 }
@@ -430,6 +455,8 @@ int PlanCommand(int argc, char** argv) {
   int64_t samples = 64;
   uint64_t seed = 0;
   double local_cores = 1, remote_cores = 0, cores_per_worker = 1, bandwidth_mbps = 0, demand = 0;
+  double receive_ns_per_byte = kPriorReceiveCpuPerByte * 1e9,
+         send_ns_per_byte = kAssumedSendCpuPerByte * 1e9;
   bool json = false;
   FlagSet flags("prepflow plan",
                 "Prints what the offload planner decides for given measurements, or for a short "
@@ -449,6 +476,9 @@ int PlanCommand(int argc, char** argv) {
   flags.Double("cores-per-worker", &cores_per_worker, "cores of one worker");
   flags.Double("bandwidth-mbps", &bandwidth_mbps, "ingest bandwidth in Mbit/s (0: unlimited)");
   flags.Double("demand", &demand, "samples/s the training loop consumes (0: unlimited)");
+  flags.Double("receive-ns-per-byte", &receive_ns_per_byte,
+               "CPU ns this trainer spends per byte it receives");
+  flags.Double("send-ns-per-byte", &send_ns_per_byte, "CPU ns a worker spends per byte it sends");
   flags.Bool("json", &json, "print JSON");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
 
@@ -512,6 +542,8 @@ int PlanCommand(int argc, char** argv) {
   in.local_cores = local_cores;
   in.remote_cores = remote_cores;
   in.cores_per_worker = cores_per_worker;
+  in.local_cost_per_byte = receive_ns_per_byte * 1e-9;
+  in.remote_cost_per_byte = send_ns_per_byte * 1e-9;
   if (bandwidth_mbps > 0) in.bandwidth = bandwidth_mbps * 1e6 / 8;
   if (demand > 0) in.demand = demand;
   auto plan = policy::MakePlan(in);

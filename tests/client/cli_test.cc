@@ -139,7 +139,7 @@ TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   // to the 150 KB boundary.
   const CliRun given = Prepflow(
       "plan --stage-ms 8,1,1 --stage-bytes 600000,150000,600000 --remote-cores 4 "
-      "--bandwidth-mbps 240 --json",
+      "--bandwidth-mbps 240 --receive-ns-per-byte 0 --send-ns-per-byte 0 --json",
       dir_);
   ASSERT_EQ(given.exit_code, 0) << given.err;
   const nlohmann::json g = given.LastJson();

@@ -8,9 +8,11 @@
 #include <thread>
 
 #include "client/loader.h"
+#include "client/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/synthetic.h"
+#include "prometheus/text_serializer.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/worker_process.h"
@@ -50,8 +52,9 @@ class RemoteTest : public ::testing::Test {
     return o;
   }
   static RunResult RunWith(const LoaderOptions& o,
-                           const std::function<void(Loader&)>& after_first = nullptr) {
-    return testing::Drain(o, after_first);
+                           const std::function<void(Loader&)>& fault = nullptr,
+                           const std::function<bool(const Loader&)>& when = nullptr) {
+    return testing::Drain(o, fault, when);
   }
   static void ExpectExactlyOnce(const RunResult& r, int64_t n, int epochs = 1) {
     ASSERT_TRUE(r.status.ok()) << r.status;
@@ -105,6 +108,56 @@ TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {
   EXPECT_GT(r.stats.remote_images, 0);
   ASSERT_EQ(r.stats.plan_fractions.size(), 6u);  // local, remote cut 0..4
   EXPECT_EQ(r.stats.plan_fractions[1], 0);       // the planner never sends raw files
+}
+
+TEST_F(RemoteTest, AutoReplansWhenAWorkerGoes) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({a.address(), b.address()}, "auto");
+  o.epochs = 3;
+  o.replan_seconds = 3600;  // only the worker leaving can trigger the new plan
+  o.replan_drift = 1e9;
+  int64_t changes_before = -1;
+  const RunResult r = RunWith(
+      o,
+      [&](Loader& loader) {
+        EXPECT_THAT(loader.Stats().plan, HasSubstr("(2 workers)"));
+        changes_before = loader.Stats().plan_changes;
+        b.Signal(SIGKILL);
+        b.Wait();
+      },
+      [](const Loader& loader) { return loader.Stats().plan_changes > 0; });
+  ExpectExactlyOnce(r, 96, 3);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum(3));
+  EXPECT_EQ(r.stats.workers_alive, 1);
+  // Two workers' cores, then one: the split moves far past the hysteresis.
+  ASSERT_GT(changes_before, 0) << "no plan before the kill";
+  EXPECT_GT(r.stats.plan_changes, changes_before);
+  EXPECT_THAT(r.stats.plan, HasSubstr("(1 worker)"));
+}
+
+TEST_F(RemoteTest, MetricsShowThePlacementAndEachWorker) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  auto loader = Loader::Create(Options({a.address()}, "cut=2,remote_fraction=0.5"));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const RunResult r = testing::Drain(**loader);
+  ExpectExactlyOnce(r, 96);
+  const std::string text =
+      prometheus::TextSerializer().Serialize(LoaderMetrics(loader->get()).Collect());
+  const std::string job = absl::StrCat("job_id=\"", (*loader)->job_id(), "\"");
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_samples_total{", job,
+                                           ",placement=\"remote\"} ", r.stats.remote_images)));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_samples_total{", job,
+                                           ",placement=\"local\"} ", r.stats.local_images)));
+  EXPECT_THAT(
+      text, HasSubstr(absl::StrCat("prepflow_client_plan_fraction{", job, ",path=\"cut=2\"} 0.5")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_remote_fraction{", job, "} 0.5")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_cut{", job, "} 2")));
+  EXPECT_THAT(text,
+              HasSubstr(absl::StrCat("prepflow_client_worker_samples_total{", job, ",worker=\"",
+                                     a.address(), "\"} ", r.stats.remote_images)));
+  EXPECT_THAT(text, HasSubstr("# TYPE prepflow_client_wait_seconds_total counter"));
+  EXPECT_THAT(text, HasSubstr("prepflow_client_stage_cpu_seconds_total{"));
 }
 
 TEST_F(RemoteTest, UnreachableWorkersMeanLocalWork) {

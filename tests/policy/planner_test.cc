@@ -112,6 +112,65 @@ TEST(Planner, RemoteCostsMayDifferFromLocal) {
   EXPECT_NEAR(plan->throughput, 200, kTol);
 }
 
+TEST(Planner, TransportCostsBreakTheTieTowardsFewerBytes) {
+  // decode 6 ms, crop 1 ms, normalize 1 ms; 600/150/600 KB after each. With
+  // free transport every mix of paths needs 8 ms a sample: 2 cores give 250/s.
+  // Receiving costs 1 ms per MB here: cut 1 now costs 2.6 ms here, cut 2
+  // 1.15 ms, all remote 0.6 ms. Best: cut 2 at 1000/7 = 142.86/s on the
+  // remote core, and the local core's remaining 835.7 ms run 104.46/s locally.
+  PlanInput in;
+  in.local_cost = {0.006, 0.001, 0.001};
+  in.boundary_bytes = {600e3, 150e3, 600e3};
+  in.local_cores = 1;
+  in.remote_cores = 1;
+  auto free_transport = MakePlan(in);
+  ASSERT_TRUE(free_transport.ok());
+  EXPECT_NEAR(free_transport->throughput, 250, kTol);
+
+  in.local_cost_per_byte = 1e-9;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear((1000 - 1.15 * 1000 / 7) / 8, kTol), DoubleNear(0, kTol),
+                          DoubleNear(1000.0 / 7, kTol), DoubleNear(0, kTol)));
+  EXPECT_NEAR(plan->local_cores_used, 1, kTol);
+
+  // Sending costs the worker 1 ms per MB too: cut 2 takes 7.15 ms there.
+  in.remote_cost_per_byte = 1e-9;
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  const double y2 = 1000 / 7.15;
+  EXPECT_THAT(plan->rate, ElementsAre(DoubleNear((1000 - 1.15 * y2) / 8, kTol), DoubleNear(0, kTol),
+                                      DoubleNear(y2, kTol), DoubleNear(0, kTol)));
+
+  in.remote_cost_per_byte = -1;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("transport cost per byte"));
+}
+
+TEST(Planner, ThroughputOfAFixedSplit) {
+  // A third local (10 ms here), two thirds at cut 2 (10 ms remote, 150 KB):
+  // 1 local core and 2 remote cores both give 300/s.
+  PlanInput in = TwoStages();
+  in.remote_cores = 2;
+  auto t = ThroughputOf(in, {1.0 / 3, 0, 2.0 / 3});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(*t, 300, kTol);
+  // All local: the local core alone, 100/s. A 15 MB/s link caps cut 2 at 100/s.
+  EXPECT_NEAR(*ThroughputOf(in, {1, 0, 0}), 100, kTol);
+  in.bandwidth = 15e6;
+  EXPECT_NEAR(*ThroughputOf(in, {0, 0, 1}), 100, kTol);
+  // The planner's own split scores what the planner predicted.
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  std::vector<double> fractions;
+  for (double r : plan->rate) fractions.push_back(r / plan->throughput);
+  EXPECT_NEAR(*ThroughputOf(in, fractions), plan->throughput, 1e-6 * plan->throughput);
+
+  EXPECT_THAT(ThroughputOf(in, {0.5, 0.5}).status().message(), HasSubstr("2 given for 3 paths"));
+  EXPECT_THAT(ThroughputOf(in, {0.5, 0.2, 0.2}).status().message(), HasSubstr("sum to 0.9"));
+  EXPECT_THAT(ThroughputOf(in, {1.5, -0.5, 0}).status().message(), HasSubstr("< 0"));
+}
+
 TEST(Planner, InvalidInputsNameTheField) {
   PlanInput in = TwoStages();
   in.boundary_bytes = {1};

@@ -5,9 +5,10 @@
 
 namespace prepflow::testing {
 
-Drained Drain(Loader& loader, const std::function<void()>& after_first) {
+Drained Drain(Loader& loader, const std::function<void()>& fault,
+              const std::function<bool()>& when) {
   Drained d;
-  bool first = true;
+  bool pending = fault != nullptr;
   while (true) {
     auto b = loader.Next();
     if (!b.ok()) {
@@ -24,19 +25,23 @@ Drained Drain(Loader& loader, const std::function<void()>& after_first) {
       d.recomputed +=
           SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i), batch.sample_bytes());
     }
-    if (first && after_first) after_first();
-    first = false;
+    if (pending && (!when || when())) {
+      fault();
+      pending = false;
+    }
   }
   d.stats = loader.Stats();
   return d;
 }
 
-Drained Drain(const LoaderOptions& options, const std::function<void(Loader&)>& after_first) {
+Drained Drain(const LoaderOptions& options, const std::function<void(Loader&)>& fault,
+              const std::function<bool(const Loader&)>& when) {
   auto loader = Loader::Create(options);
   EXPECT_TRUE(loader.ok()) << loader.status();
   if (!loader.ok()) return Drained{loader.status(), {}, {}, {}, {}, 0};
   Loader& l = **loader;
-  return Drain(l, after_first ? [&] { after_first(l); } : std::function<void()>());
+  return Drain(l, fault ? [&] { fault(l); } : std::function<void()>(),
+               when ? [&] { return when(l); } : std::function<bool()>());
 }
 
 }  // namespace prepflow::testing

@@ -20,12 +20,14 @@ struct Drained {
   uint64_t recomputed = 0;  // the checksum, recomputed from the delivered tensors
 };
 
-// Calls Next() until the end or an error; `after_first` runs once the first
-// batch is in hand (to inject a fault mid-run).
-Drained Drain(Loader& loader, const std::function<void()>& after_first = nullptr);
+// Calls Next() until the end or an error; `fault` runs once, as soon as a
+// batch is in hand and `when` holds (default: at the first batch), to inject
+// a fault mid-run.
+Drained Drain(Loader& loader, const std::function<void()>& fault = nullptr,
+              const std::function<bool()>& when = nullptr);
 // Creates a Loader from `options` (the test fails if it cannot) and drains it.
-Drained Drain(const LoaderOptions& options,
-              const std::function<void(Loader&)>& after_first = nullptr);
+Drained Drain(const LoaderOptions& options, const std::function<void(Loader&)>& fault = nullptr,
+              const std::function<bool(const Loader&)>& when = nullptr);
 
 }  // namespace prepflow::testing
 

@@ -1,0 +1,49 @@
+// SmoothedRatio: windows, smoothing, and following a change.
+#include "client/measurements.h"
+
+#include "gtest/gtest.h"
+
+namespace prepflow {
+namespace {
+
+TEST(SmoothedRatio, FoldsOnlyFullWindows) {
+  SmoothedRatio r(/*min_step=*/10);
+  EXPECT_FALSE(r.known());
+  EXPECT_EQ(r.value_or(7), 7);
+  EXPECT_FALSE(r.Update(50, 5));  // half a window: not yet
+  EXPECT_FALSE(r.known());
+  EXPECT_TRUE(r.Update(100, 10));  // the first window is taken as it is
+  EXPECT_DOUBLE_EQ(r.value(), 10);
+  EXPECT_FALSE(r.Update(200, 19));
+  EXPECT_TRUE(r.Update(400, 30));  // window ratio (400-100)/(30-10) = 15
+  EXPECT_DOUBLE_EQ(r.value(), 12.5);
+  EXPECT_FALSE(r.Update(400, 30));  // nothing new
+}
+
+TEST(SmoothedRatio, AShorterFirstWindow) {
+  SmoothedRatio r(/*min_step=*/10, /*weight=*/0.5, /*first_step=*/2);
+  EXPECT_TRUE(r.Update(6, 2));
+  EXPECT_DOUBLE_EQ(r.value(), 3);
+  EXPECT_FALSE(r.Update(12, 4));  // later windows are full size
+  EXPECT_TRUE(r.Update(16, 12));  // (16-6)/(12-2) = 1
+  EXPECT_DOUBLE_EQ(r.value(), 2);
+}
+
+TEST(SmoothedRatio, FollowsAStepChangeWithinAFewWindows) {
+  SmoothedRatio r(1, 0.5);
+  double num = 0, den = 0;
+  for (int i = 0; i < 10; ++i) r.Update(num += 2, den += 1);
+  EXPECT_DOUBLE_EQ(r.value(), 2);
+  for (int i = 0; i < 5; ++i) r.Update(num += 4, den += 1);
+  EXPECT_NEAR(r.value(), 4 - 2.0 / 32, 1e-12);  // within 2% after five windows
+}
+
+TEST(RelativeChange, IsSymmetricAndBounded) {
+  EXPECT_DOUBLE_EQ(RelativeChange(10, 8), 0.2);
+  EXPECT_DOUBLE_EQ(RelativeChange(8, 10), 0.2);
+  EXPECT_DOUBLE_EQ(RelativeChange(0, 0), 0);
+  EXPECT_DOUBLE_EQ(RelativeChange(0, 5), 1);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -19,6 +19,13 @@ namespace prepflow {
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
     const std::string& binary, const std::string& data_root, const std::vector<std::string>& args,
     double timeout_seconds) {
+  std::vector<std::string> all = {"--data-root", data_root, "--port", "0"};
+  all.insert(all.end(), args.begin(), args.end());
+  return StartDaemon(binary, all, timeout_seconds);
+}
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::StartDaemon(
+    const std::string& binary, const std::vector<std::string>& args, double timeout_seconds) {
   std::unique_ptr<WorkerProcess> p(new WorkerProcess);
   char tmpl[] = "/tmp/prepflow-worker-port-XXXXXX";
   const int fd = mkstemp(tmpl);
@@ -26,8 +33,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(
   close(fd);
   unlink(tmpl);
   p->port_file_ = tmpl;
-  std::vector<std::string> argv = {binary, "--data-root", data_root,    "--port",
-                                   "0",    "--port-file", p->port_file_};
+  std::vector<std::string> argv = {binary, "--port-file", p->port_file_};
   argv.insert(argv.end(), args.begin(), args.end());
   p->pid_ = fork();
   if (p->pid_ < 0) return absl::InternalError("fork failed");

@@ -23,6 +23,11 @@ class WorkerProcess {
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> Start(
       const std::string& binary, const std::string& data_root,
       const std::vector<std::string>& args = {}, double timeout_seconds = 20);
+  // Any daemon of ours that takes --port-file: runs `binary` --port-file F
+  // plus `args` (which should give --port) and waits for the file. The
+  // address is 127.0.0.1 with the bound port.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> StartDaemon(
+      const std::string& binary, const std::vector<std::string>& args, double timeout_seconds = 20);
   // Kills (SIGKILL) and reaps the process if it still runs.
   ~WorkerProcess();
   WorkerProcess(const WorkerProcess&) = delete;

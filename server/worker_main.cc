@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
@@ -16,6 +17,7 @@
 #include "pipeline/flags.h"
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
+#include "server/scheduler_client.h"
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -25,7 +27,7 @@ namespace prepflow {
 namespace {
 
 int Main(int argc, char** argv) {
-  std::string listen = "127.0.0.1", data_root, port_file;
+  std::string listen = "127.0.0.1", data_root, port_file, scheduler, advertise, labels;
   int port = 0, metrics_port = -1, grace_seconds = 30;
   int64_t max_pixels = 64'000'000;
   WorkerOptions options;
@@ -46,6 +48,12 @@ int Main(int argc, char** argv) {
   flags.Int("grace-seconds", &grace_seconds, "on SIGTERM, time to finish in-flight items");
   flags.String("port-file", &port_file, "write the bound port to this file once listening");
   flags.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
+  flags.String("scheduler", &scheduler,
+               "prepflow-scheduler host:port to register with and heartbeat to (empty: none)");
+  flags.String("advertise", &advertise,
+               "host:port clients should dial, as told to the scheduler (default: --listen, or "
+               "this host's name when listening on every address, with the bound port)");
+  flags.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
   if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
     return 2;
@@ -122,8 +130,36 @@ int Main(int argc, char** argv) {
     std::rename(tmp.c_str(), port_file.c_str());
   }
 
+  std::unique_ptr<WorkerRegistration> registration;
+  if (!scheduler.empty()) {
+    proto::WorkerBeat beat;
+    beat.set_worker_id(core.worker_id());
+    if (advertise.empty()) {
+      char host[256] = "localhost";
+      gethostname(host, sizeof(host) - 1);
+      const bool any = listen == "0.0.0.0" || listen == "::" || listen == "[::]";
+      advertise = absl::StrCat(any ? std::string(host) : listen, ":", bound_port);
+    }
+    beat.set_address(advertise);
+    beat.set_cores(std::min<double>(core.threads(), EffectiveCpus()));
+    beat.set_version(PREPFLOW_VERSION);
+    for (absl::string_view kv : absl::StrSplit(labels, ',', absl::SkipWhitespace())) {
+      const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      if (p.first.empty() || p.second.empty()) {
+        spdlog::error("--labels: '{}' is not key=value", std::string(kv));
+        return 2;
+      }
+      (*beat.mutable_labels())[p.first] = p.second;
+    }
+    registration = std::make_unique<WorkerRegistration>(
+        scheduler, beat,
+        [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });
+    registration->Start();
+  }
+
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
+  registration.reset();  // stop beating: the scheduler drops this worker
   spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
                grace_seconds);
   core.BeginDrain();

@@ -32,6 +32,10 @@ class WorkerService final
   // finishes the items it has, sends their results, and ends UNAVAILABLE so
   // its client hands the rest elsewhere. Returns at once.
   void Drain();
+  int active_streams() {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(streams_.size());
+  }
 
  private:
   friend class StreamReactor;

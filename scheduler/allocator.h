@@ -1,0 +1,71 @@
+// Sharing the worker pool's cores among jobs: weighted max-min fairness,
+// then placement on workers preferring locality and keeping earlier grants.
+//
+// Fair share (water-filling). With C cores in the pool and jobs j wanting
+// d_j cores with weight w_j, every job gets s_j = min(d_j, λ·w_j), where the
+// level λ is the largest with Σ_j s_j <= C. No job gets more than it wants;
+// a job that gets less than it wants cannot gain without taking from a job
+// whose share per weight is no larger (the max-min property).
+//
+// Placement. Each job's share is then cut into grants on workers, in three
+// passes over the jobs (largest share first, ties by id, so the result is a
+// pure function of the input):
+//   1. keep its previous grants, as far as the new share and the worker's
+//      free cores allow (running streams stay where they are);
+//   2. fill from workers whose locality label equals the job's;
+//   3. fill from any worker with free cores.
+// Each pass walks per-label lists of workers with free cores, so a rebalance
+// costs O(workers + jobs + grants) after an O(J log J) sort.
+//
+// Thread-safety: Allocate() is a pure function.
+#ifndef PREPFLOW_SCHEDULER_ALLOCATOR_H_
+#define PREPFLOW_SCHEDULER_ALLOCATOR_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace prepflow::scheduler {
+
+struct PoolWorker {
+  std::string id;
+  double cores = 0;
+  std::string locality;  // e.g. its zone or rack; "" for none
+};
+
+struct JobWant {
+  std::string id;
+  double weight = 1;
+  double wanted_cores = 0;
+  std::string locality;  // preferred workers' locality; "" for none
+};
+
+struct Grant {
+  std::string worker_id;
+  double cores = 0;
+  bool operator==(const Grant& o) const { return worker_id == o.worker_id && cores == o.cores; }
+};
+
+struct Allocation {
+  std::map<std::string, double> share;               // job id -> cores
+  std::map<std::string, std::vector<Grant>> grants;  // job id -> grants, by worker id
+  double pool_cores = 0;
+  double granted_cores = 0;
+};
+
+// Grants smaller than this many cores are not made (they would only add
+// streams).
+inline constexpr double kMinGrantCores = 0.05;
+
+// `previous`: the last allocation's grants (job id -> grants), kept where
+// possible. Jobs with a non-positive weight or want, and unknown workers in
+// `previous`, are ignored.
+Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
+                    const std::map<std::string, std::vector<Grant>>& previous = {});
+
+// The fair shares alone (cores per job, in the order of `jobs`).
+std::vector<double> FairShares(double pool_cores, const std::vector<JobWant>& jobs);
+
+}  // namespace prepflow::scheduler
+
+#endif  // PREPFLOW_SCHEDULER_ALLOCATOR_H_

@@ -1,0 +1,166 @@
+#include "scheduler/scheduler_core.h"
+
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow::scheduler {
+namespace {
+
+absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
+                  const std::string& key) {
+  auto it = labels.find(key);
+  return it == labels.end() ? "" : it->second;
+}
+
+}  // namespace
+
+absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::WorkerBeat& beat,
+                                                                 int64_t now) {
+  if (beat.worker_id().empty()) return Invalid("worker beat: worker_id is empty");
+  if (beat.address().empty()) {
+    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": address is empty"));
+  }
+  if (!(beat.cores() > 0) || !std::isfinite(beat.cores())) {
+    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": cores must be > 0, got ",
+                                beat.cores()));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = workers_.try_emplace(beat.worker_id());
+    WorkerEntry& w = it->second;
+    if (added) {
+      spdlog::info("worker {} joined: {} with {} cores", beat.worker_id(), beat.address(),
+                   beat.cores());
+    }
+    // Only what the allocation depends on makes it stale; load changes do not.
+    if (added || w.beat.address() != beat.address() || w.beat.cores() != beat.cores() ||
+        Label(w.beat.labels(), options_.locality_label) !=
+            Label(beat.labels(), options_.locality_label)) {
+      stale_ = true;
+    }
+    w.beat = beat;
+    w.last_nanos = now;
+  }
+  proto::WorkerBeatReply reply;
+  reply.set_heartbeat_seconds(options_.heartbeat_seconds);
+  return reply;
+}
+
+absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now) {
+  if (beat.job_id().empty()) return Invalid("job beat: job_id is empty");
+  if (!(beat.wanted_cores() >= 0) || !std::isfinite(beat.wanted_cores())) {
+    return Invalid(absl::StrCat("job beat from ", beat.job_id(),
+                                ": wanted_cores must be >= 0, got ", beat.wanted_cores()));
+  }
+  if (!(beat.weight() >= 0) || !std::isfinite(beat.weight())) {
+    return Invalid(absl::StrCat("job beat from ", beat.job_id(), ": weight must be >= 0, got ",
+                                beat.weight()));
+  }
+  proto::JobGrant grant;
+  double took = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = jobs_.try_emplace(beat.job_id());
+    JobEntry& j = it->second;
+    if (added) {
+      spdlog::info("job {} joined, wanting {} cores", beat.job_id(), beat.wanted_cores());
+    }
+    proto::JobBeat normalized = beat;
+    if (normalized.weight() == 0) normalized.set_weight(1);
+    if (added || j.beat.wanted_cores() != normalized.wanted_cores() ||
+        j.beat.weight() != normalized.weight() ||
+        Label(j.beat.labels(), options_.locality_label) !=
+            Label(normalized.labels(), options_.locality_label)) {
+      stale_ = true;
+    }
+    j.beat = std::move(normalized);
+    j.last_nanos = now;
+    took = RebalanceIfStale();
+    auto share = allocation_.share.find(beat.job_id());
+    grant.set_fair_share_cores(share == allocation_.share.end() ? 0 : share->second);
+    auto grants = allocation_.grants.find(beat.job_id());
+    if (grants != allocation_.grants.end()) {
+      for (const Grant& g : grants->second) {
+        proto::WorkerGrant* w = grant.add_workers();
+        w->set_worker_id(g.worker_id);
+        w->set_address(workers_.at(g.worker_id).beat.address());
+        w->set_cores(g.cores);
+      }
+    }
+  }
+  if (took >= 0 && on_rebalance_) on_rebalance_(took);
+  grant.set_heartbeat_seconds(options_.heartbeat_seconds);
+  return grant;
+}
+
+void SchedulerCore::Expire(int64_t now) {
+  const int64_t limit = static_cast<int64_t>(options_.expire_after_seconds * 1e9);
+  double took = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (now - it->second.last_nanos > limit) {
+        spdlog::warn("worker {} ({}) missed its heartbeats for {:.1f} s; dropped", it->first,
+                     it->second.beat.address(), (now - it->second.last_nanos) * 1e-9);
+        it = workers_.erase(it);
+        ++counts_.expired_workers;
+        stale_ = true;
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (now - it->second.last_nanos > limit) {
+        spdlog::info("job {} stopped beating; its grant is released", it->first);
+        it = jobs_.erase(it);
+        ++counts_.expired_jobs;
+        stale_ = true;
+      } else {
+        ++it;
+      }
+    }
+    took = RebalanceIfStale();
+  }
+  if (took >= 0 && on_rebalance_) on_rebalance_(took);
+}
+
+double SchedulerCore::RebalanceIfStale() {
+  if (!stale_) return -1;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<PoolWorker> pool;
+  pool.reserve(workers_.size());
+  for (const auto& [id, w] : workers_) {
+    pool.push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label)});
+  }
+  std::vector<JobWant> wants;
+  wants.reserve(jobs_.size());
+  for (const auto& [id, j] : jobs_) {
+    wants.push_back({id, j.beat.weight(), j.beat.wanted_cores(),
+                     Label(j.beat.labels(), options_.locality_label)});
+  }
+  allocation_ = Allocate(pool, wants, allocation_.grants);
+  stale_ = false;
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++counts_.rebalances;
+  counts_.last_rebalance_seconds = took;
+  return took;
+}
+
+SchedulerCounts SchedulerCore::counts() const {
+  absl::MutexLock lock(&mu_);
+  SchedulerCounts c = counts_;
+  c.workers = static_cast<int>(workers_.size());
+  c.jobs = static_cast<int>(jobs_.size());
+  c.pool_cores = allocation_.pool_cores;
+  c.granted_cores = allocation_.granted_cores;
+  return c;
+}
+
+}  // namespace prepflow::scheduler

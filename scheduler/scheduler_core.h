@@ -1,0 +1,84 @@
+// The scheduler's state and decisions, without transport: who is in the
+// pool, what each job wants, and the current allocation (allocator.h).
+//
+// Soft state: a worker or job exists while it keeps beating; one silent for
+// `expire_after_seconds` is dropped. Any change in the pool or in a job's
+// want marks the allocation stale; the next job beat (or Expire()) rebalances.
+// Time is passed in, so tests drive the clock.
+//
+// Thread-safety: every method may be called from any thread.
+#ifndef PREPFLOW_SCHEDULER_SCHEDULER_CORE_H_
+#define PREPFLOW_SCHEDULER_SCHEDULER_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/scheduler.pb.h"
+#include "scheduler/allocator.h"
+
+namespace prepflow::scheduler {
+
+struct SchedulerOptions {
+  double heartbeat_seconds = 2;         // what beats are told
+  double expire_after_seconds = 6;      // silence after which a worker or job is dropped
+  std::string locality_label = "zone";  // the label that makes a worker local to a job
+};
+
+struct SchedulerCounts {
+  int workers = 0;
+  int jobs = 0;
+  double pool_cores = 0;
+  double granted_cores = 0;
+  int64_t rebalances = 0;
+  int64_t expired_workers = 0;
+  int64_t expired_jobs = 0;
+  double last_rebalance_seconds = 0;
+};
+
+class SchedulerCore {
+ public:
+  explicit SchedulerCore(SchedulerOptions options) : options_(std::move(options)) {}
+
+  // Errors: InvalidArgument naming the field (empty id or address,
+  // non-positive or non-finite cores).
+  absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now);
+  // Errors: InvalidArgument naming the field.
+  absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now);
+  // Drops workers and jobs silent for too long and rebalances if needed.
+  void Expire(int64_t now);
+
+  SchedulerCounts counts() const;
+  // Called after each rebalance with its duration, outside the lock.
+  void set_on_rebalance(std::function<void(double seconds)> f) { on_rebalance_ = std::move(f); }
+
+ private:
+  struct WorkerEntry {
+    proto::WorkerBeat beat;
+    int64_t last_nanos = 0;
+  };
+  struct JobEntry {
+    proto::JobBeat beat;
+    int64_t last_nanos = 0;
+  };
+  // Returns the rebalance's duration in seconds, or a negative number when
+  // nothing was stale.
+  double RebalanceIfStale() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SchedulerOptions options_;
+  std::function<void(double)> on_rebalance_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  Allocation allocation_ ABSL_GUARDED_BY(mu_);
+  bool stale_ ABSL_GUARDED_BY(mu_) = false;
+  SchedulerCounts counts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace prepflow::scheduler
+
+#endif  // PREPFLOW_SCHEDULER_SCHEDULER_CORE_H_

@@ -1,0 +1,209 @@
+// prepflow-scheduler: keeps the registry of prepflow-worker daemons (they
+// register and heartbeat with --scheduler) and divides their cores among the
+// training jobs that ask (weighted max-min fair share, locality first). See
+// `prepflow-scheduler --help`, scheduler/allocator.h and docs/deploy.md.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "pipeline/flags.h"
+#include "pipeline/profiler.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "proto/scheduler.grpc.pb.h"
+#include "scheduler/scheduler_core.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow::scheduler {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+class SchedulerService final : public proto::Scheduler::CallbackService {
+ public:
+  SchedulerService(SchedulerCore* core, prometheus::Family<prometheus::Counter>& beats)
+      : core_(core),
+        worker_beats_(beats.Add({{"kind", "worker"}})),
+        job_beats_(beats.Add({{"kind", "job"}})) {}
+
+  grpc::ServerUnaryReactor* WorkerHeartbeat(grpc::CallbackServerContext* context,
+                                            const proto::WorkerBeat* beat,
+                                            proto::WorkerBeatReply* reply) override {
+    worker_beats_.Increment();
+    auto r = core_->WorkerBeat(*beat, WallNanos());
+    if (r.ok()) *reply = *std::move(r);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* JobHeartbeat(grpc::CallbackServerContext* context,
+                                         const proto::JobBeat* beat,
+                                         proto::JobGrant* grant) override {
+    job_beats_.Increment();
+    auto r = core_->JobBeat(*beat, WallNanos());
+    if (r.ok()) *grant = *std::move(r);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+    return reactor;
+  }
+
+ private:
+  SchedulerCore* core_;
+  prometheus::Counter& worker_beats_;
+  prometheus::Counter& job_beats_;
+};
+
+int Main(int argc, char** argv) {
+  std::string listen = "127.0.0.1", port_file;
+  int port = 0, metrics_port = -1;
+  SchedulerOptions options;
+  cli::FlagSet flags("prepflow-scheduler",
+                     "Keeps the registry of prepflow-worker daemons and divides their cores "
+                     "among training jobs: weighted max-min fair share, workers sharing the "
+                     "job's locality label first, earlier grants kept where possible.");
+  flags.String("listen", &listen, "address to listen on");
+  flags.Int("port", &port, "port (0: pick a free one; the bound port is printed and logged)");
+  flags.String("port-file", &port_file, "write the bound port to this file once listening");
+  flags.Int("metrics-port", &metrics_port,
+            "serve Prometheus /metrics here (0: a free port; -1: off)");
+  flags.Double("heartbeat-seconds", &options.heartbeat_seconds,
+               "how often workers and jobs are told to beat");
+  flags.Double("expire-after", &options.expire_after_seconds,
+               "seconds of silence after which a worker or job is dropped");
+  flags.String("locality-label", &options.locality_label,
+               "the worker/job label whose equal values mean local (e.g. zone, rack)");
+  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+    return 2;
+  }
+  if (flags.help()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (port < 0 || !(options.heartbeat_seconds > 0) ||
+      !(options.expire_after_seconds > options.heartbeat_seconds)) {
+    std::fprintf(stderr,
+                 "prepflow-scheduler: --port must be >= 0, --heartbeat-seconds > 0 and "
+                 "--expire-after > --heartbeat-seconds\n");
+    return 2;
+  }
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto& beats = prometheus::BuildCounter()
+                    .Name("prepflow_scheduler_heartbeats_total")
+                    .Help("Heartbeats received, by kind (worker or job).")
+                    .Register(*registry);
+  auto& gauges = prometheus::BuildGauge()
+                     .Name("prepflow_scheduler_pool")
+                     .Help("The pool now: workers, jobs, cores in the pool, cores granted.")
+                     .Register(*registry);
+  prometheus::Gauge& workers_gauge = gauges.Add({{"what", "workers"}});
+  prometheus::Gauge& jobs_gauge = gauges.Add({{"what", "jobs"}});
+  prometheus::Gauge& pool_cores = gauges.Add({{"what", "pool_cores"}});
+  prometheus::Gauge& granted_cores = gauges.Add({{"what", "granted_cores"}});
+  auto& expired = prometheus::BuildCounter()
+                      .Name("prepflow_scheduler_expired_total")
+                      .Help("Workers and jobs dropped for missing their heartbeats.")
+                      .Register(*registry);
+  prometheus::Counter& expired_workers = expired.Add({{"kind", "worker"}});
+  prometheus::Counter& expired_jobs = expired.Add({{"kind", "job"}});
+  prometheus::Histogram& rebalance_seconds =
+      prometheus::BuildHistogram()
+          .Name("prepflow_scheduler_rebalance_seconds")
+          .Help("Time to recompute the allocation.")
+          .Register(*registry)
+          .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 1e-4, 1e-3, 0.01, 0.05, 0.1, 1});
+
+  SchedulerCore core(options);
+  core.set_on_rebalance([&](double seconds) { rebalance_seconds.Observe(seconds); });
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (metrics_port >= 0) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(listen, ":", metrics_port));
+    } catch (const std::exception& e) {
+      spdlog::error("cannot serve metrics on {}:{}: {}", listen, metrics_port, e.what());
+      return 1;
+    }
+    exposer->RegisterCollectable(registry);
+  }
+  SchedulerService service(&core, beats);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(absl::StrCat(listen, ":", port), grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    spdlog::error("cannot listen on {}:{}", listen, port);
+    return 1;
+  }
+  const std::string metrics_at =
+      exposer ? absl::StrCat(listen, ":", exposer->GetListeningPorts().front()) : "off";
+  spdlog::info("prepflow-scheduler listening on {}:{} (heartbeat {} s, expiry {} s, metrics {})",
+               listen, bound_port, options.heartbeat_seconds, options.expire_after_seconds,
+               metrics_at);
+  std::printf("listening %s:%d\n", listen.c_str(), bound_port);
+  std::fflush(stdout);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << bound_port << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+
+  // Expiry and the pool gauges, twice per heartbeat period.
+  absl::Notification stop;
+  std::thread ticker([&] {
+    SchedulerCounts last;
+    while (!stop.WaitForNotificationWithTimeout(absl::Seconds(options.heartbeat_seconds / 2))) {
+      core.Expire(WallNanos());
+      const SchedulerCounts c = core.counts();
+      workers_gauge.Set(c.workers);
+      jobs_gauge.Set(c.jobs);
+      pool_cores.Set(c.pool_cores);
+      granted_cores.Set(c.granted_cores);
+      expired_workers.Increment(static_cast<double>(c.expired_workers - last.expired_workers));
+      expired_jobs.Increment(static_cast<double>(c.expired_jobs - last.expired_jobs));
+      last = c;
+    }
+  });
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("{}: stopping", strsignal(signal_number));
+  stop.Notify();
+  ticker.join();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->Wait();
+  return 0;
+}
+
+}  // namespace
+}  // namespace prepflow::scheduler
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("prepflow-scheduler");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
+  if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {
+    spdlog::set_level(spdlog::level::from_str(level));
+  }
+  return prepflow::scheduler::Main(argc, argv);
+}

@@ -1,0 +1,118 @@
+// SchedulerCore with a driven clock: registration, grants, rebalancing on
+// join and leave, expiry, and refusals that name the field.
+#include "scheduler/scheduler_core.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace prepflow::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+proto::WorkerBeat Worker(const std::string& id, double cores, const std::string& zone = "") {
+  proto::WorkerBeat b;
+  b.set_worker_id(id);
+  b.set_address(id + ":7000");
+  b.set_cores(cores);
+  if (!zone.empty()) (*b.mutable_labels())["zone"] = zone;
+  return b;
+}
+
+proto::JobBeat Job(const std::string& id, double wanted, const std::string& zone = "") {
+  proto::JobBeat b;
+  b.set_job_id(id);
+  b.set_wanted_cores(wanted);
+  if (!zone.empty()) (*b.mutable_labels())["zone"] = zone;
+  return b;
+}
+
+double Granted(const proto::JobGrant& g) {
+  double cores = 0;
+  for (const proto::WorkerGrant& w : g.workers()) cores += w.cores();
+  return cores;
+}
+
+TEST(SchedulerCore, GrantsRegisteredWorkersWithTheirAddresses) {
+  SchedulerCore core({});
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4, "a"), 0).ok());
+  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4, "b"), 0).ok());
+  auto grant = core.JobBeat(Job("j", 3, "b"), 0);
+  ASSERT_TRUE(grant.ok()) << grant.status();
+  ASSERT_EQ(grant->workers_size(), 1);
+  EXPECT_EQ(grant->workers(0).worker_id(), "w2");  // its zone
+  EXPECT_EQ(grant->workers(0).address(), "w2:7000");
+  EXPECT_DOUBLE_EQ(grant->workers(0).cores(), 3);
+  EXPECT_DOUBLE_EQ(grant->fair_share_cores(), 3);
+  EXPECT_DOUBLE_EQ(grant->heartbeat_seconds(), 2);
+}
+
+TEST(SchedulerCore, RebalancesWhenJobsAndWorkersComeAndGo) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 6;
+  SchedulerCore core(o);
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 0).ok());
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 0)), 4);
+  // A second worker joins: a's next beat gets both.
+  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4), 1 * kSecond).ok());
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 1 * kSecond)), 8);
+  // A second job joins: the pool is split evenly.
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("b", 8), 2 * kSecond)), 4);
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 2 * kSecond)), 4);
+  // w2 stops beating; the others keep beating. After the expiry w2 is gone
+  // and the two jobs share w1.
+  for (int64_t t = 3; t <= 8; ++t) {
+    ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), t * kSecond).ok());
+    ASSERT_TRUE(core.JobBeat(Job("a", 8), t * kSecond).ok());
+    ASSERT_TRUE(core.JobBeat(Job("b", 8), t * kSecond).ok());
+  }
+  core.Expire(8 * kSecond);
+  EXPECT_EQ(core.counts().workers, 1);
+  EXPECT_EQ(core.counts().expired_workers, 1);
+  auto a = core.JobBeat(Job("a", 8), 8 * kSecond);
+  EXPECT_DOUBLE_EQ(Granted(*a), 2);
+  for (const proto::WorkerGrant& w : a->workers()) EXPECT_EQ(w.worker_id(), "w1");
+  // Job b goes silent: a gets all of w1 after b expires.
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 15 * kSecond).ok());
+  core.Expire(15 * kSecond);
+  EXPECT_EQ(core.counts().jobs, 0);  // a was silent too
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 15 * kSecond)), 4);
+  EXPECT_GE(core.counts().rebalances, 5);
+}
+
+TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {
+  SchedulerCore core({});
+  auto grant = core.JobBeat(Job("lonely", 4), 0);
+  ASSERT_TRUE(grant.ok());
+  EXPECT_EQ(grant->workers_size(), 0);
+  EXPECT_EQ(grant->fair_share_cores(), 0);
+}
+
+TEST(SchedulerCore, LoadChangesDoNotRebalance) {
+  SchedulerCore core({});
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(core.JobBeat(Job("a", 2), 0).ok());
+  const int64_t before = core.counts().rebalances;
+  proto::WorkerBeat busy = Worker("w1", 4);
+  busy.set_load(0.9);
+  ASSERT_TRUE(core.WorkerBeat(busy, kSecond).ok());
+  ASSERT_TRUE(core.JobBeat(Job("a", 2), kSecond).ok());
+  EXPECT_EQ(core.counts().rebalances, before);
+}
+
+TEST(SchedulerCore, BadBeatsNameTheField) {
+  SchedulerCore core({});
+  EXPECT_THAT(core.WorkerBeat(Worker("", 4), 0).status().message(), HasSubstr("worker_id"));
+  proto::WorkerBeat no_address = Worker("w", 4);
+  no_address.clear_address();
+  EXPECT_THAT(core.WorkerBeat(no_address, 0).status().message(), HasSubstr("address"));
+  EXPECT_THAT(core.WorkerBeat(Worker("w", 0), 0).status().message(), HasSubstr("cores"));
+  EXPECT_THAT(core.JobBeat(Job("", 1), 0).status().message(), HasSubstr("job_id"));
+  EXPECT_THAT(core.JobBeat(Job("j", -1), 0).status().message(), HasSubstr("wanted_cores"));
+  EXPECT_EQ(core.JobBeat(Job("j", -1), 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace prepflow::scheduler

@@ -1,0 +1,84 @@
+// prepflow-scheduler and prepflow-worker as real processes: a worker started
+// with --scheduler is granted to a job that never named it, and after the
+// scheduler is killed and restarted the worker's heartbeats register it again.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "client/worker_process.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/scheduler.grpc.pb.h"
+#include "tests/testing/test_util.h"
+#include "tests/testing/worker_process.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+
+std::unique_ptr<WorkerProcess> StartScheduler(int port) {
+  auto s = WorkerProcess::StartDaemon(
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+// Beats as job `job` until the grant names `worker` (true) or 30 s pass.
+bool WaitForGrant(const std::string& scheduler, const std::string& job, const std::string& worker,
+                  proto::JobGrant* grant) {
+  auto stub =
+      proto::Scheduler::NewStub(grpc::CreateChannel(scheduler, grpc::InsecureChannelCredentials()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    proto::JobBeat beat;
+    beat.set_job_id(job);
+    beat.set_wanted_cores(1);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    if (stub->JobHeartbeat(&context, beat, grant).ok()) {
+      for (const proto::WorkerGrant& w : grant->workers()) {
+        if (w.address() == worker) return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(SchedulerProcess, WorkersRegisterAndComeBackAfterARestart) {
+  TempDir root;
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  const std::string address = scheduler->address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  testing::WorkerProcess worker(root.path(), {"--scheduler", address, "--labels", "zone=a"});
+
+  proto::JobGrant grant;
+  ASSERT_TRUE(WaitForGrant(address, "job-1", worker.address(), &grant))
+      << "the worker never appeared in a grant";
+  EXPECT_GT(grant.workers(0).cores(), 0);
+  EXPECT_GT(grant.fair_share_cores(), 0);
+
+  // The scheduler dies and comes back on the same port with no state; the
+  // worker's next beats register it again and the job is granted it again.
+  scheduler->Signal(SIGKILL);
+  scheduler->Wait();
+  scheduler = StartScheduler(port);
+  ASSERT_NE(scheduler, nullptr);
+  ASSERT_TRUE(WaitForGrant(address, "job-1", worker.address(), &grant))
+      << "the worker did not re-register with the restarted scheduler";
+}
+
+TEST(SchedulerProcess, BadFlagsAreRefused) {
+  auto s = WorkerProcess::StartDaemon(std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+                                      {"--port", "0", "--expire-after", "0.1"}, 5);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.status().message()).find("exit code 2"), std::string::npos) << s.status();
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -73,6 +74,16 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.data_root = root_real;
+  std::map<std::string, std::string> parsed_labels;
+  for (absl::string_view kv : absl::StrSplit(labels, ',', absl::SkipWhitespace())) {
+    const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || p.second.empty()) {
+      std::fprintf(stderr, "prepflow-worker: --labels: '%s' is not key=value\n",
+                   std::string(kv).c_str());
+      return 2;
+    }
+    parsed_labels[p.first] = p.second;
+  }
   options.max_pixels_limit = max_pixels;
   if (options.max_streams < 1 || options.max_item_samples < 1 || max_pixels < 1 || port < 0) {
     std::fprintf(stderr,
@@ -143,14 +154,7 @@ int Main(int argc, char** argv) {
     beat.set_address(advertise);
     beat.set_cores(std::min<double>(core.threads(), EffectiveCpus()));
     beat.set_version(PREPFLOW_VERSION);
-    for (absl::string_view kv : absl::StrSplit(labels, ',', absl::SkipWhitespace())) {
-      const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      if (p.first.empty() || p.second.empty()) {
-        spdlog::error("--labels: '{}' is not key=value", std::string(kv));
-        return 2;
-      }
-      (*beat.mutable_labels())[p.first] = p.second;
-    }
+    *beat.mutable_labels() = {parsed_labels.begin(), parsed_labels.end()};
     registration = std::make_unique<WorkerRegistration>(
         scheduler, beat,
         [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });

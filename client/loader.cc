@@ -358,11 +358,16 @@ std::pair<double, std::string> Drift(const policy::PlanInput& a, const policy::P
 
 }  // namespace
 
+double Loader::LocalCores() const {
+  // Re-read each time: a cgroup quota may change while the job runs.
+  return std::min<double>(pool_->size(), EffectiveCpus());
+}
+
 void Loader::StartWarmUp() {
   double remote = 0;
   for (const Worker& w : workers_) remote += w.alive && w.opened ? w.cores : 0;
   if (remote <= 0) return;
-  const double local = std::min<double>(pool_->size(), EffectiveCpus());
+  const double local = LocalCores();
   const double local_share = local / (local + remote);
   // The cut with the fewest bytes the pipeline's types tell (the latest on a
   // tie, so more stages get measured remotely); local samples measure the
@@ -421,8 +426,7 @@ void Loader::UpdateMeasurements(int64_t now) {
     }
     return;
   }
-  const double here_busy = (cpu_now - measure_window_cpu_nanos_) * 1e-9 /
-                           (window * std::min<double>(pool_->size(), EffectiveCpus()));
+  const double here_busy = (cpu_now - measure_window_cpu_nanos_) * 1e-9 / (window * LocalCores());
   measure_window_nanos_ = now;
   measure_window_cpu_nanos_ = cpu_now;
   for (Worker& w : workers_) {
@@ -470,7 +474,7 @@ std::optional<policy::PlanInput> Loader::CurrentPlanInput() {
   in.local_cost_per_byte = m.receive_cpu_per_byte.value_or(kPriorReceiveCpuPerByte);
   in.remote_cost_per_byte = kAssumedSendCpuPerByte;
   // Capacities in cores the two sides may really use (quotas count).
-  in.local_cores = std::min<double>(pool_->size(), EffectiveCpus());
+  in.local_cores = LocalCores();
   double remote_cores = 0, links = 0;
   int alive = 0;
   bool every_link_binds = true;

@@ -228,6 +228,9 @@ class Loader {
   // kAuto, before anything is measured: all remote on the workers' share of
   // the cores, so both sides' stage costs get measured from the start.
   void StartWarmUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cores this process may spend on preprocessing: its threads, capped by
+  // its cgroup quota.
+  double LocalCores() const;
   void UpdateMeasurements(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The planner's input from the measurements; nullopt while a stage is
   // still unmeasured.

@@ -29,6 +29,14 @@ namespace {
 // pipeline stage, so placement never disturbs augmentation.
 constexpr uint32_t kPlacementStream = kMaxStages - 1;
 
+// Batches in flight are raised to keep every worker's credits busy, up to
+// this many; the pool's task queue is sized for it up front.
+constexpr int kMaxPrefetchBatches = 32;
+
+// A granted worker whose stream failed is not dialled again for this long,
+// even while the scheduler (which has not noticed yet) still grants it.
+constexpr int64_t kRedialAfterNanos = 10'000'000'000;
+
 bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kPermissionDenied ||
          code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnauthenticated ||
@@ -129,10 +137,13 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     offload = *parsed;
   }
   if ((offload.kind == OffloadMode::kRemote || offload.kind == OffloadMode::kCut) &&
-      options.workers.empty()) {
+      options.workers.empty() && options.scheduler.empty()) {
     return invalid("--offload ", OffloadModeString(offload),
-                   " needs workers (--workers host:port,...)");
+                   " needs workers (--workers host:port,... or --scheduler host:port)");
   }
+  if (!(options.scheduler_weight > 0) || !std::isfinite(options.scheduler_weight))
+    return invalid("--weight: must be positive, got ", options.scheduler_weight);
+  if (!(options.max_remote_cores >= 0)) return invalid("--max-remote-cores: must be >= 0");
   if (!(options.demand >= 0)) return invalid("--demand: must be >= 0");
   if (!(options.bandwidth >= 0)) return invalid("--bandwidth-mbps: must be >= 0");
 
@@ -186,16 +197,19 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   loader->samples_per_epoch_ =
       size / options.world_size + (options.rank < size % options.world_size ? 1 : 0);
   loader->prefetch_ = options.prefetch_batches;
-  if (offload.kind == OffloadMode::kAuto && options.workers.empty()) {
-    spdlog::info("--offload auto: no workers given (--workers); running locally");
-  } else if (offload.kind != OffloadMode::kOff) {
+  // Room for every task of every batch that may come to be in flight, twice
+  // (a sample's local run, or its remote suffix): Submit() never waits for
+  // long.
+  loader->pool_ =
+      std::make_unique<ThreadPool>(threads, 2 * static_cast<size_t>(options.batch_size) *
+                                                std::max(loader->prefetch_, kMaxPrefetchBatches));
+  const bool remote_possible =
+      offload.kind != OffloadMode::kOff && (!options.workers.empty() || !options.scheduler.empty());
+  if (offload.kind == OffloadMode::kAuto && !remote_possible) {
+    spdlog::info("--offload auto: no workers given (--workers or --scheduler); running locally");
+  } else if (remote_possible) {
     if (absl::Status s = loader->ConnectWorkers(); !s.ok()) return s;
   }
-
-  // Room for every task of every in-flight batch, twice (a sample's local
-  // run, or its remote suffix): Submit() never waits for long.
-  loader->pool_ = std::make_unique<ThreadPool>(
-      threads, 2 * static_cast<size_t>(options.batch_size) * loader->prefetch_);
   if (offload.kind == OffloadMode::kAuto) {
     absl::MutexLock lock(&loader->mu_);
     loader->StartWarmUp();
@@ -212,7 +226,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
       loader->pool_of_batches_->free.push_back(std::move(batch));
     }
   }
-  if (!options.workers.empty() && offload.kind != OffloadMode::kOff) {
+  if (remote_possible) {
     loader->watchdog_ = std::thread([l = loader.get()] { l->WatchdogLoop(); });
   }
   spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads, offload {}", size,
@@ -223,47 +237,36 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
 
 absl::Status Loader::ConnectWorkers() {
   char real[PATH_MAX];
-  proto::JobOpen open;
-  open.set_job_id(job_id_);
-  *open.mutable_dataset() = options_.dataset;
+  open_.set_job_id(job_id_);
+  *open_.mutable_dataset() = options_.dataset;
   // Workers see the dataset on shared storage under the same absolute path.
   if (realpath(options_.dataset.path().c_str(), real) != nullptr)
-    open.mutable_dataset()->set_path(real);
-  *open.mutable_pipeline() = options_.pipeline;
-  open.set_seed(options_.seed);
-  open.set_max_pixels(options_.max_pixels);
-  open.set_dataset_size(dataset_->size());
-  open.set_dataset_fingerprint(dataset_->fingerprint());
-  open.set_max_items_in_flight(options_.max_items_per_worker);
+    open_.mutable_dataset()->set_path(real);
+  *open_.mutable_pipeline() = options_.pipeline;
+  open_.set_seed(options_.seed);
+  open_.set_max_pixels(options_.max_pixels);
+  open_.set_dataset_size(dataset_->size());
+  open_.set_dataset_fingerprint(dataset_->fingerprint());
+  open_.set_max_items_in_flight(options_.max_items_per_worker);
 
-  absl::MutexLock lock(&mu_);
-  workers_.resize(options_.workers.size());
-  for (size_t w = 0; w < options_.workers.size(); ++w) {
-    RemoteWorker::Handlers handlers;
-    const int id = static_cast<int>(w);
-    handlers.opened = [this, id](const proto::JobOpened& opened) {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-      Worker& worker = workers_[id];
-      worker.opened = true;
-      worker.credits = std::max(1, opened.max_items_in_flight());
-      worker.threads = opened.threads();
-      worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
-      worker.last_heard_nanos = WallNanos();
-      spdlog::info("worker {} ({}) opened job {}: {} threads, {} items in flight",
-                   worker.stream->address(), opened.worker_id(), job_id_, opened.threads(),
-                   worker.credits);
-    };
-    handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> received) {
-      OnResult(id, std::move(received));
-    };
-    handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
-    workers_[w].stream = std::make_unique<RemoteWorker>(options_.workers[w], std::move(handlers));
-    workers_[w].stream->Start(open);
+  if (!options_.scheduler.empty()) {
+    registration_ = std::make_unique<JobRegistration>(
+        options_.scheduler, job_id_, [this](proto::JobBeat* beat) { FillBeat(beat); },
+        [this](const proto::JobGrant& grant) { ApplyGrant(grant); },
+        [this](const grpc::Status&) {
+          absl::MutexLock lock(&mu_);
+          scheduler_answered_ = true;
+          scheduler_reachable_ = false;
+        });
   }
-  // Wait for every worker to open the job, refuse it, or time out.
+  absl::MutexLock lock(&mu_);
+  for (const std::string& address : options_.workers) AddWorker(address, "", 0);
+  if (registration_) registration_->Start();
+  // Wait for the first grant (or the scheduler's failure to give one), then
+  // for every worker to open the job, refuse it, or time out.
   auto settled = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!failure_.ok()) return true;
+    if (registration_ && !scheduler_answered_) return false;
     for (const Worker& w : workers_) {
       if (w.alive && !w.opened) return false;
     }
@@ -280,17 +283,177 @@ absl::Status Loader::ConnectWorkers() {
     if (workers_[w].alive) credits += workers_[w].credits;
   }
   if (credits == 0) {
-    spdlog::warn("no worker is reachable ({}); running locally",
-                 absl::StrJoin(options_.workers, ", "));
+    if (registration_) {
+      spdlog::warn(
+          "the scheduler ({}) has granted no reachable worker yet; running locally "
+          "until it does",
+          options_.scheduler);
+    } else {
+      spdlog::warn("no worker is reachable ({}); running locally",
+                   absl::StrJoin(options_.workers, ", "));
+    }
     all_workers_gone_logged_ = true;
   }
-  // Enough batches in flight to keep every worker's credits busy.
-  const int64_t remote_samples = static_cast<int64_t>(credits) * options_.item_samples;
-  prefetch_ = std::max<int64_t>(prefetch_, 2 + remote_samples / options_.batch_size);
   return absl::OkStatus();
 }
 
+int Loader::AddWorker(const std::string& address, const std::string& worker_id,
+                      double granted_cores) {
+  const int id = static_cast<int>(workers_.size());
+  RemoteWorker::Handlers handlers;
+  handlers.opened = [this, id](const proto::JobOpened& opened) {
+    absl::MutexLock lock(&mu_);
+    Worker& worker = workers_[id];
+    if (stopping_ || !worker.alive) return;
+    worker.opened = true;
+    worker.max_credits = std::max(1, opened.max_items_in_flight());
+    worker.threads = opened.threads();
+    worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
+    worker.credits = CreditsFor(worker);
+    worker.last_heard_nanos = WallNanos();
+    spdlog::info("worker {} ({}) opened job {}: {} threads, {} of its {} items in flight{}",
+                 worker.address, opened.worker_id(), job_id_, opened.threads(), worker.credits,
+                 worker.max_credits,
+                 worker.granted ? absl::StrFormat(" (granted %.2f cores)", worker.granted_cores)
+                                : std::string());
+    // A worker that joins mid-run: its credits are usable at once, and the
+    // remote capacity changed, so re-plan at the next batch.
+    all_workers_gone_logged_ = false;
+    last_plan_nanos_ = 0;
+    UpdatePrefetch();
+    Dispatch();
+  };
+  handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> received) {
+    OnResult(id, std::move(received));
+  };
+  handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
+  Worker& worker = workers_.emplace_back();
+  worker.address = address;
+  worker.worker_id = worker_id;
+  worker.granted = !worker_id.empty();
+  worker.granted_cores = granted_cores;
+  worker.added_nanos = WallNanos();
+  worker.stream = std::make_unique<RemoteWorker>(address, std::move(handlers));
+  worker.stream->Start(open_);
+  return id;
+}
+
+double Loader::UsableCores(const Worker& w) {
+  return w.granted ? std::min(w.cores, w.granted_cores) : w.cores;
+}
+
+int Loader::CreditsFor(const Worker& w) {
+  // A grant of part of a worker: ask for that part of its credits, so that
+  // jobs sharing it get its cores in proportion to their grants.
+  if (!w.granted || w.cores <= 0) return w.max_credits;
+  return std::max(1, static_cast<int>(std::ceil(w.max_credits * UsableCores(w) / w.cores)));
+}
+
+void Loader::UpdatePrefetch() {
+  int credits = 0;
+  for (const Worker& w : workers_) credits += w.alive && w.opened && !w.retiring ? w.credits : 0;
+  const int64_t remote_samples = static_cast<int64_t>(credits) * options_.item_samples;
+  const int64_t room = static_cast<int64_t>(pool_->queue_capacity()) / (2 * options_.batch_size);
+  prefetch_ = static_cast<int>(std::max<int64_t>(
+      prefetch_, std::min<int64_t>(room, 2 + remote_samples / options_.batch_size)));
+}
+
+double Loader::WantedRemoteCores() {
+  if (offload_.kind == OffloadMode::kOff || end_nanos_ != 0 || !failure_.ok()) return 0;
+  double want = options_.max_remote_cores > 0 ? options_.max_remote_cores : kWantAllCores;
+  if (offload_.kind == OffloadMode::kAuto && plan_input_) {
+    // What the planner would use with the pool to itself.
+    policy::PlanInput unlimited = *plan_input_;
+    unlimited.remote_cores = kWantAllCores;
+    auto plan = policy::MakePlan(unlimited);
+    if (plan.ok() && plan->throughput > 0) want = std::min(want, plan->remote_cores_used);
+  }
+  return want;
+}
+
+void Loader::FillBeat(proto::JobBeat* beat) {
+  absl::MutexLock lock(&mu_);
+  beat->set_weight(options_.scheduler_weight);
+  beat->mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
+  wanted_cores_ = WantedRemoteCores();
+  beat->set_wanted_cores(wanted_cores_);
+  for (const Worker& w : workers_) {
+    if (!w.granted || !w.alive || w.retiring) continue;
+    proto::WorkerGrant* current = beat->add_current();
+    current->set_worker_id(w.worker_id);
+    current->set_address(w.address);
+    current->set_cores(w.granted_cores);
+  }
+}
+
+void Loader::ApplyGrant(const proto::JobGrant& grant) {
+  absl::MutexLock lock(&mu_);
+  scheduler_answered_ = true;
+  scheduler_reachable_ = true;
+  fair_share_cores_ = grant.fair_share_cores();
+  if (stopping_ || end_nanos_ != 0 || !failure_.ok()) return;
+  const int64_t now = WallNanos();
+  std::vector<bool> named(workers_.size());
+  for (const proto::WorkerGrant& g : grant.workers()) {
+    int found = -1;
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      if (workers_[w].alive && workers_[w].address == g.address()) found = static_cast<int>(w);
+    }
+    if (found < 0) {
+      auto failed = failed_nanos_.find(g.address());
+      if (failed != failed_nanos_.end() && now - failed->second < kRedialAfterNanos) continue;
+      if (refused_.count(g.address()) != 0) continue;
+      spdlog::info("scheduler granted worker {} ({}, {:.2f} cores); opening the job there",
+                   g.worker_id(), g.address(), g.cores());
+      found = AddWorker(g.address(), g.worker_id(), g.cores());
+      named.push_back(true);
+      continue;
+    }
+    Worker& worker = workers_[found];
+    named[found] = true;
+    if (!worker.granted) continue;  // named in --workers too: it stays a static worker
+    if (worker.retiring) {
+      spdlog::info("worker {} is granted again; keeping it", worker.address);
+      worker.retiring = false;
+    }
+    if (worker.granted_cores != g.cores()) {
+      worker.granted_cores = g.cores();
+      if (worker.opened) worker.credits = CreditsFor(worker);
+      last_plan_nanos_ = 0;
+    }
+  }
+  // A settling scheduler (just restarted) may not know every worker yet:
+  // only add until it has heard from the whole pool.
+  if (!grant.settling()) {
+    for (size_t w = 0; w < named.size(); ++w) {
+      const Worker& worker = workers_[w];
+      if (!named[w] && worker.granted && worker.alive && !worker.retiring)
+        Retire(static_cast<int>(w));
+    }
+  }
+  UpdatePrefetch();
+  Dispatch();
+}
+
+void Loader::Retire(int w) {
+  Worker& worker = workers_[w];
+  last_plan_nanos_ = 0;
+  if (!worker.items.empty()) {
+    spdlog::info("worker {} is no longer granted; it finishes its {} items and is closed",
+                 worker.address, worker.items.size());
+    worker.retiring = true;
+    return;
+  }
+  spdlog::info("worker {} is no longer granted; closing its stream", worker.address);
+  worker.alive = false;
+  if (worker.stream) worker.stream->Close();
+}
+
 Loader::~Loader() {
+  if (registration_) {  // its thread takes mu_: stop it first
+    registration_->Stop();
+    registration_->Release();
+  }
   std::vector<std::unique_ptr<RemoteWorker>> streams;
   {
     absl::MutexLock lock(&mu_);
@@ -365,7 +528,8 @@ double Loader::LocalCores() const {
 
 void Loader::StartWarmUp() {
   double remote = 0;
-  for (const Worker& w : workers_) remote += w.alive && w.opened ? w.cores : 0;
+  for (const Worker& w : workers_)
+    remote += w.alive && w.opened && !w.retiring ? UsableCores(w) : 0;
   if (remote <= 0) return;
   const double local = LocalCores();
   const double local_share = local / (local + remote);
@@ -434,13 +598,13 @@ void Loader::UpdateMeasurements(int64_t now) {
     if (!w.alive || w.window_start_nanos == 0 || seconds < 1 || w.window_results < 4) continue;
     const double rate = w.window_bytes / seconds;
     w.ingest_rate = rate;
-    const double busy = w.window_cpu_seconds / (seconds * std::max(w.cores, 0.01));
+    const double busy = w.window_cpu_seconds / (seconds * std::max(UsableCores(w), 0.01));
     const double saturated = static_cast<double>(w.window_saturated) / w.window_results;
     if (saturated >= 0.8 && busy < 0.6 && here_busy < 0.7) {
       if (w.link_limit == 0) {
         spdlog::info(
             "worker {}: its link binds at {:.1f} MB/s (every credit out, CPU {:.0f}% busy)",
-            w.stream->address(), rate / 1e6, 100 * busy);
+            w.address, rate / 1e6, 100 * busy);
       }
       w.link_limit = w.link_limit > 0 ? 0.5 * (w.link_limit + rate) : rate;
     } else if (w.link_limit > 0 && rate > w.link_limit) {
@@ -479,8 +643,8 @@ std::optional<policy::PlanInput> Loader::CurrentPlanInput() {
   int alive = 0;
   bool every_link_binds = true;
   for (const Worker& w : workers_) {
-    if (!w.alive || !w.opened) continue;
-    remote_cores += w.cores;
+    if (!w.alive || !w.opened || w.retiring) continue;
+    remote_cores += UsableCores(w);
     ++alive;
     links += w.link_limit;
     every_link_binds = every_link_binds && w.link_limit > 0;
@@ -616,7 +780,7 @@ void Loader::Dispatch() {
     bool any_alive = false;
     for (size_t w = 0; w < workers_.size(); ++w) {
       const Worker& worker = workers_[w];
-      if (!worker.alive || !worker.opened) continue;
+      if (!worker.alive || !worker.opened || worker.retiring) continue;
       any_alive = true;
       const int free = worker.credits - static_cast<int>(worker.items.size());
       if (free > best_free) {
@@ -659,7 +823,8 @@ void Loader::DropWorker(int w, const std::string& why) {
   Worker& worker = workers_[w];
   if (!worker.alive) return;
   worker.alive = false;
-  const std::string address = worker.stream ? worker.stream->address() : options_.workers[w];
+  const std::string& address = worker.address;
+  if (worker.granted) failed_nanos_[address] = WallNanos();
   if (!worker.items.empty()) {
     spdlog::warn("worker {} {}; handing its {} outstanding items to others", address, why,
                  worker.items.size());
@@ -703,8 +868,9 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     }
     worker.samples += result.samples_size();
     worker.items.erase(std::find(worker.items.begin(), worker.items.end(), result.item_id()));
-    address = worker.stream->address();
-    Dispatch();  // its credit is free again
+    address = worker.address;
+    if (worker.retiring && worker.items.empty()) Retire(w);  // its last item: close it now
+    Dispatch();                                              // its credit is free again
   }
   // The item is ours alone now, and its batch cannot be handed out before
   // every slot is finished: copy and finish without holding the lock.
@@ -772,6 +938,16 @@ void Loader::OnClosed(int w, const absl::Status& status) {
   if (status.ok() && worker.items.empty() && end_nanos_ != 0) {
     return;  // our own Close() at the end of the run: a clean goodbye
   }
+  if (!status.ok() && IsRefusal(status.code()) && worker.granted) {
+    // A worker the scheduler chose, not the job: leave it out for good and
+    // carry on with the others (its operator has something to fix).
+    spdlog::error("granted worker {} refused the job, leaving it out: {}", worker.address,
+                  status.ToString());
+    refused_.insert(worker.address);
+    DropWorker(w, "refused the job");
+    batch_done_.SignalAll();
+    return;
+  }
   if (!status.ok() && IsRefusal(status.code())) {
     // Not a failure to route around: the job itself is wrong here.
     if (failure_.ok()) failure_ = status;
@@ -797,6 +973,10 @@ void Loader::WatchdogLoop() {
       if (worker.alive && !worker.items.empty() && now - worker.last_heard_nanos > timeout) {
         DropWorker(static_cast<int>(w), absl::StrFormat("was silent for %.1f s (--worker-timeout)",
                                                         (now - worker.last_heard_nanos) * 1e-9));
+      } else if (worker.alive && !worker.opened &&
+                 now - worker.added_nanos > options_.connect_timeout_seconds * 1e9) {
+        DropWorker(static_cast<int>(w), absl::StrCat("did not open the job within ",
+                                                     options_.connect_timeout_seconds, " s"));
       }
     }
   }
@@ -890,6 +1070,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
       for (Worker& w : workers_) {
         if (w.alive && w.stream) w.stream->Close();
       }
+      if (registration_) registration_->Kick();  // tell the scheduler it wants nothing now
     }
     return BatchPtr();
   }
@@ -958,19 +1139,31 @@ LoaderStats Loader::Stats() const {
     st.plan_throughput = plan_throughput_;
     st.receive_cpu_per_byte = measured_.receive_cpu_per_byte.value_or(0);
     if (plan_input_ && plan_input_->bandwidth < 1e299) st.ingest_limit = plan_input_->bandwidth;
-    st.workers_total = static_cast<int>(workers_.size());
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      const Worker& worker = workers_[w];
-      st.workers_alive += worker.alive ? 1 : 0;
-      LoaderStats::WorkerStats ws;
-      ws.address = options_.workers[w];
-      ws.alive = worker.alive;
-      ws.received_bytes = worker.stream ? worker.stream->received_bytes() : 0;
-      ws.samples = worker.samples;
-      ws.link_limit = worker.link_limit;
-      ws.ingest_rate = worker.ingest_rate;
-      st.workers.push_back(std::move(ws));
+    // One entry per address: a worker granted again after it was closed has
+    // a second stream, and both count.
+    std::map<std::string, size_t> by_address;
+    for (const Worker& worker : workers_) {
+      auto [it, fresh] = by_address.try_emplace(worker.address, st.workers.size());
+      if (fresh) st.workers.emplace_back().address = worker.address;
+      LoaderStats::WorkerStats& ws = st.workers[it->second];
+      const bool alive = worker.alive && worker.opened && !worker.retiring;
+      ws.alive = ws.alive || alive;
+      ++ws.streams;
+      if (alive && worker.granted) ws.granted_cores = worker.granted_cores;
+      ws.received_bytes += worker.stream ? worker.stream->received_bytes() : 0;
+      ws.samples += worker.samples;
+      ws.link_limit = std::max(ws.link_limit, worker.link_limit);
+      if (worker.alive) ws.ingest_rate = worker.ingest_rate;
     }
+    st.workers_total = static_cast<int>(st.workers.size());
+    for (const LoaderStats::WorkerStats& ws : st.workers) {
+      st.workers_alive += ws.alive ? 1 : 0;
+      st.granted_cores += ws.granted_cores;
+    }
+    st.scheduler = options_.scheduler;
+    st.scheduler_reachable = scheduler_reachable_;
+    st.wanted_cores = wanted_cores_;
+    st.fair_share_cores = fair_share_cores_;
   }
   st.checksum = checksum_.value();
   st.stages = read_profiler_->Snapshot();

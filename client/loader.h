@@ -15,7 +15,15 @@
 // only taken from the worker an item is currently assigned to, so every sample
 // is delivered exactly once per epoch whatever fails. A worker's refusal
 // (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED, FAILED_PRECONDITION)
-// is not routed around: the run stops with that message.
+// is not routed around: the run stops with that message. (A worker the
+// scheduler granted that refuses is left out instead, and the job goes on.)
+//
+// Workers come from a static list (`workers`), from prepflow-scheduler's
+// grants (`scheduler`), or both. Granted workers may come and go mid-run: a
+// new grant opens the job on the worker and its credits join at once; a
+// worker the grant no longer names gets no new items, finishes what it has
+// and is closed. While the scheduler is unreachable the job keeps the
+// workers it has. With no grant at all, the job runs locally.
 //
 // Per-sample failures are reported with the sample's path and either skipped
 // (OnError::kSkip: the batch comes out smaller) or end the run (kFail).
@@ -31,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +58,9 @@
 #include "pipeline/profiler.h"
 #include "policy/planner.h"
 #include "proto/pipeline.pb.h"
+#include "proto/scheduler.pb.h"
+#include "proto/worker.pb.h"
+#include "scheduler/registration.h"
 
 namespace prepflow {
 
@@ -68,6 +80,10 @@ struct OffloadMode {
 // Parses "off" | "auto" | "remote" | "cut=K[,remote_fraction=F]".
 absl::StatusOr<OffloadMode> ParseOffload(const std::string& text);
 std::string OffloadModeString(const OffloadMode& mode);
+
+// What a job asks the scheduler for when it has no measure of what it
+// would use: as much as its fair share gives.
+inline constexpr double kWantAllCores = 1e6;
 
 // Transport CPU per byte the planner charges before it has measured any: the
 // client's receive cost on the wire benchmark (docs/benchmarks.md), and a
@@ -94,10 +110,17 @@ struct LoaderOptions {
   // Unset: the PREPFLOW_OFFLOAD environment variable, else off. This is what
   // lets offloading be switched on per job without code changes.
   std::optional<OffloadMode> offload;
-  std::vector<std::string> workers;     // host:port
-  double demand = 0;                    // samples/s the trainer consumes; 0: measured
-  double bandwidth = 0;                 // bytes/s into this trainer, for kAuto; 0: unlimited
-  double replan_seconds = 2;            // kAuto: how often to re-plan
+  std::vector<std::string> workers;  // host:port
+  // prepflow-scheduler host:port: workers from its grants, renewed every
+  // heartbeat. The job asks for what its planner would use (kAuto) or for
+  // as much as its fair share (kRemote, kCut).
+  std::string scheduler;
+  double scheduler_weight = 1;                // this job's share weight
+  std::map<std::string, std::string> labels;  // locality preference, e.g. zone=a
+  double max_remote_cores = 0;                // most cores to ask for; 0: no cap
+  double demand = 0;                          // samples/s the trainer consumes; 0: measured
+  double bandwidth = 0;                       // bytes/s into this trainer, for kAuto; 0: unlimited
+  double replan_seconds = 2;                  // kAuto: how often to re-plan
   double replan_drift = 0.25;           // kAuto: re-plan sooner when a measurement moves this much
   double replan_gain = 0.03;            // kAuto: switch plans only for this much more throughput
   double worker_timeout_seconds = 30;   // silence while owing results
@@ -127,7 +150,9 @@ struct LoaderStats {
   double receive_cpu_per_byte = 0;  // kAuto: measured transport CPU here, s/byte
   struct WorkerStats {
     std::string address;
-    bool alive = false;
+    bool alive = false;        // open for this job and taking items
+    double granted_cores = 0;  // by the scheduler; 0: a static worker
+    int streams = 0;           // opened to it (more than 1: it was re-granted or re-dialled)
     int64_t received_bytes = 0;
     int64_t samples = 0;     // samples it returned
     double link_limit = 0;   // bytes/s its link was seen to bind at; 0: not seen
@@ -135,7 +160,14 @@ struct LoaderStats {
   };
   std::vector<WorkerStats> workers;
   int workers_alive = 0;
-  int workers_total = 0;
+  int workers_total = 0;  // distinct addresses ever used
+  // With a scheduler: whether its last beat got through, what this job asked
+  // for, its fair share, and the cores granted now.
+  std::string scheduler;
+  bool scheduler_reachable = false;
+  double wanted_cores = 0;
+  double fair_share_cores = 0;
+  double granted_cores = 0;
   // Measured here: "read" first, then one entry per pipeline stage.
   std::vector<StageStats> stages;
   // Measured on workers (as they report it), same layout.
@@ -183,10 +215,17 @@ class Loader {
     int worker = -1;  // -1: waiting for a worker
   };
   struct Worker {
+    std::string address;
+    std::string worker_id;  // as the scheduler names it ("" for static workers)
     std::unique_ptr<RemoteWorker> stream;
     bool opened = false;
     bool alive = true;
-    int credits = 0;
+    bool granted = false;   // from the scheduler (else from options.workers)
+    bool retiring = false;  // no longer granted: no new items, closed when idle
+    double granted_cores = 0;
+    int64_t added_nanos = 0;
+    int max_credits = 0;  // what the worker allows
+    int credits = 0;      // what we use: max_credits, scaled down to a grant
     int threads = 0;
     double cores = 0;  // as the worker reports it (its cgroup quota counts)
     int64_t last_heard_nanos = 0;
@@ -213,6 +252,23 @@ class Loader {
 
   Loader() = default;
   absl::Status ConnectWorkers();
+  // Opens the job on a new worker; returns its index. The stream opens
+  // asynchronously (the `opened` handler makes it usable).
+  int AddWorker(const std::string& address, const std::string& worker_id, double granted_cores)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The scheduler's side (called on the registration's thread).
+  void FillBeat(proto::JobBeat* beat);
+  void ApplyGrant(const proto::JobGrant& grant);
+  // A worker no longer granted: closed now if idle, else once its items are in.
+  void Retire(int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cores of a worker this job may count on: what it reports, capped by its grant.
+  static double UsableCores(const Worker& w);
+  // Credits to use on a worker: its own, scaled down to the grant's share.
+  static int CreditsFor(const Worker& w);
+  // Remote cores to ask the scheduler for.
+  double WantedRemoteCores() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Raises prefetch_ so that every credit can be busy (within the task queue's room).
+  void UpdatePrefetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts batches until prefetch_ are in flight or the run is planned out.
   void TopUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands waiting items to workers with free credits; runs them locally when
@@ -257,6 +313,8 @@ class Loader {
   int prefetch_ = 2;
   OffloadMode offload_;  // resolved
   std::string job_id_;
+  proto::JobOpen open_;  // what every worker is sent
+  std::unique_ptr<JobRegistration> registration_;
 
   mutable absl::Mutex mu_;
   absl::CondVar batch_done_;
@@ -265,6 +323,15 @@ class Loader {
   std::deque<uint64_t> waiting_ ABSL_GUARDED_BY(mu_);    // items without a worker
   uint64_t next_item_id_ ABSL_GUARDED_BY(mu_) = 1;
   bool all_workers_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
+  // The scheduler's side: the first grant (or failure) seen, reachability,
+  // the last want and share, and when a granted worker last failed (it is
+  // not dialled again for a while even if still granted).
+  bool scheduler_answered_ ABSL_GUARDED_BY(mu_) = false;
+  bool scheduler_reachable_ ABSL_GUARDED_BY(mu_) = false;
+  double wanted_cores_ ABSL_GUARDED_BY(mu_) = 0;
+  double fair_share_cores_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> failed_nanos_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> refused_ ABSL_GUARDED_BY(mu_);  // granted workers that refused the job
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Batch*> in_flight_ ABSL_GUARDED_BY(mu_);
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start

@@ -89,11 +89,25 @@ std::vector<MetricFamily> LoaderMetrics::Collect() const {
   out.Add("prepflow_client_workers", "Workers of this job.", kGauge, st.workers_alive,
           {{"state", "alive"}});
   out.Add("prepflow_client_workers", "", kGauge, st.workers_total, {{"state", "configured"}});
+  if (!st.scheduler.empty()) {
+    out.Add("prepflow_client_scheduler_up",
+            "1 when the last heartbeat to the scheduler got through, else 0.", kGauge,
+            st.scheduler_reachable ? 1 : 0, {{"scheduler", st.scheduler}});
+    out.Add("prepflow_client_remote_cores",
+            "Worker cores: what this job asked the scheduler for, its fair share, and what it "
+            "holds now.",
+            kGauge, st.wanted_cores, {{"kind", "wanted"}});
+    out.Add("prepflow_client_remote_cores", "", kGauge, st.fair_share_cores,
+            {{"kind", "fair_share"}});
+    out.Add("prepflow_client_remote_cores", "", kGauge, st.granted_cores, {{"kind", "granted"}});
+  }
   for (const LoaderStats::WorkerStats& w : st.workers) {
     out.Add("prepflow_client_worker_received_bytes_total", "Bytes received from each worker.",
             kCounter, static_cast<double>(w.received_bytes), {{"worker", w.address}});
     out.Add("prepflow_client_worker_samples_total", "Samples each worker returned.", kCounter,
             static_cast<double>(w.samples), {{"worker", w.address}});
+    out.Add("prepflow_client_worker_up", "1 while this job streams from the worker, else 0.",
+            kGauge, w.alive ? 1 : 0, {{"worker", w.address}});
     out.Add("prepflow_client_worker_ingest_bytes_per_second",
             "Bytes/s received from each worker over the last window (--offload auto).", kGauge,
             w.ingest_rate, {{"worker", w.address}});

@@ -17,7 +17,10 @@
 //   prepflow_client_workers{state="alive"|"configured"}
 //   prepflow_client_worker_received_bytes_total{worker}
 //   prepflow_client_worker_samples_total{worker}
+//   prepflow_client_worker_up{worker}
 //   prepflow_client_worker_ingest_bytes_per_second{worker}   (auto mode)
+//   prepflow_client_scheduler_up{scheduler}                    (with a scheduler)
+//   prepflow_client_remote_cores{kind="wanted"|"fair_share"|"granted"}
 //   prepflow_client_stage_cpu_seconds_total{stage,side="local"|"remote"}
 //
 // Thread-safety: Collect() may run on the exposer's threads at any time.

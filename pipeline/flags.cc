@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace prepflow::cli {
 
@@ -110,6 +111,20 @@ std::string FlagSet::Usage() const {
       absl::StrAppend(&out, " (default ", f.default_value, ")");
     }
     absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,
+                                                                  const std::string& flag) {
+  std::map<std::string, std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || kv.second.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": '", part, "' is not key=value"));
+    }
+    out[kv.first] = kv.second;
   }
   return out;
 }

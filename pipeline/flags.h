@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace prepflow::cli {
 
@@ -46,6 +48,11 @@ class FlagSet {
   std::vector<Flag> flags_;
   bool help_ = false;
 };
+
+// Parses "k=v,k2=v2" (e.g. --labels zone=a,rack=3). Errors: InvalidArgument
+// naming `flag` and the part that is not key=value.
+absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,
+                                                                  const std::string& flag);
 
 }  // namespace prepflow::cli
 

@@ -32,6 +32,7 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
   }
   {
     absl::MutexLock lock(&mu_);
+    if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
     auto [it, added] = workers_.try_emplace(beat.worker_id());
     WorkerEntry& w = it->second;
     if (added) {
@@ -66,6 +67,7 @@ absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& bea
   double took = -1;
   {
     absl::MutexLock lock(&mu_);
+    if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
     auto [it, added] = jobs_.try_emplace(beat.job_id());
     JobEntry& j = it->second;
     if (added) {
@@ -82,6 +84,8 @@ absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& bea
     j.beat = std::move(normalized);
     j.last_nanos = now;
     took = RebalanceIfStale();
+    grant.set_settling(now - first_beat_nanos_ <
+                       static_cast<int64_t>(options_.expire_after_seconds * 1e9));
     auto share = allocation_.share.find(beat.job_id());
     grant.set_fair_share_cores(share == allocation_.share.end() ? 0 : share->second);
     auto grants = allocation_.grants.find(beat.job_id());
@@ -144,7 +148,15 @@ double SchedulerCore::RebalanceIfStale() {
     wants.push_back({id, j.beat.weight(), j.beat.wanted_cores(),
                      Label(j.beat.labels(), options_.locality_label)});
   }
-  allocation_ = Allocate(pool, wants, allocation_.grants);
+  // Earlier grants to keep: this scheduler's own, else (after a restart) the
+  // workers the job says it streams from.
+  std::map<std::string, std::vector<Grant>> previous = allocation_.grants;
+  for (const auto& [id, j] : jobs_) {
+    if (previous.count(id) != 0 || j.beat.current().empty()) continue;
+    std::vector<Grant>& kept = previous[id];
+    for (const proto::WorkerGrant& g : j.beat.current()) kept.push_back({g.worker_id(), g.cores()});
+  }
+  allocation_ = Allocate(pool, wants, previous);
   stale_ = false;
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -6,6 +6,12 @@
 // want marks the allocation stale; the next job beat (or Expire()) rebalances.
 // Time is passed in, so tests drive the clock.
 //
+// After a restart: for one expiry period from the first beat it hears, the
+// core answers jobs with `settling` set (workers may not have re-registered
+// yet, so a job must not give up workers the grant leaves out), and it keeps
+// the workers each job reports streaming from where it can, so running
+// streams survive the restart.
+//
 // Thread-safety: every method may be called from any thread.
 #ifndef PREPFLOW_SCHEDULER_SCHEDULER_CORE_H_
 #define PREPFLOW_SCHEDULER_SCHEDULER_CORE_H_
@@ -74,6 +80,7 @@ class SchedulerCore {
   mutable absl::Mutex mu_;
   std::map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  int64_t first_beat_nanos_ ABSL_GUARDED_BY(mu_) = -1;
   Allocation allocation_ ABSL_GUARDED_BY(mu_);
   bool stale_ ABSL_GUARDED_BY(mu_) = false;
   SchedulerCounts counts_ ABSL_GUARDED_BY(mu_);

@@ -17,8 +17,8 @@
 #include "pipeline/executor.h"
 #include "pipeline/flags.h"
 #include "prometheus/exposer.h"
+#include "scheduler/registration.h"
 #include "server/metrics.h"
-#include "server/scheduler_client.h"
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -74,15 +74,11 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.data_root = root_real;
-  std::map<std::string, std::string> parsed_labels;
-  for (absl::string_view kv : absl::StrSplit(labels, ',', absl::SkipWhitespace())) {
-    const std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first.empty() || p.second.empty()) {
-      std::fprintf(stderr, "prepflow-worker: --labels: '%s' is not key=value\n",
-                   std::string(kv).c_str());
-      return 2;
-    }
-    parsed_labels[p.first] = p.second;
+  auto parsed_labels = cli::ParseKeyValues(labels, "labels");
+  if (!parsed_labels.ok()) {
+    std::fprintf(stderr, "prepflow-worker: %s\n",
+                 std::string(parsed_labels.status().message()).c_str());
+    return 2;
   }
   options.max_pixels_limit = max_pixels;
   if (options.max_streams < 1 || options.max_item_samples < 1 || max_pixels < 1 || port < 0) {
@@ -154,7 +150,7 @@ int Main(int argc, char** argv) {
     beat.set_address(advertise);
     beat.set_cores(std::min<double>(core.threads(), EffectiveCpus()));
     beat.set_version(PREPFLOW_VERSION);
-    *beat.mutable_labels() = {parsed_labels.begin(), parsed_labels.end()};
+    *beat.mutable_labels() = {parsed_labels->begin(), parsed_labels->end()};
     registration = std::make_unique<WorkerRegistration>(
         scheduler, beat,
         [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });

@@ -102,6 +102,18 @@ Json StagesJson(const std::vector<StageStats>& stages) {
   return out;
 }
 
+Json WorkersJson(const std::vector<LoaderStats::WorkerStats>& workers) {
+  Json out = Json::array();
+  for (const LoaderStats::WorkerStats& w : workers) {
+    out.push_back({{"address", w.address},
+                   {"alive", w.alive},
+                   {"granted_cores", w.granted_cores},
+                   {"samples", w.samples},
+                   {"received_bytes", w.received_bytes}});
+  }
+  return out;
+}
+
 std::string StagesTable(const std::vector<StageStats>& stages) {
   double total = 0;
   for (const StageStats& s : stages) total += s.cpu_seconds_per_sample();
@@ -125,6 +137,8 @@ struct RunFlags {
   int64_t max_file_bytes = kDefaultMaxFileBytes;
   bool json = false, shuffle = true, drop_last = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
+  std::string scheduler, labels;
+  double weight = 1, max_remote_cores = 0;
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0;
   int item_samples = 8;
   int metrics_port = -1;
@@ -156,6 +170,14 @@ struct RunFlags {
     f.Double("bandwidth-mbps", &bandwidth_mbps,
              "network into this trainer in Mbit/s, for --offload auto (0: unlimited)");
     f.String("workers", &workers, "prepflow-worker addresses, host:port,...");
+    f.String("scheduler", &scheduler,
+             "prepflow-scheduler host:port: take workers from its grants (with or instead of "
+             "--workers)");
+    f.Double("weight", &weight, "this job's share weight at the scheduler");
+    f.String("labels", &labels, "locality for the scheduler, k=v,... (e.g. zone=a)");
+    f.Double("max-remote-cores", &max_remote_cores,
+             "most worker cores to ask the scheduler for (0: what the planner would use, or "
+             "the fair share)");
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
     f.Int("item-samples", &item_samples, "samples per remote work item");
@@ -198,6 +220,12 @@ struct RunFlags {
     for (absl::string_view w : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
       o.workers.emplace_back(absl::StripAsciiWhitespace(w));
     }
+    o.scheduler = scheduler;
+    o.scheduler_weight = weight;
+    auto parsed_labels = ParseKeyValues(labels, "labels");
+    if (!parsed_labels.ok()) return parsed_labels.status();
+    o.labels = *std::move(parsed_labels);
+    o.max_remote_cores = max_remote_cores;
     o.worker_timeout_seconds = worker_timeout;
     o.item_samples = item_samples;
     return o;
@@ -294,8 +322,13 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"plan_fractions", st.plan_fractions},
               {"plan_predicted_images_per_s", st.plan_throughput},
               {"job_id", loader.job_id()},
-              {"workers", options.workers},
+              {"workers", WorkersJson(st.workers)},
               {"workers_alive", st.workers_alive},
+              {"scheduler", st.scheduler},
+              {"scheduler_reachable", st.scheduler_reachable},
+              {"wanted_cores", st.wanted_cores},
+              {"fair_share_cores", st.fair_share_cores},
+              {"granted_cores", st.granted_cores},
               {"reissued_items", st.reissued_items},
               {"stages", StagesJson(st.stages)},
               {"remote_stages", StagesJson(st.remote_stages)}};
@@ -314,7 +347,7 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
     if (!st.plan.empty())
       std::printf("plan (%lld changes): %s\n", static_cast<long long>(st.plan_changes),
                   st.plan.c_str());
-    if (st.remote_images > 0 || !options.workers.empty()) {
+    if (st.remote_images > 0 || st.workers_total > 0) {
       std::printf(
           "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
           "reissued\n",

@@ -128,6 +128,18 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
   EXPECT_EQ(pipeline.exit_code, 2);
   EXPECT_THAT(pipeline.err, HasSubstr("--pipeline"));
+  const CliRun labels =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --labels zone"), dir_);
+  EXPECT_EQ(labels.exit_code, 2);
+  EXPECT_THAT(labels.err, HasSubstr("--labels: 'zone' is not key=value"));
+  const CliRun weight = Prepflow(
+      absl::StrCat("run --data ", dir_.Join("data"), " --scheduler localhost:1 --weight 0"), dir_);
+  EXPECT_EQ(weight.exit_code, 2);
+  EXPECT_THAT(weight.err, HasSubstr("--weight: must be positive"));
+  const CliRun nowhere =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --offload remote"), dir_);
+  EXPECT_EQ(nowhere.exit_code, 2);
+  EXPECT_THAT(nowhere.err, HasSubstr("--scheduler host:port"));
   EXPECT_EQ(Prepflow("frobnicate", dir_).exit_code, 2);
   const CliRun help = Prepflow("run --help", dir_);
   EXPECT_EQ(help.exit_code, 0);

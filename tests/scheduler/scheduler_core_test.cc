@@ -102,6 +102,46 @@ TEST(SchedulerCore, LoadChangesDoNotRebalance) {
   EXPECT_EQ(core.counts().rebalances, before);
 }
 
+TEST(SchedulerCore, SettlesForAnExpiryPeriodAfterItsFirstBeat) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 6;
+  SchedulerCore core(o);
+  // The clock starts at the first beat it hears, whatever the wall time.
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 100 * kSecond).ok());
+  EXPECT_TRUE(core.JobBeat(Job("a", 2), 100 * kSecond)->settling());
+  EXPECT_TRUE(core.JobBeat(Job("a", 2), 105 * kSecond)->settling());
+  EXPECT_FALSE(core.JobBeat(Job("a", 2), 106 * kSecond)->settling());
+}
+
+TEST(SchedulerCore, ARestartedSchedulerKeepsTheWorkersAJobReports) {
+  // Before the restart the job was on w2. The restarted scheduler hears the
+  // job first (its grant is empty, and settling), then the workers; the job
+  // stays on w2 though w1 comes first in every other order.
+  SchedulerCore core({});
+  proto::JobBeat job = Job("a", 2);
+  proto::WorkerGrant* current = job.add_current();
+  current->set_worker_id("w2");
+  current->set_address("w2:7000");
+  current->set_cores(2);
+  auto early = core.JobBeat(job, 0);
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ(early->workers_size(), 0);
+  EXPECT_TRUE(early->settling());
+  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), kSecond / 10).ok());
+  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4), kSecond / 10).ok());
+  auto grant = core.JobBeat(job, kSecond / 5);
+  ASSERT_TRUE(grant.ok());
+  ASSERT_EQ(grant->workers_size(), 1);
+  EXPECT_EQ(grant->workers(0).worker_id(), "w2");
+  EXPECT_DOUBLE_EQ(grant->workers(0).cores(), 2);
+
+  // Without the report, the same arrival order puts a new job on w1.
+  SchedulerCore fresh({});
+  ASSERT_TRUE(fresh.WorkerBeat(Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(fresh.WorkerBeat(Worker("w2", 4), 0).ok());
+  EXPECT_EQ(fresh.JobBeat(Job("a", 2), 0)->workers(0).worker_id(), "w1");
+}
+
 TEST(SchedulerCore, BadBeatsNameTheField) {
   SchedulerCore core({});
   EXPECT_THAT(core.WorkerBeat(Worker("", 4), 0).status().message(), HasSubstr("worker_id"));

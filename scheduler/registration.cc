@@ -1,0 +1,119 @@
+#include "scheduler/registration.h"
+
+#include <chrono>
+
+#include "absl/time/time.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+namespace {
+
+constexpr auto kBeatDeadline = std::chrono::seconds(5);
+
+}  // namespace
+
+HeartbeatLoop::HeartbeatLoop(std::string scheduler, std::string who, BeatFn beat)
+    : scheduler_(std::move(scheduler)), who_(std::move(who)), beat_(std::move(beat)) {
+  stub_ = proto::Scheduler::NewStub(
+      grpc::CreateChannel(scheduler_, grpc::InsecureChannelCredentials()));
+}
+
+HeartbeatLoop::~HeartbeatLoop() { Stop(); }
+
+void HeartbeatLoop::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HeartbeatLoop::Kick() {
+  absl::MutexLock lock(&mu_);
+  kicked_ = true;
+}
+
+void HeartbeatLoop::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void HeartbeatLoop::Loop() {
+  double period = 2;
+  bool failing = false, registered = false;
+  while (true) {
+    const grpc::Status status = beat_(*stub_, &period);
+    if (status.ok()) {
+      if (failing || !registered) spdlog::info("{} registered with scheduler {}", who_, scheduler_);
+      failing = false;
+      registered = true;
+    } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      spdlog::error("scheduler {} refused {}: {}", scheduler_, who_, status.error_message());
+      return;  // nothing will change that
+    } else if (!failing) {
+      spdlog::warn("scheduler {} unreachable ({}); {} carries on and retries every {} s",
+                   scheduler_, status.error_message(), who_, period);
+      failing = true;
+    }
+    absl::MutexLock lock(&mu_);
+    auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kicked_; };
+    mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(period));
+    if (stop_) return;
+    kicked_ = false;
+  }
+}
+
+WorkerRegistration::WorkerRegistration(std::string scheduler, proto::WorkerBeat beat,
+                                       std::function<void(proto::WorkerBeat*)> refresh)
+    : beat_(std::move(beat)),
+      refresh_(std::move(refresh)),
+      loop_(std::move(scheduler), "worker " + beat_.worker_id() + " (" + beat_.address() + ")",
+            [this](proto::Scheduler::Stub& stub, double* period) {
+              if (refresh_) refresh_(&beat_);
+              grpc::ClientContext context;
+              context.set_deadline(std::chrono::system_clock::now() + kBeatDeadline);
+              proto::WorkerBeatReply reply;
+              const grpc::Status status = stub.WorkerHeartbeat(&context, beat_, &reply);
+              if (status.ok() && reply.heartbeat_seconds() > 0) *period = reply.heartbeat_seconds();
+              return status;
+            }) {}
+
+JobRegistration::JobRegistration(std::string scheduler, std::string job_id,
+                                 std::function<void(proto::JobBeat*)> fill,
+                                 std::function<void(const proto::JobGrant&)> on_grant,
+                                 std::function<void(const grpc::Status&)> on_failure)
+    : job_id_(std::move(job_id)),
+      fill_(std::move(fill)),
+      on_grant_(std::move(on_grant)),
+      on_failure_(std::move(on_failure)),
+      loop_(std::move(scheduler), "job " + job_id_,
+            [this](proto::Scheduler::Stub& stub, double* period) {
+              proto::JobBeat beat;
+              beat.set_job_id(job_id_);
+              fill_(&beat);
+              grpc::ClientContext context;
+              context.set_deadline(std::chrono::system_clock::now() + kBeatDeadline);
+              proto::JobGrant grant;
+              const grpc::Status status = stub.JobHeartbeat(&context, beat, &grant);
+              if (status.ok()) {
+                if (grant.heartbeat_seconds() > 0) *period = grant.heartbeat_seconds();
+                on_grant_(grant);
+              } else if (on_failure_) {
+                on_failure_(status);
+              }
+              return status;
+            }) {}
+
+void JobRegistration::Release() {
+  auto stub = proto::Scheduler::NewStub(
+      grpc::CreateChannel(loop_.scheduler(), grpc::InsecureChannelCredentials()));
+  proto::JobBeat beat;
+  beat.set_job_id(job_id_);
+  beat.set_wanted_cores(0);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  proto::JobGrant grant;
+  // Best effort: if it fails, the grant expires with the job's silence.
+  (void)stub->JobHeartbeat(&context, beat, &grant);
+}
+
+}  // namespace prepflow

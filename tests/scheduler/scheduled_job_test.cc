@@ -1,0 +1,214 @@
+// A job that takes its workers from prepflow-scheduler, all as real processes
+// on loopback: it gets workers it never named, keeps them across a
+// scheduler kill and restart, picks up a worker that registers mid-run, and
+// runs locally when nothing is granted. Every run is checked for exactly-once
+// delivery and the local checksum.
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "client/loader.h"
+#include "client/worker_process.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "pipeline/synthetic.h"
+#include "proto/scheduler.grpc.pb.h"
+#include "tests/testing/loader_util.h"
+#include "tests/testing/test_util.h"
+#include "tests/testing/worker_process.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+
+// Generous: these bound waits for heartbeats (every 0.2 s here), so they only
+// matter on a machine that is stalled, and then the test says what it waited for.
+constexpr auto kPatience = std::chrono::seconds(30);
+
+std::unique_ptr<WorkerProcess> StartScheduler(int port) {
+  auto s = WorkerProcess::StartDaemon(
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+
+// Polls `done` every 20 ms for up to kPatience.
+bool WaitFor(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kPatience;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
+// Waits until `count` workers are registered: a probe job asks for the
+// whole pool until its grant names that many, then releases it (wants 0).
+bool WaitForWorkers(const std::string& scheduler, int count) {
+  auto stub =
+      proto::Scheduler::NewStub(grpc::CreateChannel(scheduler, grpc::InsecureChannelCredentials()));
+  auto beat = [&](double wanted, proto::JobGrant* grant) {
+    proto::JobBeat b;
+    b.set_job_id("probe");
+    b.set_wanted_cores(wanted);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    return stub->JobHeartbeat(&context, b, grant).ok();
+  };
+  const bool seen = WaitFor([&] {
+    proto::JobGrant grant;
+    return beat(1000, &grant) && grant.workers_size() >= count;
+  });
+  proto::JobGrant released;
+  return beat(0, &released) && seen;
+}
+
+class ScheduledJobTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    SyntheticFolderOptions o;
+    o.classes = 4;
+    o.images_per_class = 24;
+    o.min_side = 120;
+    o.max_side = 400;
+    ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("root/data"), o).ok());
+    LoaderOptions local = Options("", "off");
+    local_checksum_ = testing::Drain(local).stats.checksum;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+
+  static LoaderOptions Options(const std::string& scheduler, const std::string& mode) {
+    LoaderOptions o;
+    o.dataset.set_path(dir_->Join("root/data"));
+    o.pipeline = *LoadPipelineSpec("imagenet-train");
+    o.batch_size = 8;
+    o.threads = 1;
+    o.seed = 5;
+    o.scheduler = scheduler;
+    o.offload = *ParseOffload(mode);
+    o.item_samples = 2;
+    return o;
+  }
+  static testing::WorkerProcess Worker(const std::string& scheduler) {
+    return testing::WorkerProcess(dir_->Join("root"), {"--threads", "1", "--scheduler", scheduler});
+  }
+  static void ExpectExactlyOnce(const testing::Drained& r) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.deliveries.size(), 96u);
+    for (const auto& [index, count] : r.deliveries) ASSERT_EQ(count, 1) << "index " << index;
+    EXPECT_EQ(r.stats.images, 96);
+    EXPECT_EQ(r.stats.errors, 0);
+    EXPECT_EQ(r.stats.checksum, local_checksum_);
+  }
+
+  static TempDir* dir_;
+  static uint64_t local_checksum_;
+};
+TempDir* ScheduledJobTest::dir_ = nullptr;
+uint64_t ScheduledJobTest::local_checksum_ = 0;
+
+TEST_F(ScheduledJobTest, GetsWorkersItNeverNamed) {
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  testing::WorkerProcess a = Worker(scheduler->address());
+  testing::WorkerProcess b = Worker(scheduler->address());
+  ASSERT_TRUE(WaitForWorkers(scheduler->address(), 2)) << "the workers never registered";
+
+  const testing::Drained r = testing::Drain(Options(scheduler->address(), "remote"));
+  ExpectExactlyOnce(r);
+  EXPECT_EQ(r.stats.remote_images, 96);
+  EXPECT_TRUE(r.stats.scheduler_reachable);
+  EXPECT_DOUBLE_EQ(r.stats.fair_share_cores, 2);  // the whole pool: 2 workers of 1 core
+  ASSERT_EQ(r.stats.workers.size(), 2u);
+  for (const LoaderStats::WorkerStats& w : r.stats.workers) {
+    EXPECT_TRUE(w.address == a.address() || w.address == b.address()) << w.address;
+    EXPECT_DOUBLE_EQ(w.granted_cores, 1) << w.address;
+    EXPECT_GT(w.samples, 0) << w.address;
+  }
+}
+
+TEST_F(ScheduledJobTest, KeepsItsWorkersAcrossASchedulerRestart) {
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  const std::string address = scheduler->address();
+  testing::WorkerProcess a = Worker(address);
+  testing::WorkerProcess b = Worker(address);
+  ASSERT_TRUE(WaitForWorkers(address, 2));
+
+  bool lost = false, back = false;
+  const testing::Drained r = testing::Drain(
+      Options(address, "remote"),
+      [&](Loader& loader) {
+        // SIGKILL: no goodbye. The job notices at its next beat and keeps
+        // streaming; the restarted scheduler learns the job's workers from
+        // its beats and, once settled, grants it the same ones.
+        scheduler->Signal(SIGKILL);
+        scheduler->Wait();
+        lost = WaitFor([&] { return !loader.Stats().scheduler_reachable; });
+        scheduler = StartScheduler(PortOf(address));
+        if (scheduler == nullptr) return;
+        back = WaitFor([&] { return loader.Stats().scheduler_reachable; });
+        // Past the restarted scheduler's settling period (--expire-after 2),
+        // so the job has had grants that may drop workers.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+      },
+      [](const Loader& loader) { return loader.Stats().remote_images > 0; });
+  EXPECT_TRUE(lost) << "the job never saw the scheduler go";
+  EXPECT_TRUE(back) << "the job never reached the restarted scheduler";
+  ExpectExactlyOnce(r);
+  EXPECT_EQ(r.stats.remote_images, 96);
+  ASSERT_EQ(r.stats.workers.size(), 2u);
+  for (const LoaderStats::WorkerStats& w : r.stats.workers) {
+    EXPECT_TRUE(w.alive) << w.address;
+    EXPECT_EQ(w.streams, 1) << w.address << " was dropped and dialled again";
+  }
+}
+
+TEST_F(ScheduledJobTest, PicksUpAWorkerThatRegistersMidRun) {
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  std::unique_ptr<testing::WorkerProcess> late;
+  bool joined = false;
+  const testing::Drained r =
+      testing::Drain(Options(scheduler->address(), "remote"), [&](Loader& loader) {
+        EXPECT_EQ(loader.Stats().workers_alive, 0);  // nothing granted yet: all local
+        late = std::make_unique<testing::WorkerProcess>(Worker(scheduler->address()));
+        joined = WaitFor([&] { return loader.Stats().workers_alive == 1; });
+      });
+  ASSERT_TRUE(joined) << "the job never opened the worker that registered";
+  ExpectExactlyOnce(r);
+  EXPECT_GT(r.stats.local_images, 0);
+  EXPECT_GT(r.stats.remote_images, 0);
+  ASSERT_EQ(r.stats.workers.size(), 1u);
+  EXPECT_EQ(r.stats.workers[0].address, late->address());
+}
+
+TEST_F(ScheduledJobTest, RunsLocallyWithNoGrant) {
+  // A scheduler with an empty pool...
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  const testing::Drained empty = testing::Drain(Options(scheduler->address(), "remote"));
+  ExpectExactlyOnce(empty);
+  EXPECT_EQ(empty.stats.local_images, 96);
+  EXPECT_TRUE(empty.stats.scheduler_reachable);
+  EXPECT_EQ(empty.stats.workers_total, 0);
+
+  // ...and one that is not there at all.
+  const std::string gone = scheduler->address();
+  scheduler->Signal(SIGKILL);
+  scheduler->Wait();
+  const testing::Drained unreachable = testing::Drain(Options(gone, "auto"));
+  ExpectExactlyOnce(unreachable);
+  EXPECT_EQ(unreachable.stats.local_images, 96);
+  EXPECT_FALSE(unreachable.stats.scheduler_reachable);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -29,6 +29,9 @@ packages=(
   prometheus-cpp-dev libspdlog-dev libxxhash-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  # Operations: the Prometheus server and promtool (the integration test and
+  # the alert-rule check), and YAML for the deploy-manifest test.
+  prometheus python3-yaml
 )
 
 missing=()

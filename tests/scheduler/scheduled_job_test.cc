@@ -9,11 +9,15 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "client/loader.h"
+#include "client/metrics.h"
 #include "client/worker_process.h"
+#include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pipeline/synthetic.h"
+#include "prometheus/text_serializer.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
@@ -23,6 +27,7 @@ namespace prepflow {
 namespace {
 
 using ::prepflow::testing::TempDir;
+using ::testing::HasSubstr;
 
 // Generous: these bound waits for heartbeats (every 0.2 s here), so they only
 // matter on a machine that is stalled, and then the test says what it waited for.
@@ -121,10 +126,26 @@ TEST_F(ScheduledJobTest, GetsWorkersItNeverNamed) {
   testing::WorkerProcess b = Worker(scheduler->address());
   ASSERT_TRUE(WaitForWorkers(scheduler->address(), 2)) << "the workers never registered";
 
-  const testing::Drained r = testing::Drain(Options(scheduler->address(), "remote"));
+  std::string metrics, job;
+  const testing::Drained r =
+      testing::Drain(Options(scheduler->address(), "remote"), [&](Loader& loader) {
+        metrics = prometheus::TextSerializer().Serialize(LoaderMetrics(&loader).Collect());
+        job = loader.job_id();
+      });
   ExpectExactlyOnce(r);
   EXPECT_EQ(r.stats.remote_images, 96);
   EXPECT_TRUE(r.stats.scheduler_reachable);
+  // What /metrics shows mid-run: the scheduler reachable, 2 cores granted,
+  // both workers up.
+  const std::string labels = absl::StrCat("{job_id=\"", job, "\",");
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("prepflow_client_scheduler_up", labels,
+                                              "scheduler=\"", scheduler->address(), "\"} 1\n")));
+  EXPECT_THAT(metrics, HasSubstr(absl::StrCat("prepflow_client_remote_cores", labels,
+                                              "kind=\"granted\"} 2\n")));
+  for (const std::string& w : {a.address(), b.address()}) {
+    EXPECT_THAT(metrics, HasSubstr(absl::StrCat("prepflow_client_worker_up", labels, "worker=\"", w,
+                                                "\"} 1\n")));
+  }
   EXPECT_DOUBLE_EQ(r.stats.fair_share_cores, 2);  // the whole pool: 2 workers of 1 core
   ASSERT_EQ(r.stats.workers.size(), 2u);
   for (const LoaderStats::WorkerStats& w : r.stats.workers) {

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Checks every file under deploy/ against the code it deploys.
+
+- Kubernetes manifests parse, name the prepflow namespace, select the pods
+  they template, give probes ports that exist, and define every $(VAR)
+  their args use; workers are a DaemonSet on a labelled node pool with the
+  data mounted read-only, the scheduler a Deployment behind a Service.
+- systemd units parse, run a binary we build with flags it accepts, and
+  sandbox it (ProtectSystem=strict; the worker's data read-only).
+- Every flag in the manifests, units and env files is one the binary's
+  --help lists.
+- Prometheus config and rules pass promtool (check config, check rules, and
+  the rule unit tests), where promtool is installed.
+- The Grafana dashboard is make_dashboard.py's output, and every series it
+  and the rules query is one the code exports.
+- The Dockerfile builds in two bookworm stages, and its runtime stage
+  installs the package of every shared library our binaries link.
+
+    tests/deploy/deploy_test.py BUILD_DIR
+"""
+import configparser
+import json
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = SOURCE / "deploy"
+BIN = None  # set from argv
+
+
+def help_flags(binary):
+    out = subprocess.run([BIN / binary, "--help"], capture_output=True, text=True, check=True)
+    return set(re.findall(r"--([a-z][a-z0-9-]*)", out.stdout))
+
+
+def used_flags(args):
+    """Flags named in a list of arguments ("--a=b", "--c", "d")."""
+    return {m.group(1) for a in args for m in [re.match(r"--([a-z][a-z0-9-]*)", a)] if m}
+
+
+def exported_series():
+    """Every prepflow_ metric name the C++ code registers, with histogram suffixes."""
+    names = set()
+    for folder in ("server", "scheduler", "client"):
+        for path in (SOURCE / folder).rglob("*.cc"):
+            names |= set(re.findall(r'"(prepflow_[a-z_]+)"', path.read_text()))
+    histograms = {"prepflow_worker_stage_seconds", "prepflow_scheduler_rebalance_seconds"}
+    for h in histograms:
+        assert h in names, h
+        names |= {h + "_bucket", h + "_count", h + "_sum"}
+    return names
+
+
+def queried_series(expr):
+    # Whole names, so that a recording rule's level:metric:operation counts as one.
+    return set(re.findall(r"(?<![\w:])([a-z_:]*prepflow_[a-z0-9_:]*)", expr))
+
+
+class Kubernetes(unittest.TestCase):
+    def setUp(self):
+        self.docs = []
+        for path in sorted((DEPLOY / "k8s").glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc:
+                    self.docs.append((path.name, doc))
+        self.by_kind = {}
+        for name, doc in self.docs:
+            self.by_kind.setdefault(doc["kind"], []).append(doc)
+        config = self.by_kind["ConfigMap"][0]
+        self.config_keys = set(config["data"])
+
+    def test_every_object_is_named_in_the_namespace(self):
+        self.assertGreaterEqual(len(self.docs), 6)
+        for name, doc in self.docs:
+            with self.subTest(file=name, kind=doc.get("kind")):
+                self.assertIn("apiVersion", doc)
+                self.assertTrue(doc["metadata"]["name"])
+                if doc["kind"] != "Namespace":
+                    self.assertEqual(doc["metadata"]["namespace"], "prepflow")
+
+    def pods(self):
+        for kind in ("DaemonSet", "Deployment", "Job"):
+            for doc in self.by_kind.get(kind, []):
+                yield kind, doc, doc["spec"]["template"]
+
+    def test_workloads_select_their_pods_and_define_what_they_use(self):
+        for kind, doc, template in self.pods():
+            with self.subTest(kind=kind, name=doc["metadata"]["name"]):
+                selector = doc["spec"].get("selector", {}).get("matchLabels", {})
+                for k, v in selector.items():
+                    self.assertEqual(template["metadata"]["labels"].get(k), v)
+                for c in template["spec"]["containers"]:
+                    ports = {p["name"] for p in c.get("ports", [])}
+                    for probe in ("readinessProbe", "livenessProbe"):
+                        if probe in c:
+                            action = c[probe].get("tcpSocket") or c[probe].get("httpGet")
+                            self.assertIn(action["port"], ports, probe)
+                    env = {e["name"] for e in c.get("env", [])}
+                    if c.get("envFrom"):
+                        env |= self.config_keys
+                    for arg in c.get("args", []):
+                        for var in re.findall(r"\$\((\w+)\)", arg):
+                            self.assertIn(var, env, f"{arg}: $({var}) is not defined")
+                    self.assertFalse(c["securityContext"]["allowPrivilegeEscalation"]
+                                     if "securityContext" in c else False)
+
+    def test_workers_are_a_daemonset_on_a_node_pool_with_data_read_only(self):
+        ds = self.by_kind["DaemonSet"][0]
+        spec = ds["spec"]["template"]["spec"]
+        self.assertTrue(spec["nodeSelector"], "workers must be pinned to a labelled node pool")
+        mounts = spec["containers"][0]["volumeMounts"]
+        self.assertTrue(all(m.get("readOnly") for m in mounts))
+        args = spec["containers"][0]["args"]
+        self.assertTrue(any(a.startswith("--scheduler=") for a in args))
+        self.assertTrue(any(a.startswith("--advertise=$(POD_IP)") for a in args))
+
+    def test_the_scheduler_is_a_deployment_behind_a_service(self):
+        deployment = self.by_kind["Deployment"][0]
+        service = self.by_kind["Service"][0]
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        for k, v in service["spec"]["selector"].items():
+            self.assertEqual(pod_labels.get(k), v)
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        target_ports = {p["targetPort"] for p in service["spec"]["ports"]}
+        self.assertLessEqual(target_ports, {p["name"] for p in container["ports"]})
+        # Workers and jobs dial the Service by its DNS name and port.
+        address = f'{service["metadata"]["name"]}.prepflow.svc:{service["spec"]["ports"][0]["port"]}'
+        for _, doc, template in self.pods():
+            for c in template["spec"]["containers"]:
+                for a in c.get("args", []):
+                    if a.startswith("--scheduler="):
+                        self.assertEqual(a.split("=", 1)[1], address)
+
+    def test_flags_exist(self):
+        for kind, doc, template in self.pods():
+            for c in template["spec"]["containers"]:
+                binary = c["command"][0]
+                args = c.get("args", [])
+                flags = used_flags(args)
+                known = help_flags(binary) if binary != "prepflow" else \
+                    help_flags_of_subcommand(args[0])
+                with self.subTest(binary=binary):
+                    self.assertLessEqual(flags, known, f"unknown flags: {flags - known}")
+
+    def test_scrape_snippet_parses(self):
+        snippet = yaml.safe_load((DEPLOY / "k8s/prometheus-scrape.yml").read_text())
+        self.assertEqual(snippet["scrape_configs"][0]["kubernetes_sd_configs"][0]["role"], "pod")
+
+
+def help_flags_of_subcommand(command):
+    out = subprocess.run([BIN / "prepflow", command, "--help"], capture_output=True, text=True,
+                         check=True)
+    return set(re.findall(r"--([a-z][a-z0-9-]*)", out.stdout))
+
+
+class Systemd(unittest.TestCase):
+    def unit(self, name):
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.optionxform = str  # systemd keys are case-sensitive
+        parser.read(DEPLOY / "systemd" / name)
+        return parser
+
+    def env_args(self, name, var):
+        text = (DEPLOY / "systemd" / name).read_text()
+        m = re.search(rf"^{var}=(.*)$", text, re.M)
+        self.assertIsNotNone(m, f"{name} sets {var}")
+        return m.group(1).split()
+
+    def test_units_run_our_binaries_sandboxed_with_real_flags(self):
+        for binary, var, extra in (
+                ("prepflow-worker", "PREPFLOW_WORKER_ARGS", {"ReadOnlyPaths": "/data"}),
+                ("prepflow-scheduler", "PREPFLOW_SCHEDULER_ARGS", {})):
+            with self.subTest(unit=binary):
+                unit = self.unit(f"{binary}.service")
+                self.assertEqual(set(unit.sections()), {"Unit", "Service", "Install"})
+                service = unit["Service"]
+                exec_start = service["ExecStart"].split()
+                self.assertEqual(exec_start[0], f"/usr/local/bin/{binary}")
+                self.assertEqual(exec_start[1], f"${var}")
+                self.assertEqual(service["ProtectSystem"], "strict")
+                self.assertEqual(service["NoNewPrivileges"], "yes")
+                self.assertEqual(service["EnvironmentFile"], f"/etc/default/{binary}")
+                for key, value in extra.items():
+                    self.assertEqual(service[key], value)
+                flags = used_flags(self.env_args(f"{binary}.env", var))
+                self.assertLessEqual(flags, help_flags(binary))
+                self.assertTrue(flags, "the env file passes flags")
+        worker = self.env_args("prepflow-worker.env", "PREPFLOW_WORKER_ARGS")
+        self.assertEqual(worker[worker.index("--data-root") + 1], "/data")
+
+
+class Prometheus(unittest.TestCase):
+    def test_rules_and_dashboard_query_only_exported_series(self):
+        exported = exported_series()
+        rules = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())
+        recorded = set()
+        for group in rules["groups"]:
+            for rule in group["rules"]:
+                if "record" in rule:
+                    recorded.add(rule["record"])
+                missing = queried_series(rule["expr"]) - exported - recorded
+                self.assertFalse(missing, f'{rule.get("alert") or rule.get("record")}: {missing}')
+        dashboard = json.loads((DEPLOY / "grafana/prepflow.json").read_text())
+        exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+        exprs += [v["query"]["query"] for v in dashboard["templating"]["list"]
+                  if v["type"] == "query"]
+        self.assertGreater(len(exprs), 20)
+        for expr in exprs:
+            self.assertFalse(queried_series(expr) - exported, expr)
+
+    def test_dashboard_is_the_generator_output_and_well_formed(self):
+        subprocess.run([sys.executable, DEPLOY / "grafana/make_dashboard.py", "--check"], check=True)
+        dashboard = json.loads((DEPLOY / "grafana/prepflow.json").read_text())
+        ids = [p["id"] for p in dashboard["panels"]]
+        self.assertEqual(len(ids), len(set(ids)))
+        titles = {p["title"] for p in dashboard["panels"] if p["type"] == "row"}
+        self.assertEqual(titles, {"Jobs", "Workers", "Scheduler"})
+        for p in dashboard["panels"]:
+            g = p["gridPos"]
+            self.assertLessEqual(g["x"] + g["w"], 24, p["title"])
+
+    @unittest.skipIf(shutil.which("promtool") is None, "promtool absent (Debian 'prometheus')")
+    def test_promtool(self):
+        d = DEPLOY / "prometheus"
+        for args in (["check", "config", "prometheus.yml"], ["check", "rules", "rules.yml"],
+                     ["test", "rules", "rules_test.yml"]):
+            with self.subTest(args=args):
+                r = subprocess.run(["promtool", *args], cwd=d, capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+class Dockerfile(unittest.TestCase):
+    def test_two_bookworm_stages_with_every_runtime_library(self):
+        text = (DEPLOY / "Dockerfile").read_text()
+        stages = re.findall(r"^FROM (\S+) AS (\w+)", text, re.M)
+        self.assertEqual([s[1] for s in stages], ["build", "runtime"])
+        self.assertTrue(all("bookworm" in s[0] for s in stages), stages)
+        self.assertIn("COPY --from=build", text)
+        runtime = text[text.index("AS runtime"):]
+        installed = set(re.findall(r"\b(lib[a-z0-9.+-]+)\b", runtime))
+        for binary in ("prepflow", "prepflow-worker", "prepflow-scheduler"):
+            self.assertIn(f"/src/build/bin/{binary}", runtime)
+        if shutil.which("dpkg") is None or shutil.which("readelf") is None:
+            self.skipTest("no dpkg/readelf to map libraries to packages")
+        needed = set()
+        for binary in ("prepflow", "prepflow-worker", "prepflow-scheduler"):
+            out = subprocess.run(["readelf", "-d", BIN / binary], capture_output=True, text=True,
+                                 check=True).stdout
+            needed |= set(re.findall(r"\(NEEDED\).*\[(.+)\]", out))
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        base = {"libc6", "libgcc-s1", "libstdc++6"}  # in every Debian image
+        for lib in sorted(needed):
+            m = re.search(rf"^\s*{re.escape(lib)} .*=> (\S+)$", cache, re.M)
+            if not m:
+                continue
+            path = pathlib.Path(m.group(1)).resolve()
+            owner = subprocess.run(["dpkg", "-S", str(path)], capture_output=True, text=True)
+            if owner.returncode != 0:
+                continue
+            package = owner.stdout.split(":")[0]
+            if package in base:
+                continue
+            with self.subTest(library=lib):
+                self.assertIn(package, installed, f"{lib} comes from {package}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    BIN = pathlib.Path(sys.argv.pop(1), "bin").resolve()
+    unittest.main(verbosity=1)

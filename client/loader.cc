@@ -136,8 +136,14 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     }
     offload = *parsed;
   }
+  LoaderOptions resolved = options;
+  if (resolved.scheduler.empty() && resolved.workers.empty()) {
+    // The cluster's scheduler, set once in the trainers' environment, so
+    // that a job needs only --offload (or PREPFLOW_OFFLOAD) to use the pool.
+    if (const char* env = std::getenv("PREPFLOW_SCHEDULER")) resolved.scheduler = env;
+  }
   if ((offload.kind == OffloadMode::kRemote || offload.kind == OffloadMode::kCut) &&
-      options.workers.empty() && options.scheduler.empty()) {
+      resolved.workers.empty() && resolved.scheduler.empty()) {
     return invalid("--offload ", OffloadModeString(offload),
                    " needs workers (--workers host:port,... or --scheduler host:port)");
   }
@@ -148,7 +154,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   if (!(options.bandwidth >= 0)) return invalid("--bandwidth-mbps: must be >= 0");
 
   std::unique_ptr<Loader> loader(new Loader);
-  loader->options_ = options;
+  loader->options_ = resolved;
   loader->offload_ = offload;
   SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
   loader->job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
@@ -203,8 +209,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   loader->pool_ =
       std::make_unique<ThreadPool>(threads, 2 * static_cast<size_t>(options.batch_size) *
                                                 std::max(loader->prefetch_, kMaxPrefetchBatches));
-  const bool remote_possible =
-      offload.kind != OffloadMode::kOff && (!options.workers.empty() || !options.scheduler.empty());
+  const bool remote_possible = offload.kind != OffloadMode::kOff &&
+                               (!resolved.workers.empty() || !resolved.scheduler.empty());
   if (offload.kind == OffloadMode::kAuto && !remote_possible) {
     spdlog::info("--offload auto: no workers given (--workers or --scheduler); running locally");
   } else if (remote_possible) {
@@ -452,7 +458,12 @@ void Loader::Retire(int w) {
 Loader::~Loader() {
   if (registration_) {  // its thread takes mu_: stop it first
     registration_->Stop();
-    registration_->Release();
+    bool reachable;
+    {
+      absl::MutexLock lock(&mu_);
+      reachable = scheduler_reachable_;
+    }
+    if (reachable) registration_->Release();  // else it would only wait out its deadline
   }
   std::vector<std::unique_ptr<RemoteWorker>> streams;
   {

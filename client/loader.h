@@ -113,7 +113,8 @@ struct LoaderOptions {
   std::vector<std::string> workers;  // host:port
   // prepflow-scheduler host:port: workers from its grants, renewed every
   // heartbeat. The job asks for what its planner would use (kAuto) or for
-  // as much as its fair share (kRemote, kCut).
+  // as much as its fair share (kRemote, kCut). Empty, with no `workers`
+  // either: the PREPFLOW_SCHEDULER environment variable, if set.
   std::string scheduler;
   double scheduler_weight = 1;                // this job's share weight
   std::map<std::string, std::string> labels;  // locality preference, e.g. zone=a

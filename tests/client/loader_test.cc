@@ -248,6 +248,22 @@ TEST(Loader, OffloadComesFromTheEnvironmentWhenUnset) {
   unsetenv("PREPFLOW_OFFLOAD");
 }
 
+TEST(Loader, SchedulerComesFromTheEnvironmentWhenNoWorkersAreGiven) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
+  o.offload = *ParseOffload("remote");
+  EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("needs workers"));
+  // Nothing listens on port 1: the job runs here, and says where it looked.
+  setenv("PREPFLOW_SCHEDULER", "127.0.0.1:1", 1);
+  auto loader = Loader::Create(o);
+  unsetenv("PREPFLOW_SCHEDULER");
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const testing::Drained d = testing::Drain(**loader);
+  EXPECT_EQ(d.stats.scheduler, "127.0.0.1:1");
+  EXPECT_FALSE(d.stats.scheduler_reachable);
+  EXPECT_EQ(d.stats.local_images, 4);
+}
+
 TEST(Loader, BatchesOutliveTheLoader) {
   TempDir dir;
   const LoaderOptions o = TinyJob(dir, 3, "imagenet-eval");

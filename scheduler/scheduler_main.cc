@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -22,7 +21,7 @@
 #include "prometheus/registry.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/scheduler_core.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
+#include "server/daemon.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow::scheduler {
@@ -101,11 +100,7 @@ int Main(int argc, char** argv) {
                  "--expire-after > --heartbeat-seconds\n");
     return 2;
   }
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  daemon::StopSignals stop_signals;  // before any other thread starts
 
   auto registry = std::make_shared<prometheus::Registry>();
   auto& beats = prometheus::BuildCounter()
@@ -137,13 +132,12 @@ int Main(int argc, char** argv) {
   core.set_on_rebalance([&](double seconds) { rebalance_seconds.Observe(seconds); });
   std::unique_ptr<prometheus::Exposer> exposer;
   if (metrics_port >= 0) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(listen, ":", metrics_port));
-    } catch (const std::exception& e) {
-      spdlog::error("cannot serve metrics on {}:{}: {}", listen, metrics_port, e.what());
+    auto served = daemon::ServeMetrics(listen, metrics_port, registry);
+    if (!served.ok()) {
+      spdlog::error("{}", std::string(served.status().message()));
       return 1;
     }
-    exposer->RegisterCollectable(registry);
+    exposer = *std::move(served);
   }
   SchedulerService service(&core, beats);
   grpc::ServerBuilder builder;
@@ -156,18 +150,10 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot listen on {}:{}", listen, port);
     return 1;
   }
-  const std::string metrics_at =
-      exposer ? absl::StrCat(listen, ":", exposer->GetListeningPorts().front()) : "off";
   spdlog::info("prepflow-scheduler listening on {}:{} (heartbeat {} s, expiry {} s, metrics {})",
                listen, bound_port, options.heartbeat_seconds, options.expire_after_seconds,
-               metrics_at);
-  std::printf("listening %s:%d\n", listen.c_str(), bound_port);
-  std::fflush(stdout);
-  if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << bound_port << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
+               daemon::MetricsAddress(listen, exposer.get()));
+  daemon::AnnounceListening(listen, bound_port, port_file);
 
   // Expiry and the pool gauges, twice per heartbeat period.
   absl::Notification stop;
@@ -185,8 +171,7 @@ int Main(int argc, char** argv) {
       last = c;
     }
   });
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = stop_signals.Wait();
   spdlog::info("{}: stopping", strsignal(signal_number));
   stop.Notify();
   ticker.join();
@@ -199,11 +184,6 @@ int Main(int argc, char** argv) {
 }  // namespace prepflow::scheduler
 
 int main(int argc, char** argv) {
-  auto logger = spdlog::stderr_color_mt("prepflow-scheduler");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
-  if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {
-    spdlog::set_level(spdlog::level::from_str(level));
-  }
+  prepflow::daemon::SetUpLogging("prepflow-scheduler");
   return prepflow::scheduler::Main(argc, argv);
 }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <thread>
@@ -18,10 +17,10 @@
 #include "pipeline/flags.h"
 #include "prometheus/exposer.h"
 #include "scheduler/registration.h"
+#include "server/daemon.h"
 #include "server/metrics.h"
 #include "server/worker_core.h"
 #include "server/worker_service.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -88,24 +87,17 @@ int Main(int argc, char** argv) {
     return 2;
   }
 
-  // SIGTERM and SIGINT are taken by a dedicated thread (sigwait); block them
-  // before any other thread starts so none of those receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
+  // Before any other thread starts, so that none of them takes the signals.
+  daemon::StopSignals stop_signals;
   WorkerMetrics metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
   if (metrics_port >= 0) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat(listen, ":", metrics_port));
-    } catch (const std::exception& e) {
-      spdlog::error("cannot serve metrics on {}:{}: {}", listen, metrics_port, e.what());
+    auto served = daemon::ServeMetrics(listen, metrics_port, metrics.registry());
+    if (!served.ok()) {
+      spdlog::error("{}", std::string(served.status().message()));
       return 1;
     }
-    exposer->RegisterCollectable(metrics.registry());
+    exposer = *std::move(served);
   }
   WorkerCore core(options, &metrics);
   WorkerService service(&core);
@@ -125,17 +117,10 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot listen on {}:{}", listen, port);
     return 1;
   }
-  const std::string metrics_at =
-      exposer ? absl::StrCat(listen, ":", exposer->GetListeningPorts().front()) : "off";
   spdlog::info("prepflow-worker {} listening on {}:{} ({} threads, data root {}, metrics {})",
-               core.worker_id(), listen, bound_port, core.threads(), options.data_root, metrics_at);
-  std::printf("listening %s:%d\n", listen.c_str(), bound_port);
-  std::fflush(stdout);
-  if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    std::ofstream(tmp) << bound_port << "\n";
-    std::rename(tmp.c_str(), port_file.c_str());
-  }
+               core.worker_id(), listen, bound_port, core.threads(), options.data_root,
+               daemon::MetricsAddress(listen, exposer.get()));
+  daemon::AnnounceListening(listen, bound_port, port_file);
 
   std::unique_ptr<WorkerRegistration> registration;
   if (!scheduler.empty()) {
@@ -157,8 +142,7 @@ int Main(int argc, char** argv) {
     registration->Start();
   }
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = stop_signals.Wait();
   registration.reset();  // stop beating: the scheduler drops this worker
   spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
                grace_seconds);
@@ -176,11 +160,6 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   prepflow::TuneAllocatorForStreaming();
-  auto logger = spdlog::stderr_color_mt("prepflow-worker");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
-  if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {
-    spdlog::set_level(spdlog::level::from_str(level));
-  }
+  prepflow::daemon::SetUpLogging("prepflow-worker");
   return prepflow::Main(argc, argv);
 }

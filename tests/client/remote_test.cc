@@ -11,7 +11,6 @@
 #include "client/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
@@ -30,12 +29,7 @@ class RemoteTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    SyntheticFolderOptions o;
-    o.classes = 4;
-    o.images_per_class = 24;
-    o.min_side = 120;
-    o.max_side = 400;
-    ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("root/data"), o).ok());
+    testing::WriteRemoteTestSet(dir_->Join("root/data"));
   }
   static void TearDownTestSuite() { delete dir_; }
 

@@ -16,7 +16,6 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "tests/testing/loader_util.h"
@@ -33,13 +32,7 @@ using ::testing::HasSubstr;
 // matter on a machine that is stalled, and then the test says what it waited for.
 constexpr auto kPatience = std::chrono::seconds(30);
 
-std::unique_ptr<WorkerProcess> StartScheduler(int port) {
-  auto s = WorkerProcess::StartDaemon(
-      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
-      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *std::move(s) : nullptr;
-}
+using ::prepflow::testing::StartScheduler;
 
 int PortOf(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
 
@@ -78,12 +71,7 @@ class ScheduledJobTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    SyntheticFolderOptions o;
-    o.classes = 4;
-    o.images_per_class = 24;
-    o.min_side = 120;
-    o.max_side = 400;
-    ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("root/data"), o).ok());
+    testing::WriteRemoteTestSet(dir_->Join("root/data"));
     LoaderOptions local = Options("", "off");
     local_checksum_ = testing::Drain(local).stats.checksum;
   }

@@ -19,13 +19,7 @@ namespace {
 
 using ::prepflow::testing::TempDir;
 
-std::unique_ptr<WorkerProcess> StartScheduler(int port) {
-  auto s = WorkerProcess::StartDaemon(
-      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
-      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? *std::move(s) : nullptr;
-}
+using ::prepflow::testing::StartScheduler;
 
 // Beats as job `job` until the grant names `worker` (true) or 30 s pass.
 bool WaitForGrant(const std::string& scheduler, const std::string& job, const std::string& worker,

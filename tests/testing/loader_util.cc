@@ -2,8 +2,18 @@
 
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
+#include "pipeline/synthetic.h"
 
 namespace prepflow::testing {
+
+void WriteRemoteTestSet(const std::string& path) {
+  SyntheticFolderOptions o;
+  o.classes = 4;
+  o.images_per_class = 24;
+  o.min_side = 120;
+  o.max_side = 400;
+  ASSERT_TRUE(WriteSyntheticImageFolder(path, o).ok()) << path;
+}
 
 Drained Drain(Loader& loader, const std::function<void()>& fault,
               const std::function<bool()>& when) {

@@ -20,6 +20,10 @@ struct Drained {
   uint64_t recomputed = 0;  // the checksum, recomputed from the delivered tensors
 };
 
+// The 96-image ImageFolder (4 classes of 24, 120 to 400 px) the suites with
+// real workers share; fails the test if it cannot be written.
+void WriteRemoteTestSet(const std::string& path);
+
 // Calls Next() until the end or an error; `fault` runs once, as soon as a
 // batch is in hand and `when` holds (default: at the first batch), to inject
 // a fault mid-run.

@@ -15,4 +15,12 @@ WorkerProcess::WorkerProcess(const std::string& data_root, const std::vector<std
   process_ = *std::move(p);
 }
 
+std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port) {
+  auto s = prepflow::WorkerProcess::StartDaemon(
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
 }  // namespace prepflow::testing

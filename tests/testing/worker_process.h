@@ -25,6 +25,11 @@ class WorkerProcess {
   std::unique_ptr<prepflow::WorkerProcess> process_;
 };
 
+// build/bin/prepflow-scheduler on `port` (0: a free one) with fast beats
+// (every 0.2 s, expiry after 2 s), so tests see joins and restarts quickly;
+// null (and the test fails) if it cannot start.
+std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port);
+
 }  // namespace prepflow::testing
 
 #endif  // PREPFLOW_TESTS_TESTING_WORKER_PROCESS_H_

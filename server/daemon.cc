@@ -1,0 +1,64 @@
+#include "server/daemon.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow::daemon {
+
+void SetUpLogging(const std::string& name) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt(name));
+  spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
+  if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {
+    spdlog::set_level(spdlog::level::from_str(level));
+  }
+}
+
+StopSignals::StopSignals() {
+  sigemptyset(&set_);
+  sigaddset(&set_, SIGTERM);
+  sigaddset(&set_, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+int StopSignals::Wait() {
+  int signal_number = 0;
+  sigwait(&set_, &signal_number);
+  return signal_number;
+}
+
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const std::string& listen, int port, std::shared_ptr<prometheus::Collectable> metrics) {
+  const std::string address = absl::StrCat(listen, ":", port);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(address);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", address, ": ", e.what()));
+  }
+  exposer->RegisterCollectable(metrics);
+  return exposer;
+}
+
+std::string MetricsAddress(const std::string& listen, const prometheus::Exposer* exposer) {
+  if (exposer == nullptr) return "off";
+  return absl::StrCat(listen, ":", exposer->GetListeningPorts().front());
+}
+
+void AnnounceListening(const std::string& listen, int port, const std::string& port_file) {
+  std::printf("listening %s:%d\n", listen.c_str(), port);
+  std::fflush(stdout);
+  if (port_file.empty()) return;
+  const std::string tmp = port_file + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+    spdlog::error("--port-file {}: cannot write it", port_file);
+  }
+}
+
+}  // namespace prepflow::daemon

@@ -1,0 +1,50 @@
+// What prepflow's daemons (prepflow-worker, prepflow-scheduler) share: log
+// set-up, stop signals, the /metrics endpoint, and announcing the bound port.
+//
+// Thread-safety: call these from main() before starting other threads
+// (StopSignals must be constructed first, so that every later thread
+// inherits the blocked mask).
+#ifndef PREPFLOW_SERVER_DAEMON_H_
+#define PREPFLOW_SERVER_DAEMON_H_
+
+#include <signal.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+
+namespace prepflow::daemon {
+
+// Logs to stderr under `name`, at the level $PREPFLOW_LOG_LEVEL names
+// (trace|debug|info|warn|error|off; default info).
+void SetUpLogging(const std::string& name);
+
+// Blocks SIGTERM and SIGINT in the calling thread and every thread started
+// after it; Wait() takes the first that arrives.
+class StopSignals {
+ public:
+  StopSignals();
+  // Returns the signal's number.
+  int Wait();
+
+ private:
+  sigset_t set_;
+};
+
+// Serves `metrics` at http://listen:port/metrics (port 0: a free one).
+// Error: Unavailable naming the address (e.g. the port is taken).
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const std::string& listen, int port, std::shared_ptr<prometheus::Collectable> metrics);
+// "host:port" of a ServeMetrics() result, or "off" for null.
+std::string MetricsAddress(const std::string& listen, const prometheus::Exposer* exposer);
+
+// Prints "listening HOST:PORT" on stdout, which scripts and tests read, and,
+// given a `port_file`, writes the port there atomically (a rename).
+void AnnounceListening(const std::string& listen, int port, const std::string& port_file);
+
+}  // namespace prepflow::daemon
+
+#endif  // PREPFLOW_SERVER_DAEMON_H_

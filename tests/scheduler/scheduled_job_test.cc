@@ -199,6 +199,52 @@ TEST_F(ScheduledJobTest, PicksUpAWorkerThatRegistersMidRun) {
   EXPECT_EQ(r.stats.workers[0].address, late->address());
 }
 
+TEST_F(ScheduledJobTest, TwoJobsShareThePoolByWeight) {
+  // Three 1-core workers. Job a (weight 1) has them all until job b (weight
+  // 2) arrives; then a keeps one (its earlier grant), b gets the other two,
+  // and a closes the streams it no longer holds once their items are in
+  // (after the scheduler's settling period, --expire-after 2 s from its start,
+  // during which grants only add).
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  testing::WorkerProcess w1 = Worker(scheduler->address());
+  testing::WorkerProcess w2 = Worker(scheduler->address());
+  testing::WorkerProcess w3 = Worker(scheduler->address());
+  ASSERT_TRUE(WaitForWorkers(scheduler->address(), 3));
+
+  LoaderOptions a_options = Options(scheduler->address(), "remote");
+  LoaderOptions b_options = a_options;
+  b_options.scheduler_weight = 2;
+  testing::Drained b;
+  LoaderStats a_shared;
+  bool a_shrank = false;
+  const testing::Drained a = testing::Drain(a_options, [&](Loader& a_loader) {
+    EXPECT_EQ(a_loader.Stats().workers_alive, 3);
+    b = testing::Drain(b_options, [&](Loader&) {
+      a_shrank = WaitFor([&] {
+        const LoaderStats st = a_loader.Stats();
+        return st.fair_share_cores == 1 && st.workers_alive == 1;
+      });
+      a_shared = a_loader.Stats();
+    });
+  });
+  ASSERT_TRUE(a_shrank) << "job a never gave up the workers job b was granted";
+  EXPECT_DOUBLE_EQ(a_shared.granted_cores, 1);
+  ExpectExactlyOnce(a);
+  ExpectExactlyOnce(b);
+  EXPECT_DOUBLE_EQ(b.stats.fair_share_cores, 2);
+  ASSERT_EQ(b.stats.workers.size(), 2u);
+  for (const LoaderStats::WorkerStats& w : b.stats.workers) {
+    EXPECT_DOUBLE_EQ(w.granted_cores, 1) << w.address;
+    EXPECT_GT(w.samples, 0) << w.address;
+    for (const LoaderStats::WorkerStats& kept : a_shared.workers) {
+      if (kept.alive) {
+        EXPECT_NE(kept.address, w.address) << "a worker granted to both jobs";
+      }
+    }
+  }
+}
+
 TEST_F(ScheduledJobTest, RunsLocallyWithNoGrant) {
   // A scheduler with an empty pool...
   std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);

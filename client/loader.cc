@@ -115,6 +115,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     return invalid("--batch: must be at least 1, got ", options.batch_size);
   if (options.threads < 0) return invalid("--threads: must be >= 0, got ", options.threads);
   if (options.epochs < 1) return invalid("--epochs: must be at least 1, got ", options.epochs);
+  if (options.first_epoch < 0 || options.skip_batches < 0) {
+    return invalid("--start-epoch/--start-batch: must be >= 0, got ", options.first_epoch, "/",
+                   options.skip_batches);
+  }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return invalid("--rank/--world-size: need 0 <= rank < world_size, got ", options.rank, "/",
                    options.world_size);
@@ -203,6 +207,10 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   loader->samples_per_epoch_ =
       size / options.world_size + (options.rank < size % options.world_size ? 1 : 0);
   loader->prefetch_ = options.prefetch_batches;
+  {
+    absl::MutexLock lock(&loader->mu_);
+    loader->next_epoch_ = options.first_epoch;
+  }
   // Room for every task of every batch that may come to be in flight, twice
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
@@ -728,13 +736,16 @@ void Loader::MaybeReplan() {
 }
 
 void Loader::TopUp() {
-  while (static_cast<int>(in_flight_.size()) < prefetch_ && next_epoch_ < options_.epochs) {
+  while (static_cast<int>(in_flight_.size()) < prefetch_ &&
+         next_epoch_ < options_.first_epoch + options_.epochs) {
     if (!order_ready_) {
       order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                           options_.shuffle, options_.rank, options_.world_size);
       order_ready_ = true;
-      next_offset_ = 0;
-      next_number_ = 0;
+      // A resumed run starts its first epoch past the batches already seen.
+      next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
+      next_offset_ = std::min<int64_t>(next_number_ * options_.batch_size,
+                                       static_cast<int64_t>(order_.size()));
     }
     const int64_t left = static_cast<int64_t>(order_.size()) - next_offset_;
     const int64_t take = std::min<int64_t>(left, options_.batch_size);

@@ -98,6 +98,11 @@ struct LoaderOptions {
   int batch_size = 64;
   int threads = 0;  // 0: every CPU this process may use
   int epochs = 1;
+  // Resuming: the run covers epochs [first_epoch, first_epoch + epochs), and
+  // its first epoch starts after its first `skip_batches` batches (the same
+  // order and batches as an uninterrupted run, so exactly the rest arrive).
+  int first_epoch = 0;
+  int64_t skip_batches = 0;
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;

@@ -132,6 +132,7 @@ std::string StagesTable(const std::vector<StageStats>& stages) {
 struct RunFlags {
   std::string data, format = "auto", pipeline = "imagenet-train", on_error = "skip";
   int batch = 64, threads = 0, epochs = 1, rank = 0, world_size = 1, prefetch = 2;
+  int start_epoch = 0, start_batch = 0;
   uint64_t seed = 0;
   int64_t max_pixels = 64'000'000;
   int64_t max_file_bytes = kDefaultMaxFileBytes;
@@ -153,6 +154,8 @@ struct RunFlags {
     f.Int("batch", &batch, "samples per batch");
     f.Int("threads", &threads, "preprocessing threads (0: every available CPU)");
     f.Int("epochs", &epochs, "passes over the dataset");
+    f.Int("start-epoch", &start_epoch, "resume: the first epoch to run (epochs counts from it)");
+    f.Int("start-batch", &start_batch, "resume: batches of the first epoch already consumed");
     f.Uint("seed", &seed, "job seed: shuffle order and every random augmentation");
     f.String("on-error", &on_error, "skip (report, count and go on) | fail (stop, exit 1)");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
@@ -203,6 +206,8 @@ struct RunFlags {
     o.batch_size = batch;
     o.threads = threads;
     o.epochs = epochs;
+    o.first_epoch = start_epoch;
+    o.skip_batches = start_batch;
     o.seed = seed;
     o.max_pixels = max_pixels;
     o.shuffle = shuffle;
@@ -265,7 +270,8 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
     spdlog::info("serving metrics on port {} (/metrics), job {}", exposer->GetListeningPorts()[0],
                  loader.job_id());
   }
-  const int64_t total = loader.batches_per_epoch() * options.epochs;
+  const int64_t total =
+      std::max<int64_t>(0, loader.batches_per_epoch() * options.epochs - options.skip_batches);
   if (!json) {
     std::printf("prepflow %s: %s %s (%lld samples%s), %s, %d threads, batch %d\n", command.c_str(),
                 loader.dataset().format(), loader.dataset().root().c_str(),

@@ -120,6 +120,32 @@ TEST_F(LoaderTest, RanksPartitionTheDatasetAndTheirChecksumsAddUp) {
   EXPECT_EQ(sum, whole.stats.checksum);
 }
 
+TEST_F(LoaderTest, ResumingDeliversExactlyTheRest) {
+  LoaderOptions o = Options();
+  o.epochs = 2;
+  const Result whole = Drain(o);  // 2 epochs of batches 8, 8, 8, 6
+  ASSERT_EQ(whole.indices.size(), 60u);
+  // Stopped after 2 batches of epoch 0: the rest, in the same order.
+  o.skip_batches = 2;
+  const Result rest = Drain(o);
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.indices, std::vector<int64_t>(whole.indices.begin() + 16, whole.indices.end()));
+  EXPECT_EQ(rest.batch_sizes, (std::vector<size_t>{8, 6, 8, 8, 8, 6}));
+  // From epoch 1 only: its samples, with its augmentation (same checksum part).
+  o.skip_batches = 0;
+  o.first_epoch = 1;
+  o.epochs = 1;
+  const Result second = Drain(o);
+  EXPECT_EQ(second.indices, std::vector<int64_t>(whole.indices.begin() + 30, whole.indices.end()));
+  LoaderOptions first = Options();
+  EXPECT_EQ(Drain(first).stats.checksum + second.stats.checksum, whole.stats.checksum);
+  // Past the end of an epoch: nothing left of it.
+  o.skip_batches = 9;
+  EXPECT_TRUE(Drain(o).indices.empty());
+  o.skip_batches = -1;
+  EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("--start-batch"));
+}
+
 TEST_F(LoaderTest, DropLast) {
   LoaderOptions o = Options();
   o.drop_last = true;

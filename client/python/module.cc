@@ -1,0 +1,302 @@
+// _prepflow: the C++ side of the `prepflow` Python package (see
+// prepflow/__init__.py, which is the API users see).
+//
+// It wraps one Loader (client/loader.h) and hands out its batches without
+// copying: a batch's images and labels are exported as DLPack capsules (for
+// torch.utils.dlpack.from_dlpack) or NumPy arrays, each holding a reference
+// to the batch; the batch returns to the Loader's pool when the last of them
+// is freed, from whatever thread. Next() releases the GIL while it waits.
+//
+// Errors from C++ arrive as Python exceptions carrying the C++ message:
+// InvalidArgument -> ValueError, NotFound -> FileNotFoundError,
+// PermissionDenied -> PermissionError, everything else -> RuntimeError.
+#include <dlpack/dlpack.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/loader.h"
+#include "pipeline/checksum.h"
+#include "pipeline/dataset.h"
+#include "pipeline/pipeline.h"
+
+namespace py = pybind11;
+
+namespace prepflow::python {
+namespace {
+
+[[noreturn]] void Raise(const absl::Status& s) {
+  const std::string message(s.message());
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      throw py::value_error(message);
+    case absl::StatusCode::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kPermissionDenied:
+      PyErr_SetString(PyExc_PermissionError, message.c_str());
+      throw py::error_already_set();
+    default:
+      throw std::runtime_error(absl::StrCat(absl::StatusCodeToString(s.code()), ": ", message));
+  }
+}
+
+template <typename T>
+T Get(const py::dict& d, const char* key, T fallback) {
+  return d.contains(key) && !d[key].is_none() ? d[key].cast<T>() : fallback;
+}
+
+// Python keyword arguments (already checked and defaulted by the package)
+// to LoaderOptions.
+LoaderOptions ToOptions(const py::dict& d) {
+  LoaderOptions o;
+  o.dataset.set_path(Get<std::string>(d, "data", ""));
+  auto format = ParseDatasetFormat(Get<std::string>(d, "format", "auto"));
+  if (!format.ok()) Raise(format.status());
+  o.dataset.set_format(*format);
+  auto spec = LoadPipelineSpec(Get<std::string>(d, "pipeline", "imagenet-train"));
+  if (!spec.ok()) Raise(absl::InvalidArgumentError(absl::StrCat("pipeline: ", spec.status().message())));
+  o.pipeline = *spec;
+  o.batch_size = Get<int>(d, "batch_size", 64);
+  o.threads = Get<int>(d, "threads", 0);
+  o.epochs = Get<int>(d, "epochs", 1);
+  o.first_epoch = Get<int>(d, "first_epoch", 0);
+  o.skip_batches = Get<int64_t>(d, "skip_batches", 0);
+  o.seed = Get<uint64_t>(d, "seed", 0);
+  o.shuffle = Get<bool>(d, "shuffle", true);
+  o.drop_last = Get<bool>(d, "drop_last", false);
+  o.rank = Get<int>(d, "rank", 0);
+  o.world_size = Get<int>(d, "world_size", 1);
+  o.prefetch_batches = Get<int>(d, "prefetch", 2);
+  auto on_error = ParseOnError(Get<std::string>(d, "on_error", "skip"));
+  if (!on_error.ok()) Raise(on_error.status());
+  o.on_error = *on_error;
+  o.max_pixels = Get<int64_t>(d, "max_pixels", o.max_pixels);
+  if (d.contains("offload") && !d["offload"].is_none()) {
+    auto mode = ParseOffload(d["offload"].cast<std::string>());
+    if (!mode.ok()) Raise(mode.status());
+    o.offload = *mode;
+  }
+  o.workers = Get<std::vector<std::string>>(d, "workers", {});
+  o.scheduler = Get<std::string>(d, "scheduler", "");
+  o.scheduler_weight = Get<double>(d, "weight", 1);
+  o.labels = Get<std::map<std::string, std::string>>(d, "labels", {});
+  o.max_remote_cores = Get<double>(d, "max_remote_cores", 0);
+  o.demand = Get<double>(d, "demand", 0);
+  o.bandwidth = Get<double>(d, "bandwidth_mbps", 0) * 1e6 / 8;
+  o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
+  o.item_samples = Get<int>(d, "item_samples", 8);
+  return o;
+}
+
+// What a DLPack tensor or NumPy array of a batch keeps alive.
+struct BatchView {
+  BatchPtr batch;
+  std::vector<int64_t> shape;
+};
+
+DLDataType DTypeOf(const ValueType& t) {
+  if (t.kind == ValueKind::kTensor) return {kDLFloat, 32, 1};
+  return {kDLUInt, 8, 1};  // kImage: uint8 HWC
+}
+
+// A DLPack capsule ("dltensor") over `data`, owned by `view`.
+py::capsule ToDLPack(std::unique_ptr<BatchView> view, void* data, DLDataType dtype) {
+  auto* tensor = new DLManagedTensor{};
+  tensor->dl_tensor.data = data;
+  tensor->dl_tensor.device = {kDLCPU, 0};
+  tensor->dl_tensor.ndim = static_cast<int>(view->shape.size());
+  tensor->dl_tensor.dtype = dtype;
+  tensor->dl_tensor.shape = view->shape.data();
+  tensor->dl_tensor.strides = nullptr;  // compact, row-major
+  tensor->dl_tensor.byte_offset = 0;
+  tensor->manager_ctx = view.release();
+  tensor->deleter = [](DLManagedTensor* self) {
+    delete static_cast<BatchView*>(self->manager_ctx);
+    delete self;
+  };
+  // The consumer renames the capsule "used_dltensor" and owns the tensor from
+  // then on; a capsule never consumed frees it here.
+  return py::capsule(tensor, "dltensor", [](PyObject* capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* t = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      t->deleter(t);
+    } else {
+      PyErr_Clear();
+    }
+  });
+}
+
+class PyBatch {
+ public:
+  explicit PyBatch(BatchPtr batch) : batch_(std::move(batch)) {}
+
+  std::vector<int64_t> image_shape() const {
+    const Shape s = batch_->shape();
+    return std::vector<int64_t>(s.begin(), s.end());
+  }
+  py::capsule images_dlpack() const {
+    auto view = std::make_unique<BatchView>(BatchView{batch_, image_shape()});
+    return ToDLPack(std::move(view), const_cast<uint8_t*>(batch_->data()),
+                    DTypeOf(batch_->sample_type()));
+  }
+  py::capsule labels_dlpack() const {
+    auto view = std::make_unique<BatchView>(BatchView{batch_, {batch_->size()}});
+    return ToDLPack(std::move(view), const_cast<int64_t*>(batch_->labels().data()),
+                    {kDLInt, 64, 1});
+  }
+  py::array images_numpy() const {
+    auto* view = new BatchView{batch_, image_shape()};
+    py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    const std::vector<int64_t>& shape = view->shape;
+    if (batch_->sample_type().kind == ValueKind::kTensor) {
+      return py::array_t<float>(shape, batch_->floats(), owner);
+    }
+    return py::array_t<uint8_t>(shape, batch_->data(), owner);
+  }
+  py::array labels_numpy() const {
+    auto* view = new BatchView{batch_, {batch_->size()}};
+    py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    return py::array_t<int64_t>(view->shape, batch_->labels().data(), owner);
+  }
+  const BatchPtr& batch() const { return batch_; }
+
+ private:
+  BatchPtr batch_;
+};
+
+py::dict StatsDict(const LoaderStats& st) {
+  py::dict d;
+  d["images"] = st.images;
+  d["local_images"] = st.local_images;
+  d["remote_images"] = st.remote_images;
+  d["errors"] = st.errors;
+  d["batches"] = st.batches;
+  d["output_bytes"] = st.bytes;
+  d["checksum"] = ChecksumHex(st.checksum);
+  d["checksum_value"] = st.checksum;
+  d["seconds"] = st.seconds;
+  d["cpu_seconds"] = st.cpu_seconds;
+  d["wait_seconds"] = st.wait_seconds;
+  d["images_per_s"] = st.seconds > 0 ? st.images / st.seconds : 0.0;
+  d["offload"] = st.offload;
+  d["plan"] = st.plan;
+  d["plan_changes"] = st.plan_changes;
+  d["plan_fractions"] = st.plan_fractions;
+  d["reissued_items"] = st.reissued_items;
+  d["workers_alive"] = st.workers_alive;
+  py::list workers;
+  for (const LoaderStats::WorkerStats& w : st.workers) {
+    py::dict wd;
+    wd["address"] = w.address;
+    wd["alive"] = w.alive;
+    wd["granted_cores"] = w.granted_cores;
+    wd["samples"] = w.samples;
+    wd["received_bytes"] = w.received_bytes;
+    workers.append(wd);
+  }
+  d["workers"] = workers;
+  d["scheduler"] = st.scheduler;
+  d["scheduler_reachable"] = st.scheduler_reachable;
+  py::list errors;
+  for (const SampleError& e : st.first_errors) {
+    py::dict ed;
+    ed["index"] = e.index;
+    ed["path"] = e.path;
+    ed["error"] = e.status.ToString();
+    errors.append(ed);
+  }
+  d["first_errors"] = errors;
+  return d;
+}
+
+class PyLoader {
+ public:
+  explicit PyLoader(const py::dict& options) {
+    const LoaderOptions o = ToOptions(options);
+    absl::StatusOr<std::unique_ptr<Loader>> loader;
+    {
+      py::gil_scoped_release release;  // opening the dataset and the workers
+      loader = Loader::Create(o);
+    }
+    if (!loader.ok()) Raise(loader.status());
+    loader_ = *std::move(loader);
+  }
+
+  // The next batch, or None after the last.
+  std::optional<PyBatch> Next() {
+    absl::StatusOr<BatchPtr> batch;
+    {
+      py::gil_scoped_release release;
+      batch = loader_->Next();
+    }
+    if (!batch.ok()) Raise(batch.status());
+    if (*batch == nullptr) return std::nullopt;
+    return PyBatch(*std::move(batch));
+  }
+
+  py::dict Stats() const {
+    LoaderStats st;
+    {
+      py::gil_scoped_release release;
+      st = loader_->Stats();
+    }
+    return StatsDict(st);
+  }
+  const Loader& loader() const { return *loader_; }
+
+ private:
+  std::unique_ptr<Loader> loader_;
+};
+
+}  // namespace
+}  // namespace prepflow::python
+
+PYBIND11_MODULE(_prepflow, m) {
+  using prepflow::python::PyBatch;
+  using prepflow::python::PyLoader;
+  m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
+
+  py::class_<PyBatch>(m, "Batch")
+      .def_property_readonly("epoch", [](const PyBatch& b) { return b.batch()->epoch(); })
+      .def_property_readonly("number", [](const PyBatch& b) { return b.batch()->number(); })
+      .def_property_readonly("size", [](const PyBatch& b) { return b.batch()->size(); })
+      .def_property_readonly("remote_samples",
+                             [](const PyBatch& b) { return b.batch()->remote_samples(); })
+      .def_property_readonly("indices", [](const PyBatch& b) { return b.batch()->indices(); })
+      .def_property_readonly("checksum",
+                             [](const PyBatch& b) {
+                               // Its part of the run's checksum (a sum mod 2^64).
+                               uint64_t sum = 0;
+                               for (uint64_t h : b.batch()->hashes()) sum += h;
+                               return sum;
+                             })
+      .def_property_readonly("image_shape", &PyBatch::image_shape)
+      .def_property_readonly(
+          "dtype",
+          [](const PyBatch& b) {
+            return b.batch()->sample_type().kind == prepflow::ValueKind::kTensor ? "float32"
+                                                                                 : "uint8";
+          })
+      .def("images_dlpack", &PyBatch::images_dlpack)
+      .def("labels_dlpack", &PyBatch::labels_dlpack)
+      .def("images_numpy", &PyBatch::images_numpy)
+      .def("labels_numpy", &PyBatch::labels_numpy);
+
+  py::class_<PyLoader>(m, "Loader")
+      .def(py::init<const py::dict&>())
+      .def("next", &PyLoader::Next)
+      .def("stats", &PyLoader::Stats)
+      .def_property_readonly("job_id", [](const PyLoader& l) { return l.loader().job_id(); })
+      .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
+      .def_property_readonly("samples_per_epoch",
+                             [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
+      .def_property_readonly("batches_per_epoch",
+                             [](const PyLoader& l) { return l.loader().batches_per_epoch(); });
+}

@@ -1,0 +1,281 @@
+"""prepflow: training batches from a data-preprocessing pipeline that runs on
+this machine's CPUs and, where they are not enough, on remote workers.
+
+    import prepflow
+    loader = prepflow.Loader("/data/imagenet/train", batch_size=256, seed=0,
+                             offload="auto", scheduler="sched-host:7060")
+    for epoch in range(90):
+        loader.set_epoch(epoch)
+        for images, labels in loader:      # torch tensors, no copy
+            ...
+
+Each pass over the loader is one epoch. Batches are bit-identical wherever
+their samples ran; `stats()["checksum"]` equals `prepflow run`'s for the
+same options. `state_dict()` / `load_state_dict()` resume mid-epoch with
+exactly the samples not yet delivered.
+
+Images come as float32 NCHW (the imagenet-* pipelines normalise) or uint8
+NHWC (a pipeline that ends in a crop), labels as int64; as torch tensors
+sharing the loader's memory through DLPack, or as NumPy arrays when torch is
+not installed (or `as_numpy=True`). A batch's memory returns to the loader
+when the last tensor viewing it is freed.
+"""
+import logging
+import os
+
+from . import _prepflow
+
+try:
+    import torch
+    from torch.utils import dlpack as _torch_dlpack
+except ImportError:  # NumPy only
+    torch = None
+
+__all__ = ["Loader", "Batch"]
+_log = logging.getLogger("prepflow")
+
+# How many epochs a loader with epochs=None may run: in effect, unbounded.
+_UNBOUNDED_EPOCHS = 1 << 30
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+
+
+class Batch:
+    """One batch: `images`, `labels`, and where it stands (`epoch`, `number`,
+    `indices`: the dataset index of each sample)."""
+
+    __slots__ = ("images", "labels", "epoch", "number", "indices")
+
+    def __init__(self, images, labels, epoch, number, indices):
+        self.images, self.labels = images, labels
+        self.epoch, self.number, self.indices = epoch, number, indices
+
+    def __iter__(self):  # images, labels = batch
+        return iter((self.images, self.labels))
+
+
+class Loader:
+    """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards)
+    through `pipeline` (a preset name or a pipeline file; see
+    docs/pipelines.md).
+
+    Offloading: `offload` is "off", "auto", "remote" or
+    "cut=K[,remote_fraction=F]" (None: the PREPFLOW_OFFLOAD environment
+    variable, else off); workers come from `workers` (["host:port", ...]) or
+    from a prepflow-scheduler (`scheduler`, or PREPFLOW_SCHEDULER), with
+    `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`.
+
+    `device`: "cpu", or "cuda[:N]" to receive batches in GPU memory (falls
+    back to CPU, with a log line, where no GPU is present).
+
+    Errors arrive as exceptions carrying prepflow's message: ValueError for
+    bad arguments or a bad pipeline, FileNotFoundError and PermissionError for
+    the dataset, RuntimeError for the rest (a sample failing under
+    on_error="fail", a worker refusing the job).
+    """
+
+    def __init__(self, data, pipeline="imagenet-train", batch_size=64, *, seed=0, epochs=None,
+                 shuffle=True, drop_last=False, threads=0, prefetch=2, offload=None,
+                 workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
+                 device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
+                 max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
+                 item_samples=8, as_numpy=False):
+        _check_int("batch_size", batch_size, 1)
+        _check_int("seed", seed, 0)
+        _check_int("threads", threads, 0)
+        _check_int("prefetch", prefetch, 1)
+        _check_int("rank", rank, 0)
+        _check_int("world_size", world_size, 1)
+        if rank >= world_size:
+            raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
+        if epochs is not None:
+            _check_int("epochs", epochs, 1)
+        if isinstance(workers, str):
+            workers = [w for w in workers.split(",") if w]
+        if on_error not in ("skip", "fail"):
+            raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
+        if not isinstance(data, (str, os.PathLike)):
+            raise TypeError(f"data: expected a path, got {type(data).__name__}")
+        self._options = dict(
+            data=os.fspath(data), pipeline=str(pipeline), batch_size=batch_size, seed=seed,
+            shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,
+            prefetch=prefetch, offload=offload, workers=list(workers),
+            scheduler=scheduler or "", weight=float(weight),
+            labels={str(k): str(v) for k, v in (labels or {}).items()},
+            max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
+            on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
+            bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
+            item_samples=item_samples)
+        self._epochs = epochs
+        self._as_numpy = bool(as_numpy) or torch is None
+        self._device = self._resolve_device(device)
+        # Where the next batch handed out stands: (epoch, batch number).
+        self._epoch = 0
+        self._position = 0
+        # The C++ loader, the (epoch, number) its next batch will have, and a
+        # batch it returned that belongs to a later epoch than was iterated.
+        self._core = None
+        self._core_at = None
+        self._pending = None
+        # Over everything handed out, across C++ loaders: the CLI's checksum.
+        self._checksum = 0
+        self._images = 0
+        self._remote_images = 0
+        self._batches = 0
+        self._finished = {}  # totals of C++ loaders already replaced
+        # Probe now, so that a bad dataset or pipeline fails here.
+        self._ensure_core()
+
+    # -- configuration -------------------------------------------------
+
+    def _resolve_device(self, device):
+        device = str(device)
+        if device == "cpu":
+            return None
+        if not device.startswith("cuda"):
+            raise ValueError(f"device: '{device}' is not 'cpu' or 'cuda[:N]'")
+        if self._as_numpy:
+            raise ValueError("device: a CUDA device needs torch (and as_numpy=False)")
+        if not torch.cuda.is_available():
+            _log.warning("device %s: no CUDA device is available; delivering batches on the CPU",
+                         device)
+            return None
+        return torch.device(device)
+
+    def set_epoch(self, epoch):
+        """The epoch the next pass delivers (each pass otherwise delivers the
+        one after the last). Its order and augmentations follow from the seed
+        and the epoch, as in an uninterrupted run."""
+        _check_int("epoch", epoch, 0)
+        if self._epochs is not None and epoch >= self._epochs:
+            raise ValueError(f"epoch: must be below epochs ({self._epochs}), got {epoch}")
+        if epoch != self._epoch:
+            self._epoch, self._position = epoch, 0
+
+    def state_dict(self):
+        """Where the loader stands: pass it to load_state_dict() of a loader
+        made with the same arguments to deliver exactly the rest."""
+        return {"epoch": self._epoch, "batch": self._position, "seed": self._options["seed"],
+                "batch_size": self._options["batch_size"],
+                "world_size": self._options["world_size"], "rank": self._options["rank"]}
+
+    def load_state_dict(self, state):
+        for key in ("seed", "batch_size", "world_size", "rank"):
+            if key in state and state[key] != self._options[key]:
+                raise ValueError(f"state_dict: it was saved with {key}={state[key]}, "
+                                 f"this loader has {key}={self._options[key]}")
+        epoch, position = state["epoch"], state["batch"]
+        _check_int("state_dict epoch", epoch, 0)
+        _check_int("state_dict batch", position, 0)
+        self._epoch, self._position = epoch, position
+
+    # -- the C++ loader ----------------------------------------------------
+
+    def _ensure_core(self):
+        """A C++ loader whose next batch is (self._epoch, self._position)."""
+        if self._core is not None and self._core_at == (self._epoch, self._position):
+            return
+        self._retire_core()
+        remaining = (_UNBOUNDED_EPOCHS if self._epochs is None else self._epochs) - self._epoch
+        if remaining < 1:
+            raise ValueError(f"epoch {self._epoch}: the loader has only {self._epochs} epochs")
+        options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
+                       epochs=remaining)
+        self._core = _prepflow.Loader(options)
+        self._core_at = (self._epoch, self._position)
+
+    def _retire_core(self):
+        if self._core is not None:
+            st = self._core.stats()
+            for key in ("seconds", "cpu_seconds", "wait_seconds", "errors", "reissued_items"):
+                self._finished[key] = self._finished.get(key, 0) + st[key]
+        self._core, self._core_at, self._pending = None, None, None
+
+    def _next_core_batch(self):
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            return b
+        return self._core.next()
+
+    def _convert(self, b):
+        if self._as_numpy:
+            images, labels = b.images_numpy(), b.labels_numpy()
+        else:
+            images = _torch_dlpack.from_dlpack(b.images_dlpack())
+            labels = _torch_dlpack.from_dlpack(b.labels_dlpack())
+            if self._device is not None:
+                images = images.to(self._device, non_blocking=True)
+                labels = labels.to(self._device, non_blocking=True)
+        return Batch(images, labels, b.epoch, b.number, b.indices)
+
+    # -- iteration -----------------------------------------------------------
+
+    def batches(self):
+        """One epoch of Batch objects (images, labels, epoch, number, indices);
+        nothing once `epochs` are done."""
+        if self._epochs is not None and self._epoch >= self._epochs:
+            return
+        self._ensure_core()
+        epoch = self._epoch
+        while True:
+            b = self._next_core_batch()
+            if b is None or b.epoch != epoch:
+                self._pending = b
+                break
+            self._position = b.number + 1
+            self._core_at = (epoch, self._position)
+            self._checksum = (self._checksum + b.checksum) % (1 << 64)
+            self._images += b.size
+            self._remote_images += b.remote_samples
+            self._batches += 1
+            yield self._convert(b)
+        # The epoch is over: the next pass delivers the one after it.
+        self._epoch, self._position = epoch + 1, 0
+        self._core_at = (self._epoch, 0) if self._pending is not None else None
+
+    def __iter__(self):
+        for batch in self.batches():
+            yield batch.images, batch.labels
+
+    def __len__(self):
+        """Batches per epoch."""
+        return self._core.batches_per_epoch if self._core else 0
+
+    @property
+    def samples_per_epoch(self):
+        return self._core.samples_per_epoch
+
+    @property
+    def job_id(self):
+        return self._core.job_id
+
+    def stats(self):
+        """Counts and timings, as `prepflow run --json` reports them. `images`,
+        `remote_images`, `local_images`, `batches` and `checksum` cover the
+        batches handed out so far (over every epoch); timings and `errors` add
+        up the loader's runs, which may have read a batch ahead."""
+        st = self._core.stats() if self._core is not None else {}
+        for key, value in self._finished.items():
+            st[key] = st.get(key, 0) + value
+        st["images"] = self._images
+        st["remote_images"] = self._remote_images
+        st["local_images"] = self._images - self._remote_images
+        st["batches"] = self._batches
+        st["checksum"] = f"{self._checksum:016x}"
+        st["epoch"], st["batch"] = self._epoch, self._position
+        return st
+
+    def close(self):
+        """Stops the workers' streams now rather than when garbage-collected."""
+        self._retire_core()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,220 @@
+"""The `prepflow` Python package against the C++ command line and real workers.
+
+Run by ctest with Debian's /usr/bin/python3, PYTHONPATH=build/python and
+PREPFLOW_BUILD_DIR=build. Tests that need torch skip cleanly without it.
+"""
+import gc
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import prepflow
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+BUILD = pathlib.Path(os.environ.get("PREPFLOW_BUILD_DIR", "build")).resolve()
+BIN = BUILD / "bin"
+needs_torch = unittest.skipIf(torch is None, "torch is not installed (Debian: python3-torch)")
+
+
+def setUpModule():
+    global TMP, DATA
+    TMP = tempfile.mkdtemp(prefix="prepflow-py-")
+    out = subprocess.run([BIN / "prepflow", "demo", "--images", "40", "--local-workers", "0",
+                          "--keep", "--json", "--threads", "1"],
+                         capture_output=True, text=True, check=True)
+    generated = pathlib.Path(json.loads(out.stdout.strip().splitlines()[-1])["dataset"])
+    DATA = os.path.join(TMP, "data")
+    shutil.move(str(generated), DATA)
+    shutil.rmtree(generated.parent, ignore_errors=True)
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def cli_checksum(*args):
+    out = subprocess.run([BIN / "prepflow", "run", "--data", DATA, "--json", *args],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["checksum"]
+
+
+def loader(**kw):
+    kw.setdefault("batch_size", 8)
+    kw.setdefault("seed", 7)
+    kw.setdefault("threads", 2)
+    return prepflow.Loader(DATA, **kw)
+
+
+class Delivery(unittest.TestCase):
+    @needs_torch
+    def test_torch_shapes_and_dtypes(self):
+        sizes = []
+        for images, labels in loader():
+            self.assertIsInstance(images, torch.Tensor)
+            self.assertEqual(images.dtype, torch.float32)
+            self.assertEqual(tuple(images.shape[1:]), (3, 224, 224))
+            self.assertEqual(labels.dtype, torch.int64)
+            self.assertEqual(labels.shape[0], images.shape[0])
+            self.assertTrue(images.is_contiguous())
+            sizes.append(images.shape[0])
+        self.assertEqual(sizes, [8, 8, 8, 8, 8])
+
+    def test_numpy_and_uint8_pipelines(self):
+        pipeline = os.path.join(TMP, "crop.pbtxt")
+        with open(pipeline, "w") as f:
+            f.write('name: "crop"\nstages { decode {} }\nstages { random_resized_crop { size: 64 } }\n')
+        batches = list(loader(pipeline=pipeline, as_numpy=True, batch_size=16).batches())
+        self.assertEqual([b.images.shape for b in batches],
+                         [(16, 64, 64, 3), (16, 64, 64, 3), (8, 64, 64, 3)])
+        self.assertEqual(batches[0].images.dtype, np.uint8)
+        self.assertEqual(batches[0].labels.dtype, np.int64)
+        self.assertEqual(sorted(i for b in batches for i in b.indices), list(range(40)))
+
+    @needs_torch
+    def test_torch_and_numpy_see_the_same_bytes(self):
+        t = next(iter(loader()))
+        n = next(iter(loader(as_numpy=True)))
+        self.assertTrue(np.array_equal(t[0].numpy(), n[0]))
+        self.assertTrue(np.array_equal(t[1].numpy(), n[1]))
+
+    @needs_torch
+    def test_tensors_outlive_the_loader_without_copies(self):
+        l = loader()
+        images, labels = next(iter(l))
+        kept = images.clone()
+        del l
+        gc.collect()
+        self.assertTrue(torch.equal(images, kept))  # still the loader's memory, intact
+
+    def test_checksum_equals_the_cli(self):
+        l = loader()
+        for _ in range(2):  # two passes: epochs 0 and 1
+            for _ in l:
+                pass
+        self.assertEqual(l.stats()["images"], 80)
+        self.assertEqual(l.stats()["checksum"],
+                         cli_checksum("--batch", "8", "--seed", "7", "--epochs", "2"))
+
+    def test_set_epoch_gives_that_epochs_batches(self):
+        whole = loader(epochs=2)
+        first = [b.indices for b in whole.batches()]
+        second = [b.indices for b in whole.batches()]
+        self.assertNotEqual(first, second)  # shuffled per epoch
+        jump = loader(epochs=2)
+        jump.set_epoch(1)
+        self.assertEqual([b.indices for b in jump.batches()], second)
+        self.assertEqual([b.indices for b in jump.batches()], [])  # epochs=2: nothing after
+        with self.assertRaisesRegex(ValueError, "epoch: must be below epochs"):
+            jump.set_epoch(2)
+
+
+class Resume(unittest.TestCase):
+    def test_mid_epoch_resume_delivers_exactly_the_rest(self):
+        whole = loader(epochs=2)
+        full = [i for _ in range(2) for b in whole.batches() for i in b.indices]
+
+        first = loader(epochs=2)
+        seen = []
+        for n, b in enumerate(first.batches()):
+            seen.extend(b.indices)
+            if n == 1:
+                break  # stop after 2 batches of epoch 0
+        state = first.state_dict()
+        self.assertEqual((state["epoch"], state["batch"]), (0, 2))
+        part = first.stats()["checksum"]
+        del first
+
+        resumed = loader(epochs=2)
+        resumed.load_state_dict(state)
+        rest = [i for _ in range(2) for b in resumed.batches() for i in b.indices]
+        self.assertEqual(seen + rest, full)
+        total = (int(part, 16) + int(resumed.stats()["checksum"], 16)) % (1 << 64)
+        self.assertEqual(f"{total:016x}", whole.stats()["checksum"])
+
+        with self.assertRaisesRegex(ValueError, "saved with batch_size=8"):
+            loader(batch_size=4).load_state_dict(state)
+
+
+class Errors(unittest.TestCase):
+    def test_bad_arguments_raise_with_the_message(self):
+        with self.assertRaisesRegex(ValueError, "batch_size: must be at least 1"):
+            loader(batch_size=0)
+        with self.assertRaisesRegex(TypeError, "batch_size: expected an int"):
+            loader(batch_size="8")
+        with self.assertRaisesRegex(FileNotFoundError, "nowhere"):
+            prepflow.Loader(os.path.join(TMP, "nowhere"))
+        with self.assertRaisesRegex(ValueError, "pipeline"):
+            loader(pipeline="no-such-preset")
+        with self.assertRaisesRegex(ValueError, "--offload: 'sideways'"):
+            loader(offload="sideways")
+        with self.assertRaisesRegex(ValueError, "needs workers"):
+            loader(offload="remote")
+        with self.assertRaisesRegex(ValueError, "device: 'tpu'"):
+            loader(device="tpu")
+        with self.assertRaisesRegex(ValueError, "on_error"):
+            loader(on_error="maybe")
+
+    def test_a_bad_file_fails_with_its_path_under_on_error_fail(self):
+        data = os.path.join(TMP, "broken")
+        shutil.copytree(DATA, data)
+        victim = sorted(pathlib.Path(data).rglob("*.jpg"))[3]
+        victim.write_bytes(b"\xff\xd8 not a jpeg")
+        skipped = prepflow.Loader(data, batch_size=8, threads=2, as_numpy=True)
+        for _ in skipped:
+            pass
+        self.assertEqual(skipped.stats()["images"], 39)
+        self.assertEqual(skipped.stats()["errors"], 1)
+        failing = prepflow.Loader(data, batch_size=8, threads=2, on_error="fail", as_numpy=True)
+        with self.assertRaisesRegex(RuntimeError, victim.name):
+            for _ in failing:
+                pass
+
+    @needs_torch
+    def test_cuda_without_a_device_falls_back_to_cpu(self):
+        if torch.cuda.is_available():
+            self.skipTest("a CUDA device is present")
+        with self.assertLogs("prepflow", "WARNING") as logs:
+            l = loader(device="cuda:0")
+        self.assertIn("no CUDA device", logs.output[0])
+        images, _ = next(iter(l))
+        self.assertEqual(images.device.type, "cpu")
+
+
+class Remote(unittest.TestCase):
+    def test_remote_workers_give_the_local_checksum(self):
+        worker = subprocess.Popen([BIN / "prepflow-worker", "--data-root", TMP, "--port", "0",
+                                   "--threads", "1"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        try:
+            line = worker.stdout.readline()
+            self.assertTrue(line.startswith("listening "), line)
+            address = line.split()[1]
+            remote = loader(offload="remote", workers=[address], as_numpy=True)
+            for _ in remote:
+                pass
+            st = remote.stats()
+            self.assertEqual(st["remote_images"], 40)
+            self.assertEqual(st["workers"][0]["address"], address)
+            local = loader(as_numpy=True)
+            for _ in local:
+                pass
+            self.assertEqual(st["checksum"], local.stats()["checksum"])
+            remote.close()
+        finally:
+            worker.terminate()
+            worker.wait(30)
+            worker.stdout.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

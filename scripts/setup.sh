@@ -32,6 +32,9 @@ packages=(
   # Operations: the Prometheus server and promtool (the integration test and
   # the alert-rule check), and YAML for the deploy-manifest test.
   prometheus python3-yaml
+  # The Python package, built for Debian's /usr/bin/python3, and what its
+  # tests and examples/train_resnet.py use.
+  python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-torchvision
 )
 
 missing=()

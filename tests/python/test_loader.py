@@ -9,6 +9,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -22,6 +23,7 @@ except ImportError:
     torch = None
 
 BUILD = pathlib.Path(os.environ.get("PREPFLOW_BUILD_DIR", "build")).resolve()
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
 BIN = BUILD / "bin"
 needs_torch = unittest.skipIf(torch is None, "torch is not installed (Debian: python3-torch)")
 
@@ -214,6 +216,26 @@ class Remote(unittest.TestCase):
             worker.terminate()
             worker.wait(30)
             worker.stdout.close()
+
+
+class Example(unittest.TestCase):
+    @needs_torch
+    def test_train_resnet_trains_with_either_loader(self):
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            self.skipTest("torchvision is not installed (Debian: python3-torchvision)")
+        for which in ("prepflow", "torch"):
+            with self.subTest(loader=which):
+                out = subprocess.run(
+                    [sys.executable, SOURCE / "examples/train_resnet.py", "--data", DATA,
+                     "--loader", which, "--steps", "3", "--batch", "8", "--threads", "1"],
+                    capture_output=True, text=True, env=dict(os.environ))
+                self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+                summary = json.loads(out.stdout.strip().splitlines()[-1])
+                self.assertEqual(summary["steps"], 3)
+                self.assertEqual(summary["images"], 24)
+                self.assertGreater(summary["first_loss"], 0)
 
 
 if __name__ == "__main__":

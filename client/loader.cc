@@ -235,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     // not pay for page faults.
     absl::MutexLock lock(&loader->pool_of_batches_->mu);
     for (int i = 0; i <= loader->prefetch_; ++i) {
-      auto batch = std::make_unique<Batch>(out, options.batch_size);
+      auto batch = std::make_unique<Batch>(out, options.batch_size, options.batch_allocator);
       std::memset(batch->slot(0), 0, out.bytes() * options.batch_size);
       loader->pool_of_batches_->free.push_back(std::move(batch));
     }
@@ -763,7 +763,10 @@ void Loader::TopUp() {
       }
     }
     // Only when the trainer keeps more batches than it hands back.
-    if (!batch) batch = std::make_unique<Batch>(pipeline_->output_type(), options_.batch_size);
+    if (!batch) {
+      batch = std::make_unique<Batch>(pipeline_->output_type(), options_.batch_size,
+                                      options_.batch_allocator);
+    }
     batch->Reset(static_cast<uint64_t>(next_epoch_), next_number_,
                  absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)));
     next_offset_ += take;

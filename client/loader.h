@@ -133,6 +133,9 @@ struct LoaderOptions {
   double connect_timeout_seconds = 10;  // for the job to open on each worker
   int item_samples = 8;                 // samples per work item
   int max_items_per_worker = 0;         // credits asked for; 0: the worker's choice
+  // Where batches' sample memory comes from (default: malloc); e.g.
+  // page-locked memory for asynchronous GPU copies (client/gpu).
+  HostAllocator batch_allocator;
 };
 
 struct LoaderStats {

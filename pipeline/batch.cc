@@ -4,8 +4,11 @@
 
 namespace prepflow {
 
-Batch::Batch(const ValueType& sample_type, int64_t capacity)
-    : sample_type_(sample_type), capacity_(capacity), sample_bytes_(sample_type.bytes()) {
+Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator)
+    : sample_type_(sample_type),
+      capacity_(capacity),
+      sample_bytes_(sample_type.bytes()),
+      storage_(allocator) {
   storage_.Reserve(sample_bytes_ * static_cast<size_t>(capacity));
   indices_.reserve(capacity);
   labels_.reserve(capacity);

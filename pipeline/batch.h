@@ -31,8 +31,9 @@ struct SampleError {
 
 class Batch {
  public:
-  // REQUIRES: sample_type.fixed(), capacity >= 1.
-  Batch(const ValueType& sample_type, int64_t capacity);
+  // REQUIRES: sample_type.fixed(), capacity >= 1. `allocator`: where the
+  // samples' storage comes from (e.g. page-locked memory for GPU copies).
+  Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator = {});
 
   // Prepares the batch for the samples `indices` (at most capacity()).
   void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices);

@@ -5,7 +5,7 @@
 
 namespace prepflow {
 
-void Buffer::Free::operator()(uint8_t* p) const { std::free(p); }
+void Buffer::Free::operator()(uint8_t* p) const { fn != nullptr ? fn(p) : std::free(p); }
 
 uint8_t* Buffer::Reserve(size_t n) {
   if (n <= capacity_ && data_) return data_.get();
@@ -14,9 +14,9 @@ uint8_t* Buffer::Reserve(size_t n) {
   while (cap < n) cap += cap / 2;
   cap = (cap + 63) & ~size_t{63};
   data_.reset();
-  void* p = std::aligned_alloc(64, cap);
+  void* p = allocator_.allocate != nullptr ? allocator_.allocate(cap) : std::aligned_alloc(64, cap);
   if (p == nullptr) throw std::bad_alloc();
-  data_.reset(static_cast<uint8_t*>(p));
+  data_ = std::unique_ptr<uint8_t, Free>(static_cast<uint8_t*>(p), Free{allocator_.free});
   capacity_ = cap;
   return data_.get();
 }

@@ -18,9 +18,19 @@ namespace prepflow {
 
 // A growable byte buffer that never shrinks and does not preserve contents
 // when it grows. 64-byte aligned. Not thread-safe.
+// Where a Buffer's memory comes from: by default 64-byte-aligned malloc;
+// e.g. page-locked memory that a GPU copies from asynchronously
+// (client/gpu's AllocatePinned). Plain function pointers: pipeline/ knows
+// nothing of what provides them.
+struct HostAllocator {
+  void* (*allocate)(size_t bytes) = nullptr;  // null: the default
+  void (*free)(void* p) = nullptr;
+};
+
 class Buffer {
  public:
   Buffer() = default;
+  explicit Buffer(HostAllocator allocator) : allocator_(allocator) {}
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   Buffer(Buffer&&) = default;
@@ -38,8 +48,12 @@ class Buffer {
 
  private:
   struct Free {
+    Free() : fn(nullptr) {}  // (no member initializer: it must be default-constructible here)
+    explicit Free(void (*f)(void*)) : fn(f) {}
+    void (*fn)(void*);
     void operator()(uint8_t* p) const;
   };
+  HostAllocator allocator_;
   std::unique_ptr<uint8_t, Free> data_;
   size_t capacity_ = 0;
 };

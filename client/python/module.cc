@@ -7,6 +7,11 @@
 // to the batch; the batch returns to the Loader's pool when the last of them
 // is freed, from whatever thread. Next() releases the GIL while it waits.
 //
+// GPU delivery (client/gpu): with gpu_normalize the loader runs its pipeline
+// without the final normalize, into page-locked batches, and a
+// DeviceNormalizer copies each uint8 batch to the GPU and normalizes it there
+// into a tensor the package allocates with torch.
+//
 // Errors from C++ arrive as Python exceptions carrying the C++ message:
 // InvalidArgument -> ValueError, NotFound -> FileNotFoundError,
 // PermissionDenied -> PermissionError, everything else -> RuntimeError.
@@ -21,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/loader.h"
+#include "gpu.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/pipeline.h"
@@ -61,7 +67,8 @@ LoaderOptions ToOptions(const py::dict& d) {
   if (!format.ok()) Raise(format.status());
   o.dataset.set_format(*format);
   auto spec = LoadPipelineSpec(Get<std::string>(d, "pipeline", "imagenet-train"));
-  if (!spec.ok()) Raise(absl::InvalidArgumentError(absl::StrCat("pipeline: ", spec.status().message())));
+  if (!spec.ok())
+    Raise(absl::InvalidArgumentError(absl::StrCat("pipeline: ", spec.status().message())));
   o.pipeline = *spec;
   o.batch_size = Get<int>(d, "batch_size", 64);
   o.threads = Get<int>(d, "threads", 0);
@@ -93,6 +100,20 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
   o.item_samples = Get<int>(d, "item_samples", 8);
   return o;
+}
+
+// With gpu_normalize: the pipeline's last stage (a normalize) is taken off
+// and returned, to run on the GPU; batches go to page-locked memory.
+std::optional<gpu::NormalizeParams> SplitForGpu(LoaderOptions& o) {
+  const int n = o.pipeline.stages_size();
+  if (n == 0 || !o.pipeline.stages(n - 1).has_normalize()) return std::nullopt;
+  gpu::NormalizeParams params;  // the op's defaults: ImageNet's
+  const proto::Normalize& p = o.pipeline.stages(n - 1).normalize();
+  for (int c = 0; c < 3 && c < p.mean_size(); ++c) params.mean[c] = static_cast<float>(p.mean(c));
+  for (int c = 0; c < 3 && c < p.std_size(); ++c) params.std[c] = static_cast<float>(p.std(c));
+  o.pipeline.mutable_stages()->RemoveLast();
+  o.batch_allocator = {gpu::AllocatePinned, gpu::FreePinned};
+  return params;
 }
 
 // What a DLPack tensor or NumPy array of a batch keeps alive.
@@ -219,7 +240,12 @@ py::dict StatsDict(const LoaderStats& st) {
 class PyLoader {
  public:
   explicit PyLoader(const py::dict& options) {
-    const LoaderOptions o = ToOptions(options);
+    LoaderOptions o = ToOptions(options);
+    if (Get<bool>(options, "gpu_normalize", false)) {
+      std::string why;
+      if (!gpu::Available(&why)) Raise(absl::FailedPreconditionError(why));
+      normalize_ = SplitForGpu(o);
+    }
     absl::StatusOr<std::unique_ptr<Loader>> loader;
     {
       py::gil_scoped_release release;  // opening the dataset and the workers
@@ -250,9 +276,57 @@ class PyLoader {
     return StatsDict(st);
   }
   const Loader& loader() const { return *loader_; }
+  // Set when the pipeline's normalize was split off for the GPU.
+  const std::optional<gpu::NormalizeParams>& normalize() const { return normalize_; }
 
  private:
   std::unique_ptr<Loader> loader_;
+  std::optional<gpu::NormalizeParams> normalize_;
+};
+
+// A DeviceNormalizer for Python: batches in, the caller's device tensor
+// filled on the normalizer's stream (see prepflow/__init__.py).
+class PyNormalizer {
+ public:
+  PyNormalizer(int device, int64_t max_samples, int h, int w, const gpu::NormalizeParams& p) {
+    std::string error;
+    normalizer_ = gpu::DeviceNormalizer::Create(device, max_samples, h, w, p, &error);
+    if (normalizer_ == nullptr) Raise(absl::UnavailableError(error));
+  }
+  // Fills `out` (device memory, n x 3 x h x w float32) from `batch` after
+  // the work enqueued so far on the stream `after`.
+  void Submit(const PyBatch& batch, uintptr_t out, uintptr_t after) {
+    const BatchPtr& b = batch.batch();
+    const Shape s = b->shape();
+    if (b->sample_type().kind != ValueKind::kImage || s.size() != 4 ||
+        s[1] != normalizer_->height() || s[2] != normalizer_->width()) {
+      Raise(absl::InvalidArgumentError(absl::StrCat(
+          "DeviceNormalizer: the batch is ", b->sample_type().DebugString(), ", expected uint8 [",
+          normalizer_->height(), ", ", normalizer_->width(), ", 3] images")));
+    }
+    std::string error;
+    bool ok;
+    {
+      py::gil_scoped_release release;  // may wait for the batch two before
+      ok = normalizer_->Submit(
+          b->data(), b->size(), reinterpret_cast<float*>(out), reinterpret_cast<void*>(after),
+          [keep = b]() mutable { keep.reset(); }, &error);
+    }
+    if (!ok) Raise(absl::InternalError(error));
+  }
+  uintptr_t stream() const { return reinterpret_cast<uintptr_t>(normalizer_->stream()); }
+  void Synchronize() {
+    std::string error;
+    bool ok;
+    {
+      py::gil_scoped_release release;
+      ok = normalizer_->Synchronize(&error);
+    }
+    if (!ok) Raise(absl::InternalError(error));
+  }
+
+ private:
+  std::unique_ptr<gpu::DeviceNormalizer> normalizer_;
 };
 
 }  // namespace
@@ -261,6 +335,8 @@ class PyLoader {
 PYBIND11_MODULE(_prepflow, m) {
   using prepflow::python::PyBatch;
   using prepflow::python::PyLoader;
+  using prepflow::python::PyNormalizer;
+  namespace gpu = prepflow::gpu;
   m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
 
   py::class_<PyBatch>(m, "Batch")
@@ -278,12 +354,12 @@ PYBIND11_MODULE(_prepflow, m) {
                                return sum;
                              })
       .def_property_readonly("image_shape", &PyBatch::image_shape)
-      .def_property_readonly(
-          "dtype",
-          [](const PyBatch& b) {
-            return b.batch()->sample_type().kind == prepflow::ValueKind::kTensor ? "float32"
-                                                                                 : "uint8";
-          })
+      .def_property_readonly("dtype",
+                             [](const PyBatch& b) {
+                               return b.batch()->sample_type().kind == prepflow::ValueKind::kTensor
+                                          ? "float32"
+                                          : "uint8";
+                             })
       .def("images_dlpack", &PyBatch::images_dlpack)
       .def("labels_dlpack", &PyBatch::labels_dlpack)
       .def("images_numpy", &PyBatch::images_numpy)
@@ -298,5 +374,32 @@ PYBIND11_MODULE(_prepflow, m) {
       .def_property_readonly("samples_per_epoch",
                              [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
       .def_property_readonly("batches_per_epoch",
-                             [](const PyLoader& l) { return l.loader().batches_per_epoch(); });
+                             [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def_property_readonly("gpu_normalize", [](const PyLoader& l) -> py::object {
+        // (mean, std) of the normalize split off for the GPU, or None.
+        if (!l.normalize()) return py::none();
+        const gpu::NormalizeParams& p = *l.normalize();
+        return py::make_tuple(std::vector<float>(p.mean, p.mean + 3),
+                              std::vector<float>(p.std, p.std + 3));
+      });
+
+  m.def("gpu_available", [] {
+    std::string why;
+    const bool ok = gpu::Available(&why);
+    return py::make_tuple(ok, why);
+  });
+  py::class_<PyNormalizer>(m, "DeviceNormalizer")
+      .def(py::init([](int device, int64_t max_samples, int h, int w, std::vector<float> mean,
+                       std::vector<float> std) {
+             if (mean.size() != 3 || std.size() != 3)
+               throw py::value_error("mean, std: need 3 each");
+             gpu::NormalizeParams p;
+             for (int c = 0; c < 3; ++c) p.mean[c] = mean[c], p.std[c] = std[c];
+             return std::make_unique<PyNormalizer>(device, max_samples, h, w, p);
+           }),
+           py::arg("device"), py::arg("max_samples"), py::arg("height"), py::arg("width"),
+           py::arg("mean"), py::arg("std"))
+      .def("submit", &PyNormalizer::Submit, py::arg("batch"), py::arg("out"), py::arg("after"))
+      .def_property_readonly("stream", &PyNormalizer::stream)
+      .def("synchronize", &PyNormalizer::Synchronize);
 }

@@ -1,5 +1,7 @@
 #include "client/loader.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -288,6 +290,34 @@ TEST(Loader, SchedulerComesFromTheEnvironmentWhenNoWorkersAreGiven) {
   EXPECT_EQ(d.stats.scheduler, "127.0.0.1:1");
   EXPECT_FALSE(d.stats.scheduler_reachable);
   EXPECT_EQ(d.stats.local_images, 4);
+}
+
+std::atomic<int> allocations{0}, frees{0};
+void* CountingAllocate(size_t bytes) {
+  ++allocations;
+  return std::aligned_alloc(64, (bytes + 63) & ~size_t{63});
+}
+void CountingFree(void* p) {
+  ++frees;
+  std::free(p);
+}
+
+TEST(Loader, BatchMemoryComesFromTheGivenAllocator) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
+  o.batch_allocator = {CountingAllocate, CountingFree};
+  BatchPtr kept;
+  {
+    auto loader = Loader::Create(o);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_GT(allocations.load(), 0);  // the batches made up front
+    auto batch = (*loader)->Next();
+    ASSERT_TRUE(batch.ok() && *batch != nullptr);
+    kept = *batch;
+  }
+  EXPECT_LT(frees.load(), allocations.load());  // the kept batch is still alive
+  kept.reset();
+  EXPECT_EQ(frees.load(), allocations.load());
 }
 
 TEST(Loader, BatchesOutliveTheLoader) {

@@ -192,6 +192,30 @@ class Errors(unittest.TestCase):
         self.assertEqual(images.device.type, "cpu")
 
 
+class Gpu(unittest.TestCase):
+    def test_without_a_device_the_gpu_path_says_why(self):
+        ok, why = prepflow._prepflow.gpu_available()
+        if ok:
+            self.skipTest("a CUDA device is present")
+        self.assertTrue(why)
+        with self.assertRaisesRegex(RuntimeError, "CUDA"):
+            prepflow._prepflow.Loader({"data": DATA, "gpu_normalize": True})
+
+    @needs_torch
+    def test_gpu_batches_equal_cpu_batches_bit_for_bit(self):
+        if not (torch.cuda.is_available() and prepflow._prepflow.gpu_available()[0]):
+            self.skipTest("needs a CUDA device and prepflow built with CUDA")
+        cpu = loader(epochs=1)
+        gpu = loader(epochs=1, device="cuda:0")
+        n = 0
+        for (ci, cl), (gi, gl) in zip(cpu, gpu):
+            self.assertEqual(gi.device.type, "cuda")
+            self.assertTrue(torch.equal(gi.cpu(), ci))  # the same bits: IEEE on both sides
+            self.assertTrue(torch.equal(gl.cpu(), cl))
+            n += ci.shape[0]
+        self.assertEqual(n, 40)
+
+
 class Remote(unittest.TestCase):
     def test_remote_workers_give_the_local_checksum(self):
         worker = subprocess.Popen([BIN / "prepflow-worker", "--data-root", TMP, "--port", "0",

@@ -71,7 +71,13 @@ class Loader:
     `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`.
 
     `device`: "cpu", or "cuda[:N]" to receive batches in GPU memory (falls
-    back to CPU, with a log line, where no GPU is present).
+    back to CPU, with a log line, where no GPU is present). On a GPU, a
+    pipeline ending in `normalize` runs up to it on the CPUs (and workers),
+    and its uint8 batches, in page-locked memory, are copied to the GPU and
+    normalized there on prepflow's own CUDA stream, which the trainer's
+    current stream waits on (no CPU synchronisation). The checksum then
+    covers the uint8 images: `prepflow run` with the pipeline minus its
+    normalize gives the same.
 
     Errors arrive as exceptions carrying prepflow's message: ValueError for
     bad arguments or a bad pipeline, FileNotFoundError and PermissionError for
@@ -114,6 +120,13 @@ class Loader:
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)
+        self._normalizer = None  # GPU delivery, made with the first C++ loader
+        if self._device is not None:
+            ok, why = _prepflow.gpu_available()
+            self._options["gpu_normalize"] = ok
+            if not ok:
+                _log.warning("device %s: prepflow's GPU path is unavailable (%s); batches are "
+                             "copied to the GPU by torch", device, why)
         # Where the next batch handed out stands: (epoch, batch number).
         self._epoch = 0
         self._position = 0
@@ -188,8 +201,21 @@ class Loader:
                        epochs=remaining)
         self._core = _prepflow.Loader(options)
         self._core_at = (self._epoch, self._position)
+        normalize = self._core.gpu_normalize
+        if normalize is not None and self._normalizer is None:
+            first = self._core.next()  # for the image size
+            if first is not None:
+                _, h, w, _ = first.image_shape
+                index = self._device.index if self._device.index is not None \
+                    else torch.cuda.current_device()
+                self._normalizer = _prepflow.DeviceNormalizer(
+                    index, self._options["batch_size"], h, w, list(normalize[0]),
+                    list(normalize[1]))
+            self._pending = first
 
     def _retire_core(self):
+        if self._normalizer is not None:
+            self._normalizer.synchronize()  # hands its last batches back to the core
         if self._core is not None:
             st = self._core.stats()
             for key in ("seconds", "cpu_seconds", "wait_seconds", "errors", "reissued_items"):
@@ -205,6 +231,15 @@ class Loader:
     def _convert(self, b):
         if self._as_numpy:
             images, labels = b.images_numpy(), b.labels_numpy()
+        elif self._normalizer is not None:
+            n, h, w, _ = b.image_shape
+            images = torch.empty((n, 3, h, w), dtype=torch.float32, device=self._device)
+            current = torch.cuda.current_stream(self._device)
+            self._normalizer.submit(b, images.data_ptr(), current.cuda_stream)
+            current.wait_stream(torch.cuda.ExternalStream(self._normalizer.stream,
+                                                          device=self._device))
+            labels = _torch_dlpack.from_dlpack(b.labels_dlpack()).to(self._device,
+                                                                        non_blocking=True)
         else:
             images = _torch_dlpack.from_dlpack(b.images_dlpack())
             labels = _torch_dlpack.from_dlpack(b.labels_dlpack())

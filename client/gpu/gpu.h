@@ -1,0 +1,96 @@
+// GPU delivery: batches of uint8 HWC images copied to the GPU and turned
+// into normalized float32 CHW there, so that the network and PCIe carry
+// uint8 (a quarter of the bytes) and the trainer's CPUs do no conversion.
+//
+// This folder builds on its own (CUDA and a C++ compiler, nothing else) so it
+// can be built and tested on a GPU machine without prepflow's other
+// dependencies; in prepflow's build it is compiled when a CUDA toolkit is
+// found. Without CUDA, or without a usable device, Available() says why and
+// callers deliver on the CPU instead. This header has no CUDA types in it.
+//
+// Bit-exactness: the kernel computes (x / 255 - mean) / std in IEEE single
+// precision, each operation rounded once (no fast math, no contraction), as
+// pipeline/ops.cc's normalize does on the CPU, so a sample normalized on the
+// GPU has the same bits as one normalized anywhere else.
+//
+// Thread-safety: Available() and the allocation functions from any thread;
+// a DeviceNormalizer from one thread at a time.
+#ifndef PREPFLOW_CLIENT_GPU_GPU_H_
+#define PREPFLOW_CLIENT_GPU_GPU_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace prepflow::gpu {
+
+// Whether this build has CUDA and a device can be used; if not, `*why`
+// (may be null) says why ("built without CUDA", "no CUDA device", the
+// driver's error).
+bool Available(std::string* why);
+
+// Page-locked host memory (cudaHostAlloc), which the GPU copies from
+// asynchronously at full speed; null (with `*error`) on failure or without
+// CUDA. Plain function pointers, so that code with no CUDA in it can take
+// them as an allocator.
+void* AllocatePinned(size_t bytes);
+void FreePinned(void* p);
+
+struct NormalizeParams {
+  float mean[3] = {0.485f, 0.456f, 0.406f};
+  float std[3] = {0.229f, 0.224f, 0.225f};
+};
+
+// The CPU reference: `n` images of h x w x 3 uint8 -> n x 3 x h x w float32.
+void NormalizeReference(const uint8_t* hwc, int64_t n, int h, int w, const NormalizeParams& p,
+                        float* chw);
+
+// Copies batches of up to `max_samples` h x w x 3 uint8 images from host
+// memory (pinned for asynchronous copies) to the device and normalizes them
+// into float32 CHW, on its own CUDA stream, two batches in flight: the copy
+// of one overlaps the kernel of the other, and a batch's host memory is
+// handed back (its `release` runs) once its copy is done.
+class DeviceNormalizer {
+ public:
+  // Null, with `*error`, if the device cannot be used.
+  static std::unique_ptr<DeviceNormalizer> Create(int device, int64_t max_samples, int h, int w,
+                                                  const NormalizeParams& params,
+                                                  std::string* error);
+  ~DeviceNormalizer();  // waits for the work in flight and releases its batches
+  DeviceNormalizer(const DeviceNormalizer&) = delete;
+  DeviceNormalizer& operator=(const DeviceNormalizer&) = delete;
+
+  // Enqueues: once the work enqueued so far on `after` (a cudaStream_t, e.g.
+  // the trainer's current stream, so that `out` is free; null: none) is
+  // done, copy n images from `host` and normalize them into `out` (device
+  // memory for n * 3 * h * w floats on this device). Returns false with
+  // `*error` for bad arguments or a CUDA error. `release` runs (on this
+  // thread, in a later Submit or in the destructor) once `host` may be
+  // reused. The consumer waits on stream() (or the event of the last
+  // Submit, last_event()) before reading `out`.
+  bool Submit(const uint8_t* host, int64_t n, float* out, void* after,
+              std::function<void()> release, std::string* error);
+  // Waits for everything enqueued. False with `*error` on a CUDA error.
+  bool Synchronize(std::string* error);
+
+  void* stream() const;      // cudaStream_t
+  void* last_event() const;  // cudaEvent_t recorded after the last Submit's kernel
+  int device() const { return device_; }
+  int64_t max_samples() const { return max_samples_; }
+  int height() const { return h_; }
+  int width() const { return w_; }
+
+ private:
+  struct Impl;
+  DeviceNormalizer(int device, int64_t max_samples, int h, int w);
+  int device_;
+  int64_t max_samples_;
+  int h_, w_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace prepflow::gpu
+
+#endif  // PREPFLOW_CLIENT_GPU_GPU_H_

@@ -1,0 +1,148 @@
+// Tests of client/gpu, a plain program (no test framework: this folder must
+// build with CUDA and a C++ compiler alone).
+//
+//   gpu_test cpu      the CPU reference and the no-device behaviour; always runs
+//   gpu_test device   the kernel against the reference, double buffering and
+//                     hand-back; exits 77 (skipped) without a usable device
+#include "gpu.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef PREPFLOW_GPU_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+int failures = 0;
+
+#define EXPECT(cond)                                                          \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      std::fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                             \
+    }                                                                         \
+  } while (0)
+
+using prepflow::gpu::DeviceNormalizer;
+using prepflow::gpu::NormalizeParams;
+
+std::vector<uint8_t> RandomImages(int64_t n, int h, int w, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(static_cast<size_t>(n) * h * w * 3);
+  for (uint8_t& x : v) x = static_cast<uint8_t>(rng());
+  return v;
+}
+
+void CpuTests() {
+  // Hand-computed: two pixels, (0, 128, 255) and (255, 0, 64), mean 0.5, std 0.25.
+  NormalizeParams p;
+  for (int c = 0; c < 3; ++c) p.mean[c] = 0.5f, p.std[c] = 0.25f;
+  const uint8_t in[6] = {0, 128, 255, 255, 0, 64};
+  float out[6];
+  prepflow::gpu::NormalizeReference(in, 1, 1, 2, p, out);
+  // CHW: R plane (0, 255), G plane (128, 0), B plane (255, 64).
+  const float expected[6] = {-2.0f, 2.0f, (128.0f / 255.0f - 0.5f) / 0.25f,
+                             -2.0f, 2.0f, (64.0f / 255.0f - 0.5f) / 0.25f};
+  EXPECT(std::memcmp(out, expected, sizeof(out)) == 0);
+
+  // Without a device (or without CUDA) everything says why and nothing crashes.
+  std::string why;
+  if (!prepflow::gpu::Available(&why)) {
+    EXPECT(!why.empty());
+    std::string error;
+    EXPECT(DeviceNormalizer::Create(0, 8, 4, 4, NormalizeParams(), &error) == nullptr);
+    EXPECT(!error.empty());
+    EXPECT(prepflow::gpu::AllocatePinned(1024) == nullptr);
+    std::printf("no device: %s\n", why.c_str());
+  }
+  std::string error;
+  EXPECT(DeviceNormalizer::Create(0, 0, 4, 4, NormalizeParams(), &error) == nullptr);
+  EXPECT(!error.empty());
+}
+
+#ifdef PREPFLOW_GPU_HAVE_CUDA
+int DeviceTests() {
+  std::string why;
+  if (!prepflow::gpu::Available(&why)) {
+    std::printf("skipped: %s\n", why.c_str());
+    return 77;
+  }
+  const int h = 37, w = 53;  // odd sizes: no lucky alignment
+  const int64_t max = 7;
+  NormalizeParams p;  // ImageNet's
+  std::string error;
+  auto normalizer = DeviceNormalizer::Create(0, max, h, w, p, &error);
+  EXPECT(normalizer != nullptr);
+  if (normalizer == nullptr) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  const size_t image_bytes = static_cast<size_t>(h) * w * 3;
+  const int batches = 5;  // more than the two slots: buffers are reused
+  std::vector<int> released;
+  std::vector<uint8_t*> hosts;
+  std::vector<float*> outs;
+  std::vector<std::vector<uint8_t>> inputs;
+  for (int b = 0; b < batches; ++b) {
+    const int64_t n = b == batches - 1 ? 3 : max;  // a short last batch
+    inputs.push_back(RandomImages(n, h, w, 100 + b));
+    auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(inputs[b].size()));
+    EXPECT(host != nullptr);
+    std::memcpy(host, inputs[b].data(), inputs[b].size());
+    float* out = nullptr;
+    EXPECT(cudaMalloc(&out, n * image_bytes * sizeof(float)) == cudaSuccess);
+    hosts.push_back(host);
+    outs.push_back(out);
+    EXPECT(normalizer->Submit(
+        host, n, out, nullptr, [&released, b] { released.push_back(b); }, &error));
+    // Double buffering: a batch's host memory comes back two submits later.
+    if (b >= 2) EXPECT(!released.empty() && released.back() == b - 2);
+  }
+  EXPECT(normalizer->Synchronize(&error));
+  for (int b = 0; b < batches; ++b) {
+    const int64_t n = static_cast<int64_t>(inputs[b].size() / image_bytes);
+    std::vector<float> got(n * image_bytes), want(n * image_bytes);
+    EXPECT(cudaMemcpy(got.data(), outs[b], got.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
+           cudaSuccess);
+    prepflow::gpu::NormalizeReference(inputs[b].data(), n, h, w, p, want.data());
+    EXPECT(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);  // bit-exact
+  }
+  EXPECT(normalizer->Submit(hosts[0], max + 1, outs[0], nullptr, nullptr, &error) == false);
+  normalizer.reset();  // hands back the last two
+  EXPECT(released.size() == static_cast<size_t>(batches));
+  for (int b = 0; b < batches; ++b) {
+    prepflow::gpu::FreePinned(hosts[b]);
+    cudaFree(outs[b]);
+  }
+  std::printf("device: %d batches bit-exact against the CPU reference\n", batches);
+  return failures == 0 ? 0 : 1;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "cpu";
+  if (mode == "cpu") {
+    CpuTests();
+  } else if (mode == "device") {
+#ifdef PREPFLOW_GPU_HAVE_CUDA
+    return DeviceTests();
+#else
+    std::printf("skipped: built without CUDA\n");
+    return 77;
+#endif
+  } else {
+    std::fprintf(stderr, "usage: gpu_test cpu|device\n");
+    return 2;
+  }
+  std::printf("%s\n", failures == 0 ? "ok" : "FAILED");
+  return failures == 0 ? 0 : 1;
+}

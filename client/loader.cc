@@ -157,8 +157,11 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   if (!(options.demand >= 0)) return invalid("--demand: must be >= 0");
   if (!(options.bandwidth >= 0)) return invalid("--bandwidth-mbps: must be >= 0");
 
+  auto security = LoadSecurity(options.security);
+  if (!security.ok()) return security.status();
   std::unique_ptr<Loader> loader(new Loader);
   loader->options_ = resolved;
+  loader->security_ = *std::move(security);
   loader->offload_ = offload;
   SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
   loader->job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
@@ -265,7 +268,7 @@ absl::Status Loader::ConnectWorkers() {
 
   if (!options_.scheduler.empty()) {
     registration_ = std::make_unique<JobRegistration>(
-        options_.scheduler, job_id_, [this](proto::JobBeat* beat) { FillBeat(beat); },
+        options_.scheduler, security_, job_id_, [this](proto::JobBeat* beat) { FillBeat(beat); },
         [this](const proto::JobGrant& grant) { ApplyGrant(grant); },
         [this](const grpc::Status&) {
           absl::MutexLock lock(&mu_);
@@ -347,7 +350,7 @@ int Loader::AddWorker(const std::string& address, const std::string& worker_id,
   worker.granted = !worker_id.empty();
   worker.granted_cores = granted_cores;
   worker.added_nanos = WallNanos();
-  worker.stream = std::make_unique<RemoteWorker>(address, std::move(handlers));
+  worker.stream = std::make_unique<RemoteWorker>(address, std::move(handlers), security_);
   worker.stream->Start(open_);
   return id;
 }

@@ -61,6 +61,7 @@
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
 #include "scheduler/registration.h"
+#include "server/security.h"
 
 namespace prepflow {
 
@@ -133,6 +134,10 @@ struct LoaderOptions {
   double connect_timeout_seconds = 10;  // for the job to open on each worker
   int item_samples = 8;                 // samples per work item
   int max_items_per_worker = 0;         // credits asked for; 0: the worker's choice
+  // TLS to the workers and the scheduler, and the bearer token to send
+  // (server/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
+  // --auth-token-file). Files are read when the Loader is created.
+  SecurityOptions security;
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;
@@ -323,6 +328,7 @@ class Loader {
   OffloadMode offload_;  // resolved
   std::string job_id_;
   proto::JobOpen open_;  // what every worker is sent
+  Security security_;    // options_.security, loaded
   std::unique_ptr<JobRegistration> registration_;
 
   mutable absl::Mutex mu_;

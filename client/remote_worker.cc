@@ -5,8 +5,9 @@
 
 namespace prepflow {
 
-RemoteWorker::RemoteWorker(std::string address, Handlers handlers)
+RemoteWorker::RemoteWorker(std::string address, Handlers handlers, const Security& security)
     : address_(std::move(address)), handlers_(std::move(handlers)) {
+  AttachToken(&context_, security);
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);  // results of large items; the client sized them
   args.SetMaxSendMessageSize(16 << 20);
@@ -18,7 +19,8 @@ RemoteWorker::RemoteWorker(std::string address, Handlers handlers)
   // per-frame work and flow-control round trips.
   args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1);
   args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20);
-  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  ApplyChannelArguments(security, &args);
+  channel_ = grpc::CreateCustomChannel(address_, ChannelCredentials(security), args);
 }
 
 RemoteWorker::~RemoteWorker() {

@@ -25,6 +25,7 @@
 #include "client/received_message.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/worker.grpc.pb.h"
+#include "server/security.h"
 
 namespace prepflow {
 
@@ -37,7 +38,8 @@ class RemoteWorker {
     std::function<void(const absl::Status&)> closed;
   };
 
-  RemoteWorker(std::string address, Handlers handlers);
+  // `security`: TLS and the bearer token (server/security.h).
+  RemoteWorker(std::string address, Handlers handlers, const Security& security = {});
   // Cancels the stream if it is still open and joins its threads.
   ~RemoteWorker();
   RemoteWorker(const RemoteWorker&) = delete;

@@ -12,10 +12,12 @@ constexpr auto kBeatDeadline = std::chrono::seconds(5);
 
 }  // namespace
 
-HeartbeatLoop::HeartbeatLoop(std::string scheduler, std::string who, BeatFn beat)
-    : scheduler_(std::move(scheduler)), who_(std::move(who)), beat_(std::move(beat)) {
-  stub_ = proto::Scheduler::NewStub(
-      grpc::CreateChannel(scheduler_, grpc::InsecureChannelCredentials()));
+HeartbeatLoop::HeartbeatLoop(std::string scheduler, std::string who, Security security, BeatFn beat)
+    : scheduler_(std::move(scheduler)),
+      who_(std::move(who)),
+      security_(std::move(security)),
+      beat_(std::move(beat)) {
+  stub_ = proto::Scheduler::NewStub(SecureChannel(scheduler_, security_));
 }
 
 HeartbeatLoop::~HeartbeatLoop() { Stop(); }
@@ -46,7 +48,8 @@ void HeartbeatLoop::Loop() {
       if (failing || !registered) spdlog::info("{} registered with scheduler {}", who_, scheduler_);
       failing = false;
       registered = true;
-    } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+               status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       spdlog::error("scheduler {} refused {}: {}", scheduler_, who_, status.error_message());
       return;  // nothing will change that
     } else if (!failing) {
@@ -62,22 +65,24 @@ void HeartbeatLoop::Loop() {
   }
 }
 
-WorkerRegistration::WorkerRegistration(std::string scheduler, proto::WorkerBeat beat,
+WorkerRegistration::WorkerRegistration(std::string scheduler, Security security,
+                                       proto::WorkerBeat beat,
                                        std::function<void(proto::WorkerBeat*)> refresh)
     : beat_(std::move(beat)),
       refresh_(std::move(refresh)),
       loop_(std::move(scheduler), "worker " + beat_.worker_id() + " (" + beat_.address() + ")",
-            [this](proto::Scheduler::Stub& stub, double* period) {
+            std::move(security), [this](proto::Scheduler::Stub& stub, double* period) {
               if (refresh_) refresh_(&beat_);
               grpc::ClientContext context;
               context.set_deadline(std::chrono::system_clock::now() + kBeatDeadline);
+              AttachToken(&context, loop_.security());
               proto::WorkerBeatReply reply;
               const grpc::Status status = stub.WorkerHeartbeat(&context, beat_, &reply);
               if (status.ok() && reply.heartbeat_seconds() > 0) *period = reply.heartbeat_seconds();
               return status;
             }) {}
 
-JobRegistration::JobRegistration(std::string scheduler, std::string job_id,
+JobRegistration::JobRegistration(std::string scheduler, Security security, std::string job_id,
                                  std::function<void(proto::JobBeat*)> fill,
                                  std::function<void(const proto::JobGrant&)> on_grant,
                                  std::function<void(const grpc::Status&)> on_failure)
@@ -85,13 +90,14 @@ JobRegistration::JobRegistration(std::string scheduler, std::string job_id,
       fill_(std::move(fill)),
       on_grant_(std::move(on_grant)),
       on_failure_(std::move(on_failure)),
-      loop_(std::move(scheduler), "job " + job_id_,
+      loop_(std::move(scheduler), "job " + job_id_, std::move(security),
             [this](proto::Scheduler::Stub& stub, double* period) {
               proto::JobBeat beat;
               beat.set_job_id(job_id_);
               fill_(&beat);
               grpc::ClientContext context;
               context.set_deadline(std::chrono::system_clock::now() + kBeatDeadline);
+              AttachToken(&context, loop_.security());
               proto::JobGrant grant;
               const grpc::Status status = stub.JobHeartbeat(&context, beat, &grant);
               if (status.ok()) {
@@ -104,13 +110,13 @@ JobRegistration::JobRegistration(std::string scheduler, std::string job_id,
             }) {}
 
 void JobRegistration::Release() {
-  auto stub = proto::Scheduler::NewStub(
-      grpc::CreateChannel(loop_.scheduler(), grpc::InsecureChannelCredentials()));
+  auto stub = proto::Scheduler::NewStub(SecureChannel(loop_.scheduler(), loop_.security()));
   proto::JobBeat beat;
   beat.set_job_id(job_id_);
   beat.set_wanted_cores(0);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  AttachToken(&context, loop_.security());
   proto::JobGrant grant;
   // Best effort: if it fails, the grant expires with the job's silence.
   (void)stub->JobHeartbeat(&context, beat, &grant);

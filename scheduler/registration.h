@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/scheduler.grpc.pb.h"
+#include "server/security.h"
 
 namespace prepflow {
 
@@ -26,8 +27,9 @@ namespace prepflow {
 class HeartbeatLoop {
  public:
   using BeatFn = std::function<grpc::Status(proto::Scheduler::Stub&, double* period)>;
-  // `who` names the sender in logs ("worker w1", "job job-…").
-  HeartbeatLoop(std::string scheduler, std::string who, BeatFn beat);
+  // `who` names the sender in logs ("worker w1", "job job-…"); `security`:
+  // TLS to the scheduler and the token every beat carries (security.h).
+  HeartbeatLoop(std::string scheduler, std::string who, Security security, BeatFn beat);
   ~HeartbeatLoop();
   HeartbeatLoop(const HeartbeatLoop&) = delete;
   HeartbeatLoop& operator=(const HeartbeatLoop&) = delete;
@@ -38,12 +40,14 @@ class HeartbeatLoop {
   // Stops beating and joins; later calls do nothing.
   void Stop();
   const std::string& scheduler() const { return scheduler_; }
+  const Security& security() const { return security_; }
 
  private:
   void Loop();
 
   const std::string scheduler_;
   const std::string who_;
+  const Security security_;
   BeatFn beat_;
   std::unique_ptr<proto::Scheduler::Stub> stub_;
   absl::Mutex mu_;
@@ -56,7 +60,7 @@ class HeartbeatLoop {
 // refreshed by `refresh` (may be null) before each beat.
 class WorkerRegistration {
  public:
-  WorkerRegistration(std::string scheduler, proto::WorkerBeat beat,
+  WorkerRegistration(std::string scheduler, Security security, proto::WorkerBeat beat,
                      std::function<void(proto::WorkerBeat*)> refresh);
   void Start() { loop_.Start(); }
 
@@ -72,7 +76,7 @@ class WorkerRegistration {
 // unreachable nothing is delivered, so the job keeps what it has.
 class JobRegistration {
  public:
-  JobRegistration(std::string scheduler, std::string job_id,
+  JobRegistration(std::string scheduler, Security security, std::string job_id,
                   std::function<void(proto::JobBeat*)> fill,
                   std::function<void(const proto::JobGrant&)> on_grant,
                   std::function<void(const grpc::Status&)> on_failure);

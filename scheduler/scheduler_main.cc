@@ -22,6 +22,7 @@
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/scheduler_core.h"
 #include "server/daemon.h"
+#include "server/security.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow::scheduler {
@@ -33,16 +34,23 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 class SchedulerService final : public proto::Scheduler::CallbackService {
  public:
-  SchedulerService(SchedulerCore* core, prometheus::Family<prometheus::Counter>& beats)
+  // `token`: the bearer token every call must carry (security.h); empty: none.
+  SchedulerService(SchedulerCore* core, std::string token,
+                   prometheus::Family<prometheus::Counter>& beats,
+                   prometheus::Counter& unauthenticated)
       : core_(core),
+        token_(std::move(token)),
         worker_beats_(beats.Add({{"kind", "worker"}})),
-        job_beats_(beats.Add({{"kind", "job"}})) {}
+        job_beats_(beats.Add({{"kind", "job"}})),
+        unauthenticated_(unauthenticated) {}
 
   grpc::ServerUnaryReactor* WorkerHeartbeat(grpc::CallbackServerContext* context,
                                             const proto::WorkerBeat* beat,
                                             proto::WorkerBeatReply* reply) override {
     worker_beats_.Increment();
-    auto r = core_->WorkerBeat(*beat, WallNanos());
+    const absl::Status auth = Authenticate(*context);
+    absl::StatusOr<proto::WorkerBeatReply> r =
+        auth.ok() ? core_->WorkerBeat(*beat, WallNanos()) : auth;
     if (r.ok()) *reply = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
@@ -53,7 +61,8 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
                                          const proto::JobBeat* beat,
                                          proto::JobGrant* grant) override {
     job_beats_.Increment();
-    auto r = core_->JobBeat(*beat, WallNanos());
+    const absl::Status auth = Authenticate(*context);
+    absl::StatusOr<proto::JobGrant> r = auth.ok() ? core_->JobBeat(*beat, WallNanos()) : auth;
     if (r.ok()) *grant = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
@@ -61,9 +70,18 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
   }
 
  private:
+  // OK, or UNAUTHENTICATED (counted) for a missing or wrong token.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) {
+    absl::Status s = CheckToken(context.client_metadata(), token_);
+    if (!s.ok()) unauthenticated_.Increment();
+    return s;
+  }
+
   SchedulerCore* core_;
+  const std::string token_;
   prometheus::Counter& worker_beats_;
   prometheus::Counter& job_beats_;
+  prometheus::Counter& unauthenticated_;
 };
 
 int Main(int argc, char** argv) {
@@ -85,6 +103,8 @@ int Main(int argc, char** argv) {
                "seconds of silence after which a worker or job is dropped");
   flags.String("locality-label", &options.locality_label,
                "the worker/job label whose equal values mean local (e.g. zone, rack)");
+  SecurityOptions security_options;
+  RegisterSecurityFlags(flags, &security_options, /*server=*/true);
   if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
     return 2;
@@ -98,6 +118,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "prepflow-scheduler: --port must be >= 0, --heartbeat-seconds > 0 and "
                  "--expire-after > --heartbeat-seconds\n");
+    return 2;
+  }
+  auto security = LoadSecurity(security_options);
+  absl::Status listen_ok = security.ok()
+                               ? CheckListenAddress(listen, *security, security_options.insecure)
+                               : security.status();
+  if (!listen_ok.ok()) {
+    std::fprintf(stderr, "prepflow-scheduler: %s\n", std::string(listen_ok.message()).c_str());
     return 2;
   }
   daemon::StopSignals stop_signals;  // before any other thread starts
@@ -139,10 +167,16 @@ int Main(int argc, char** argv) {
     }
     exposer = *std::move(served);
   }
-  SchedulerService service(&core, beats);
+  prometheus::Counter& unauthenticated =
+      prometheus::BuildCounter()
+          .Name("prepflow_scheduler_unauthenticated_total")
+          .Help("Calls refused for a missing or wrong bearer token.")
+          .Register(*registry)
+          .Add({});
+  SchedulerService service(&core, security->token, beats, unauthenticated);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(listen, ":", port), grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

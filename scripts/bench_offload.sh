@@ -34,7 +34,7 @@ trap cleanup EXIT
 workers=""
 declare -A pids
 for w in w1 w2; do
-  "$tb" exec "$w" build/bin/prepflow-worker --listen "$("$tb" addr "$w")" --data-root "$data" \
+  "$tb" exec "$w" build/bin/prepflow-worker --listen "$("$tb" addr "$w")" --insecure --data-root "$data" \
     --threads 1 --port-file "$work/$w.port" >/dev/null 2>"$work/$w.err" &
   pids[$w]=$!
 done

@@ -50,11 +50,16 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkerCore::GetDataset(
   return shared;
 }
 
+void WorkerCore::RefuseStream(const absl::Status& status, const std::string& peer) {
+  if (metrics_ != nullptr) metrics_->StreamRefused(status.code());
+  spdlog::warn("refused a job stream from {}: {}", peer, status.ToString());
+}
+
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
+                                                               const std::string& client,
                                                                proto::JobOpened* opened) {
-  auto refuse = [this](absl::Status s) {
-    if (metrics_ != nullptr) metrics_->StreamRefused(s.code());
-    spdlog::warn("refused a job stream: {}", s.ToString());
+  auto refuse = [this, &client](absl::Status s) {
+    RefuseStream(s, client);
     return s;
   };
   if (open.max_pixels() < 0 || open.max_pixels() > options_.max_pixels_limit) {
@@ -80,6 +85,11 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
       return refuse(absl::ResourceExhaustedError(
           absl::StrCat("worker has ", streams_, " open streams, the limit (--max-streams)")));
     }
+    if (streams_by_client_[client] >= options_.max_streams_per_client) {
+      return refuse(absl::ResourceExhaustedError(
+          absl::StrCat("worker has ", streams_by_client_[client], " open streams from ", client,
+                       ", the limit (--max-streams-per-client)")));
+    }
     auto ds = GetDataset(open.dataset());
     if (!ds.ok()) {
       const absl::Status& s = ds.status();
@@ -94,6 +104,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
           "), the client ", open.dataset_size(), " (", open.dataset_fingerprint(), ")")));
     }
     ++streams_;
+    ++streams_by_client_[client];
+    job->client_ = client;
   }
   const int asked = open.max_items_in_flight();
   job->max_items_in_flight_ =
@@ -116,6 +128,7 @@ void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {
   if (job == nullptr) return;
   absl::MutexLock lock(&mu_);
   --streams_;
+  if (--streams_by_client_[job->client_] <= 0) streams_by_client_.erase(job->client_);
   if (metrics_ != nullptr) metrics_->StreamClosed();
 }
 

@@ -30,10 +30,11 @@
 namespace prepflow {
 
 struct WorkerOptions {
-  std::string data_root;         // required: nothing outside it is read
-  int threads = 0;               // 0: every available CPU
-  int max_streams = 64;          // open job streams at once
-  int max_items_per_stream = 0;  // credits per stream; 0: 2 x threads
+  std::string data_root;            // required: nothing outside it is read
+  int threads = 0;                  // 0: every available CPU
+  int max_streams = 64;             // open job streams at once
+  int max_streams_per_client = 32;  // of them, from one client host
+  int max_items_per_stream = 0;     // credits per stream; 0: 2 x threads
   int max_item_samples = 4096;
   int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
   std::string worker_id;                  // for logs and JobOpened; default host:pid
@@ -67,6 +68,7 @@ class WorkerJob {
  private:
   friend class WorkerCore;
   proto::JobOpen spec_;
+  std::string client_;  // host, for the per-client stream count
   std::shared_ptr<const Dataset> dataset_;
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<prometheus::Histogram*> stage_histograms_;
@@ -85,8 +87,12 @@ class WorkerCore {
   // differs from the client's), ResourceExhausted (too many streams),
   // NotFound/DataLoss (dataset unreadable). On success the caller owns one
   // stream slot until it calls CloseJob().
+  // `client`: the client's host, for --max-streams-per-client.
   absl::StatusOr<std::shared_ptr<WorkerJob>> OpenJob(const proto::JobOpen& open,
+                                                     const std::string& client,
                                                      proto::JobOpened* opened);
+  // Counts and logs a stream refused before OpenJob (e.g. its token).
+  void RefuseStream(const absl::Status& status, const std::string& peer);
   void CloseJob(const std::shared_ptr<WorkerJob>& job);
 
   // Checks `item` against `job` (InvalidArgument naming the field) and queues
@@ -115,6 +121,7 @@ class WorkerCore {
 
   mutable absl::Mutex mu_;
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   // Open datasets by (path, format, limit), shared by the streams of a job.
   std::map<std::string, std::weak_ptr<const Dataset>> datasets_ ABSL_GUARDED_BY(mu_);

@@ -19,6 +19,7 @@
 #include "scheduler/registration.h"
 #include "server/daemon.h"
 #include "server/metrics.h"
+#include "server/security.h"
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
@@ -41,6 +42,13 @@ int Main(int argc, char** argv) {
   flags.Int("metrics-port", &metrics_port,
             "serve Prometheus /metrics here (0: a free port; -1: off)");
   flags.Int("max-streams", &options.max_streams, "job streams open at once");
+  flags.Int("max-streams-per-client", &options.max_streams_per_client,
+            "job streams open at once from one client host");
+  int max_message_bytes = 16 << 20;
+  flags.Int("max-message-bytes", &max_message_bytes,
+            "largest message a client may send (work items are small)");
+  SecurityOptions security_options;
+  RegisterSecurityFlags(flags, &security_options, /*server=*/true);
   flags.Int("max-items-per-stream", &options.max_items_per_stream,
             "outstanding work items a stream may have (0: 2 x threads)");
   flags.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
@@ -80,10 +88,20 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.max_pixels_limit = max_pixels;
-  if (options.max_streams < 1 || options.max_item_samples < 1 || max_pixels < 1 || port < 0) {
+  if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
+      options.max_item_samples < 1 || max_pixels < 1 || max_message_bytes < 1024 || port < 0) {
     std::fprintf(stderr,
-                 "prepflow-worker: --max-streams, --max-item-samples, --max-pixels must be "
-                 "positive and --port >= 0\n");
+                 "prepflow-worker: --max-streams, --max-streams-per-client, --max-item-samples, "
+                 "--max-pixels must be positive, --max-message-bytes at least 1024 and --port "
+                 ">= 0\n");
+    return 2;
+  }
+  auto security = LoadSecurity(security_options);
+  absl::Status listen_ok = security.ok()
+                               ? CheckListenAddress(listen, *security, security_options.insecure)
+                               : security.status();
+  if (!listen_ok.ok()) {
+    std::fprintf(stderr, "prepflow-worker: %s\n", std::string(listen_ok.message()).c_str());
     return 2;
   }
 
@@ -100,13 +118,13 @@ int Main(int argc, char** argv) {
     exposer = *std::move(served);
   }
   WorkerCore core(options, &metrics);
-  WorkerService service(&core);
+  WorkerService service(&core, security->token);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(listen, ":", port), grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(16 << 20);  // work items are small
+  builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(-1);
   // Clients' flow-control (BDP) pings arrive while this side is busy and has
   // sent nothing; the default policy would answer them with GOAWAY
@@ -117,9 +135,12 @@ int Main(int argc, char** argv) {
     spdlog::error("cannot listen on {}:{}", listen, port);
     return 1;
   }
-  spdlog::info("prepflow-worker {} listening on {}:{} ({} threads, data root {}, metrics {})",
-               core.worker_id(), listen, bound_port, core.threads(), options.data_root,
-               daemon::MetricsAddress(listen, exposer.get()));
+  spdlog::info(
+      "prepflow-worker {} listening on {}:{} ({} threads, data root {}, metrics {}, {}{})",
+      core.worker_id(), listen, bound_port, core.threads(), options.data_root,
+      daemon::MetricsAddress(listen, exposer.get()),
+      security->server_tls() ? (security->client_ca.empty() ? "TLS" : "mutual TLS") : "plaintext",
+      security->token.empty() ? "" : ", bearer token required");
   daemon::AnnounceListening(listen, bound_port, port_file);
 
   std::unique_ptr<WorkerRegistration> registration;
@@ -137,7 +158,7 @@ int Main(int argc, char** argv) {
     beat.set_version(PREPFLOW_VERSION);
     *beat.mutable_labels() = {parsed_labels->begin(), parsed_labels->end()};
     registration = std::make_unique<WorkerRegistration>(
-        scheduler, beat,
+        scheduler, *security, beat,
         [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });
     registration->Start();
   }

@@ -5,9 +5,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/result_encoding.h"
+#include "server/security.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
+
+// The host part of a gRPC peer ("ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7"):
+// what --max-streams-per-client counts by.
+std::string ClientHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
@@ -98,7 +106,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       return;
     }
     proto::WorkerMessage reply;
-    auto job = core_->OpenJob(msg_.open(), reply.mutable_opened());
+    auto job = core_->OpenJob(msg_.open(), ClientHost(context_->peer()), reply.mutable_opened());
     if (!job.ok()) {
       Fail(job.status());
       return;
@@ -194,8 +202,21 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
+// A stream refused before it starts (no job is opened): finishes at once.
+class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit RefusedStream(const absl::Status& s) {
+    Finish(grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
+  }
+  void OnDone() override { delete this; }
+};
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Process(
     grpc::CallbackServerContext* context) {
+  if (absl::Status s = CheckToken(context->client_metadata(), token_); !s.ok()) {
+    core_->RefuseStream(s, context->peer());
+    return new RefusedStream(s);
+  }
   auto* reactor = new StreamReactor(this, context);
   bool drain = false;
   {

@@ -23,7 +23,9 @@ class StreamReactor;
 class WorkerService final
     : public proto::Worker::WithRawCallbackMethod_Process<proto::Worker::Service> {
  public:
-  explicit WorkerService(WorkerCore* core) : core_(core) {}
+  // `token`: the bearer token every stream must carry (security.h); empty: none.
+  explicit WorkerService(WorkerCore* core, std::string token = "")
+      : core_(core), token_(std::move(token)) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
       grpc::CallbackServerContext* context) override;
@@ -42,6 +44,7 @@ class WorkerService final
   void Forget(StreamReactor* reactor);
 
   WorkerCore* core_;
+  const std::string token_;
   absl::Mutex mu_;
   std::set<StreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;

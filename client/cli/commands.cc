@@ -143,6 +143,7 @@ struct RunFlags {
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0;
   int item_samples = 8;
   int metrics_port = -1;
+  SecurityOptions security;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -184,6 +185,7 @@ struct RunFlags {
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
     f.Int("item-samples", &item_samples, "samples per remote work item");
+    RegisterSecurityFlags(f, &security, /*server=*/false);
     f.Int("metrics-port", &metrics_port,
           "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
@@ -227,6 +229,7 @@ struct RunFlags {
     }
     o.scheduler = scheduler;
     o.scheduler_weight = weight;
+    o.security = security;
     auto parsed_labels = ParseKeyValues(labels, "labels");
     if (!parsed_labels.ok()) return parsed_labels.status();
     o.labels = *std::move(parsed_labels);

@@ -99,6 +99,11 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.bandwidth = Get<double>(d, "bandwidth_mbps", 0) * 1e6 / 8;
   o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
   o.item_samples = Get<int>(d, "item_samples", 8);
+  o.security.tls_ca_file = Get<std::string>(d, "tls_ca", "");
+  o.security.tls_cert_file = Get<std::string>(d, "tls_cert", "");
+  o.security.tls_key_file = Get<std::string>(d, "tls_key", "");
+  o.security.tls_server_name = Get<std::string>(d, "tls_server_name", "");
+  o.security.auth_token_file = Get<std::string>(d, "auth_token_file", "");
   return o;
 }
 

@@ -148,6 +148,26 @@ class Kubernetes(unittest.TestCase):
                 with self.subTest(binary=binary):
                     self.assertLessEqual(flags, known, f"unknown flags: {flags - known}")
 
+    def test_every_pod_uses_tls_and_the_token_from_the_secret(self):
+        secret = self.by_kind["Secret"][0]
+        keys = set(secret["stringData"])
+        for kind, doc, template in self.pods():
+            with self.subTest(kind=kind, name=doc["metadata"]["name"]):
+                volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+                self.assertEqual(volumes["tls"]["secret"]["secretName"],
+                                 secret["metadata"]["name"])
+                c = template["spec"]["containers"][0]
+                mount = [m for m in c["volumeMounts"] if m["name"] == "tls"][0]
+                self.assertTrue(mount["readOnly"])
+                args = dict(a.split("=", 1) for a in c["args"] if "=" in a)
+                self.assertNotIn("--insecure", c["args"])
+                self.assertIn("--auth-token-file", args)
+                for flag, path in args.items():
+                    if flag.startswith("--tls-") and flag != "--tls-server-name" or \
+                            flag == "--auth-token-file":
+                        self.assertTrue(path.startswith(mount["mountPath"] + "/"), path)
+                        self.assertIn(path.rsplit("/", 1)[1], keys)
+
     def test_scrape_snippet_parses(self):
         snippet = yaml.safe_load((DEPLOY / "k8s/prometheus-scrape.yml").read_text())
         self.assertEqual(snippet["scrape_configs"][0]["kubernetes_sd_configs"][0]["role"], "pod")
@@ -193,6 +213,24 @@ class Systemd(unittest.TestCase):
                 self.assertTrue(flags, "the env file passes flags")
         worker = self.env_args("prepflow-worker.env", "PREPFLOW_WORKER_ARGS")
         self.assertEqual(worker[worker.index("--data-root") + 1], "/data")
+
+    def test_units_are_tls_and_token_by_default(self):
+        # Every file the flags name is a credential the unit loads.
+        for binary, var in (("prepflow-worker", "PREPFLOW_WORKER_ARGS"),
+                            ("prepflow-scheduler", "PREPFLOW_SCHEDULER_ARGS")):
+            with self.subTest(unit=binary):
+                args = self.env_args(f"{binary}.env", var)
+                self.assertNotIn("--insecure", args)
+                for flag in ("--tls-cert", "--tls-key", "--auth-token-file"):
+                    self.assertIn(flag, args)
+                unit = (DEPLOY / "systemd" / f"{binary}.service").read_text()
+                loaded = set(re.findall(r"^LoadCredential=([^:]+):", unit, re.M))
+                prefix = f"/run/credentials/{binary}.service/"
+                for i, a in enumerate(args):
+                    if a.startswith("--tls-") or a == "--auth-token-file":
+                        path = args[i + 1]
+                        self.assertTrue(path.startswith(prefix), path)
+                        self.assertIn(path[len(prefix):], loaded)
 
 
 class Prometheus(unittest.TestCase):

@@ -118,7 +118,7 @@ def main():
                         tmp, "worker")
         daemons.append(worker)
         worker.wait_for(r"listening (\S+)", worker.out)
-        worker_metrics = worker.wait_for(r"metrics (127\.0\.0\.1:\d+)\)", worker.err).group(1)
+        worker_metrics = worker.wait_for(r"metrics (127\.0\.0\.1:\d+)[,)]", worker.err).group(1)
         poll("the worker registered with the scheduler",
              lambda: 'prepflow_scheduler_pool{what="workers"} 1' in
              get(f"http://{sched_metrics}/metrics"))

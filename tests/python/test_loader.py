@@ -165,6 +165,8 @@ class Errors(unittest.TestCase):
             loader(device="tpu")
         with self.assertRaisesRegex(ValueError, "on_error"):
             loader(on_error="maybe")
+        with self.assertRaisesRegex(ValueError, "--auth-token-file .*nowhere"):
+            loader(auth_token_file=os.path.join(TMP, "nowhere"))
 
     def test_a_bad_file_fails_with_its_path_under_on_error_fail(self):
         data = os.path.join(TMP, "broken")

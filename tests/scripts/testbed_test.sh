@@ -25,7 +25,7 @@ if [ $rc -eq 77 ]; then cat "$work/up.log"; echo "SKIPPED: testbed unavailable";
 data=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dataset"])' "$work/demo.json")
 trap 'cleanup; rm -rf "$(dirname "$data")"' EXIT
 
-"$testbed" exec w1 "$build/bin/prepflow-worker" --listen "$("$testbed" addr w1)" --data-root "$data" \
+"$testbed" exec w1 "$build/bin/prepflow-worker" --listen "$("$testbed" addr w1)" --insecure --data-root "$data" \
   --threads 1 --port-file "$work/port" >/dev/null 2>"$work/worker.err" &
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 [ -s "$work/port" ] || { cat "$work/worker.err"; echo "FAIL: the worker did not start"; exit 1; }

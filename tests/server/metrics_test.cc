@@ -67,7 +67,7 @@ TEST(WorkerMetrics, CountItemsSamplesErrorsAndStageTimes) {
   open.set_dataset_size((*ds)->size());
   open.set_dataset_fingerprint((*ds)->fingerprint());
   proto::JobOpened opened;
-  auto job = core.OpenJob(open, &opened);
+  auto job = core.OpenJob(open, "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
 
   proto::WorkItem item;

@@ -76,7 +76,7 @@ class WorkerCoreTest : public ::testing::Test {
 
 TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
   proto::JobOpened opened;
-  auto job = core_->OpenJob(Open(root_ + "/data"), &opened);
+  auto job = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(opened.num_stages(), 4);
   EXPECT_EQ(opened.threads(), 2);
@@ -116,19 +116,19 @@ TEST_F(WorkerCoreTest, RefusesPathsOutsideTheDataRoot) {
     WorkerOptions options;
     options.data_root = root_ + "/data";
     WorkerCore at_root(options, nullptr);
-    auto job = at_root.OpenJob(Open(root_ + "/data"), &opened);
+    auto job = at_root.OpenJob(Open(root_ + "/data"), "client-a", &opened);
     ASSERT_TRUE(job.ok()) << job.status();
     at_root.CloseJob(*job);
   }
   for (const std::string& path :
        {dir_.Join("outside"), root_ + "/../outside", std::string("data"), std::string("/")}) {
-    auto job = core_->OpenJob(Open(path), &opened);
+    auto job = core_->OpenJob(Open(path), "client-a", &opened);
     EXPECT_EQ(job.status().code(), absl::StatusCode::kPermissionDenied) << path;
     EXPECT_THAT(job.status().message(), HasSubstr("data root")) << path;
   }
   // A symlinked folder inside the root that points outside it.
   std::filesystem::create_directory_symlink(dir_.Join("outside"), root_ + "/link");
-  auto linked = core_->OpenJob(Open(root_ + "/link"), &opened);
+  auto linked = core_->OpenJob(Open(root_ + "/link"), "client-a", &opened);
   EXPECT_EQ(linked.status().code(), absl::StatusCode::kPermissionDenied);
 }
 
@@ -136,7 +136,7 @@ TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
   std::filesystem::create_symlink(dir_.Join("outside/class000/img000000.jpg"),
                                   root_ + "/data/class000/escape.jpg");
   proto::JobOpened opened;
-  auto job = core_->OpenJob(Open(root_ + "/data"), &opened);
+  auto job = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
   proto::DatasetSpec spec;
   spec.set_path(root_ + "/data");
@@ -161,34 +161,53 @@ TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   proto::JobOpen bad_pipeline = Open(root_ + "/data");
   bad_pipeline.mutable_pipeline()->mutable_stages(1)->mutable_random_resized_crop()->set_scale_min(
       2);
-  auto a = core_->OpenJob(bad_pipeline, &opened);
+  auto a = core_->OpenJob(bad_pipeline, "client-a", &opened);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(a.status().message(), HasSubstr("stage 1 (random_resized_crop): scale_min"));
 
   proto::JobOpen wrong_index = Open(root_ + "/data");
   wrong_index.set_dataset_fingerprint(wrong_index.dataset_fingerprint() + 1);
-  auto b = core_->OpenJob(wrong_index, &opened);
+  auto b = core_->OpenJob(wrong_index, "client-a", &opened);
   EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(b.status().message(), HasSubstr("differs"));
 
   proto::JobOpen too_big = Open(root_ + "/data");
   too_big.set_max_pixels(int64_t{1} << 40);
-  EXPECT_THAT(core_->OpenJob(too_big, &opened).status().message(), HasSubstr("max_pixels"));
+  EXPECT_THAT(core_->OpenJob(too_big, "client-a", &opened).status().message(),
+              HasSubstr("max_pixels"));
 
   proto::JobOpen missing = Open(root_ + "/nothing-here");
-  EXPECT_EQ(core_->OpenJob(missing, &opened).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core_->OpenJob(missing, "client-a", &opened).status().code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   proto::JobOpened opened;
-  auto a = core_->OpenJob(Open(root_ + "/data"), &opened);
-  auto b = core_->OpenJob(Open(root_ + "/data"), &opened);
+  auto a = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
+  auto b = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
   ASSERT_TRUE(a.ok() && b.ok());
-  auto c = core_->OpenJob(Open(root_ + "/data"), &opened);
+  auto c = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(c.status().message(), HasSubstr("--max-streams"));
   core_->CloseJob(*b);
-  EXPECT_TRUE(core_->OpenJob(Open(root_ + "/data"), &opened).ok());
+  EXPECT_TRUE(core_->OpenJob(Open(root_ + "/data"), "client-a", &opened).ok());
+
+  // Per client host: with 1 allowed, a second stream from the same host is
+  // refused while one from another host is not (the total is 2 here).
+  WorkerOptions per_client;
+  per_client.data_root = root_;
+  per_client.threads = 1;
+  per_client.max_streams_per_client = 1;
+  WorkerCore shared(per_client, nullptr);
+  auto first = shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.1", &opened);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.1", &opened);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(again.status().message(), HasSubstr("from ipv4:10.0.0.1"));
+  EXPECT_THAT(again.status().message(), HasSubstr("--max-streams-per-client"));
+  EXPECT_TRUE(shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.2", &opened).ok());
+  shared.CloseJob(*first);
+  EXPECT_TRUE(shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.1", &opened).ok());
 
   auto submit = [&](int cut, std::vector<int64_t> indices) {
     proto::WorkItem item;

@@ -70,6 +70,12 @@ class Loader:
     from a prepflow-scheduler (`scheduler`, or PREPFLOW_SCHEDULER), with
     `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`.
 
+    Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
+    workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
+    mutual TLS), `tls_server_name` (the name to verify in the servers'
+    certificates instead of the dialled host), `auth_token_file` (the bearer
+    token to send).
+
     `device`: "cpu", or "cuda[:N]" to receive batches in GPU memory (falls
     back to CPU, with a log line, where no GPU is present). On a GPU, a
     pipeline ending in `normalize` runs up to it on the CPUs (and workers),
@@ -90,7 +96,8 @@ class Loader:
                  workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
                  device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
                  max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
-                 item_samples=8, as_numpy=False):
+                 item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None, auth_token_file=None, as_numpy=False):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -116,7 +123,9 @@ class Loader:
             max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
-            item_samples=item_samples)
+            item_samples=item_samples, tls_ca=tls_ca or "", tls_cert=tls_cert or "",
+            tls_key=tls_key or "", tls_server_name=tls_server_name or "",
+            auth_token_file=auth_token_file or "")
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)

@@ -1,0 +1,159 @@
+#include "server/security.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "pipeline/flags.h"
+
+namespace prepflow {
+namespace {
+
+constexpr char kAuthorization[] = "authorization";
+constexpr char kBearer[] = "Bearer ";
+
+absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path,
+                                         bool pem) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", path, ": cannot read it: ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  if (pem && !absl::StrContains(s, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": not a PEM file"));
+  }
+  if (!pem) s = std::string(absl::StripAsciiWhitespace(s));
+  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": empty"));
+  return s;
+}
+
+}  // namespace
+
+void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* o, bool server) {
+  flags.String("tls-cert", &o->tls_cert_file,
+               server ? "TLS certificate chain (PEM) to serve with; with --tls-key"
+                      : "TLS client certificate (PEM) for mutual TLS; with --tls-key");
+  flags.String("tls-key", &o->tls_key_file, "private key (PEM) of --tls-cert");
+  flags.String("tls-ca", &o->tls_ca_file,
+               "CA (PEM) that signed the servers this process dials; makes those connections TLS");
+  flags.String("tls-server-name", &o->tls_server_name,
+               "with --tls-ca: the name servers' certificates must carry, instead of the host "
+               "dialled (one certificate for workers reached by IP)");
+  if (server) {
+    flags.String("tls-client-ca", &o->tls_client_ca_file,
+                 "require client certificates signed by this CA (PEM): mutual TLS");
+    flags.Bool("insecure", &o->insecure,
+               "allow plaintext gRPC on an address other hosts can reach (default: refuse)");
+  }
+  flags.String("auth-token-file", &o->auth_token_file,
+               server ? "bearer token every call must carry (and this process sends)"
+                      : "bearer token to send with every call");
+}
+
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
+  Security s;
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");
+  }
+  struct File {
+    const char* flag;
+    const std::string& path;
+    std::string* into;
+    bool pem;
+  };
+  for (const File& f :
+       {File{"tls-cert", o.tls_cert_file, &s.cert, true},
+        File{"tls-key", o.tls_key_file, &s.key, true}, File{"tls-ca", o.tls_ca_file, &s.ca, true},
+        File{"tls-client-ca", o.tls_client_ca_file, &s.client_ca, true},
+        File{"auth-token-file", o.auth_token_file, &s.token, false}}) {
+    if (f.path.empty()) continue;
+    auto text = ReadFlagFile(f.flag, f.path, f.pem);
+    if (!text.ok()) return text.status();
+    *f.into = *std::move(text);
+  }
+  s.server_name = o.tls_server_name;
+  if (!s.server_name.empty() && s.ca.empty()) {
+    return absl::InvalidArgumentError("--tls-server-name needs --tls-ca");
+  }
+  if (!s.client_ca.empty() && s.cert.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key (TLS first)");
+  }
+  return s;
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const Security& s) {
+  if (!s.server_tls()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      s.client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = s.client_ca;
+  options.pem_key_cert_pairs.push_back({s.key, s.cert});
+  return grpc::SslServerCredentials(options);
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const Security& s) {
+  if (!s.client_tls()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = s.ca;
+  options.pem_private_key = s.key;
+  options.pem_cert_chain = s.cert;
+  return grpc::SslCredentials(options);
+}
+
+void ApplyChannelArguments(const Security& s, grpc::ChannelArguments* args) {
+  if (!s.server_name.empty()) args->SetSslTargetNameOverride(s.server_name);
+}
+
+std::shared_ptr<grpc::Channel> SecureChannel(const std::string& target, const Security& s) {
+  grpc::ChannelArguments args;
+  ApplyChannelArguments(s, &args);
+  return grpc::CreateCustomChannel(target, ChannelCredentials(s), args);
+}
+
+absl::Status CheckListenAddress(const std::string& listen, const Security& s, bool insecure) {
+  const bool loopback = listen == "localhost" || listen == "::1" || listen == "[::1]" ||
+                        absl::StartsWith(listen, "127.");
+  if (loopback || s.server_tls() || insecure) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--listen ", listen,
+      ": refusing plaintext gRPC on an address other hosts can reach; give --tls-cert and "
+      "--tls-key, or --insecure on a trusted network"));
+}
+
+void AttachToken(grpc::ClientContext* context, const Security& s) {
+  if (!s.token.empty()) context->AddMetadata(kAuthorization, absl::StrCat(kBearer, s.token));
+}
+
+absl::Status CheckToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                        const std::string& token) {
+  if (token.empty()) return absl::OkStatus();
+  auto it = metadata.find(kAuthorization);
+  if (it != metadata.end()) {
+    const std::string_view value(it->second.data(), it->second.size());
+    if (value.rfind(kBearer, 0) == 0 &&
+        ConstantTimeEquals(value.substr(sizeof(kBearer) - 1), token)) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnauthenticatedError("missing or wrong bearer token (--auth-token-file)");
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  // Every byte of the longer is read whatever matches, so the time says
+  // nothing about where the first difference is.
+  const size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace prepflow

@@ -1,0 +1,89 @@
+// TLS and bearer tokens for prepflow's gRPC endpoints (worker, scheduler)
+// and their clients (trainers, and workers beating to the scheduler).
+//
+// One set of flags everywhere (see docs/security.md):
+//   --tls-cert, --tls-key    this process's certificate chain and key (PEM):
+//                            a server presents it; a client presents it for
+//                            mutual TLS
+//   --tls-ca                 client: the CA that signed the servers; with it
+//                            every connection is TLS and verified
+//   --tls-server-name        client: the name to verify in servers'
+//                            certificates instead of the dialled host (one
+//                            certificate for a fleet reached by IP)
+//   --tls-client-ca          server: require client certificates signed by
+//                            this CA (mutual TLS)
+//   --auth-token-file        a bearer token: servers require it on every call
+//                            (UNAUTHENTICATED otherwise; compared in constant
+//                            time), clients send it
+//   --insecure               server: allow plaintext on a non-loopback address
+//
+// Thread-safety: everything here is a pure function of its arguments.
+#ifndef PREPFLOW_SERVER_SECURITY_H_
+#define PREPFLOW_SERVER_SECURITY_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace prepflow {
+
+namespace cli {
+class FlagSet;
+}
+
+// File names, as given on the command line (or in LoaderOptions).
+struct SecurityOptions {
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  std::string tls_client_ca_file;
+  std::string tls_server_name;
+  std::string auth_token_file;
+  bool insecure = false;
+};
+
+// What those files hold.
+struct Security {
+  std::string cert, key, ca, client_ca, token;
+  std::string server_name;  // verify servers as this name ("": the dialled host)
+  bool server_tls() const { return !cert.empty(); }
+  bool client_tls() const { return !ca.empty(); }
+};
+
+// Adds the flags above to `flags`; `server`: also --tls-client-ca and --insecure.
+void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* options, bool server);
+
+// Reads the files. Errors: InvalidArgument naming the flag and the file (unreadable,
+// empty, not PEM), or a certificate without its key and vice versa.
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options);
+
+// TLS when the security has a certificate, else plaintext.
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const Security& security);
+// TLS when the security has a CA (with this side's certificate for mutual TLS), else plaintext.
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const Security& security);
+// Channel arguments the security needs (the server-name override).
+void ApplyChannelArguments(const Security& security, grpc::ChannelArguments* args);
+// A channel to `target` with both.
+std::shared_ptr<grpc::Channel> SecureChannel(const std::string& target, const Security& security);
+
+// Refuses plaintext on an address other hosts can reach unless `insecure`.
+// Error: InvalidArgument naming --tls-cert and --insecure.
+absl::Status CheckListenAddress(const std::string& listen, const Security& security, bool insecure);
+
+// The token's metadata on a client call (nothing when there is no token).
+void AttachToken(grpc::ClientContext* context, const Security& security);
+// OK when `token` is empty or the call carries "authorization: Bearer <token>";
+// else UNAUTHENTICATED.
+absl::Status CheckToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,
+                        const std::string& token);
+// Equal contents, in time that depends only on the lengths.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_SERVER_SECURITY_H_

@@ -12,7 +12,7 @@
 namespace prepflow {
 
 ThreadPool::ThreadPool(int threads, size_t queue_capacity)
-    : ring_(std::max<size_t>(queue_capacity, 1)) {
+    : capacity_(std::max<size_t>(queue_capacity, 1)), ring_(capacity_) {
   threads = std::max(threads, 1);
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });

@@ -41,7 +41,7 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(threads_.size()); }
   size_t queue_depth() const;
-  size_t queue_capacity() const { return ring_.size(); }
+  size_t queue_capacity() const { return capacity_; }
 
  private:
   void WorkerLoop(int worker);
@@ -49,7 +49,8 @@ class ThreadPool {
   mutable absl::Mutex mu_;
   absl::CondVar not_empty_;
   absl::CondVar not_full_;
-  std::vector<Task> ring_ ABSL_GUARDED_BY(mu_);  // fixed capacity, never reallocated
+  const size_t capacity_;
+  std::vector<Task> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots, never reallocated
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -285,10 +285,12 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size, ImageFo
   if (w <= 0 || h <= 0) {
     return absl::DataLossError(absl::StrFormat("bad image size %dx%d in header", w, h));
   }
-  if (w * h > options.max_pixels) {
+  // Compared without multiplying: a PNG header's 32-bit sides overflow int64
+  // when multiplied (found by tests/fuzz/decode_fuzz).
+  if (w > options.max_pixels / h) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("image is %dx%d = %d pixels, over the limit of %d (--max-pixels)", w, h,
-                        w * h, options.max_pixels));
+        absl::StrFormat("image is %dx%d = %.0f pixels, over the limit of %d (--max-pixels)", w, h,
+                        static_cast<double>(w) * static_cast<double>(h), options.max_pixels));
   }
   cv::Mat bgr;
   try {

@@ -1,6 +1,7 @@
 #include "pipeline/ops.h"
 
 #include <array>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -206,10 +207,11 @@ class RandomResizedCropOp : public Op {
           absl::StrFormat("scale_min, scale_max: need 0 < scale_min <= scale_max <= 1, got %g, %g",
                           op->scale_min_, op->scale_max_));
     }
-    if (!(op->ratio_min_ > 0 && op->ratio_min_ <= op->ratio_max_)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("ratio_min, ratio_max: need 0 < ratio_min <= ratio_max, got %g, %g",
-                          op->ratio_min_, op->ratio_max_));
+    if (!(op->ratio_min_ > 0 && op->ratio_min_ <= op->ratio_max_ &&
+          std::isfinite(op->ratio_max_))) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "ratio_min, ratio_max: need 0 < ratio_min <= ratio_max < infinity, got %g, %g",
+          op->ratio_min_, op->ratio_max_));
     }
     if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
     op->interp_ = p.interpolation();
@@ -254,9 +256,12 @@ class RandomResizedCropOp : public Op {
       const double target_area = area * rng.Uniform(scale_min_, scale_max_);
       const double aspect = std::exp(rng.Uniform(log_ratio_min_, log_ratio_max_));
       // Python's round() rounds half to even, as nearbyint does by default.
-      const int w = static_cast<int>(std::nearbyint(std::sqrt(target_area * aspect)));
-      const int h = static_cast<int>(std::nearbyint(std::sqrt(target_area / aspect)));
-      if (0 < w && w <= width && 0 < h && h <= height) {
+      // Compared as doubles: an extreme aspect ratio gives sides no int holds
+      // (found by tests/fuzz/job_fuzz).
+      const double wd = std::nearbyint(std::sqrt(target_area * aspect));
+      const double hd = std::nearbyint(std::sqrt(target_area / aspect));
+      if (0 < wd && wd <= width && 0 < hd && hd <= height) {
+        const int w = static_cast<int>(wd), h = static_cast<int>(hd);
         const int y = static_cast<int>(rng.UniformInt(0, height - h));
         const int x = static_cast<int>(rng.UniformInt(0, width - w));
         return cv::Rect(x, y, w, h);
@@ -264,14 +269,14 @@ class RandomResizedCropOp : public Op {
     }
     // Fallback to a central crop at the nearest allowed aspect ratio.
     const double in_ratio = static_cast<double>(width) / height;
-    int w = width, h = height;
+    double wd = width, hd = height;
     if (in_ratio < ratio_min_) {
-      h = static_cast<int>(std::nearbyint(w / ratio_min_));
+      hd = std::nearbyint(wd / ratio_min_);
     } else if (in_ratio > ratio_max_) {
-      w = static_cast<int>(std::nearbyint(h * ratio_max_));
+      wd = std::nearbyint(hd * ratio_max_);
     }
-    w = std::clamp(w, 1, width);
-    h = std::clamp(h, 1, height);
+    const int w = static_cast<int>(std::clamp(wd, 1.0, static_cast<double>(width)));
+    const int h = static_cast<int>(std::clamp(hd, 1.0, static_cast<double>(height)));
     return cv::Rect((width - w) / 2, (height - h) / 2, w, h);
   }
 
@@ -314,10 +319,13 @@ class ResizeOp : public Op {
 
   // torchvision's Resize(int): the shorter side becomes `shorter_`, the longer
   // one int(shorter_ * long / short).
+  // The long side saturates at INT_MAX: a thin image resized up overflows
+  // int (Apply then refuses it against --max-pixels).
   cv::Size Target(int w, int h) const {
     if (shorter_ == 0) return cv::Size(w_, h_);
     const int short_side = std::min(w, h), long_side = std::max(w, h);
-    const int new_long = static_cast<int>(static_cast<double>(shorter_) * long_side / short_side);
+    const double exact = static_cast<double>(shorter_) * long_side / short_side;
+    const int new_long = exact < INT_MAX ? static_cast<int>(exact) : INT_MAX;
     return w <= h ? cv::Size(shorter_, new_long) : cv::Size(new_long, shorter_);
   }
 
@@ -330,7 +338,13 @@ class ResizeOp : public Op {
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     const ImageView& v = s.view;
     const cv::Size t = Target(v.source_width, v.source_height);
-    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(t.area()) * 3);
+    const double area = static_cast<double>(t.width) * t.height;
+    if (ctx.decode != nullptr && area > static_cast<double>(ctx.decode->max_pixels)) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "resizing %dx%d to %dx%d = %.0f pixels, over the limit of %d (--max-pixels)",
+          v.source_width, v.source_height, t.width, t.height, area, ctx.decode->max_pixels));
+    }
+    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(t.width) * t.height * 3);
     cv::Mat dst(t, CV_8UC3, out);
     if (absl::Status st = ResizeInto(ImageMat(s), dst, interp_); !st.ok()) return st;
     SetImage(s, out, t.height, t.width, ImageView::Whole(t.width, t.height));

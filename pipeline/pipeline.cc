@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -129,6 +130,18 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     auto type = (*op)->OutputType(p->types_.back());
     if (!type.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(where(), type.status().message()));
+    }
+    // A fixed-size output is held to the same bound as a decoded image, so a
+    // job cannot make a worker allocate gigabytes (found by
+    // tests/fuzz/job_fuzz: a 15000 px crop).
+    if (type->kind != ValueKind::kEncoded && type->fixed()) {
+      const double pixels = static_cast<double>(type->bytes()) /
+                            (type->kind == ValueKind::kTensor ? 3 * sizeof(float) : 3);
+      if (pixels > static_cast<double>(options.decode.max_pixels)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%sits output (%s) has %.0f pixels, over the limit of %d (--max-pixels)", where(),
+            type->DebugString(), pixels, options.decode.max_pixels));
+      }
     }
     p->types_.push_back(*type);
     p->stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);

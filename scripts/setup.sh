@@ -4,18 +4,21 @@
 # are present are skipped and the build is incremental (ccache).
 #
 #   scripts/setup.sh [--no-build] [--build-dir DIR] [--type Release|Debug|RelWithDebInfo]
+#                    [--sanitize address|thread]   (into build-asan/ or build-tsan/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build_dir=build
+build_dir=
 build_type=Release
 do_build=1
+sanitize=
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-build) do_build=0 ;;
     --build-dir) build_dir="$2"; shift ;;
     --type) build_type="$2"; shift ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --sanitize) sanitize="$2"; shift ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -35,6 +38,8 @@ packages=(
   # The Python package, built for Debian's /usr/bin/python3, and what its
   # tests and examples/train_resnet.py use.
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-torchvision
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
+  clang libclang-rt-14-dev
 )
 
 missing=()
@@ -56,8 +61,20 @@ fi
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+extra=()
+case "$sanitize" in
+  "") build_dir=${build_dir:-build} ;;
+  address|thread)
+    # Instrumented tests only: no benchmarks, no Python module (it would need
+    # the sanitizer runtime preloaded into python), no CUDA.
+    build_dir=${build_dir:-build-${sanitize:0:1}san}
+    [ "$build_type" = Release ] && build_type=RelWithDebInfo
+    extra=(-DPREPFLOW_SANITIZE="$sanitize" -DPREPFLOW_BUILD_BENCH=OFF -DPREPFLOW_BUILD_PYTHON=OFF
+           -DPREPFLOW_DISABLE_CUDA=ON) ;;
+  *) echo "setup.sh: --sanitize: '$sanitize' is not address or thread" >&2; exit 2 ;;
+esac
 if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "${launcher[@]}"
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" "${launcher[@]}" "${extra[@]}"
 fi
 # Two cores and 24 GiB: protobuf/gRPC translation units are heavy but fit.
 cmake --build "$build_dir" --parallel "$(nproc)"

@@ -84,7 +84,12 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   void OnDone() override {
     service_->Forget(this);
-    core_->CloseJob(job_);
+    std::shared_ptr<WorkerJob> job;
+    {
+      absl::MutexLock lock(&mu_);  // no callback runs after OnDone; this is for the analysis
+      job = job_;
+    }
+    core_->CloseJob(job);
     delete this;
   }
 

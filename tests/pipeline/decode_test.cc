@@ -262,6 +262,42 @@ TEST(Decode, HeaderOverMaxPixelsIsRefusedBeforeDecoding) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A PNG header claiming 4294967295 x 4294967295: the pixel count overflows
+// int64, which the check once multiplied (tests/fuzz/regressions/decode).
+TEST(Decode, AHeaderWhoseAreaOverflowsIsRefused) {
+  std::vector<uint8_t> png = testing::SolidPng(8, 8, 3, 8, 0, 0, 0);
+  for (int i = 16; i < 24; ++i) png[i] = 0xff;  // IHDR width and height
+  Decoded d = DecodeBytes(png, nullptr, DecodeOptions());
+  EXPECT_EQ(d.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(d.status.message(), HasSubstr("4294967295x4294967295"));
+}
+
+// A job cannot make a process allocate more than --max-pixels allows in any
+// stage: a fixed output over it is refused when the pipeline is built, and a
+// resize of a thin image that would exceed it fails that sample
+// (tests/fuzz/regressions/job).
+TEST(Decode, StageOutputsAreHeldToMaxPixels) {
+  PipelineOptions small;
+  small.decode.max_pixels = 100 * 100;
+  proto::PipelineSpec crop;
+  crop.add_stages()->mutable_decode();
+  crop.add_stages()->mutable_random_resized_crop()->set_size(15000);
+  auto p = Pipeline::Create(crop, small);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("stage 1 (random_resized_crop)"));
+  EXPECT_THAT(p.status().message(), HasSubstr("--max-pixels"));
+
+  proto::PipelineSpec resize;
+  resize.add_stages()->mutable_decode();
+  resize.add_stages()->mutable_resize()->set_shorter_side(90);
+  auto thin = Pipeline::Create(resize, small);
+  ASSERT_TRUE(thin.ok()) << thin.status();
+  // 200x2 px: within the limit, but its shorter side to 90 is 9000x90.
+  const testing::Output out = RunPipeline(**thin, testing::Jpeg(200, 2, 1));
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(out.status.message(), HasSubstr("--max-pixels"));
+}
+
 // Deterministic mutations of real encoder output through the whole preset:
 // every result is a decoded tensor or a clean error, never a crash or hang.
 TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Fault trials on the multi-host testbed (scripts/testbed.sh; needs root):
+# a trainer and 3 workers on their own network namespaces, and in each trial
+# one fault while a job runs 2 epochs offloaded to them. Every trial checks
+# that every sample arrived exactly once (the count and the local checksum)
+# and reports the run's images/s against an undisturbed run's. One JSON line
+# per trial, then a summary line.
+#
+#   scripts/fault_trials.sh [TRIALS=12] [--data DIR]
+#
+# Faults, in rotation (each at a random moment 0.3-2 s into the run, on a
+# random worker):
+#   sigkill    SIGKILL the worker
+#   sigterm    SIGTERM it (graceful: it finishes its items, hands the rest back)
+#   link-down  its link goes down for 4 s (the trainer's --worker-timeout 2
+#              moves its items), then up
+#   slow-link  200 ms delay and 5% loss on its link for the rest of the run
+#   scheduler  the scheduler is SIGKILLed and restarted on the same port (the
+#              job takes its workers from it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+trials=${1:-12}
+shift || true
+data=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data) data=$2; shift ;;
+    *) echo "fault_trials.sh: unknown flag '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+tb=scripts/testbed.sh
+bin=build/bin
+work=$(mktemp -d)
+cleanup() {
+  pkill -f "$bin/prepflow-worker" 2>/dev/null || true
+  pkill -f "$bin/prepflow-scheduler" 2>/dev/null || true
+  "$tb" down >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$tb" up 3 >/dev/null
+if [ -z "$data" ]; then
+  "$bin/prepflow" demo --images 192 --local-workers 0 --keep --json 2>/dev/null | tail -n 1 >"$work/demo.json"
+  data=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dataset"])' "$work/demo.json")
+  trap 'cleanup; rm -rf "$(dirname "$data")"' EXIT
+fi
+data=$(realpath "$data")
+root=$(dirname "$data")
+args=(--data "$data" --threads 1 --epochs 2 --batch 16 --worker-timeout 2 --json)
+expected=$(($(find "$data" -type f | wc -l) * 2))
+local_sum=$("$bin/prepflow" run "${args[@]}" 2>/dev/null | tail -n 1 |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["checksum"])')
+
+start_scheduler() {  # port (0: any)
+  "$tb" exec trainer "$bin/prepflow-scheduler" --listen "$("$tb" addr trainer)" --insecure \
+    --port "$1" --port-file "$work/sched.port" --heartbeat-seconds 0.5 --expire-after 3 \
+    >/dev/null 2>>"$work/scheduler.err" &
+  for _ in $(seq 100); do [ -s "$work/sched.port" ] && break; sleep 0.05; done
+}
+start_worker() {  # host
+  rm -f "$work/$1.port"
+  "$tb" exec "$1" "$bin/prepflow-worker" --listen "$("$tb" addr "$1")" --insecure \
+    --data-root "$root" --threads 1 --port-file "$work/$1.port" --grace-seconds 5 \
+    --scheduler "$("$tb" addr trainer):$(cat "$work/sched.port")" \
+    >/dev/null 2>>"$work/$1.err" &
+  for _ in $(seq 100); do [ -s "$work/$1.port" ] && break; sleep 0.05; done
+}
+worker_pid() { pgrep -f "prepflow-worker --listen $("$tb" addr "$1")" | head -1; }
+
+start_scheduler 0
+sched_port=$(cat "$work/sched.port")
+for w in w1 w2 w3; do start_worker "$w"; done
+sleep 2  # every worker registered
+run() {  # output file
+  "$tb" exec trainer "$bin/prepflow" run "${args[@]}" --offload remote \
+    --scheduler "$("$tb" addr trainer):$sched_port" 2>"$1.err" | tail -n 1 >"$1"
+}
+run "$work/baseline.json"
+baseline=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["images_per_s"])' "$work/baseline.json")
+
+kinds=(sigkill sigterm link-down slow-link scheduler)
+passed=0
+for i in $(seq "$trials"); do
+  kind=${kinds[$(((i - 1) % ${#kinds[@]}))]}
+  victim=w$((RANDOM % 3 + 1))
+  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + 1.7 * r / 32767 }')
+  run "$work/trial.json" &
+  runner=$!
+  sleep "$delay"
+  case "$kind" in
+    sigkill) kill -KILL "$(worker_pid "$victim")" ;;
+    sigterm) kill -TERM "$(worker_pid "$victim")" ;;
+    link-down)
+      ip link set "pf-$victim-br" down
+      sleep 4
+      ip link set "pf-$victim-br" up ;;
+    slow-link)
+      ip netns exec "pf-$victim" tc qdisc replace dev eth0 root netem delay 200ms loss 5% ;;
+    scheduler)
+      pkill -KILL -f "$bin/prepflow-scheduler" || true
+      sleep 1
+      start_scheduler "$sched_port" ;;
+  esac
+  wait $runner || true
+  ok=$(python3 - "$work/trial.json" "$expected" "$local_sum" "$baseline" "$kind" "$victim" "$delay" <<'PY'
+import json, sys
+path, expected, local_sum, baseline, kind, victim, delay = sys.argv[1:]
+try:
+    d = json.load(open(path))
+except Exception as e:
+    d = {"error": f"no result: {e}"}
+ok = (d.get("images") == int(expected) and d.get("errors") == 0 and d.get("checksum") == local_sum)
+print(json.dumps({"trial": kind, "worker": victim, "at_s": float(delay), "exactly_once": ok,
+                  "images": d.get("images"), "remote_images": d.get("remote_images"),
+                  "reissued_items": d.get("reissued_items"),
+                  "images_per_s": d.get("images_per_s"),
+                  "vs_undisturbed": (d.get("images_per_s") or 0) / float(baseline),
+                  "error": d.get("error")}), file=sys.stderr)
+print("1" if ok else "0")
+PY
+)
+  passed=$((passed + ok))
+  # Repair for the next trial.
+  case "$kind" in
+    sigkill|sigterm) start_worker "$victim"; sleep 1 ;;
+    slow-link) ip netns exec "pf-$victim" tc qdisc del dev eth0 root 2>/dev/null || true ;;
+  esac
+done 2>&1
+echo "{\"trials\": $trials, \"exactly_once\": $passed, \"undisturbed_images_per_s\": $baseline}"
+[ "$passed" -eq "$trials" ]

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -130,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
     return invalid("--max-pixels: must be positive, got ", options.max_pixels);
   if (options.item_samples < 1) return invalid("--item-samples: must be at least 1");
   if (!(options.worker_timeout_seconds > 0)) return invalid("--worker-timeout: must be positive");
+  if (!(options.hedge_after >= 0)) return invalid("--hedge-after: must be >= 0 (0: off)");
   OffloadMode offload;
   if (options.offload.has_value()) {
     offload = *options.offload;
@@ -778,7 +780,7 @@ void Loader::TopUp() {
     in_flight_.push_back(b);
     // Remote samples go out in items of one cut each.
     std::map<int, Item> open_items;
-    auto flush = [&](Item& item) {
+    auto flush = [&](Item& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       const uint64_t id = next_item_id_++;
       waiting_.push_back(id);
       items_.emplace(id, std::move(item));
@@ -833,17 +835,65 @@ void Loader::Dispatch() {
     if (best < 0) return;  // every worker is at its credit limit
     const uint64_t id = waiting_.front();
     waiting_.pop_front();
-    Item& item = items_.at(id);
-    item.worker = best;
-    Worker& worker = workers_[best];
-    if (worker.items.empty()) worker.last_heard_nanos = WallNanos();  // the clock starts now
-    worker.items.push_back(id);
-    proto::WorkItem msg;
-    msg.set_item_id(id);
-    msg.set_epoch(item.batch->epoch());
-    msg.set_cut(item.cut);
-    for (int64_t slot : item.slots) msg.add_indices(item.batch->index_at(slot));
-    worker.stream->Send(std::move(msg));
+    items_.at(id).worker = best;
+    SendItem(best, id);
+  }
+  MaybeHedge();  // nothing waits: an idle worker may back up a slow one
+}
+
+void Loader::SendItem(int w, uint64_t id) {
+  Item& item = items_.at(id);
+  Worker& worker = workers_[w];
+  const int64_t now = WallNanos();
+  (item.worker == w ? item.sent_nanos : item.hedge_sent_nanos) = now;
+  if (worker.items.empty()) worker.last_heard_nanos = now;  // the clock starts now
+  worker.items.push_back(id);
+  proto::WorkItem msg;
+  msg.set_item_id(id);
+  msg.set_epoch(item.batch->epoch());
+  msg.set_cut(item.cut);
+  for (int64_t slot : item.slots) msg.add_indices(item.batch->index_at(slot));
+  worker.stream->Send(std::move(msg));
+}
+
+void Loader::MaybeHedge() {
+  if (options_.hedge_after <= 0 || !waiting_.empty()) return;
+  auto usable = [](const Worker& w) { return w.alive && w.opened && !w.retiring; };
+  // What an item should take: the fastest worker's smoothed latency.
+  double typical = 0;
+  for (const Worker& w : workers_) {
+    if (usable(w) && w.latency > 0)
+      typical = typical == 0 ? w.latency : std::min(typical, w.latency);
+  }
+  if (typical == 0) return;
+  const int64_t now = WallNanos();
+  const int64_t due = now - std::max<int64_t>(20'000'000, options_.hedge_after * typical * 1e9);
+  while (true) {
+    int idle = -1, most_free = 0;
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      const int free = workers_[w].credits - static_cast<int>(workers_[w].items.size());
+      if (usable(workers_[w]) && free > most_free) {
+        idle = static_cast<int>(w);
+        most_free = free;
+      }
+    }
+    if (idle < 0) return;
+    uint64_t pick = 0;
+    int64_t oldest = due;
+    for (const auto& [id, item] : items_) {
+      if (item.worker >= 0 && item.worker != idle && item.hedge < 0 && item.sent_nanos <= oldest) {
+        oldest = item.sent_nanos;
+        pick = id;
+      }
+    }
+    if (pick == 0) return;
+    Item& item = items_.at(pick);
+    spdlog::debug("hedging item {}: {:.0f} ms on worker {}, copying it to {}", pick,
+                  (now - item.sent_nanos) * 1e-6, workers_[item.worker].address,
+                  workers_[idle].address);
+    item.hedge = idle;
+    ++hedged_;
+    SendItem(idle, pick);
   }
 }
 
@@ -859,9 +909,20 @@ void Loader::DropWorker(int w, const std::string& why) {
   } else {
     spdlog::warn("worker {} {}", address, why);
   }
-  // Back to the front of the queue, in their original order.
+  // Back to the front of the queue, in their original order; an item with a
+  // copy on another worker stays with that one.
   for (auto it = worker.items.rbegin(); it != worker.items.rend(); ++it) {
-    items_.at(*it).worker = -1;
+    Item& item = items_.at(*it);
+    if (item.hedge == w) {
+      item.hedge = -1;
+      continue;
+    }
+    if (item.hedge >= 0) {
+      item.worker = std::exchange(item.hedge, -1);
+      item.sent_nanos = item.hedge_sent_nanos;
+      continue;
+    }
+    item.worker = -1;
     waiting_.push_front(*it);
     ++reissued_;
   }
@@ -880,11 +941,26 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     Worker& worker = workers_[w];
     worker.last_heard_nanos = WallNanos();
     auto it = items_.find(result.item_id());
-    // Only the worker an item is assigned to may answer it: anything else is a
-    // late answer from a worker already given up on, and is dropped.
-    if (!worker.alive || it == items_.end() || it->second.worker != w) return;
+    // Only a worker an item is assigned to (or copied to) may answer it, and
+    // only first: anything else is a late answer from a worker given up on,
+    // or the slower of a hedged pair, and is dropped.
+    if (!worker.alive || it == items_.end() || (it->second.worker != w && it->second.hedge != w)) {
+      return;
+    }
     item = std::move(it->second);
     items_.erase(it);
+    const double took =
+        (worker.last_heard_nanos - (item.worker == w ? item.sent_nanos : item.hedge_sent_nanos)) *
+        1e-9;
+    worker.latency = worker.latency == 0 ? took : 0.8 * worker.latency + 0.2 * took;
+    if (item.hedge == w) ++hedge_wins_;
+    const int other = item.worker == w ? item.hedge : item.worker;
+    if (other >= 0) {  // the loser's copy no longer counts against its credits
+      Worker& loser = workers_[other];
+      auto pos = std::find(loser.items.begin(), loser.items.end(), result.item_id());
+      if (pos != loser.items.end()) loser.items.erase(pos);
+      if (loser.retiring && loser.items.empty()) Retire(other);
+    }
     // The measurement window of this worker (see UpdateMeasurements).
     if (worker.window_start_nanos == 0) worker.window_start_nanos = worker.last_heard_nanos;
     worker.window_bytes += static_cast<int64_t>(received->wire_bytes);
@@ -1007,6 +1083,7 @@ void Loader::WatchdogLoop() {
                                                      options_.connect_timeout_seconds, " s"));
       }
     }
+    MaybeHedge();  // when no answers arrive, nothing else would look
   }
 }
 
@@ -1156,6 +1233,8 @@ LoaderStats Loader::Stats() const {
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
     st.reissued_items = reissued_;
+    st.hedged_items = hedged_;
+    st.hedge_wins = hedge_wins_;
     st.offload = OffloadModeString(offload_);
     st.plan = plan_explanation_;
     st.plan_changes = plan_changes_;

@@ -128,9 +128,13 @@ struct LoaderOptions {
   double demand = 0;                          // samples/s the trainer consumes; 0: measured
   double bandwidth = 0;                       // bytes/s into this trainer, for kAuto; 0: unlimited
   double replan_seconds = 2;                  // kAuto: how often to re-plan
-  double replan_drift = 0.25;           // kAuto: re-plan sooner when a measurement moves this much
-  double replan_gain = 0.03;            // kAuto: switch plans only for this much more throughput
-  double worker_timeout_seconds = 30;   // silence while owing results
+  double replan_drift = 0.25;          // kAuto: re-plan sooner when a measurement moves this much
+  double replan_gain = 0.03;           // kAuto: switch plans only for this much more throughput
+  double worker_timeout_seconds = 30;  // silence while owing results
+  // Hedging: an item that has waited this many times the fastest worker's
+  // item latency is copied to an idle worker; the first answer wins and the
+  // other is dropped. 0: never.
+  double hedge_after = 3;
   double connect_timeout_seconds = 10;  // for the job to open on each worker
   int item_samples = 8;                 // samples per work item
   int max_items_per_worker = 0;         // credits asked for; 0: the worker's choice
@@ -155,6 +159,8 @@ struct LoaderStats {
   double cpu_seconds = 0;   // process CPU time over the same span
   double wait_seconds = 0;  // time Next() spent waiting for data
   int64_t reissued_items = 0;
+  int64_t hedged_items = 0;            // copies sent to a second worker
+  int64_t hedge_wins = 0;              // of those, answered first by the copy
   std::string offload;                 // the mode in force
   std::string plan;                    // kAuto: the current plan's explanation
   std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
@@ -227,6 +233,9 @@ class Loader {
     std::vector<int64_t> slots;
     int cut;
     int worker = -1;  // -1: waiting for a worker
+    int hedge = -1;   // a second worker given a copy (hedging); the first answer wins
+    int64_t sent_nanos = 0;
+    int64_t hedge_sent_nanos = 0;
   };
   struct Worker {
     std::string address;
@@ -254,6 +263,7 @@ class Loader {
     int window_saturated = 0;
     double link_limit = 0;   // bytes/s the link carried when it bound; 0: never seen binding
     double ingest_rate = 0;  // bytes/s received over the last window
+    double latency = 0;      // smoothed seconds from sending an item to its answer
   };
   // kAuto's measurements, smoothed over windows (see measurements.h).
   struct Measured {
@@ -289,6 +299,11 @@ class Loader {
   // no worker is left.
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends item `id` to worker `w` (its first assignment or a hedge).
+  void SendItem(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hedging: while a worker sits idle, gives it a copy of the oldest item
+  // that has waited `hedge_after` times the fastest worker's item latency.
+  void MaybeHedge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The remote cut sample `index` of `epoch` takes, or -1 to run it all
   // here; drawn from the placement distribution with the job seed.
   int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -365,6 +380,8 @@ class Loader {
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reissued_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hedged_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hedge_wins_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
   // Cumulative share of samples: local, then remote cut 0..n (last is 1).

@@ -57,6 +57,9 @@ std::vector<MetricFamily> LoaderMetrics::Collect() const {
   out.Add("prepflow_client_reissued_items_total",
           "Work items handed to another worker after theirs failed.", kCounter,
           static_cast<double>(st.reissued_items));
+  out.Add("prepflow_client_hedged_items_total",
+          "Work items copied to a second, idle worker because the first was slow.", kCounter,
+          static_cast<double>(st.hedged_items));
   out.Add("prepflow_client_wait_seconds_total",
           "Time the trainer spent waiting for data in Next(): the input-bound time.", kCounter,
           st.wait_seconds);

@@ -7,7 +7,8 @@
 //
 //   prepflow_client_samples_total{placement="local"|"remote"}
 //   prepflow_client_batches_total, prepflow_client_errors_total,
-//   prepflow_client_output_bytes_total, prepflow_client_reissued_items_total
+//   prepflow_client_output_bytes_total, prepflow_client_reissued_items_total,
+//   prepflow_client_hedged_items_total
 //   prepflow_client_wait_seconds_total      time the trainer waited in Next()
 //   prepflow_client_elapsed_seconds         since the first Next()
 //   prepflow_client_plan_fraction{path="local"|"cut=K"}   share of samples

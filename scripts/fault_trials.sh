@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
 # Fault trials on the multi-host testbed (scripts/testbed.sh; needs root):
 # a trainer and 3 workers on their own network namespaces, and in each trial
-# one fault while a job runs 2 epochs offloaded to them. Every trial checks
+# one fault while a job runs EPOCHS epochs offloaded to them. Every trial checks
 # that every sample arrived exactly once (the count and the local checksum)
 # and reports the run's images/s against an undisturbed run's. One JSON line
 # per trial, then a summary line.
 #
-#   scripts/fault_trials.sh [TRIALS=12] [--data DIR]
+#   scripts/fault_trials.sh [TRIALS=10] [--data DIR] [--epochs 4]
 #
-# Faults, in rotation (each at a random moment 0.3-2 s into the run, on a
-# random worker):
+# Faults, in rotation (each at a random moment 0.3-2.5 s after the job opened
+# on its workers, on a random worker):
 #   sigkill    SIGKILL the worker
 #   sigterm    SIGTERM it (graceful: it finishes its items, hands the rest back)
 #   link-down  its link goes down for 4 s (the trainer's --worker-timeout 2
 #              moves its items), then up
-#   slow-link  200 ms delay and 5% loss on its link for the rest of the run
+#   slow-link  its link is cut to 20 Mbit/s for the rest of the run (a token
+#              bucket: this kernel has no netem for delay and loss)
 #   scheduler  the scheduler is SIGKILLed and restarted on the same port (the
 #              job takes its workers from it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-trials=${1:-12}
+trials=${1:-10}
 shift || true
 data=""
+epochs=4
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) data=$2; shift ;;
+    --epochs) epochs=$2; shift ;;
     *) echo "fault_trials.sh: unknown flag '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -47,23 +50,24 @@ if [ -z "$data" ]; then
 fi
 data=$(realpath "$data")
 root=$(dirname "$data")
-args=(--data "$data" --threads 1 --epochs 2 --batch 16 --worker-timeout 2 --json)
-expected=$(($(find "$data" -type f | wc -l) * 2))
+args=(--data "$data" --threads 1 --epochs "$epochs" --batch 16 --worker-timeout 2 --json)
+expected=$(($(find "$data" -type f | wc -l) * epochs))
 local_sum=$("$bin/prepflow" run "${args[@]}" 2>/dev/null | tail -n 1 |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["checksum"])')
 
 start_scheduler() {  # port (0: any)
-  "$tb" exec trainer "$bin/prepflow-scheduler" --listen "$("$tb" addr trainer)" --insecure \
+  rm -f "$work/sched.port"
+  ("$tb" exec trainer "$bin/prepflow-scheduler" --listen "$("$tb" addr trainer)" --insecure \
     --port "$1" --port-file "$work/sched.port" --heartbeat-seconds 0.5 --expire-after 3 \
-    >/dev/null 2>>"$work/scheduler.err" &
+    >/dev/null 2>>"$work/scheduler.err" &)
   for _ in $(seq 100); do [ -s "$work/sched.port" ] && break; sleep 0.05; done
 }
 start_worker() {  # host
   rm -f "$work/$1.port"
-  "$tb" exec "$1" "$bin/prepflow-worker" --listen "$("$tb" addr "$1")" --insecure \
+  ("$tb" exec "$1" "$bin/prepflow-worker" --listen "$("$tb" addr "$1")" --insecure \
     --data-root "$root" --threads 1 --port-file "$work/$1.port" --grace-seconds 5 \
     --scheduler "$("$tb" addr trainer):$(cat "$work/sched.port")" \
-    >/dev/null 2>>"$work/$1.err" &
+    >/dev/null 2>>"$work/$1.err" &)
   for _ in $(seq 100); do [ -s "$work/$1.port" ] && break; sleep 0.05; done
 }
 worker_pid() { pgrep -f "prepflow-worker --listen $("$tb" addr "$1")" | head -1; }
@@ -84,9 +88,11 @@ passed=0
 for i in $(seq "$trials"); do
   kind=${kinds[$(((i - 1) % ${#kinds[@]}))]}
   victim=w$((RANDOM % 3 + 1))
-  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + 1.7 * r / 32767 }')
+  delay=$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + 2.2 * r / 32767 }')
+  rm -f "$work/trial.json.err"
   run "$work/trial.json" &
   runner=$!
+  for _ in $(seq 200); do grep -q "opened job" "$work/trial.json.err" 2>/dev/null && break; sleep 0.05; done
   sleep "$delay"
   case "$kind" in
     sigkill) kill -KILL "$(worker_pid "$victim")" ;;
@@ -96,7 +102,8 @@ for i in $(seq "$trials"); do
       sleep 4
       ip link set "pf-$victim-br" up ;;
     slow-link)
-      ip netns exec "pf-$victim" tc qdisc replace dev eth0 root netem delay 200ms loss 5% ;;
+      ip netns exec "pf-$victim" tc qdisc replace dev eth0 root tbf rate 20mbit burst 32kb \
+        latency 400ms ;;
     scheduler)
       pkill -KILL -f "$bin/prepflow-scheduler" || true
       sleep 1

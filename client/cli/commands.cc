@@ -140,7 +140,7 @@ struct RunFlags {
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
   std::string scheduler, labels;
   double weight = 1, max_remote_cores = 0;
-  double worker_timeout = 30, demand = 0, bandwidth_mbps = 0;
+  double worker_timeout = 30, demand = 0, bandwidth_mbps = 0, hedge_after = 3;
   int item_samples = 8;
   int metrics_port = -1;
   SecurityOptions security;
@@ -184,6 +184,9 @@ struct RunFlags {
              "the fair share)");
     f.Double("worker-timeout", &worker_timeout,
              "seconds a worker may stay silent while it owes results before its work moves");
+    f.Double("hedge-after", &hedge_after,
+             "copy an item to an idle worker once it has waited this many times the fastest "
+             "worker's item latency; the first answer wins (0: never)");
     f.Int("item-samples", &item_samples, "samples per remote work item");
     RegisterSecurityFlags(f, &security, /*server=*/false);
     f.Int("metrics-port", &metrics_port,
@@ -235,6 +238,7 @@ struct RunFlags {
     o.labels = *std::move(parsed_labels);
     o.max_remote_cores = max_remote_cores;
     o.worker_timeout_seconds = worker_timeout;
+    o.hedge_after = hedge_after;
     o.item_samples = item_samples;
     return o;
   }
@@ -339,6 +343,8 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"fair_share_cores", st.fair_share_cores},
               {"granted_cores", st.granted_cores},
               {"reissued_items", st.reissued_items},
+              {"hedged_items", st.hedged_items},
+              {"hedge_wins", st.hedge_wins},
               {"stages", StagesJson(st.stages)},
               {"remote_stages", StagesJson(st.remote_stages)}};
     Json errors = Json::array();

@@ -98,6 +98,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.demand = Get<double>(d, "demand", 0);
   o.bandwidth = Get<double>(d, "bandwidth_mbps", 0) * 1e6 / 8;
   o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
+  o.hedge_after = Get<double>(d, "hedge_after", 3);
   o.item_samples = Get<int>(d, "item_samples", 8);
   o.security.tls_ca_file = Get<std::string>(d, "tls_ca", "");
   o.security.tls_cert_file = Get<std::string>(d, "tls_cert", "");
@@ -216,6 +217,7 @@ py::dict StatsDict(const LoaderStats& st) {
   d["plan_changes"] = st.plan_changes;
   d["plan_fractions"] = st.plan_fractions;
   d["reissued_items"] = st.reissued_items;
+  d["hedged_items"] = st.hedged_items;
   d["workers_alive"] = st.workers_alive;
   py::list workers;
   for (const LoaderStats::WorkerStats& w : st.workers) {

@@ -196,11 +196,37 @@ TEST_F(RemoteTest, ASilentWorkerIsTimedOutAndItsItemsMove) {
   WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
   LoaderOptions o = Options({a.address(), b.address()}, "remote");
   o.worker_timeout_seconds = 1;
+  o.hedge_after = 0;  // the timeout alone
   const RunResult r = RunWith(o, [&](Loader&) { b.Signal(SIGSTOP); });
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
   EXPECT_EQ(r.stats.workers_alive, 1);
   EXPECT_GE(r.stats.reissued_items, 1);
+}
+
+TEST_F(RemoteTest, AStalledWorkersItemsAreHedgedLongBeforeTheTimeout) {
+  // b stops answering (SIGSTOP: its connection stays up, so nothing fails)
+  // with a timeout far longer than the run. Its items are copied to a as soon
+  // as a sits idle; every sample still arrives exactly once, and b, never
+  // timed out, keeps its place.
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({a.address(), b.address()}, "remote");
+  o.worker_timeout_seconds = 600;
+  const RunResult r = RunWith(
+      o, [&](Loader&) { b.Signal(SIGSTOP); },
+      // Once both have answered, so that the latencies are known.
+      [](const Loader& l) {
+        const LoaderStats st = l.Stats();
+        return st.workers.size() == 2 && st.workers[0].samples > 0 && st.workers[1].samples > 0;
+      });
+  b.Signal(SIGCONT);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_GE(r.stats.hedged_items, 1);
+  EXPECT_GE(r.stats.hedge_wins, 1);
+  EXPECT_EQ(r.stats.reissued_items, 0);  // nothing timed out
+  EXPECT_EQ(r.stats.workers_alive, 2);
 }
 
 TEST_F(RemoteTest, AllWorkersGoneMeansTheJobFinishesLocally) {

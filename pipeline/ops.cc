@@ -43,9 +43,16 @@ std::string ValueType::DebugString() const {
 // (x / 255 - mean) / std, each operation rounded once. With FP contraction off
 // the AVX2 clone and the baseline produce identical bits, and both equal
 // torchvision's ToTensor + Normalize on the same uint8 input.
-__attribute__((target_clones("avx2", "default"))) void NormalizeHwcToChw(
-    const uint8_t* __restrict in, size_t pixels, const float* mean, const float* std,
-    float* __restrict out) {
+#if defined(__SANITIZE_THREAD__)
+// The clones' ifunc resolver runs while the program is being relocated,
+// before ThreadSanitizer's runtime exists, and its instrumentation crashes
+// there: one generic version under TSan.
+#define PREPFLOW_CLONES
+#else
+#define PREPFLOW_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+PREPFLOW_CLONES void NormalizeHwcToChw(const uint8_t* __restrict in, size_t pixels,
+                                       const float* mean, const float* std, float* __restrict out) {
   float* __restrict r = out;
   float* __restrict g = out + pixels;
   float* __restrict b = out + 2 * pixels;

@@ -120,12 +120,10 @@ int Main(int argc, char** argv) {
                  "--expire-after > --heartbeat-seconds\n");
     return 2;
   }
-  auto security = LoadSecurity(security_options);
-  absl::Status listen_ok = security.ok()
-                               ? CheckListenAddress(listen, *security, security_options.insecure)
-                               : security.status();
-  if (!listen_ok.ok()) {
-    std::fprintf(stderr, "prepflow-scheduler: %s\n", std::string(listen_ok.message()).c_str());
+  auto security = LoadServerSecurity(security_options, listen);
+  if (!security.ok()) {
+    std::fprintf(stderr, "prepflow-scheduler: %s\n",
+                 std::string(security.status().message()).c_str());
     return 2;
   }
   daemon::StopSignals stop_signals;  // before any other thread starts

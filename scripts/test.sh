@@ -18,7 +18,7 @@ if [ "${1:-}" = --sanitize ]; then
   # Any report fails the test that triggered it, with a stack.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp}
 fi
 scripts/setup.sh "${setup[@]}"
 ctest --test-dir "$build" --output-on-failure --timeout 900 -j "$(nproc)" "$@"

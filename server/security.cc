@@ -105,6 +105,14 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const Security& s) 
   return grpc::SslCredentials(options);
 }
 
+absl::StatusOr<Security> LoadServerSecurity(const SecurityOptions& options,
+                                            const std::string& listen) {
+  auto security = LoadSecurity(options);
+  if (!security.ok()) return security.status();
+  if (absl::Status s = CheckListenAddress(listen, *security, options.insecure); !s.ok()) return s;
+  return security;
+}
+
 void ApplyChannelArguments(const Security& s, grpc::ChannelArguments* args) {
   if (!s.server_name.empty()) args->SetSslTargetNameOverride(s.server_name);
 }

@@ -71,6 +71,10 @@ void ApplyChannelArguments(const Security& security, grpc::ChannelArguments* arg
 // A channel to `target` with both.
 std::shared_ptr<grpc::Channel> SecureChannel(const std::string& target, const Security& security);
 
+// For a daemon: LoadSecurity, then CheckListenAddress for `listen`.
+absl::StatusOr<Security> LoadServerSecurity(const SecurityOptions& options,
+                                            const std::string& listen);
+
 // Refuses plaintext on an address other hosts can reach unless `insecure`.
 // Error: InvalidArgument naming --tls-cert and --insecure.
 absl::Status CheckListenAddress(const std::string& listen, const Security& security, bool insecure);

@@ -45,6 +45,9 @@ int Main(int argc, char** argv) {
   flags.Int("max-streams-per-client", &options.max_streams_per_client,
             "job streams open at once from one client host");
   int max_message_bytes = 16 << 20;
+  double open_timeout_seconds = 10;
+  flags.Double("open-timeout-seconds", &open_timeout_seconds,
+               "end a stream that has not opened a job within this (0: never)");
   flags.Int("max-message-bytes", &max_message_bytes,
             "largest message a client may send (work items are small)");
   SecurityOptions security_options;
@@ -96,12 +99,9 @@ int Main(int argc, char** argv) {
                  ">= 0\n");
     return 2;
   }
-  auto security = LoadSecurity(security_options);
-  absl::Status listen_ok = security.ok()
-                               ? CheckListenAddress(listen, *security, security_options.insecure)
-                               : security.status();
-  if (!listen_ok.ok()) {
-    std::fprintf(stderr, "prepflow-worker: %s\n", std::string(listen_ok.message()).c_str());
+  auto security = LoadServerSecurity(security_options, listen);
+  if (!security.ok()) {
+    std::fprintf(stderr, "prepflow-worker: %s\n", std::string(security.status().message()).c_str());
     return 2;
   }
 
@@ -118,7 +118,7 @@ int Main(int argc, char** argv) {
     exposer = *std::move(served);
   }
   WorkerCore core(options, &metrics);
-  WorkerService service(&core, security->token);
+  WorkerService service(&core, security->token, open_timeout_seconds);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),

@@ -4,6 +4,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "pipeline/profiler.h"
 #include "server/result_encoding.h"
 #include "server/security.h"
 #include "spdlog/spdlog.h"
@@ -30,8 +33,24 @@ grpc::Status ToGrpc(const absl::Status& s) {
 class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamReactor(WorkerService* service, grpc::CallbackServerContext* context)
-      : service_(service), core_(service->core_), context_(context) {
+      : service_(service), core_(service->core_), context_(context), created_nanos_(WallNanos()) {
     StartRead(&in_);
+  }
+
+  // Ends the stream DEADLINE_EXCEEDED if it has not opened a job within
+  // `limit` of being created (see WorkerService::open_timeout_seconds).
+  void ExpireIfUnopened(int64_t now, double limit_seconds) {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      if (job_ != nullptr || finishing_ || (now - created_nanos_) * 1e-9 < limit_seconds) return;
+      const absl::Status s = absl::DeadlineExceededError(absl::StrFormat(
+          "no job open message within %g s (--open-timeout-seconds)", limit_seconds));
+      core_->RefuseStream(s, context_->peer());
+      Fail(s);
+      finish = MaybeFinish();
+    }
+    if (finish) Finish(*finish);
   }
 
   void OnReadDone(bool ok) override {
@@ -191,6 +210,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   WorkerService* service_;
   WorkerCore* core_;
   grpc::CallbackServerContext* context_;
+  const int64_t created_nanos_;
   grpc::ByteBuffer in_;       // owned by the one outstanding read
   proto::ClientMessage msg_;  // in_, parsed
 
@@ -231,6 +251,29 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Proc
   }
   if (drain) reactor->Drain();
   return reactor;
+}
+
+WorkerService::WorkerService(WorkerCore* core, std::string token, double open_timeout_seconds)
+    : core_(core), token_(std::move(token)), open_timeout_seconds_(open_timeout_seconds) {
+  if (open_timeout_seconds_ > 0) janitor_ = std::thread([this] { JanitorLoop(); });
+}
+
+WorkerService::~WorkerService() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (janitor_.joinable()) janitor_.join();
+}
+
+void WorkerService::JanitorLoop() {
+  const absl::Duration tick = absl::Seconds(std::min(1.0, open_timeout_seconds_ / 4));
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) {
+    // As Drain(): a reactor cannot be deleted while mu_ is held (Forget).
+    const int64_t now = WallNanos();
+    for (StreamReactor* r : streams_) r->ExpireIfUnopened(now, open_timeout_seconds_);
+  }
 }
 
 void WorkerService::Drain() {

@@ -7,6 +7,8 @@
 #define PREPFLOW_SERVER_WORKER_SERVICE_H_
 
 #include <set>
+#include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -23,9 +25,12 @@ class StreamReactor;
 class WorkerService final
     : public proto::Worker::WithRawCallbackMethod_Process<proto::Worker::Service> {
  public:
-  // `token`: the bearer token every stream must carry (security.h); empty: none.
-  explicit WorkerService(WorkerCore* core, std::string token = "")
-      : core_(core), token_(std::move(token)) {}
+  // `token`: the bearer token every stream must carry (security.h); empty:
+  // none. `open_timeout_seconds`: a stream that has not opened a job by then
+  // is ended DEADLINE_EXCEEDED, so idle connections cannot hold the stream
+  // slots (--max-streams); 0: no limit.
+  explicit WorkerService(WorkerCore* core, std::string token = "", double open_timeout_seconds = 0);
+  ~WorkerService() override;
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
       grpc::CallbackServerContext* context) override;
@@ -43,9 +48,14 @@ class WorkerService final
   friend class StreamReactor;
   void Forget(StreamReactor* reactor);
 
+  void JanitorLoop();
+
   WorkerCore* core_;
   const std::string token_;
+  const double open_timeout_seconds_;
   absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread janitor_;
   std::set<StreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };

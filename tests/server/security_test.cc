@@ -4,12 +4,14 @@
 // jobs exactly once when the client is configured right.
 #include "server/security.h"
 
+#include <chrono>
 #include <cstdlib>
 
 #include "client/loader.h"
 #include "client/worker_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/worker.grpc.pb.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/worker_process.h"
@@ -179,6 +181,22 @@ TEST_F(SecureCluster, TokenWorkerRefusesAMissingOrWrongToken) {
   }
   o.security.auth_token_file = Pki("token");
   ExpectServed(testing::Drain(o));
+}
+
+TEST_F(SecureCluster, AStreamThatNeverOpensAJobIsEnded) {
+  // A client that connects and says nothing would otherwise hold one of the
+  // worker's --max-streams slots for as long as it likes.
+  testing::WorkerProcess w = Worker({"--open-timeout-seconds", "0.5"});
+  auto stub =
+      proto::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto stream = stub->Process(&context);
+  proto::WorkerMessage reply;
+  EXPECT_FALSE(stream->Read(&reply));  // ends without a word from us
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("--open-timeout-seconds"));
 }
 
 TEST_F(SecureCluster, DaemonsRefusePlaintextOnReachableAddresses) {

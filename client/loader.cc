@@ -409,8 +409,10 @@ void Loader::ApplyGrant(const proto::JobGrant& grant) {
   absl::MutexLock lock(&mu_);
   scheduler_answered_ = true;
   scheduler_reachable_ = true;
-  fair_share_cores_ = grant.fair_share_cores();
+  // After the run the job wants nothing (and gets a zero share): the stats
+  // keep the share it ran with.
   if (stopping_ || end_nanos_ != 0 || !failure_.ok()) return;
+  fair_share_cores_ = grant.fair_share_cores();
   const int64_t now = WallNanos();
   std::vector<bool> named(workers_.size());
   for (const proto::WorkerGrant& g : grant.workers()) {

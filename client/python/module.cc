@@ -218,6 +218,7 @@ py::dict StatsDict(const LoaderStats& st) {
   d["plan_fractions"] = st.plan_fractions;
   d["reissued_items"] = st.reissued_items;
   d["hedged_items"] = st.hedged_items;
+  d["hedge_wins"] = st.hedge_wins;
   d["workers_alive"] = st.workers_alive;
   py::list workers;
   for (const LoaderStats::WorkerStats& w : st.workers) {

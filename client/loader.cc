@@ -814,7 +814,7 @@ void Loader::Dispatch() {
       const Worker& worker = workers_[w];
       if (!worker.alive || !worker.opened || worker.retiring) continue;
       any_alive = true;
-      const int free = worker.credits - static_cast<int>(worker.items.size());
+      const int free = FreeCredits(worker);
       if (free > best_free) {
         best = static_cast<int>(w);
         best_free = free;
@@ -873,7 +873,7 @@ void Loader::MaybeHedge() {
   while (true) {
     int idle = -1, most_free = 0;
     for (size_t w = 0; w < workers_.size(); ++w) {
-      const int free = workers_[w].credits - static_cast<int>(workers_[w].items.size());
+      const int free = FreeCredits(workers_[w]);
       if (usable(workers_[w]) && free > most_free) {
         idle = static_cast<int>(w);
         most_free = free;
@@ -929,6 +929,7 @@ void Loader::DropWorker(int w, const std::string& why) {
     ++reissued_;
   }
   worker.items.clear();
+  worker.abandoned.clear();
   if (worker.stream) worker.stream->Cancel();
   last_plan_nanos_ = 0;  // the remote capacity changed: re-plan at the next batch
   Dispatch();
@@ -947,6 +948,12 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     // only first: anything else is a late answer from a worker given up on,
     // or the slower of a hedged pair, and is dropped.
     if (!worker.alive || it == items_.end() || (it->second.worker != w && it->second.hedge != w)) {
+      // The slower copy of a hedged item: dropped, and its credit is free again.
+      auto pos = std::find(worker.abandoned.begin(), worker.abandoned.end(), result.item_id());
+      if (worker.alive && pos != worker.abandoned.end()) {
+        worker.abandoned.erase(pos);
+        Dispatch();
+      }
       return;
     }
     item = std::move(it->second);
@@ -957,17 +964,22 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     worker.latency = worker.latency == 0 ? took : 0.8 * worker.latency + 0.2 * took;
     if (item.hedge == w) ++hedge_wins_;
     const int other = item.worker == w ? item.hedge : item.worker;
-    if (other >= 0) {  // the loser's copy no longer counts against its credits
+    if (other >= 0) {
+      // The loser no longer owes it, but holds its credit until it answers
+      // (the worker counts it: sending past that would break the stream).
       Worker& loser = workers_[other];
       auto pos = std::find(loser.items.begin(), loser.items.end(), result.item_id());
-      if (pos != loser.items.end()) loser.items.erase(pos);
+      if (pos != loser.items.end()) {
+        loser.items.erase(pos);
+        loser.abandoned.push_back(result.item_id());
+      }
       if (loser.retiring && loser.items.empty()) Retire(other);
     }
     // The measurement window of this worker (see UpdateMeasurements).
     if (worker.window_start_nanos == 0) worker.window_start_nanos = worker.last_heard_nanos;
     worker.window_bytes += static_cast<int64_t>(received->wire_bytes);
     ++worker.window_results;
-    if (static_cast<int>(worker.items.size()) >= worker.credits) ++worker.window_saturated;
+    if (FreeCredits(worker) <= 0) ++worker.window_saturated;
     for (const proto::SampleResult& r : result.samples()) {
       worker.window_cpu_seconds += r.read_cpu_seconds();
       for (const auto& stage : r.stages()) worker.window_cpu_seconds += stage.cpu_seconds();

@@ -253,7 +253,10 @@ class Loader {
     double cores = 0;  // as the worker reports it (its cgroup quota counts)
     int64_t last_heard_nanos = 0;
     std::vector<uint64_t> items;  // outstanding here
-    int64_t samples = 0;          // returned, all time
+    // Hedged copies the other worker answered first: their answers will be
+    // dropped, but until they come the worker still holds their credits.
+    std::vector<uint64_t> abandoned;
+    int64_t samples = 0;  // returned, all time
     // The current measurement window, for telling a busy link from a busy
     // worker: results while every credit was out, and the CPU they report.
     int64_t window_start_nanos = 0;
@@ -289,6 +292,10 @@ class Loader {
   static double UsableCores(const Worker& w);
   // Credits to use on a worker: its own, scaled down to the grant's share.
   static int CreditsFor(const Worker& w);
+  // Credits not taken by items it holds (owed or abandoned).
+  static int FreeCredits(const Worker& w) {
+    return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
+  }
   // Remote cores to ask the scheduler for.
   double WantedRemoteCores() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Raises prefetch_ so that every credit can be busy (within the task queue's room).

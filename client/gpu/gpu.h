@@ -68,15 +68,13 @@ class DeviceNormalizer {
   // memory for n * 3 * h * w floats on this device). Returns false with
   // `*error` for bad arguments or a CUDA error. `release` runs (on this
   // thread, in a later Submit or in the destructor) once `host` may be
-  // reused. The consumer waits on stream() (or the event of the last
-  // Submit, last_event()) before reading `out`.
+  // reused. The consumer waits on stream() before reading `out`.
   bool Submit(const uint8_t* host, int64_t n, float* out, void* after,
               std::function<void()> release, std::string* error);
   // Waits for everything enqueued. False with `*error` on a CUDA error.
   bool Synchronize(std::string* error);
 
   void* stream() const;      // cudaStream_t
-  void* last_event() const;  // cudaEvent_t recorded after the last Submit's kernel
   int device() const { return device_; }
   int64_t max_samples() const { return max_samples_; }
   int height() const { return h_; }

@@ -35,6 +35,5 @@ bool DeviceNormalizer::Synchronize(std::string* error) {
   return false;
 }
 void* DeviceNormalizer::stream() const { return nullptr; }
-void* DeviceNormalizer::last_event() const { return nullptr; }
 
 }  // namespace prepflow::gpu

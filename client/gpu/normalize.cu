@@ -78,7 +78,6 @@ struct DeviceNormalizer::Impl {
     std::function<void()> release;
   } slots[kSlots];
   int next = 0;
-  cudaEvent_t last = nullptr;
   Params params{};
 };
 
@@ -174,7 +173,6 @@ bool DeviceNormalizer::Submit(const uint8_t* host, int64_t n, float* out, void* 
     return false;
   }
   slot.release = std::move(release);
-  m.last = slot.done;
   return true;
 }
 
@@ -184,6 +182,5 @@ bool DeviceNormalizer::Synchronize(std::string* error) {
 }
 
 void* DeviceNormalizer::stream() const { return impl_->stream; }
-void* DeviceNormalizer::last_event() const { return impl_->last; }
 
 }  // namespace prepflow::gpu

@@ -11,6 +11,7 @@
 #include <new>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/rng.h"
+#include "pipeline/text.h"
 #include "pipeline/wire.h"
 #include "policy/planner.h"
 #include "spdlog/spdlog.h"
@@ -45,6 +47,22 @@ bool IsRefusal(absl::StatusCode code) {
 }
 
 }  // namespace
+
+// host:port with a numeric port, [v6]:port, or a gRPC URI (dns:///..., unix:...).
+static absl::Status CheckWorkerAddress(const std::string& address) {
+  if (absl::StrContains(address, ":/") || absl::StartsWith(address, "unix:")) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535 ||
+      (address[0] == '[') != (address[colon - 1] == ']')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--workers: '", SafeText(address), "' is not host:port (e.g. worker1:7070, [::1]:7070)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OnError> ParseOnError(const std::string& name) {
   if (name == "skip") return OnError::kSkip;
@@ -152,6 +170,9 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
       resolved.workers.empty() && resolved.scheduler.empty()) {
     return invalid("--offload ", OffloadModeString(offload),
                    " needs workers (--workers host:port,... or --scheduler host:port)");
+  }
+  for (const std::string& w : resolved.workers) {
+    if (absl::Status s = CheckWorkerAddress(w); !s.ok()) return s;
   }
   if (!(options.scheduler_weight > 0) || !std::isfinite(options.scheduler_weight))
     return invalid("--weight: must be positive, got ", options.scheduler_weight);
@@ -307,6 +328,18 @@ absl::Status Loader::ConnectWorkers() {
           "the scheduler ({}) has granted no reachable worker yet; running locally "
           "until it does",
           options_.scheduler);
+    } else if (offload_.kind != OffloadMode::kAuto && !options_.fallback_local) {
+      // The job asked for remote placement: running locally instead would
+      // hide a wrong address or TLS set-up behind a slow job.
+      std::vector<std::string> reasons;
+      for (const Worker& w : workers_) {
+        reasons.push_back(absl::StrCat(w.address, " ", w.dropped_because));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("--offload ", OffloadModeString(offload_), ": no worker is reachable (",
+                       SafeText(absl::StrJoin(reasons, "; ")),
+                       "); check --workers and the TLS flags, or give --fallback-local to run "
+                       "locally instead"));
     } else {
       spdlog::warn("no worker is reachable ({}); running locally",
                    absl::StrJoin(options_.workers, ", "));
@@ -903,6 +936,7 @@ void Loader::DropWorker(int w, const std::string& why) {
   Worker& worker = workers_[w];
   if (!worker.alive) return;
   worker.alive = false;
+  worker.dropped_because = why;
   const std::string& address = worker.address;
   if (worker.granted) failed_nanos_[address] = WallNanos();
   if (!worker.items.empty()) {
@@ -1060,7 +1094,7 @@ void Loader::OnClosed(int w, const absl::Status& status) {
     // A worker the scheduler chose, not the job: leave it out for good and
     // carry on with the others (its operator has something to fix).
     spdlog::error("granted worker {} refused the job, leaving it out: {}", worker.address,
-                  status.ToString());
+                  SafeText(status.ToString()));
     refused_.insert(worker.address);
     DropWorker(w, "refused the job");
     batch_done_.SignalAll();
@@ -1069,7 +1103,7 @@ void Loader::OnClosed(int w, const absl::Status& status) {
   if (!status.ok() && IsRefusal(status.code())) {
     // Not a failure to route around: the job itself is wrong here.
     if (failure_.ok()) failure_ = status;
-    spdlog::error("{}", status.ToString());
+    spdlog::error("{}", SafeText(status.ToString()));
     worker.alive = false;
     batch_done_.SignalAll();
     return;
@@ -1205,14 +1239,21 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     if (options_.on_error == OnError::kFail) {
       failure_ = absl::Status(e.status.code(), absl::StrCat(e.path, ": ", e.status.message()));
       spdlog::error("sample {} failed, stopping (--on-error fail): {}", e.index,
-                    std::string(failure_.message()));
+                    SafeText(failure_.message()));
       if (first_errors_.size() < 16) first_errors_.push_back(std::move(e));
       delete batch;
       end_nanos_ = WallNanos();
       end_cpu_nanos_ = ProcessCpuNanos();
       return failure_;
     }
-    spdlog::warn("skipping sample {} ({}): {}", e.index, e.path, e.status.ToString());
+    // Every failed sample is counted and kept (first_errors); the log gets
+    // the first few, then a line with the count at most every 10 s, so a
+    // dataset of broken files cannot flood it epoch after epoch.
+    if (const int64_t quiet = skip_log_.Admit(WallNanos()); quiet >= 0) {
+      spdlog::warn("skipping sample {} ({}): {}{}", e.index, SafeText(e.path),
+                   SafeText(e.status.ToString()),
+                   quiet > 0 ? absl::StrCat(" (and ", quiet, " more not logged)") : "");
+    }
     if (first_errors_.size() < 16) first_errors_.push_back(std::move(e));
   }
   for (uint64_t h : batch->hashes()) checksum_.Add(h);

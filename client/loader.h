@@ -57,6 +57,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 #include "policy/planner.h"
+#include "pipeline/text.h"
 #include "proto/pipeline.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
@@ -136,6 +137,9 @@ struct LoaderOptions {
   // other is dropped. 0: never.
   double hedge_after = 3;
   double connect_timeout_seconds = 10;  // for the job to open on each worker
+  // kRemote and kCut with --workers: when no worker can be reached at the
+  // start, run locally (with a warning) instead of failing. kAuto always may.
+  bool fallback_local = false;
   int item_samples = 8;                 // samples per work item
   int max_items_per_worker = 0;         // credits asked for; 0: the worker's choice
   // TLS to the workers and the scheduler, and the bearer token to send
@@ -253,6 +257,7 @@ class Loader {
     double cores = 0;  // as the worker reports it (its cgroup quota counts)
     int64_t last_heard_nanos = 0;
     std::vector<uint64_t> items;  // outstanding here
+    std::string dropped_because;  // why it was dropped, for messages
     // Hedged copies the other worker answered first: their answers will be
     // dropped, but until they come the worker still holds their credits.
     std::vector<uint64_t> abandoned;
@@ -391,6 +396,7 @@ class Loader {
   int64_t hedge_wins_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
+  LogLimiter skip_log_ ABSL_GUARDED_BY(mu_);  // "skipping sample" lines
   // Cumulative share of samples: local, then remote cut 0..n (last is 1).
   std::vector<double> placement_cdf_ ABSL_GUARDED_BY(mu_);
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;

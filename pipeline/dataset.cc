@@ -51,8 +51,23 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// Entries of `dir` (no "." or ".."), following symlinks for the type.
-absl::Status ListDir(const std::string& dir, std::vector<std::string>* dirs,
+// A directory's identity, to notice a symlink that leads back to a folder
+// being walked.
+struct DirId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const DirId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+struct DirEntry {
+  std::string name;
+  DirId id;
+};
+
+// Entries of `dir` (no "." or ".."), following symlinks for the type. An
+// entry whose target cannot be stat'ed (dangling, a link to itself) is listed
+// as a file, as os.walk does: reading it then fails with a clear error.
+absl::Status ListDir(const std::string& dir, std::vector<DirEntry>* dirs,
                      std::vector<std::string>* files) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot list ", dir));
@@ -60,9 +75,8 @@ absl::Status ListDir(const std::string& dir, std::vector<std::string>* dirs,
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
     struct stat st;
-    if (stat(absl::StrCat(dir, "/", name).c_str(), &st) != 0) continue;  // dangling link
-    if (S_ISDIR(st.st_mode)) {
-      if (dirs) dirs->push_back(name);
+    if (stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (dirs) dirs->push_back({name, {st.st_dev, st.st_ino}});
     } else if (files) {
       files->push_back(name);
     }
@@ -108,40 +122,72 @@ absl::Status ReadFile(int fd, const std::string& path, int64_t max_bytes, Buffer
 
 class ImageFolderDataset : public Dataset {
  public:
+  static constexpr size_t kMaxFolders = 1'000'000;  // per class
+
+
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(
       const std::string& root, const std::function<void(Dataset*)>& configure) {
     auto ds = std::unique_ptr<ImageFolderDataset>(new ImageFolderDataset);
     configure(ds.get());
     ds->root_ = root;
-    std::vector<std::string> class_dirs;
+    std::vector<DirEntry> class_dirs;
     if (absl::Status s = ListDir(root, &class_dirs, nullptr); !s.ok()) return s;
-    std::sort(class_dirs.begin(), class_dirs.end());
+    std::sort(class_dirs.begin(), class_dirs.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
     if (class_dirs.empty()) {
       return absl::NotFoundError(absl::StrCat("no class folders in ", root,
                                               " (ImageFolder expects root/<class>/<image>)"));
     }
     for (size_t c = 0; c < class_dirs.size(); ++c) {
-      ds->classes_.push_back(class_dirs[c]);
+      ds->classes_.push_back(class_dirs[c].name);
       // os.walk visits directories; torchvision sorts the (dir, files) tuples
-      // by directory path and each directory's files by name.
-      std::vector<std::string> walk = {class_dirs[c]};
-      for (size_t i = 0; i < walk.size() && walk.size() < 1'000'000; ++i) {
-        std::vector<std::string> sub;
-        if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i]), &sub, nullptr); !s.ok()) {
+      // by directory path and each directory's files by name. Unlike os.walk
+      // with followlinks, a symlink back to a folder on its own path is not
+      // followed (it would repeat the folder's images without end).
+      struct Visit {
+        std::string path;  // relative to root
+        DirId id;
+        int parent;  // index in `walk`, -1 for the class folder
+      };
+      std::vector<Visit> walk = {{class_dirs[c].name, class_dirs[c].id, -1}};
+      for (size_t i = 0; i < walk.size(); ++i) {
+        if (walk.size() > kMaxFolders) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              root, "/", class_dirs[c].name, " holds over ", kMaxFolders,
+              " folders (counting each symlinked one as often as it is reached)"));
+        }
+        std::vector<DirEntry> sub;
+        if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i].path), &sub, nullptr);
+            !s.ok()) {
           return s;
         }
-        for (const std::string& d : sub) walk.push_back(absl::StrCat(walk[i], "/", d));
+        for (const DirEntry& d : sub) {
+          bool loop = false;
+          for (int a = static_cast<int>(i); a >= 0 && !loop; a = walk[a].parent) {
+            loop = walk[a].id == d.id;
+          }
+          const std::string path = absl::StrCat(walk[i].path, "/", d.name);
+          if (loop) {
+            ds->warnings_.push_back(absl::StrCat(root, "/", path,
+                                                 " leads back to a folder above it (symlink loop); "
+                                                 "not followed"));
+            continue;
+          }
+          walk.push_back({path, d.id, static_cast<int>(i)});
+        }
       }
-      std::sort(walk.begin(), walk.end());
-      for (const std::string& dir : walk) {
+      std::sort(walk.begin(), walk.end(),
+                [](const Visit& a, const Visit& b) { return a.path < b.path; });
+      for (const Visit& dir : walk) {
         std::vector<std::string> files;
-        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir), nullptr, &files); !s.ok()) {
+        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files);
+            !s.ok()) {
           return s;
         }
         std::sort(files.begin(), files.end());
         for (const std::string& f : files) {
           if (!IsImageExtension(LowerExtension(f))) continue;
-          ds->paths_.push_back(absl::StrCat(dir, "/", f));
+          ds->paths_.push_back(absl::StrCat(dir.path, "/", f));
           ds->labels_.push_back(static_cast<int64_t>(c));
         }
       }
@@ -208,6 +254,7 @@ class WebDataset : public Dataset {
   std::string Extension(int64_t i) const override { return LowerExtension(samples_[i].name); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const Entry& e = samples_[i];
+    if (!e.error.ok()) return e.error;
     if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
     uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
     size_t done = 0;
@@ -234,8 +281,14 @@ class WebDataset : public Dataset {
     int shard;
     std::string name;
     uint64_t offset, size;
+    // Set for a sample the index found broken (a bad label, a member past the
+    // end of a truncated shard, a corrupt header): reading it fails with this,
+    // so the job skips it or stops, as configured, and the rest is usable.
+    absl::Status error;
   };
 
+  // Indexes the shard at `path`. Fails only when the shard cannot be opened;
+  // what is wrong inside it becomes failing samples (Entry::error).
   absl::Status Index(const std::string& path) {
     absl::StatusOr<int> opened = OpenForRead(path);
     if (!opened.ok()) return opened.status();
@@ -248,14 +301,19 @@ class WebDataset : public Dataset {
     Entry image{};
     bool has_image = false;
     int64_t label = -1;
-    auto flush = [&]() -> absl::Status {
-      if (has_image) {
+    absl::Status error;  // of the pending sample
+    std::string error_member;
+    auto flush = [&]() {
+      if (!error.ok()) {
+        samples_.push_back(Entry{shard, error_member, 0, 0, std::move(error)});
+        labels_.push_back(-1);
+      } else if (has_image) {
         samples_.push_back(image);
         labels_.push_back(label);
       }
       has_image = false;
       label = -1;
-      return absl::OkStatus();
+      error = absl::OkStatus();
     };
     absl::Status s = ScanTar(fd, path, [&](const TarMember& m) -> absl::Status {
       const size_t slash = m.name.rfind('/');
@@ -264,25 +322,33 @@ class WebDataset : public Dataset {
       const std::string ext =
           dot == std::string::npos ? "" : absl::AsciiStrToLower(m.name.substr(dot + 1));
       if (k != key) {
-        if (absl::Status f = flush(); !f.ok()) return f;
+        flush();
         key = k;
       }
       if (IsImageExtension(ext) && !has_image) {
-        image = Entry{shard, m.name, m.offset, m.size};
+        image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
         has_image = true;
-      } else if (ext == "cls" || ext == "label") {
+      } else if ((ext == "cls" || ext == "label") && error.ok()) {
         char text[32] = {};
         if (m.size == 0 || m.size >= sizeof(text) ||
             pread(fd, text, m.size, static_cast<off_t>(m.offset)) != static_cast<ssize_t>(m.size) ||
             !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
-          return absl::InvalidArgumentError(
+          error = absl::DataLossError(
               absl::StrCat(path, ":", m.name, ": label is not a non-negative integer"));
+          error_member = m.name;
         }
       }
       return absl::OkStatus();
     });
-    if (!s.ok()) return s;
-    return flush();
+    flush();
+    if (!s.ok()) {
+      // The archive's structure is lost from here on (a corrupt header, a
+      // member past the end of a truncated file): what came before stays,
+      // and one failing sample stands for the rest of the shard.
+      samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, std::move(s)});
+      labels_.push_back(-1);
+    }
+    return absl::OkStatus();
   }
 
   std::vector<Shard> shards_;
@@ -303,16 +369,19 @@ Dataset::~Dataset() {
 }
 
 absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
+  // O_NONBLOCK: opening a FIFO (or a device) named like an image must not
+  // wait for a writer; only regular files are read, and for them the flag
+  // changes nothing.
   int fd;
   if (confine_fd_ < 0) {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } else {
     if (path.compare(0, confine_root_.size() + 1, confine_root_ + "/") != 0) {
       return absl::PermissionDeniedError(
           absl::StrCat(path, " is outside the data root ", confine_root_));
     }
     open_how how = {};
-    how.flags = O_RDONLY | O_CLOEXEC;
+    how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     const std::string rel = path.substr(confine_root_.size() + 1);
     fd = static_cast<int>(syscall(SYS_openat2, confine_fd_, rel.c_str(), &how, sizeof(how)));
@@ -322,6 +391,11 @@ absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
     }
   }
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
   return fd;
 }
 

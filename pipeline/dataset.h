@@ -64,6 +64,9 @@ class Dataset {
   // label: two indexes with the same fingerprint map every index to the same
   // file and label.
   uint64_t fingerprint() const { return fingerprint_; }
+  // What indexing left out and why (a symlink loop not followed), for the
+  // caller to log.
+  const std::vector<std::string>& index_warnings() const { return warnings_; }
 
  protected:
   friend absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
@@ -82,6 +85,7 @@ class Dataset {
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
+  std::vector<std::string> warnings_;
 };
 
 // Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar

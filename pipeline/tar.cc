@@ -18,11 +18,18 @@ constexpr size_t kBlock = 512;
 uint64_t RoundUp(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
 
 // Octal (NUL/space terminated), or GNU base-256 when the top bit is set.
+// False for a malformed field or a value of 2^63 or more (no file is that
+// big, and offsets computed from it must not wrap).
 bool ParseNumber(const char* field, size_t len, uint64_t* out) {
+  constexpr uint64_t kMax = uint64_t{1} << 63;
   const auto* u = reinterpret_cast<const unsigned char*>(field);
   if (u[0] & 0x80) {
-    uint64_t v = u[0] & 0x7F;
-    for (size_t i = 1; i < len; ++i) v = (v << 8) | u[i];
+    if (u[0] != 0x80) return false;  // negative, or beyond 2^63 in any case
+    uint64_t v = 0;
+    for (size_t i = 1; i < len; ++i) {
+      if (v >= (kMax >> 8)) return false;
+      v = (v << 8) | u[i];
+    }
     *out = v;
     return true;
   }
@@ -31,6 +38,7 @@ bool ParseNumber(const char* field, size_t len, uint64_t* out) {
   while (i < len && field[i] == ' ') ++i;
   bool any = false;
   for (; i < len && field[i] >= '0' && field[i] <= '7'; ++i) {
+    if (v >= (kMax >> 3)) return false;
     v = v * 8 + (field[i] - '0');
     any = true;
   }
@@ -39,6 +47,14 @@ bool ParseNumber(const char* field, size_t len, uint64_t* out) {
 }
 
 std::string Field(const char* p, size_t len) { return std::string(p, strnlen(p, len)); }
+
+// The member's name: a preceding GNU long name or pax path, else the
+// header's (ustar prefix / name).
+std::string MemberName(const char* h, const std::string& long_name) {
+  if (!long_name.empty()) return long_name;
+  const std::string prefix = std::memcmp(h + 257, "ustar", 5) == 0 ? Field(h + 345, 155) : "";
+  return prefix.empty() ? Field(h, 100) : absl::StrCat(prefix, "/", Field(h, 100));
+}
 
 absl::Status ReadAt(int fd, void* buf, size_t size, uint64_t offset, size_t* got) {
   size_t done = 0;
@@ -93,12 +109,15 @@ absl::Status ScanTar(int fd, const std::string& path,
           absl::StrCat(path, ": bad tar header (checksum or size) at offset ", offset));
     }
     const char type = h[156];
+    // offset + 512 <= file_size (a whole header was read there), so neither
+    // this comparison nor the next offset can wrap, and every step moves on
+    // by at least one block: the scan ends on any input.
     const uint64_t data = offset + kBlock;
     if (have_pax_size) size = pax_size;
-    if (data + size > file_size) {
+    if (size > file_size - data) {
       return absl::DataLossError(absl::StrFormat(
-          "%s: tar member at offset %d claims %d bytes, past the end of the file (%d bytes)", path,
-          offset, size, file_size));
+          "%s: tar member '%s' at offset %d claims %d bytes, past the end of the file (%d bytes)",
+          path, MemberName(h, long_name), offset, size, file_size));
     }
     if (type == 'L' || type == 'x') {
       if (size > (1 << 20)) {
@@ -118,8 +137,9 @@ absl::Status ScanTar(int fd, const std::string& path,
         while (pos < ext.size()) {
           const size_t space = ext.find(' ', pos);
           uint64_t len = 0;
+          // A record holds its length, a space, key=value and a newline.
           if (space == std::string::npos || !absl::SimpleAtoi(ext.substr(pos, space - pos), &len) ||
-              len == 0 || pos + len > ext.size()) {
+              len > ext.size() - pos || len < space - pos + 2) {
             break;
           }
           const std::string record = ext.substr(space + 1, pos + len - space - 2);
@@ -127,7 +147,13 @@ absl::Status ScanTar(int fd, const std::string& path,
           if (eq != std::string::npos) {
             const std::string key = record.substr(0, eq), value = record.substr(eq + 1);
             if (key == "path") long_name = value;
-            if (key == "size" && absl::SimpleAtoi(value, &pax_size)) have_pax_size = true;
+            if (key == "size") {
+              if (!absl::SimpleAtoi(value, &pax_size) || pax_size >= (uint64_t{1} << 63)) {
+                return absl::DataLossError(absl::StrCat(
+                    path, ": bad pax size record '", value, "' at offset ", offset));
+              }
+              have_pax_size = true;
+            }
           }
           pos += len;
         }
@@ -137,12 +163,7 @@ absl::Status ScanTar(int fd, const std::string& path,
     }
     if (type == '0' || type == '\0' || type == '7') {
       TarMember m;
-      if (!long_name.empty()) {
-        m.name = long_name;
-      } else {
-        const std::string prefix = std::memcmp(h + 257, "ustar", 5) == 0 ? Field(h + 345, 155) : "";
-        m.name = prefix.empty() ? Field(h, 100) : absl::StrCat(prefix, "/", Field(h, 100));
-      }
+      m.name = MemberName(h, long_name);
       m.offset = data;
       m.size = size;
       if (absl::Status s = visit(m); !s.ok()) return s;

@@ -177,6 +177,9 @@ int Main(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+  // would then start too, and clients would land on either at random.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     spdlog::error("cannot listen on {}:{}", listen, port);

@@ -22,13 +22,20 @@ StopSignals::StopSignals() {
   sigemptyset(&set_);
   sigaddset(&set_, SIGTERM);
   sigaddset(&set_, SIGINT);
+  sigaddset(&set_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
 }
 
 int StopSignals::Wait() {
-  int signal_number = 0;
-  sigwait(&set_, &signal_number);
-  return signal_number;
+  while (true) {
+    int signal_number = 0;
+    sigwait(&set_, &signal_number);
+    if (signal_number != SIGHUP) return signal_number;
+    // What a closed terminal or `systemctl reload` sends. Every setting is a
+    // flag read at start, so there is nothing to reload: say so and go on.
+    spdlog::warn("SIGHUP: nothing to reload (flags are read at start; restart to change them); "
+                 "ignored");
+  }
 }
 
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(

@@ -22,8 +22,9 @@ namespace prepflow::daemon {
 // (trace|debug|info|warn|error|off; default info).
 void SetUpLogging(const std::string& name);
 
-// Blocks SIGTERM and SIGINT in the calling thread and every thread started
-// after it; Wait() takes the first that arrives.
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread
+// started after it; Wait() returns the first SIGTERM or SIGINT, and logs and
+// ignores SIGHUP (there is nothing to reload).
 class StopSignals {
  public:
   StopSignals();

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
@@ -12,7 +13,10 @@
 namespace prepflow {
 
 WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
-    : options_(options), metrics_(metrics) {
+    : options_(options),
+      metrics_(metrics),
+      datasets_(DatasetCacheOptions{DatasetOptions{options.data_root}, nullptr,
+                                    options.min_reindex_seconds}) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;
   if (options_.worker_id.empty()) {
@@ -31,23 +35,6 @@ WorkerCore::~WorkerCore() { pool_->Stop(); }
 void WorkerCore::BeginDrain() {
   absl::MutexLock lock(&mu_);
   draining_ = true;
-}
-
-absl::StatusOr<std::shared_ptr<const Dataset>> WorkerCore::GetDataset(
-    const proto::DatasetSpec& spec) {
-  const std::string key =
-      absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n", spec.max_file_bytes());
-  auto it = datasets_.find(key);
-  if (it != datasets_.end()) {
-    if (std::shared_ptr<const Dataset> ds = it->second.lock()) return ds;
-  }
-  DatasetOptions options;
-  options.confine_to = options_.data_root;
-  auto ds = OpenDataset(spec, options);
-  if (!ds.ok()) return ds.status();
-  std::shared_ptr<const Dataset> shared = *std::move(ds);
-  datasets_[key] = shared;
-  return shared;
 }
 
 void WorkerCore::RefuseStream(const absl::Status& status, const std::string& peer) {
@@ -78,6 +65,16 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: pipeline: ", pipeline.status().message())));
   }
   job->pipeline_ = *std::move(pipeline);
+  // Indexing may take seconds: it runs outside mu_, and opens of the same
+  // dataset share one (dataset_cache.h).
+  auto ds = datasets_.Get(open.dataset(), open.dataset_fingerprint(), open.dataset_size());
+  if (!ds.ok()) {
+    const absl::Status& s = ds.status();
+    return refuse(absl::Status(
+        s.code(), absl::StrCat(absl::StartsWith(s.message(), "job open:") ? "" : "job open: dataset: ",
+                               s.message())));
+  }
+  job->dataset_ = *std::move(ds);
   {
     absl::MutexLock lock(&mu_);
     if (draining_) return absl::UnavailableError("worker is shutting down");
@@ -89,19 +86,6 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
       return refuse(absl::ResourceExhaustedError(
           absl::StrCat("worker has ", streams_by_client_[client], " open streams from ", client,
                        ", the limit (--max-streams-per-client)")));
-    }
-    auto ds = GetDataset(open.dataset());
-    if (!ds.ok()) {
-      const absl::Status& s = ds.status();
-      return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
-    }
-    job->dataset_ = *std::move(ds);
-    if (open.dataset_size() != job->dataset_->size() ||
-        open.dataset_fingerprint() != job->dataset_->fingerprint()) {
-      return refuse(absl::FailedPreconditionError(absl::StrCat(
-          "job open: dataset ", open.dataset().path(), " differs here: the worker indexes ",
-          job->dataset_->size(), " samples (fingerprint ", job->dataset_->fingerprint(),
-          "), the client ", open.dataset_size(), " (", open.dataset_fingerprint(), ")")));
     }
     ++streams_;
     ++streams_by_client_[client];

@@ -24,6 +24,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
+#include "server/dataset_cache.h"
 #include "proto/worker.pb.h"
 #include "server/metrics.h"
 
@@ -38,6 +39,7 @@ struct WorkerOptions {
   int max_item_samples = 4096;
   int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
   std::string worker_id;                  // for logs and JobOpened; default host:pid
+  double min_reindex_seconds = 5;         // see DatasetCache
 };
 
 // A sample's payload, in a buffer of its own (malloc'd), so a transport can
@@ -111,9 +113,6 @@ class WorkerCore {
 
  private:
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
-  absl::StatusOr<std::shared_ptr<const Dataset>> GetDataset(const proto::DatasetSpec& spec)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   WorkerOptions options_;
   WorkerMetrics* metrics_;  // may be null
   std::vector<std::unique_ptr<Workspace>> workspaces_;
@@ -123,8 +122,7 @@ class WorkerCore {
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  // Open datasets by (path, format, limit), shared by the streams of a job.
-  std::map<std::string, std::weak_ptr<const Dataset>> datasets_ ABSL_GUARDED_BY(mu_);
+  DatasetCache datasets_;  // shared by the jobs; locks of its own
 };
 
 }  // namespace prepflow

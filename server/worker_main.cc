@@ -124,6 +124,9 @@ int Main(int argc, char** argv) {
   builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
                            &bound_port);
   builder.RegisterService(&service);
+  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+  // would then start too, and clients would land on either at random.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(-1);
   // Clients' flow-control (BDP) pings arrive while this side is busy and has

@@ -27,6 +27,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
+#include "pipeline/text.h"
 #include "policy/planner.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
@@ -40,15 +41,30 @@ constexpr int kOk = 0;
 constexpr int kFailed = 1;
 constexpr int kUsage = 2;
 
+// The --json contract (RunWithJsonContract): whether this process printed
+// its JSON line, and the last error it reported.
+bool json_printed = false;
+std::string last_error;
+
+// Prints `j` as one line of valid UTF-8 JSON. Strings from outside go
+// through SafeText first; the replacing handler is a second line of defence,
+// so a stray byte can never abort the process.
+void PrintJson(const Json& j) {
+  std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());
+  std::fflush(stdout);
+  json_printed = true;
+}
+
 // Prints a usage error and returns the usage exit code.
 int UsageError(const std::string& message, const FlagSet& flags) {
-  std::fprintf(stderr, "%s\n\n%s", message.c_str(), flags.Usage().c_str());
+  last_error = SafeText(message);
+  std::fprintf(stderr, "%s\n\n%s", last_error.c_str(), flags.Usage().c_str());
   return kUsage;
 }
 
 int Failure(const std::string& command, const absl::Status& status) {
-  std::fprintf(stderr, "prepflow %s: error: %s\n", command.c_str(),
-               std::string(status.message()).c_str());
+  last_error = SafeText(status.message());
+  std::fprintf(stderr, "prepflow %s: error: %s\n", command.c_str(), last_error.c_str());
   return status.code() == absl::StatusCode::kInvalidArgument ? kUsage : kFailed;
 }
 
@@ -136,7 +152,7 @@ struct RunFlags {
   uint64_t seed = 0;
   int64_t max_pixels = 64'000'000;
   int64_t max_file_bytes = kDefaultMaxFileBytes;
-  bool json = false, shuffle = true, drop_last = false;
+  bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
   std::string scheduler, labels;
   double weight = 1, max_remote_cores = 0;
@@ -188,6 +204,9 @@ struct RunFlags {
              "copy an item to an idle worker once it has waited this many times the fastest "
              "worker's item latency; the first answer wins (0: never)");
     f.Int("item-samples", &item_samples, "samples per remote work item");
+    f.Bool("fallback-local", &fallback_local,
+           "with --offload remote or cut=K: run locally (with a warning) when no worker can be "
+           "reached at the start, instead of failing");
     RegisterSecurityFlags(f, &security, /*server=*/false);
     f.Int("metrics-port", &metrics_port,
           "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
@@ -240,6 +259,7 @@ struct RunFlags {
     o.worker_timeout_seconds = worker_timeout;
     o.hedge_after = hedge_after;
     o.item_samples = item_samples;
+    o.fallback_local = fallback_local;
     return o;
   }
 };
@@ -322,7 +342,7 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"batch", options.batch_size},
               {"threads", loader.threads()},
               {"pipeline", loader.pipeline().name()},
-              {"dataset", loader.dataset().root()},
+              {"dataset", SafeText(loader.dataset().root())},
               {"format", loader.dataset().format()},
               {"samples_per_epoch", loader.samples_per_epoch()},
               {"output_bytes", st.bytes},
@@ -349,10 +369,10 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"remote_stages", StagesJson(st.remote_stages)}};
     Json errors = Json::array();
     for (const SampleError& e : st.first_errors) {
-      errors.push_back({{"index", e.index}, {"path", e.path}, {"error", e.status.ToString()}});
+      errors.push_back({{"index", e.index}, {"path", SafeText(e.path)}, {"error", SafeText(e.status.ToString())}});
     }
     j["first_errors"] = errors;
-    if (!status.ok()) j["error"] = std::string(status.message());
+    if (!status.ok()) j["error"] = SafeText(status.message());
     outcome.summary = std::move(j);
   } else {
     std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
@@ -391,7 +411,7 @@ int RunCommand(int argc, char** argv) {
   auto options = rf.ToOptions();
   if (!options.ok()) return Failure("run", options.status());
   RunOutcome outcome = ExecuteRun("run", *options, rf.json, rf.metrics_port);
-  if (rf.json && !outcome.summary.is_null()) std::printf("%s\n", outcome.summary.dump().c_str());
+  if (rf.json && !outcome.summary.is_null()) PrintJson(outcome.summary);
   return outcome.exit_code;
 }
 
@@ -469,7 +489,7 @@ int ProfileCommand(int argc, char** argv) {
               {"errors", errors},
               {"seconds", seconds},
               {"stages", StagesJson(stages)}};
-    std::printf("%s\n", j.dump().c_str());
+    PrintJson(j);
   } else {
     std::printf("prepflow profile: %s over %zu samples of %s (%lld errors), one thread\n",
                 (*pipeline)->DebugString().c_str(), order.size(), (*dataset)->root().c_str(),
@@ -616,7 +636,7 @@ int PlanCommand(int argc, char** argv) {
               {"network_bytes_per_s", plan->network_bytes_per_s},
               {"binding", binding},
               {"explanation", plan->explanation}};
-    std::printf("%s\n", j.dump().c_str());
+    PrintJson(j);
     return kOk;
   }
   std::printf("  %-24s %14s %16s\n", "stage", "cpu ms/sample", "out KiB/sample");
@@ -667,7 +687,7 @@ int PackCommand(int argc, char** argv) {
   if (json) {
     Json j = {{"command", "pack"},     {"samples", stats->samples}, {"shards", stats->shards},
               {"bytes", stats->bytes}, {"seconds", seconds},        {"out", out}};
-    std::printf("%s\n", j.dump().c_str());
+    PrintJson(j);
   } else {
     std::printf("packed %lld samples into %lld shards (%.1f MiB) in %s in %.2f s\n",
                 static_cast<long long>(stats->samples), static_cast<long long>(stats->shards),
@@ -782,8 +802,25 @@ int DemoCommand(int argc, char** argv) {
       }
     }
   }
-  if (rf.json && !result.is_null()) std::printf("%s\n", result.dump().c_str());
+  if (rf.json && !result.is_null()) PrintJson(result);
   cleanup();
+  return code;
+}
+
+int RunWithJsonContract(const std::string& command, int (*f)(int, char**), int argc,
+                        char** argv) {
+  bool json = false;
+  for (int i = 2; i < argc; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "--json" || a == "--json=true" || a == "--json=1") json = true;
+    if (a == "--no-json" || a == "--json=false" || a == "--json=0") json = false;
+  }
+  const int code = f(argc, argv);
+  if (json && !json_printed && !(code == kOk && last_error.empty())) {
+    PrintJson(Json{{"command", command},
+                   {"error", last_error.empty() ? "failed" : last_error},
+                   {"exit_code", code}});
+  }
   return code;
 }
 

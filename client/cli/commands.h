@@ -3,6 +3,8 @@
 #ifndef PREPFLOW_CLIENT_CLI_COMMANDS_H_
 #define PREPFLOW_CLIENT_CLI_COMMANDS_H_
 
+#include <string>
+
 namespace prepflow::cli {
 
 int RunCommand(int argc, char** argv);      // prepflow run
@@ -10,6 +12,13 @@ int ProfileCommand(int argc, char** argv);  // prepflow profile
 int PackCommand(int argc, char** argv);     // prepflow pack
 int PlanCommand(int argc, char** argv);     // prepflow plan
 int DemoCommand(int argc, char** argv);     // prepflow demo
+
+// Runs a command. With --json among its flags, stdout ends with exactly one
+// JSON line whatever happens: the command's summary (with an "error" field
+// when the job failed), or {"command", "error", "exit_code"} when it failed
+// before it had one (bad flags, a dataset that cannot be opened, a worker
+// that refused the job).
+int RunWithJsonContract(const std::string& command, int (*f)(int, char**), int argc, char** argv);
 
 }  // namespace prepflow::cli
 

@@ -1,4 +1,7 @@
 // `prepflow`: run, profile and pack input pipelines; see `prepflow help`.
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -24,6 +27,22 @@ environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
 )";
 
+// A closed terminal or ssh session sends SIGHUP, which would end a long run
+// with no word. The run goes on; SIGINT and SIGTERM still stop it.
+void OnHangUp(int) {
+  static const char kLine[] = "prepflow: SIGHUP ignored; the run goes on (SIGINT or SIGTERM stop it)\n";
+  ssize_t ignored = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);  // async-signal-safe
+  (void)ignored;
+}
+
+void IgnoreHangUp() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnHangUp;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &sa, nullptr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,12 +59,16 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  IgnoreHangUp();
   const std::string command = argv[1];
-  if (command == "run") return prepflow::cli::RunCommand(argc, argv);
-  if (command == "profile") return prepflow::cli::ProfileCommand(argc, argv);
-  if (command == "pack") return prepflow::cli::PackCommand(argc, argv);
-  if (command == "plan") return prepflow::cli::PlanCommand(argc, argv);
-  if (command == "demo") return prepflow::cli::DemoCommand(argc, argv);
+  using Command = int (*)(int, char**);
+  for (const auto& [name, f] : {std::pair<const char*, Command>{"run", prepflow::cli::RunCommand},
+                                {"profile", prepflow::cli::ProfileCommand},
+                                {"pack", prepflow::cli::PackCommand},
+                                {"plan", prepflow::cli::PlanCommand},
+                                {"demo", prepflow::cli::DemoCommand}}) {
+    if (command == name) return prepflow::cli::RunWithJsonContract(command, f, argc, argv);
+  }
   std::fprintf(stderr, "prepflow: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/loader.h"
+#include "pipeline/text.h"
 #include "gpu.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
@@ -37,7 +38,8 @@ namespace prepflow::python {
 namespace {
 
 [[noreturn]] void Raise(const absl::Status& s) {
-  const std::string message(s.message());
+  // Messages quote file names, which need not be UTF-8.
+  const std::string message = SafeText(s.message());
   switch (s.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
@@ -100,6 +102,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
   o.hedge_after = Get<double>(d, "hedge_after", 3);
   o.item_samples = Get<int>(d, "item_samples", 8);
+  o.fallback_local = Get<bool>(d, "fallback_local", false);
   o.security.tls_ca_file = Get<std::string>(d, "tls_ca", "");
   o.security.tls_cert_file = Get<std::string>(d, "tls_cert", "");
   o.security.tls_key_file = Get<std::string>(d, "tls_key", "");
@@ -237,8 +240,11 @@ py::dict StatsDict(const LoaderStats& st) {
   for (const SampleError& e : st.first_errors) {
     py::dict ed;
     ed["index"] = e.index;
-    ed["path"] = e.path;
-    ed["error"] = e.status.ToString();
+    // As os.listdir gives names: undecodable bytes as surrogates, so that
+    // os.fsencode(path) is the file's name.
+    ed["path"] = py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeFSDefaultAndSize(e.path.data(), static_cast<Py_ssize_t>(e.path.size())));
+    ed["error"] = SafeText(e.status.ToString());
     errors.append(ed);
   }
   d["first_errors"] = errors;

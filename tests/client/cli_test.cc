@@ -1,6 +1,9 @@
 // The `prepflow` command as other tools use it: real process, exit codes,
 // the --json contract, error messages.
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -12,12 +15,14 @@
 #include "nlohmann/json.hpp"
 #include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
+#include "tests/testing/worker_process.h"
 
 namespace prepflow {
 namespace {
 
 using ::prepflow::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CliRun {
   int exit_code = -1;
@@ -30,10 +35,14 @@ struct CliRun {
   }
 };
 
+// Every run has a deadline: a hang fails the test with exit code 124 or 137
+// (timeout's) in seconds, not at ctest's timeout.
+constexpr int kDeadlineSeconds = 120;
+
 CliRun Prepflow(const std::string& args, const TempDir& dir) {
   const std::string err_path = dir.Join("stderr.txt");
-  const std::string cmd =
-      absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow ", args, " 2>", err_path, " </dev/null");
+  const std::string cmd = absl::StrCat("timeout -k 5 ", kDeadlineSeconds, " ", PREPFLOW_BIN_DIR,
+                                       "/prepflow ", args, " 2>", err_path, " </dev/null");
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
   char buf[4096];
@@ -43,7 +52,19 @@ CliRun Prepflow(const std::string& args, const TempDir& dir) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   const std::vector<uint8_t> err = testing::ReadFile(err_path);
   r.err.assign(err.begin(), err.end());
+  EXPECT_NE(r.exit_code, 124) << "prepflow " << args << " ran past its deadline";
+  EXPECT_NE(r.exit_code, 137) << "prepflow " << args << " ran past its deadline";
   return r;
+}
+
+// Waits (up to the deadline) until the file at `path` contains `text`.
+bool WaitForText(const std::string& path, const std::string& text) {
+  for (int i = 0; i < kDeadlineSeconds * 10; ++i) {
+    const std::vector<uint8_t> bytes = testing::ReadFile(path);
+    if (std::string(bytes.begin(), bytes.end()).find(text) != std::string::npos) return true;
+    usleep(100'000);
+  }
+  return false;
 }
 
 class CliTest : public ::testing::Test {
@@ -198,6 +219,121 @@ TEST_F(CliTest, ProfileAndDemo) {
   EXPECT_EQ(d["local"]["remote_images"], 0);
   EXPECT_EQ(d["local"]["checksum"], d["checksum"]);
   EXPECT_TRUE(d["checksums_equal"].get<bool>());
+}
+
+// Files an attacker or a careless operator may leave in a dataset: a shard
+// whose member size wraps past 2^64, a FIFO named like an image, names that
+// are not UTF-8 or hold a newline. Each fails its own sample, nothing hangs,
+// locally and on a worker, and --json's line still parses.
+TEST_F(CliTest, HostileFilesNeitherHangNorCrash) {
+  testing::WriteFile(dir_.Join("wrap.tar"), testing::TarWithWrappingMember(testing::Jpeg(64, 48)));
+  ASSERT_EQ(mkfifo(dir_.Join("data/class001/fifo.jpg").c_str(), 0644), 0);
+  const std::vector<uint8_t> broken = {0xFF, 0xD8, 0xFF, 0x00};
+  testing::WriteFile(dir_.Join("data/class002/\xff\xfe-latin1.jpg"), broken);
+  testing::WriteFile(dir_.Join("data/class002/x\n[2026-01-01 00:00:00.000 I] forged.jpg"), broken);
+  testing::WorkerProcess worker(dir_.path());
+
+  for (const std::string& where : {std::string(""), absl::StrCat(" --offload remote --workers ",
+                                                                 worker.address())}) {
+    const CliRun tar =
+        Prepflow(absl::StrCat("run --data ", dir_.Join("wrap.tar"), " --batch 1 --json", where),
+                 dir_);
+    ASSERT_EQ(tar.exit_code, 0) << where << tar.err;
+    nlohmann::json j = tar.LastJson();
+    EXPECT_EQ(j["images"], 1) << where;
+    EXPECT_EQ(j["errors"], 1) << where;
+    EXPECT_THAT(j["first_errors"][0]["error"].get<std::string>(),
+                HasSubstr("wrap.tar: bad tar header (checksum or size) at offset"));
+
+    const CliRun files =
+        Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --json", where), dir_);
+    ASSERT_EQ(files.exit_code, 0) << where << files.err;
+    j = files.LastJson();
+    EXPECT_EQ(j["images"], 15) << where;
+    EXPECT_EQ(j["errors"], 3) << where;
+    EXPECT_THAT(j.dump(), HasSubstr("fifo.jpg is not a regular file"));
+    EXPECT_THAT(j.dump(), HasSubstr("\\\\xff\\\\xfe-latin1.jpg"));  // escaped, in JSON
+    EXPECT_THAT(files.err, HasSubstr("\\xff\\xfe-latin1.jpg"));
+    EXPECT_THAT(files.err, HasSubstr("x\\x0a[2026-01-01"));
+    EXPECT_THAT(files.err, Not(HasSubstr("\n[2026-01-01 00:00:00.000 I] forged")))
+        << "a file name forged a log line";
+    if (!where.empty()) {
+      EXPECT_EQ(j["remote_images"], 15);
+    }
+  }
+}
+
+// Whatever goes wrong, --json's last line is one JSON object, with "error".
+TEST_F(CliTest, JsonEndsWithOneLineEvenOnFailure) {
+  const CliRun missing = Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere"), " --json"), dir_);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.LastJson()["error"].get<std::string>(), HasSubstr(dir_.Join("nowhere")));
+  const CliRun usage = Prepflow("run --data x --bogus 3 --json", dir_);
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.LastJson()["error"].get<std::string>(), HasSubstr("unknown flag --bogus"));
+  EXPECT_EQ(usage.LastJson()["exit_code"], 2);
+  const CliRun refused = Prepflow(
+      absl::StrCat("run --data ", dir_.Join("data"), " --offload remote --workers 127.0.0.1:1 "
+                                                     "--json"),
+      dir_);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.LastJson()["error"].get<std::string>(), HasSubstr("no worker is reachable"));
+  const CliRun pack = Prepflow(
+      absl::StrCat("pack --data ", dir_.Join("nowhere"), " --out ", dir_.Join("o"), " --json"),
+      dir_);
+  EXPECT_EQ(pack.exit_code, 1);
+  EXPECT_EQ(pack.LastJson()["command"], "pack");
+}
+
+// --offload remote with no reachable worker fails clearly, unless the job
+// may fall back; a worker address without a port is a usage error.
+TEST_F(CliTest, RemoteWithoutWorkersFailsUnlessToldToFallBack) {
+  const std::string run = absl::StrCat("run --data ", dir_.Join("data"), " --offload remote ");
+  const CliRun refused = Prepflow(run + "--workers 127.0.0.1:1", dir_);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("no worker is reachable (127.0.0.1:1"));
+  EXPECT_THAT(refused.err, HasSubstr("--fallback-local"));
+  const CliRun fallback = Prepflow(run + "--workers 127.0.0.1:1 --fallback-local --json", dir_);
+  EXPECT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_EQ(fallback.LastJson()["local_images"], 15);
+  const CliRun no_port = Prepflow(run + "--workers localhost", dir_);
+  EXPECT_EQ(no_port.exit_code, 2);
+  EXPECT_THAT(no_port.err, HasSubstr("--workers: 'localhost' is not host:port"));
+}
+
+// SIGHUP (a closed terminal) neither ends a run nor a worker: both log it and
+// go on; SIGTERM still stops them.
+TEST_F(CliTest, HangUpIsLoggedAndIgnored) {
+  testing::WorkerProcess worker(dir_.path());
+  worker.Signal(SIGHUP);
+  const CliRun remote = Prepflow(absl::StrCat("run --data ", dir_.Join("data"),
+                                              " --offload remote --workers ", worker.address(),
+                                              " --json"),
+                                 dir_);
+  ASSERT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(remote.LastJson()["remote_images"], 15) << "the worker still serves after SIGHUP";
+
+  const std::string err_path = dir_.Join("long-run.err");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen(err_path.c_str(), "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    const std::string bin = absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow");
+    const std::string data = dir_.Join("data");
+    execl(bin.c_str(), bin.c_str(), "run", "--data", data.c_str(), "--epochs", "1000000",
+          "--metrics-port", "0", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Logged once the run is under way, after the handler is in place.
+  ASSERT_TRUE(WaitForText(err_path, "serving metrics"));
+  kill(pid, SIGHUP);
+  EXPECT_TRUE(WaitForText(err_path, "SIGHUP ignored"));
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM) << "the run must outlive SIGHUP";
 }
 
 }  // namespace

@@ -154,9 +154,20 @@ TEST_F(RemoteTest, MetricsShowThePlacementAndEachWorker) {
   EXPECT_THAT(text, HasSubstr("prepflow_client_stage_cpu_seconds_total{"));
 }
 
-TEST_F(RemoteTest, UnreachableWorkersMeanLocalWork) {
+// A job that asked for remote work fails when no worker can be reached,
+// naming the address and the way out; told it may fall back, it runs locally.
+TEST_F(RemoteTest, UnreachableWorkersFailUnlessToldToFallBack) {
   LoaderOptions o = Options({"127.0.0.1:1"}, "remote");
   o.connect_timeout_seconds = 5;
+  auto refused = Loader::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(refused.status().message(), HasSubstr("no worker is reachable (127.0.0.1:1 "));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--fallback-local"));
+  EXPECT_THAT(Loader::Create(Options({"workerhost"}, "remote")).status().message(),
+              HasSubstr("'workerhost' is not host:port"));
+
+  o.fallback_local = true;
   const RunResult r = RunWith(o);
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.remote_images, 0);

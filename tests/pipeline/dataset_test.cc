@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <chrono>
+#include <cstring>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -157,20 +161,34 @@ TEST(WebDataset, ReadsArchivesWrittenByGnuTar) {
   }
 }
 
-TEST(WebDataset, CorruptShardsAndLabelsAreClearErrors) {
+absl::Status ReadStatus(const Dataset& ds, int64_t i) {
+  Buffer buf;
+  size_t size = 0;
+  return ds.Read(i, &buf, &size);
+}
+
+// What is wrong inside a shard fails the samples it concerns, each naming
+// the shard and member; the rest of the dataset stays readable, so
+// --on-error skip goes on and fail stops with that message.
+TEST(WebDataset, CorruptShardsAndLabelsFailTheirSamplesOnly) {
   TempDir dir;
   {
     TarWriter w;
     ASSERT_TRUE(w.Open(dir.Join("bad-label.tar")).ok());
+    ASSERT_TRUE(w.Add("j.jpg", "y", 1).ok());
+    ASSERT_TRUE(w.Add("j.cls", "2", 1).ok());
     ASSERT_TRUE(w.Add("k.jpg", "x", 1).ok());
     ASSERT_TRUE(w.Add("k.cls", "cat", 3).ok());
     ASSERT_TRUE(w.Close().ok());
   }
-  proto::DatasetSpec spec;
-  spec.set_path(dir.Join("bad-label.tar"));
-  auto bad = OpenDataset(spec);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("bad-label.tar:k.cls: label"));
+  auto labels = Open(dir.Join("bad-label.tar"));
+  ASSERT_NE(labels, nullptr);
+  ASSERT_EQ(labels->size(), 2);
+  EXPECT_EQ(Bytes(*labels, 0), "y");
+  EXPECT_EQ(labels->label(0), 2);
+  const absl::Status bad = ReadStatus(*labels, 1);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad.message(), HasSubstr("bad-label.tar:k.cls: label"));
 
   {
     TarWriter w;
@@ -183,27 +201,131 @@ TEST(WebDataset, CorruptShardsAndLabelsAreClearErrors) {
   f.seekp(1024 + 10);  // inside the second header
   f.put('!');
   f.close();
-  spec.set_path(dir.Join("corrupt.tar"));
-  auto corrupt = OpenDataset(spec);
-  EXPECT_EQ(corrupt.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(corrupt.status().message(), HasSubstr("corrupt.tar: bad tar header"));
-  EXPECT_THAT(corrupt.status().message(), HasSubstr("offset 1024"));
+  auto corrupt = Open(dir.Join("corrupt.tar"));
+  ASSERT_NE(corrupt, nullptr);
+  ASSERT_EQ(corrupt->size(), 2);
+  EXPECT_EQ(Bytes(*corrupt, 0), "abc");
+  const absl::Status rest = ReadStatus(*corrupt, 1);
+  EXPECT_EQ(rest.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(rest.message(), HasSubstr("corrupt.tar: bad tar header"));
+  EXPECT_THAT(rest.message(), HasSubstr("offset 1024"));
 
-  // A member claiming more bytes than the file holds.
+  // A member claiming more bytes than the file holds (a truncated shard).
   {
     TarWriter w;
     ASSERT_TRUE(w.Open(dir.Join("big.tar")).ok());
+    ASSERT_TRUE(w.Add("a.jpg", "abc", 3).ok());
     const std::string big(5000, 'x');
-    ASSERT_TRUE(w.Add("a.jpg", big.data(), big.size()).ok());
+    ASSERT_TRUE(w.Add("b.jpg", big.data(), big.size()).ok());
     ASSERT_TRUE(w.Close().ok());
   }
   std::vector<uint8_t> trunc = testing::ReadFile(dir.Join("big.tar"));
   trunc.resize(3000);
   WriteFile(dir.Join("short.tar"), trunc);
-  spec.set_path(dir.Join("short.tar"));
-  auto short_status = OpenDataset(spec).status();
-  EXPECT_EQ(short_status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(short_status.message(), HasSubstr("past the end of the file"));
+  auto short_ds = Open(dir.Join("short.tar"));
+  ASSERT_NE(short_ds, nullptr);
+  ASSERT_EQ(short_ds->size(), 2);
+  EXPECT_EQ(Bytes(*short_ds, 0), "abc");
+  const absl::Status truncated = ReadStatus(*short_ds, 1);
+  EXPECT_EQ(truncated.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(truncated.message(), HasSubstr("member 'b.jpg' at offset 1024 claims 5000 bytes"));
+  EXPECT_THAT(truncated.message(), HasSubstr("past the end of the file"));
+}
+
+// Runs `f` on another thread and ends the test binary with a failure if it
+// has not returned within `seconds`: a hang fails fast, naming what hung.
+template <typename F>
+void WithDeadline(const char* what, double seconds, F f) {
+  std::promise<void> done;
+  std::thread t([&] {
+    f();
+    done.set_value();
+  });
+  if (done.get_future().wait_for(std::chrono::duration<double>(seconds)) !=
+      std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: %s did not return within %g s\n", what, seconds);
+    std::_Exit(1);
+  }
+  t.join();
+}
+
+// One member whose size field (GNU base-256) is `size_field`: offset + size
+// wraps past 2^64 for the largest values, which once made the scan go
+// backwards forever.
+std::vector<uint8_t> TarWithMemberSize(const std::vector<uint8_t>& size_field) {
+  std::vector<uint8_t> tar = testing::TarHeader("a.jpg", size_field);
+  tar.resize(2048, 0);
+  return tar;
+}
+
+TEST(WebDataset, SizeFieldsThatWrapEndTheScan) {
+  TempDir dir;
+  const std::vector<std::vector<uint8_t>> sizes = {
+      // 2^64 - 512: data + size wraps to the header's own offset.
+      {0x80, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0x00},
+      // 2^64 - 1024: the next offset wraps to before the header.
+      {0x80, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFC, 0x00},
+      // 2^63 - 1: no wrap, but far past the end.
+      {0x80, 0, 0, 0, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF},
+      // Beyond 64 bits.
+      {0x80, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF},
+      // Negative (base-256 with the sign bit).
+      {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0x00},
+  };
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const std::string path = dir.Join(absl::StrCat("wrap", k, ".tar"));
+    WriteFile(path, TarWithMemberSize(sizes[k]));
+    WithDeadline("indexing a tar with a wrapping size", 30, [&] {
+      auto ds = Open(path);
+      ASSERT_NE(ds, nullptr);
+      ASSERT_EQ(ds->size(), 1) << k;
+      EXPECT_EQ(ReadStatus(*ds, 0).code(), absl::StatusCode::kDataLoss) << k;
+    });
+  }
+}
+
+// A FIFO (or any non-regular file) named like an image must not block the
+// reader waiting for a writer.
+TEST(Dataset, FifosFailWithoutBlocking) {
+  TempDir dir;
+  WriteFile(dir.Join("data/c/a.jpg"), std::vector<uint8_t>(10, 1));
+  ASSERT_EQ(mkfifo(dir.Join("data/c/b.jpg").c_str(), 0644), 0);
+  ASSERT_EQ(mkfifo(dir.Join("fifo.tar").c_str(), 0644), 0);
+  WithDeadline("reading a FIFO", 30, [&] {
+    auto ds = Open(dir.Join("data"));
+    ASSERT_NE(ds, nullptr);
+    ASSERT_EQ(ds->size(), 2);
+    const absl::Status s = ReadStatus(*ds, 1);
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(s.message(), HasSubstr("b.jpg is not a regular file"));
+    EXPECT_TRUE(ReadStatus(*ds, 0).ok());
+    proto::DatasetSpec spec;
+    spec.set_path(dir.Join("fifo.tar"));
+    auto tar = OpenDataset(spec);
+    EXPECT_THAT(tar.status().message(), HasSubstr("fifo.tar is not a regular file"));
+  });
+}
+
+// A folder symlinked into itself is walked once, with a warning; links that
+// lead nowhere (dangling, or to themselves) are samples that fail to read,
+// not silently dropped.
+TEST(ImageFolder, SymlinkLoopsAreNotFollowed) {
+  TempDir dir;
+  WriteFile(dir.Join("data/c/a.jpg"), std::vector<uint8_t>(10, 1));
+  WriteFile(dir.Join("data/c/sub/b.jpg"), std::vector<uint8_t>(10, 2));
+  ASSERT_EQ(symlink("..", dir.Join("data/c/sub/up").c_str()), 0);
+  ASSERT_EQ(symlink(".", dir.Join("data/c/self").c_str()), 0);
+  ASSERT_EQ(symlink("loop.jpg", dir.Join("data/c/loop.jpg").c_str()), 0);
+  WithDeadline("indexing a folder with symlink loops", 30, [&] {
+    auto ds = Open(dir.Join("data"));
+    ASSERT_NE(ds, nullptr);
+    EXPECT_THAT(Paths(*ds), ElementsAre("c/a.jpg", "c/loop.jpg", "c/sub/b.jpg"));
+    EXPECT_EQ(ds->index_warnings().size(), 2u);
+    EXPECT_THAT(ds->index_warnings()[0], HasSubstr("symlink loop"));
+    const absl::Status loop = ReadStatus(*ds, 1);
+    EXPECT_FALSE(loop.ok());
+    EXPECT_THAT(loop.message(), HasSubstr("loop.jpg"));
+  });
 }
 
 TEST(Dataset, FilesOverTheSizeLimitAreRefusedBeforeReading) {

@@ -183,6 +183,25 @@ class Errors(unittest.TestCase):
             for _ in failing:
                 pass
 
+    def test_a_name_that_is_not_utf8_is_reported_not_raised(self):
+        data = os.path.join(TMP, "latin1")
+        shutil.copytree(DATA, data)
+        folder = sorted(p for p in pathlib.Path(data).iterdir() if p.is_dir())[0]
+        name = os.fsencode(folder) + b"/caf\xe9.jpg"
+        with open(name, "wb") as f:
+            f.write(b"\xff\xd8 not a jpeg")
+        skipped = prepflow.Loader(data, batch_size=8, threads=2, as_numpy=True)
+        for _ in skipped:
+            pass
+        stats = skipped.stats()
+        self.assertEqual(stats["errors"], 1)
+        error = stats["first_errors"][0]
+        self.assertEqual(os.fsencode(error["path"]), name)  # as os.listdir names it
+        failing = prepflow.Loader(data, batch_size=8, threads=2, on_error="fail", as_numpy=True)
+        with self.assertRaisesRegex(RuntimeError, r"caf\\xe9\.jpg"):
+            for _ in failing:
+                pass
+
     @needs_torch
     def test_cuda_without_a_device_falls_back_to_cpu(self):
         if torch.cuda.is_available():

@@ -74,5 +74,24 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
   EXPECT_NE(std::string(s.status().message()).find("exit code 2"), std::string::npos) << s.status();
 }
 
+// A second daemon on a port already in use must not start (gRPC's default
+// SO_REUSEPORT would let it, and clients would reach either at random).
+TEST(SchedulerProcess, APortInUseIsRefused) {
+  const std::string bin = PREPFLOW_BIN_DIR;
+  auto first = WorkerProcess::StartDaemon(bin + "/prepflow-scheduler", {"--port", "0"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string port = (*first)->address().substr((*first)->address().rfind(':') + 1);
+  auto second = WorkerProcess::StartDaemon(bin + "/prepflow-scheduler", {"--port", port}, 20);
+  EXPECT_FALSE(second.ok()) << "a second scheduler started on port " << port;
+
+  TempDir root;
+  auto worker = WorkerProcess::Start(bin + "/prepflow-worker", root.path());
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  const std::string worker_port =
+      (*worker)->address().substr((*worker)->address().rfind(':') + 1);
+  auto twin = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), {"--port", worker_port});
+  EXPECT_FALSE(twin.ok()) << "a second worker started on port " << worker_port;
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -118,7 +118,15 @@ class SecureCluster : public ::testing::Test {
     EXPECT_EQ(r.stats.checksum, local_checksum_);
   }
   // The worker cannot be reached (a failed handshake): the job runs here.
-  static void ExpectNotServed(const testing::Drained& r) {
+  // The job asked for remote work and no worker would serve it: it fails,
+  // saying why, unless it may fall back to running locally.
+  static void ExpectNotServed(LoaderOptions o) {
+    auto refused = Loader::Create(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(refused.status().message(), HasSubstr("no worker is reachable"));
+    o.fallback_local = true;
+    const testing::Drained r = testing::Drain(o);
     ASSERT_TRUE(r.status.ok()) << r.status;
     EXPECT_EQ(r.stats.images, 96);
     EXPECT_EQ(r.stats.remote_images, 0);
@@ -140,9 +148,9 @@ TEST_F(SecureCluster, TlsWorkerServesOnlyClientsThatTrustIt) {
   ExpectServed(testing::Drain(o));
 
   o.security.tls_ca_file.clear();  // plaintext to a TLS server
-  ExpectNotServed(testing::Drain(o));
+  ExpectNotServed(o);
   o.security.tls_ca_file = Pki("rogue-ca.crt");  // does not trust its certificate
-  ExpectNotServed(testing::Drain(o));
+  ExpectNotServed(o);
 }
 
 TEST_F(SecureCluster, OneCertificateForAFleetWithTheServerNameOverride) {
@@ -151,7 +159,7 @@ TEST_F(SecureCluster, OneCertificateForAFleetWithTheServerNameOverride) {
       Worker({"--tls-cert", Pki("fleet.crt"), "--tls-key", Pki("fleet.key")});
   LoaderOptions o = Options("remote", {w.address()});
   o.security.tls_ca_file = Pki("ca.crt");
-  ExpectNotServed(testing::Drain(o));
+  ExpectNotServed(o);
   o.security.tls_server_name = "prepflow-worker";
   ExpectServed(testing::Drain(o));
 }
@@ -161,10 +169,10 @@ TEST_F(SecureCluster, MutualTlsWantsAClientCertificate) {
                                      Pki("server.key"), "--tls-client-ca", Pki("ca.crt")});
   LoaderOptions o = Options("remote", {w.address()});
   o.security.tls_ca_file = Pki("ca.crt");
-  ExpectNotServed(testing::Drain(o));           // no client certificate
+  ExpectNotServed(o);           // no client certificate
   o.security.tls_cert_file = Pki("rogue.crt");  // one the worker's CA did not sign
   o.security.tls_key_file = Pki("rogue.key");
-  ExpectNotServed(testing::Drain(o));
+  ExpectNotServed(o);
   o.security.tls_cert_file = Pki("client.crt");
   o.security.tls_key_file = Pki("client.key");
   ExpectServed(testing::Drain(o));
@@ -229,8 +237,11 @@ TEST_F(SecureCluster, SchedulerWithTlsAndTokenGrantsOnlyAuthenticatedJobs) {
   o.scheduler = address;
   o.security.tls_ca_file = Pki("ca.crt");
   o.security.auth_token_file = Pki("wrong-token");
-  const testing::Drained refused = testing::Drain(o);  // no grant: runs here
-  ExpectNotServed(refused);
+  // No grant: with a scheduler the job runs here until one comes.
+  const testing::Drained refused = testing::Drain(o);
+  ASSERT_TRUE(refused.status.ok()) << refused.status;
+  EXPECT_EQ(refused.stats.remote_images, 0);
+  EXPECT_EQ(refused.stats.checksum, local_checksum_);
   EXPECT_FALSE(refused.stats.scheduler_reachable);
 
   o.security.auth_token_file = Pki("token");

@@ -1,7 +1,9 @@
 #include "tests/testing/test_util.h"
 
 // clang-format off
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <jpeglib.h>
 // clang-format on
 #include <stdlib.h>
@@ -126,6 +128,41 @@ std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed,
   auto p = Pipeline::Create(spec, options);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
+}
+
+std::vector<uint8_t> TarHeader(const std::string& name, const std::vector<uint8_t>& size_field) {
+  std::vector<uint8_t> h(512, 0);
+  std::memcpy(h.data(), name.data(), std::min<size_t>(name.size(), 100));
+  std::memcpy(h.data() + 100, "0000644", 7);
+  std::memcpy(h.data() + 124, size_field.data(), std::min<size_t>(size_field.size(), 12));
+  h[156] = '0';
+  std::memcpy(h.data() + 257, "ustar", 6);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (uint8_t c : h) sum += c;
+  std::snprintf(reinterpret_cast<char*>(h.data()) + 148, 8, "%06o", sum);
+  return h;
+}
+
+std::vector<uint8_t> TarWithWrappingMember(const std::vector<uint8_t>& jpeg) {
+  auto octal = [](size_t n) {
+    char text[13];
+    std::snprintf(text, sizeof(text), "%011zo", n);
+    return std::vector<uint8_t>(text, text + 12);
+  };
+  auto pad = [](std::vector<uint8_t>* v) { v->resize((v->size() + 511) / 512 * 512, 0); };
+  std::vector<uint8_t> tar = TarHeader("000.jpg", octal(jpeg.size()));
+  tar.insert(tar.end(), jpeg.begin(), jpeg.end());
+  pad(&tar);
+  const std::vector<uint8_t> cls = TarHeader("000.cls", octal(1));
+  tar.insert(tar.end(), cls.begin(), cls.end());
+  tar.push_back('1');
+  pad(&tar);
+  const std::vector<uint8_t> wrap =
+      TarHeader("001.jpg", {0x80, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0x00});
+  tar.insert(tar.end(), wrap.begin(), wrap.end());
+  tar.resize(tar.size() + 1024, 0);
+  return tar;
 }
 
 }  // namespace prepflow::testing

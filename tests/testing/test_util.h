@@ -39,6 +39,15 @@ std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8
 std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,
                               uint8_t b);
 
+// One ustar header block for a regular file `name` whose 12-byte size field
+// is `size_field` as given (octal text, or GNU base-256 with the top bit set),
+// with a valid checksum: for crafting hostile archives.
+std::vector<uint8_t> TarHeader(const std::string& name, const std::vector<uint8_t>& size_field);
+// A shard holding 000.jpg (`jpeg`) and 000.cls ("1"), then a member 001.jpg
+// whose size, 2^64 - 512, makes offset + size wrap past 2^64, and the
+// end-of-archive blocks.
+std::vector<uint8_t> TarWithWrappingMember(const std::vector<uint8_t>& jpeg);
+
 // Runs stages [0, end) of `pipeline` on `bytes` as sample (epoch, index);
 // returns the output as bytes (the status is checked with EXPECT).
 struct Output {

@@ -1,0 +1,115 @@
+#include "server/dataset_cache.h"
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/synthetic.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::TempDir;
+using ::testing::HasSubstr;
+
+proto::DatasetSpec Spec(const std::string& path) {
+  proto::DatasetSpec spec;
+  spec.set_path(path);
+  return spec;
+}
+
+std::unique_ptr<Dataset> Index(const std::string& path) {
+  auto ds = OpenDataset(Spec(path));
+  EXPECT_TRUE(ds.ok()) << ds.status();
+  return ds.ok() ? *std::move(ds) : nullptr;
+}
+
+class DatasetCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SyntheticFolderOptions o;
+    o.classes = 2;
+    o.images_per_class = 3;
+    o.min_side = 32;
+    o.max_side = 64;
+    for (const char* name : {"a", "b"}) {
+      ASSERT_TRUE(WriteSyntheticImageFolder(dir_.Join(name), o).ok());
+    }
+  }
+  TempDir dir_;
+};
+
+// Indexing "a" is held up inside the indexer: an open of "b" still goes
+// ahead (nothing worker-wide waits for an index), and a second open of "a"
+// waits for the first indexing instead of repeating it.
+TEST_F(DatasetCacheTest, SlowIndexBlocksNeitherOtherDatasetsNorRepeatsItself) {
+  absl::Notification a_started, release_a;
+  DatasetCacheOptions options;
+  options.open = [&](const proto::DatasetSpec& spec, const DatasetOptions& o) {
+    if (spec.path() == dir_.Join("a")) {
+      a_started.Notify();
+      release_a.WaitForNotification();
+    }
+    return OpenDataset(spec, o);
+  };
+  DatasetCache cache(options);
+  const std::unique_ptr<Dataset> a = Index(dir_.Join("a")), b = Index(dir_.Join("b"));
+
+  std::shared_ptr<const Dataset> first, second;
+  std::thread t1([&] { first = *cache.Get(Spec(dir_.Join("a")), a->fingerprint(), a->size()); });
+  a_started.WaitForNotification();
+  std::thread t2([&] { second = *cache.Get(Spec(dir_.Join("a")), a->fingerprint(), a->size()); });
+  auto other = cache.Get(Spec(dir_.Join("b")), b->fingerprint(), b->size());
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ((*other)->size(), b->size());
+  EXPECT_FALSE(release_a.HasBeenNotified()) << "b was served while a was still indexing";
+  release_a.Notify();
+  t1.join();
+  t2.join();
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first, second) << "one index, shared";
+  EXPECT_EQ(cache.indexings(), 2) << "a once, b once";
+}
+
+// Files added while a job runs: a new job brings the new fingerprint and gets
+// a new index; the running job keeps its own.
+TEST_F(DatasetCacheTest, AChangedDatasetIsIndexedAgain) {
+  DatasetCacheOptions options;
+  options.min_reindex_seconds = 0;
+  DatasetCache cache(options);
+  const std::unique_ptr<Dataset> before = Index(dir_.Join("a"));
+  auto old = cache.Get(Spec(dir_.Join("a")), before->fingerprint(), before->size());
+  ASSERT_TRUE(old.ok()) << old.status();
+
+  testing::WriteFile(dir_.Join("a/class000/new.jpg"), testing::Jpeg(32, 32));
+  const std::unique_ptr<Dataset> after = Index(dir_.Join("a"));
+  ASSERT_NE(after->fingerprint(), before->fingerprint());
+  auto fresh = cache.Get(Spec(dir_.Join("a")), after->fingerprint(), after->size());
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ((*fresh)->size(), before->size() + 1);
+  EXPECT_EQ((*old)->size(), before->size()) << "the running job's index is unchanged";
+}
+
+// A fingerprint the dataset does not have is refused, and asking again within
+// the interval is answered from the cache rather than indexing again.
+TEST_F(DatasetCacheTest, RefusalsAreCachedForTheInterval) {
+  DatasetCacheOptions options;
+  options.min_reindex_seconds = 3600;
+  DatasetCache cache(options);
+  const std::unique_ptr<Dataset> a = Index(dir_.Join("a"));
+  for (int i = 0; i < 3; ++i) {
+    auto bogus = cache.Get(Spec(dir_.Join("a")), a->fingerprint() + 1, a->size());
+    EXPECT_EQ(bogus.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(bogus.status().message(), HasSubstr("differs here"));
+    auto missing = cache.Get(Spec(dir_.Join("missing")), 1, 1);
+    EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  }
+  EXPECT_EQ(cache.indexings(), 2);
+  EXPECT_TRUE(cache.Get(Spec(dir_.Join("a")), a->fingerprint(), a->size()).ok());
+  EXPECT_EQ(cache.indexings(), 2);
+}
+
+}  // namespace
+}  // namespace prepflow

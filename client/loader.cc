@@ -191,6 +191,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   PipelineOptions popts;
   popts.seed = options.seed;
   popts.decode.max_pixels = options.max_pixels;
+  if (options.max_jpeg_scans < 1) return invalid("--max-jpeg-scans: must be positive");
+  popts.decode.max_jpeg_scans = options.max_jpeg_scans;
   auto pipeline = Pipeline::Create(options.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   loader->pipeline_ = *std::move(pipeline);
@@ -285,6 +287,7 @@ absl::Status Loader::ConnectWorkers() {
   *open_.mutable_pipeline() = options_.pipeline;
   open_.set_seed(options_.seed);
   open_.set_max_pixels(options_.max_pixels);
+  open_.set_max_jpeg_scans(options_.max_jpeg_scans);
   open_.set_dataset_size(dataset_->size());
   open_.set_dataset_fingerprint(dataset_->fingerprint());
   open_.set_max_items_in_flight(options_.max_items_per_worker);

@@ -113,6 +113,7 @@ struct LoaderOptions {
   int prefetch_batches = 2;  // raised as needed to keep remote workers busy
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
+  int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions
 
   // Unset: the PREPFLOW_OFFLOAD environment variable, else off. This is what
   // lets offloading be switched on per job without code changes.

@@ -512,29 +512,38 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     shard_path.clear();
     return absl::OkStatus();
   };
+  // On any failure (a full disk, an unreadable sample) the partial shard is
+  // removed: finished shards stay, and no .tmp file is left behind.
+  auto abandon = [&](absl::Status s) {
+    if (!shard_path.empty()) {
+      writer.Abandon();
+      std::remove(absl::StrCat(shard_path, ".tmp").c_str());
+    }
+    return s;
+  };
   for (int64_t i = 0; i < dataset.size(); ++i) {
     if (i % options.samples_per_shard == 0) {
-      if (absl::Status s = finish_shard(); !s.ok()) return s;
+      if (absl::Status s = finish_shard(); !s.ok()) return abandon(s);
       shard_path = absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
-      if (absl::Status s = writer.Open(absl::StrCat(shard_path, ".tmp")); !s.ok()) return s;
+      if (absl::Status s = writer.Open(absl::StrCat(shard_path, ".tmp")); !s.ok()) return abandon(s);
       ++stats.shards;
     }
     size_t size = 0;
-    if (absl::Status s = dataset.Read(i, &buf, &size); !s.ok()) return s;
+    if (absl::Status s = dataset.Read(i, &buf, &size); !s.ok()) return abandon(s);
     std::string ext = dataset.Extension(i);
     if (ext.empty()) ext = "jpg";
     const std::string key = absl::StrFormat("%09d", i);
     if (absl::Status s = writer.Add(absl::StrCat(key, ".", ext), buf.data(), size); !s.ok())
-      return s;
+      return abandon(s);
     const std::string label = absl::StrCat(dataset.label(i));
     if (absl::Status s = writer.Add(absl::StrCat(key, ".cls"), label.data(), label.size());
         !s.ok()) {
-      return s;
+      return abandon(s);
     }
     ++stats.samples;
     if (progress) progress(stats);
   }
-  if (absl::Status s = finish_shard(); !s.ok()) return s;
+  if (absl::Status s = finish_shard(); !s.ok()) return abandon(s);
   return stats;
 }
 

@@ -100,9 +100,25 @@ struct ImageDecoder::Jpeg {
     char message[JMSG_LENGTH_MAX];
     int corrupt_warnings;
     char warning[JMSG_LENGTH_MAX];
+    int max_scans;
+    bool too_many_scans;
   };
   jpeg_decompress_struct cinfo;
   Error err;
+  jpeg_progress_mgr progress;
+
+  // Called as the decoder works through the input: stops a file whose scans
+  // go past the limit (the check libjpeg-turbo's TJFLAG_LIMITSCANS makes).
+  static void Progress(j_common_ptr c) {
+    auto* d = reinterpret_cast<j_decompress_ptr>(c);
+    auto* e = reinterpret_cast<Error*>(c->err);
+    if (d->progressive_mode && d->input_scan_number > e->max_scans) {
+      e->too_many_scans = true;
+      std::snprintf(e->message, sizeof(e->message),
+                    "progressive JPEG with more than %d scans (--max-jpeg-scans)", e->max_scans);
+      longjmp(e->jump, 1);
+    }
+  }
 
   static void ErrorExit(j_common_ptr c) {
     auto* e = reinterpret_cast<Error*>(c->err);
@@ -125,6 +141,8 @@ struct ImageDecoder::Jpeg {
     err.pub.emit_message = EmitMessage;
     err.pub.output_message = OutputMessage;
     jpeg_create_decompress(&cinfo);
+    progress.progress_monitor = Progress;
+    cinfo.progress = &progress;
   }
   ~Jpeg() { jpeg_destroy_decompress(&cinfo); }
 };
@@ -159,9 +177,12 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   Jpeg::Error& err = jpeg_->err;
   err.corrupt_warnings = 0;
   err.pub.num_warnings = 0;
+  err.max_scans = options.max_jpeg_scans;
+  err.too_many_scans = false;
   // Everything read after a longjmp lives in cinfo, err or *image.
   if (setjmp(err.jump)) {
     jpeg_abort_decompress(&cinfo);
+    if (err.too_many_scans) return absl::ResourceExhaustedError(err.message);
     return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
   }
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));

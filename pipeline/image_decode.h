@@ -37,8 +37,15 @@ struct DecodeHint {
 };
 using DecodePlanner = absl::FunctionRef<DecodeHint(int src_w, int src_h)>;
 
+inline constexpr int kDefaultMaxJpegScans = 100;
+
 struct DecodeOptions {
   int64_t max_pixels = 64'000'000;
+  // A progressive JPEG with more scans than this is refused
+  // (ResourceExhausted): every scan is another pass over the whole image, so
+  // a crafted file of thousands of tiny scans costs seconds of CPU. Encoders
+  // write about 10.
+  int max_jpeg_scans = kDefaultMaxJpegScans;
   bool use_roi = true;          // decode only the hinted region
   bool use_dct_scaling = true;  // decode at 1/2, 1/4, 1/8 where allowed
 };

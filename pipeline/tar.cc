@@ -225,6 +225,11 @@ absl::Status TarWriter::Add(absl::string_view name, const void* data, size_t siz
   return Write(kZeros, RoundUp(size) - size);
 }
 
+void TarWriter::Abandon() {
+  if (file_ != nullptr) std::fclose(file_);
+  file_ = nullptr;
+}
+
 absl::Status TarWriter::Close() {
   static const char kZeros[2 * kBlock] = {};
   absl::Status s = Write(kZeros, sizeof(kZeros));

@@ -38,6 +38,8 @@ class TarWriter {
   absl::Status Add(absl::string_view name, const void* data, size_t size);
   // Writes the end-of-archive blocks and closes the file.
   absl::Status Close();
+  // Closes the file as it is, after a failure; the caller removes it.
+  void Abandon();
   uint64_t bytes_written() const { return bytes_; }
 
  private:

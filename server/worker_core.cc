@@ -54,11 +54,18 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: max_pixels ", open.max_pixels(), " is outside [0, ",
                      options_.max_pixels_limit, "] (this worker's --max-pixels)")));
   }
+  if (open.max_jpeg_scans() < 0 || open.max_jpeg_scans() > options_.max_jpeg_scans_limit) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: max_jpeg_scans ", open.max_jpeg_scans(), " is outside [0, ",
+                     options_.max_jpeg_scans_limit, "] (this worker's --max-jpeg-scans)")));
+  }
   auto job = std::make_shared<WorkerJob>();
   job->spec_ = open;
   PipelineOptions popts;
   popts.seed = open.seed();
   popts.decode.max_pixels = open.max_pixels() > 0 ? open.max_pixels() : options_.max_pixels_limit;
+  popts.decode.max_jpeg_scans =
+      open.max_jpeg_scans() > 0 ? open.max_jpeg_scans() : options_.max_jpeg_scans_limit;
   auto pipeline = Pipeline::Create(open.pipeline(), popts);
   if (!pipeline.ok()) {
     return refuse(absl::InvalidArgumentError(

@@ -38,6 +38,7 @@ struct WorkerOptions {
   int max_items_per_stream = 0;     // credits per stream; 0: 2 x threads
   int max_item_samples = 4096;
   int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
+  int max_jpeg_scans_limit = kDefaultMaxJpegScans;  // likewise
   std::string worker_id;                  // for logs and JobOpened; default host:pid
   double min_reindex_seconds = 5;         // see DatasetCache
 };

@@ -152,6 +152,7 @@ struct RunFlags {
   uint64_t seed = 0;
   int64_t max_pixels = 64'000'000;
   int64_t max_file_bytes = kDefaultMaxFileBytes;
+  int max_jpeg_scans = kDefaultMaxJpegScans;
   bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
   std::string scheduler, labels;
@@ -177,6 +178,8 @@ struct RunFlags {
     f.String("on-error", &on_error, "skip (report, count and go on) | fail (stop, exit 1)");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
     f.Int("max-file-bytes", &max_file_bytes, "refuse sample files larger than this");
+    f.Int("max-jpeg-scans", &max_jpeg_scans,
+          "refuse progressive JPEGs with more scans than this (each is a pass over the image)");
     f.Bool("shuffle", &shuffle, "shuffle each epoch (--no-shuffle: dataset order)");
     f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
@@ -234,6 +237,7 @@ struct RunFlags {
     o.skip_batches = start_batch;
     o.seed = seed;
     o.max_pixels = max_pixels;
+    o.max_jpeg_scans = max_jpeg_scans;
     o.shuffle = shuffle;
     o.drop_last = drop_last;
     o.rank = rank;

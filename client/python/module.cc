@@ -103,6 +103,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.hedge_after = Get<double>(d, "hedge_after", 3);
   o.item_samples = Get<int>(d, "item_samples", 8);
   o.fallback_local = Get<bool>(d, "fallback_local", false);
+  o.max_jpeg_scans = Get<int>(d, "max_jpeg_scans", kDefaultMaxJpegScans);
   o.security.tls_ca_file = Get<std::string>(d, "tls_ca", "");
   o.security.tls_cert_file = Get<std::string>(d, "tls_cert", "");
   o.security.tls_key_file = Get<std::string>(d, "tls_key", "");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -260,6 +261,23 @@ TEST_F(CliTest, HostileFilesNeitherHangNorCrash) {
     if (!where.empty()) {
       EXPECT_EQ(j["remote_images"], 15);
     }
+  }
+}
+
+// A pack that cannot write (here: over the file-size limit, as on a full
+// disk) fails naming the shard and leaves no partial .tmp shard behind.
+TEST_F(CliTest, AFailedPackLeavesNoTemporaryShard) {
+  const std::string out = dir_.Join("shards");
+  const std::string cmd = absl::StrCat(
+      "bash -c 'trap \"\" XFSZ; ulimit -f 16; exec ", PREPFLOW_BIN_DIR, "/prepflow pack --data ",
+      dir_.Join("data"), " --out ", out, " --shard-samples 4' 2>", dir_.Join("pack.err"));
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::vector<uint8_t> err = testing::ReadFile(dir_.Join("pack.err"));
+  EXPECT_THAT(std::string(err.begin(), err.end()), HasSubstr(".tar.tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(out)) {
+    EXPECT_EQ(e.path().extension(), ".tar") << "left behind: " << e.path();
   }
 }
 

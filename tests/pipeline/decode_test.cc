@@ -262,6 +262,29 @@ TEST(Decode, HeaderOverMaxPixelsIsRefusedBeforeDecoding) {
             absl::StatusCode::kResourceExhausted);
 }
 
+// A progressive JPEG of 192 scans costs a pass over the image per scan; past
+// the limit it is refused (with the flag named) rather than decoded, and the
+// same decoder then decodes ordinary files, progressive ones included.
+TEST(Decode, ProgressiveJpegsWithTooManyScansAreRefused) {
+  const std::vector<uint8_t> bomb = testing::ManyScanJpeg(96, 64);
+  DecodeOptions options;
+  ASSERT_EQ(options.max_jpeg_scans, 100);
+  ImageDecoder decoder;
+  Buffer buf;
+  DecodedImage image;
+  absl::Status s = decoder.Decode(bomb.data(), bomb.size(), options, nullptr, &buf, &image);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_THAT(s.message(), HasSubstr("more than 100 scans (--max-jpeg-scans)"));
+  const std::vector<uint8_t> progressive = SyntheticImage(96, 64, 3, 40,
+                                                          SyntheticFormat::kProgressiveJpeg);
+  EXPECT_TRUE(decoder.Decode(progressive.data(), progressive.size(), options, nullptr, &buf, &image)
+                  .ok());
+  options.max_jpeg_scans = 200;
+  s = decoder.Decode(bomb.data(), bomb.size(), options, nullptr, &buf, &image);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(image.width, 96);
+}
+
 // A PNG header claiming 4294967295 x 4294967295: the pixel count overflows
 // int64, which the check once multiplied (tests/fuzz/regressions/decode).
 TEST(Decode, AHeaderWhoseAreaOverflowsIsRefused) {

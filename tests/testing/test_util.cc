@@ -84,6 +84,46 @@ std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8
   return bytes;
 }
 
+std::vector<uint8_t> ManyScanJpeg(int width, int height) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpeg_std_error(&jerr);
+  jpeg_create_compress(&cinfo);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &out, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = 1;
+  cinfo.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&cinfo);
+  // DC, then each of the 63 AC coefficients in a band of its own, each sent
+  // in three passes of successive approximation (Al 2, then refined to 1, 0).
+  std::vector<jpeg_scan_info> script;
+  for (int al = 2; al >= 0; --al) {
+    script.push_back({1, {0, 0, 0, 0}, 0, 0, al == 2 ? 0 : al + 1, al});
+  }
+  for (int k = 1; k <= 63; ++k) {
+    for (int al = 2; al >= 0; --al) {
+      script.push_back({1, {0, 0, 0, 0}, k, k, al == 2 ? 0 : al + 1, al});
+    }
+  }
+  cinfo.scan_info = script.data();
+  cinfo.num_scans = static_cast<int>(script.size());
+  jpeg_start_compress(&cinfo, TRUE);
+  std::vector<uint8_t> row(static_cast<size_t>(width));
+  while (cinfo.next_scanline < cinfo.image_height) {
+    for (int x = 0; x < width; ++x) row[x] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 0xFF);
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&cinfo, &r, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> bytes(out, out + size);
+  free(out);
+  return bytes;
+}
+
 std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,
                               uint8_t b) {
   const int type = CV_MAKETYPE(depth == 16 ? CV_16U : CV_8U, channels);

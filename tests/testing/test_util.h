@@ -35,6 +35,10 @@ std::vector<uint8_t> Jpeg(int width, int height, uint64_t seed = 1, int quality 
 // A CMYK JPEG with an Adobe marker (inverted, as Photoshop writes it), every
 // pixel set to (c, m, y, k) as stored.
 std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k);
+// A grayscale progressive JPEG of 192 scans (every AC coefficient in a band
+// of its own, each in three passes of successive approximation): a "scan
+// bomb" that costs a pass over the image per scan.
+std::vector<uint8_t> ManyScanJpeg(int width, int height);
 // A PNG of a solid colour with `channels` = 1, 3 or 4 (RGBA) and `depth` 8 or 16.
 std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,
                               uint8_t b);

@@ -96,7 +96,7 @@ class Loader:
                  workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
                  device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
                  max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
-                 hedge_after=3.0, fallback_local=False,
+                 hedge_after=3.0, fallback_local=False, max_jpeg_scans=100,
                  item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, auth_token_file=None, as_numpy=False):
         _check_int("batch_size", batch_size, 1)
@@ -125,6 +125,7 @@ class Loader:
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
             hedge_after=float(hedge_after), fallback_local=bool(fallback_local),
+            max_jpeg_scans=int(max_jpeg_scans),
             item_samples=item_samples, tls_ca=tls_ca or "", tls_cert=tls_cert or "",
             tls_key=tls_key or "", tls_server_name=tls_server_name or "",
             auth_token_file=auth_token_file or "")

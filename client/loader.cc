@@ -353,7 +353,7 @@ absl::Status Loader::ConnectWorkers() {
 }
 
 int Loader::AddWorker(const std::string& address, const std::string& worker_id,
-                      double granted_cores) {
+                      double granted_cores, const std::string& tls_name) {
   const int id = static_cast<int>(workers_.size());
   RemoteWorker::Handlers handlers;
   handlers.opened = [this, id](const proto::JobOpened& opened) {
@@ -388,7 +388,11 @@ int Loader::AddWorker(const std::string& address, const std::string& worker_id,
   worker.granted = !worker_id.empty();
   worker.granted_cores = granted_cores;
   worker.added_nanos = WallNanos();
-  worker.stream = std::make_unique<RemoteWorker>(address, std::move(handlers), security_);
+  Security security = security_;
+  // A granted worker that registered over mutual TLS must present the
+  // certificate it registered with: verify that name, not the address's.
+  if (!tls_name.empty() && security.client_tls()) security.server_name = tls_name;
+  worker.stream = std::make_unique<RemoteWorker>(address, std::move(handlers), security);
   worker.stream->Start(open_);
   return id;
 }
@@ -462,7 +466,7 @@ void Loader::ApplyGrant(const proto::JobGrant& grant) {
       if (refused_.count(g.address()) != 0) continue;
       spdlog::info("scheduler granted worker {} ({}, {:.2f} cores); opening the job there",
                    g.worker_id(), g.address(), g.cores());
-      found = AddWorker(g.address(), g.worker_id(), g.cores());
+      found = AddWorker(g.address(), g.worker_id(), g.cores(), g.tls_name());
       named.push_back(true);
       continue;
     }

@@ -286,9 +286,10 @@ class Loader {
   Loader() = default;
   absl::Status ConnectWorkers();
   // Opens the job on a new worker; returns its index. The stream opens
-  // asynchronously (the `opened` handler makes it usable).
-  int AddWorker(const std::string& address, const std::string& worker_id, double granted_cores)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // asynchronously (the `opened` handler makes it usable). `tls_name`: the
+  // certificate name the scheduler saw the worker register with ("": none).
+  int AddWorker(const std::string& address, const std::string& worker_id, double granted_cores,
+                const std::string& tls_name = "") ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The scheduler's side (called on the registration's thread).
   void FillBeat(proto::JobBeat* beat);
   void ApplyGrant(const proto::JobGrant& grant);

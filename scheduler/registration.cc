@@ -52,6 +52,14 @@ void HeartbeatLoop::Loop() {
                status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       spdlog::error("scheduler {} refused {}: {}", scheduler_, who_, status.error_message());
       return;  // nothing will change that
+    } else if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      // Another process holds our worker_id (a twin, or a restart of ours
+      // before the old registration expired): retry, it may expire.
+      if (!failing) {
+        spdlog::error("scheduler {} refused {}: {}; retrying every {} s", scheduler_, who_,
+                      status.error_message(), period);
+      }
+      failing = true;
     } else if (!failing) {
       spdlog::warn("scheduler {} unreachable ({}); {} carries on and retries every {} s",
                    scheduler_, status.error_message(), who_, period);
@@ -79,6 +87,7 @@ WorkerRegistration::WorkerRegistration(std::string scheduler, Security security,
               proto::WorkerBeatReply reply;
               const grpc::Status status = stub.WorkerHeartbeat(&context, beat_, &reply);
               if (status.ok() && reply.heartbeat_seconds() > 0) *period = reply.heartbeat_seconds();
+              if (status.ok()) beat_.set_lease(reply.lease());  // binds our worker_id to us
               return status;
             }) {}
 

@@ -2,15 +2,31 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pipeline/text.h"
+#include "server/security.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow::scheduler {
 namespace {
 
 absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+// 128 random bits, hex.
+std::string NewLease() {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::mt19937_64* rng = nullptr;
+  absl::MutexLock lock(&mu);
+  if (rng == nullptr) {
+    std::random_device seed;
+    rng = new std::mt19937_64((uint64_t{seed()} << 32) ^ seed());
+  }
+  return absl::StrFormat("%016x%016x", (*rng)(), (*rng)());
+}
 
 std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
                   const std::string& key) {
@@ -21,7 +37,8 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
 }  // namespace
 
 absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::WorkerBeat& beat,
-                                                                 int64_t now) {
+                                                                 int64_t now,
+                                                                 const std::string& identity) {
   if (beat.worker_id().empty()) return Invalid("worker beat: worker_id is empty");
   if (beat.address().empty()) {
     return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": address is empty"));
@@ -30,15 +47,32 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": cores must be > 0, got ",
                                 beat.cores()));
   }
+  proto::WorkerBeatReply reply;
   {
     absl::MutexLock lock(&mu_);
     if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
     auto [it, added] = workers_.try_emplace(beat.worker_id());
     WorkerEntry& w = it->second;
     if (added) {
-      spdlog::info("worker {} joined: {} with {} cores", beat.worker_id(), beat.address(),
-                   beat.cores());
+      // A lease the beat brings is one a restarted scheduler gave: keep it,
+      // so the worker goes on beating as before.
+      w.lease = beat.lease().empty() ? NewLease() : beat.lease();
+      w.identity = identity;
+      spdlog::info("worker {} joined: {} with {} cores{}", SafeText(beat.worker_id()),
+                   SafeText(beat.address()), beat.cores(),
+                   identity.empty() ? "" : absl::StrCat(", identity ", SafeText(identity)));
+    } else if (!ConstantTimeEquals(beat.lease(), w.lease) || identity != w.identity) {
+      ++counts_.refused_beats;
+      spdlog::warn("refused a beat for worker {} (registered at {}) naming {}: {}",
+                   SafeText(beat.worker_id()), SafeText(w.beat.address()),
+                   SafeText(beat.address()),
+                   identity != w.identity ? "another identity" : "not its lease");
+      return absl::PermissionDeniedError(absl::StrCat(
+          "worker beat: worker_id ", SafeText(beat.worker_id()),
+          " is registered to another worker until its beats stop for ",
+          options_.expire_after_seconds, " s"));
     }
+    reply.set_lease(w.lease);
     // Only what the allocation depends on makes it stale; load changes do not.
     if (added || w.beat.address() != beat.address() || w.beat.cores() != beat.cores() ||
         Label(w.beat.labels(), options_.locality_label) !=
@@ -46,9 +80,9 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
       stale_ = true;
     }
     w.beat = beat;
+    w.beat.clear_lease();  // never handed out
     w.last_nanos = now;
   }
-  proto::WorkerBeatReply reply;
   reply.set_heartbeat_seconds(options_.heartbeat_seconds);
   return reply;
 }
@@ -93,7 +127,9 @@ absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& bea
       for (const Grant& g : grants->second) {
         proto::WorkerGrant* w = grant.add_workers();
         w->set_worker_id(g.worker_id);
-        w->set_address(workers_.at(g.worker_id).beat.address());
+        const WorkerEntry& entry = workers_.at(g.worker_id);
+        w->set_address(entry.beat.address());
+        w->set_tls_name(entry.identity);
         w->set_cores(g.cores);
       }
     }

@@ -43,6 +43,7 @@ struct SchedulerCounts {
   int64_t rebalances = 0;
   int64_t expired_workers = 0;
   int64_t expired_jobs = 0;
+  int64_t refused_beats = 0;  // worker beats refused for another lease or identity
   double last_rebalance_seconds = 0;
 };
 
@@ -50,9 +51,15 @@ class SchedulerCore {
  public:
   explicit SchedulerCore(SchedulerOptions options) : options_(std::move(options)) {}
 
-  // Errors: InvalidArgument naming the field (empty id or address,
-  // non-positive or non-finite cores).
-  absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now);
+  // `identity`: the certificate name the beat came with (mutual TLS), else
+  // empty. The first beat of a worker_id registers it, bound to `identity`
+  // and to a lease the reply carries; later beats must carry both until the
+  // worker expires. Errors: InvalidArgument naming the field (empty id or
+  // address, non-positive or non-finite cores); PermissionDenied (counted in
+  // refused_beats) for a beat of a worker_id bound to another lease or
+  // identity.
+  absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now,
+                                                    const std::string& identity = "");
   // Errors: InvalidArgument naming the field.
   absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now);
   // Drops workers and jobs silent for too long and rebalances if needed.
@@ -66,6 +73,8 @@ class SchedulerCore {
   struct WorkerEntry {
     proto::WorkerBeat beat;
     int64_t last_nanos = 0;
+    std::string lease;     // bound at registration
+    std::string identity;  // likewise; "" without mutual TLS
   };
   struct JobEntry {
     proto::JobBeat beat;

@@ -34,23 +34,25 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 class SchedulerService final : public proto::Scheduler::CallbackService {
  public:
-  // `token`: the bearer token every call must carry (security.h); empty: none.
-  SchedulerService(SchedulerCore* core, std::string token,
+  // The bearer tokens each role's calls must carry (security.h); empty: none.
+  SchedulerService(SchedulerCore* core, std::string worker_token, std::string job_token,
                    prometheus::Family<prometheus::Counter>& beats,
-                   prometheus::Counter& unauthenticated)
+                   prometheus::Family<prometheus::Counter>& unauthenticated)
       : core_(core),
-        token_(std::move(token)),
+        worker_token_(std::move(worker_token)),
+        job_token_(std::move(job_token)),
         worker_beats_(beats.Add({{"kind", "worker"}})),
         job_beats_(beats.Add({{"kind", "job"}})),
-        unauthenticated_(unauthenticated) {}
+        worker_unauthenticated_(unauthenticated.Add({{"kind", "worker"}})),
+        job_unauthenticated_(unauthenticated.Add({{"kind", "job"}})) {}
 
   grpc::ServerUnaryReactor* WorkerHeartbeat(grpc::CallbackServerContext* context,
                                             const proto::WorkerBeat* beat,
                                             proto::WorkerBeatReply* reply) override {
     worker_beats_.Increment();
-    const absl::Status auth = Authenticate(*context);
+    const absl::Status auth = Authenticate(*context, worker_token_, worker_unauthenticated_);
     absl::StatusOr<proto::WorkerBeatReply> r =
-        auth.ok() ? core_->WorkerBeat(*beat, WallNanos()) : auth;
+        auth.ok() ? core_->WorkerBeat(*beat, WallNanos(), PeerIdentity(*context)) : auth;
     if (r.ok()) *reply = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
@@ -61,7 +63,7 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
                                          const proto::JobBeat* beat,
                                          proto::JobGrant* grant) override {
     job_beats_.Increment();
-    const absl::Status auth = Authenticate(*context);
+    const absl::Status auth = Authenticate(*context, job_token_, job_unauthenticated_);
     absl::StatusOr<proto::JobGrant> r = auth.ok() ? core_->JobBeat(*beat, WallNanos()) : auth;
     if (r.ok()) *grant = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -71,17 +73,20 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
 
  private:
   // OK, or UNAUTHENTICATED (counted) for a missing or wrong token.
-  absl::Status Authenticate(const grpc::CallbackServerContext& context) {
-    absl::Status s = CheckToken(context.client_metadata(), token_);
-    if (!s.ok()) unauthenticated_.Increment();
+  static absl::Status Authenticate(const grpc::CallbackServerContext& context,
+                                   const std::string& token, prometheus::Counter& refused) {
+    absl::Status s = CheckToken(context.client_metadata(), token);
+    if (!s.ok()) refused.Increment();
     return s;
   }
 
   SchedulerCore* core_;
-  const std::string token_;
+  const std::string worker_token_;
+  const std::string job_token_;
   prometheus::Counter& worker_beats_;
   prometheus::Counter& job_beats_;
-  prometheus::Counter& unauthenticated_;
+  prometheus::Counter& worker_unauthenticated_;
+  prometheus::Counter& job_unauthenticated_;
 };
 
 int Main(int argc, char** argv) {
@@ -105,6 +110,7 @@ int Main(int argc, char** argv) {
                "the worker/job label whose equal values mean local (e.g. zone, rack)");
   SecurityOptions security_options;
   RegisterSecurityFlags(flags, &security_options, /*server=*/true);
+  RegisterRoleTokenFlags(flags, &security_options, /*scheduler=*/true);
   if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
     return 2;
@@ -165,13 +171,25 @@ int Main(int argc, char** argv) {
     }
     exposer = *std::move(served);
   }
-  prometheus::Counter& unauthenticated =
+  auto& unauthenticated = prometheus::BuildCounter()
+                              .Name("prepflow_scheduler_unauthenticated_total")
+                              .Help("Calls refused for a missing or wrong bearer token, by the "
+                                    "role's call (worker or job).")
+                              .Register(*registry);
+  prometheus::Counter& refused_beats =
       prometheus::BuildCounter()
-          .Name("prepflow_scheduler_unauthenticated_total")
-          .Help("Calls refused for a missing or wrong bearer token.")
+          .Name("prepflow_scheduler_refused_beats_total")
+          .Help("Worker beats refused for naming a worker_id registered to another lease or "
+                "identity (an attempt to repoint a worker).")
           .Register(*registry)
           .Add({});
-  SchedulerService service(&core, security->token, beats, unauthenticated);
+  if (!security->token.empty() && security->worker_token == security->job_token) {
+    spdlog::warn(
+        "workers and jobs share one token: any job could register a worker; give "
+        "--worker-token-file and --job-token-file (docs/security.md)");
+  }
+  SchedulerService service(&core, security->worker_token, security->job_token, beats,
+                           unauthenticated);
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
@@ -203,6 +221,7 @@ int Main(int argc, char** argv) {
       granted_cores.Set(c.granted_cores);
       expired_workers.Increment(static_cast<double>(c.expired_workers - last.expired_workers));
       expired_jobs.Increment(static_cast<double>(c.expired_jobs - last.expired_jobs));
+      refused_beats.Increment(static_cast<double>(c.refused_beats - last.refused_beats));
       last = c;
     }
   });

@@ -55,6 +55,19 @@ void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* o, bool server)
                       : "bearer token to send with every call");
 }
 
+void RegisterRoleTokenFlags(cli::FlagSet& flags, SecurityOptions* o, bool scheduler) {
+  if (scheduler) {
+    flags.String("worker-token-file", &o->worker_token_file,
+                 "bearer token workers must present to register (default: --auth-token-file's); "
+                 "give it and --job-token-file so that no job can register a worker");
+    flags.String("job-token-file", &o->job_token_file,
+                 "bearer token jobs must present (default: --auth-token-file's)");
+  } else {
+    flags.String("worker-token-file", &o->worker_token_file,
+                 "bearer token to register with the scheduler (default: --auth-token-file's)");
+  }
+}
+
 absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
   Security s;
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
@@ -70,12 +83,16 @@ absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
        {File{"tls-cert", o.tls_cert_file, &s.cert, true},
         File{"tls-key", o.tls_key_file, &s.key, true}, File{"tls-ca", o.tls_ca_file, &s.ca, true},
         File{"tls-client-ca", o.tls_client_ca_file, &s.client_ca, true},
-        File{"auth-token-file", o.auth_token_file, &s.token, false}}) {
+        File{"auth-token-file", o.auth_token_file, &s.token, false},
+        File{"worker-token-file", o.worker_token_file, &s.worker_token, false},
+        File{"job-token-file", o.job_token_file, &s.job_token, false}}) {
     if (f.path.empty()) continue;
     auto text = ReadFlagFile(f.flag, f.path, f.pem);
     if (!text.ok()) return text.status();
     *f.into = *std::move(text);
   }
+  if (s.worker_token.empty()) s.worker_token = s.token;
+  if (s.job_token.empty()) s.job_token = s.token;
   s.server_name = o.tls_server_name;
   if (!s.server_name.empty() && s.ca.empty()) {
     return absl::InvalidArgumentError("--tls-server-name needs --tls-ca");
@@ -149,6 +166,14 @@ absl::Status CheckToken(const std::multimap<grpc::string_ref, grpc::string_ref>&
     }
   }
   return absl::UnauthenticatedError("missing or wrong bearer token (--auth-token-file)");
+}
+
+std::string PeerIdentity(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  const std::vector<grpc::string_ref> names = auth->GetPeerIdentity();
+  if (names.empty()) return "";
+  return std::string(names[0].data(), names[0].size());
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

@@ -44,12 +44,18 @@ struct SecurityOptions {
   std::string tls_client_ca_file;
   std::string tls_server_name;
   std::string auth_token_file;
+  // Role tokens (RegisterRoleTokenFlags): on the scheduler, what workers
+  // (registering) and jobs must present, each defaulting to auth_token_file;
+  // on a worker, worker_token_file is what it presents to the scheduler.
+  std::string worker_token_file;
+  std::string job_token_file;
   bool insecure = false;
 };
 
 // What those files hold.
 struct Security {
   std::string cert, key, ca, client_ca, token;
+  std::string worker_token, job_token;  // each defaults to `token`
   std::string server_name;  // verify servers as this name ("": the dialled host)
   bool server_tls() const { return !cert.empty(); }
   bool client_tls() const { return !ca.empty(); }
@@ -57,6 +63,10 @@ struct Security {
 
 // Adds the flags above to `flags`; `server`: also --tls-client-ca and --insecure.
 void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* options, bool server);
+
+// The role flags: --worker-token-file on a worker (`scheduler` false) and the
+// scheduler, --job-token-file on the scheduler.
+void RegisterRoleTokenFlags(cli::FlagSet& flags, SecurityOptions* options, bool scheduler);
 
 // Reads the files. Errors: InvalidArgument naming the flag and the file (unreadable,
 // empty, not PEM), or a certificate without its key and vice versa.
@@ -81,6 +91,10 @@ absl::Status CheckListenAddress(const std::string& listen, const Security& secur
 
 // The token's metadata on a client call (nothing when there is no token).
 void AttachToken(grpc::ClientContext* context, const Security& security);
+// The peer's certificate name (first subject alternative name, else common
+// name) when it presented a verified client certificate; else "".
+std::string PeerIdentity(const grpc::ServerContextBase& context);
+
 // OK when `token` is empty or the call carries "authorization: Bearer <token>";
 // else UNAUTHENTICATED.
 absl::Status CheckToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,

@@ -52,6 +52,7 @@ int Main(int argc, char** argv) {
             "largest message a client may send (work items are small)");
   SecurityOptions security_options;
   RegisterSecurityFlags(flags, &security_options, /*server=*/true);
+  RegisterRoleTokenFlags(flags, &security_options, /*scheduler=*/false);
   flags.Int("max-items-per-stream", &options.max_items_per_stream,
             "outstanding work items a stream may have (0: 2 x threads)");
   flags.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
@@ -163,8 +164,10 @@ int Main(int argc, char** argv) {
     beat.set_cores(std::min<double>(core.threads(), EffectiveCpus()));
     beat.set_version(PREPFLOW_VERSION);
     *beat.mutable_labels() = {parsed_labels->begin(), parsed_labels->end()};
+    Security to_scheduler = *security;
+    to_scheduler.token = security->worker_token;  // this worker's role credential
     registration = std::make_unique<WorkerRegistration>(
-        scheduler, *security, beat,
+        scheduler, to_scheduler, beat,
         [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });
     registration->Start();
   }

@@ -2,6 +2,8 @@
 // join and leave, expiry, and refusals that name the field.
 #include "scheduler/scheduler_core.h"
 
+#include <map>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -29,6 +31,16 @@ proto::JobBeat Job(const std::string& id, double wanted, const std::string& zone
   return b;
 }
 
+// Beats as a worker does: with the lease its first beat was answered with.
+absl::StatusOr<proto::WorkerBeatReply> Beat(SchedulerCore& core, proto::WorkerBeat beat,
+                                            int64_t now, const std::string& identity = "") {
+  static std::map<std::string, std::string> leases;
+  beat.set_lease(leases[beat.worker_id()]);
+  auto reply = core.WorkerBeat(beat, now, identity);
+  if (reply.ok()) leases[beat.worker_id()] = reply->lease();
+  return reply;
+}
+
 double Granted(const proto::JobGrant& g) {
   double cores = 0;
   for (const proto::WorkerGrant& w : g.workers()) cores += w.cores();
@@ -37,8 +49,8 @@ double Granted(const proto::JobGrant& g) {
 
 TEST(SchedulerCore, GrantsRegisteredWorkersWithTheirAddresses) {
   SchedulerCore core({});
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4, "a"), 0).ok());
-  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4, "b"), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4, "a"), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w2", 4, "b"), 0).ok());
   auto grant = core.JobBeat(Job("j", 3, "b"), 0);
   ASSERT_TRUE(grant.ok()) << grant.status();
   ASSERT_EQ(grant->workers_size(), 1);
@@ -53,10 +65,10 @@ TEST(SchedulerCore, RebalancesWhenJobsAndWorkersComeAndGo) {
   SchedulerOptions o;
   o.expire_after_seconds = 6;
   SchedulerCore core(o);
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
   EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 0)), 4);
   // A second worker joins: a's next beat gets both.
-  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4), 1 * kSecond).ok());
+  ASSERT_TRUE(Beat(core, Worker("w2", 4), 1 * kSecond).ok());
   EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 1 * kSecond)), 8);
   // A second job joins: the pool is split evenly.
   EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("b", 8), 2 * kSecond)), 4);
@@ -64,7 +76,7 @@ TEST(SchedulerCore, RebalancesWhenJobsAndWorkersComeAndGo) {
   // w2 stops beating; the others keep beating. After the expiry w2 is gone
   // and the two jobs share w1.
   for (int64_t t = 3; t <= 8; ++t) {
-    ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), t * kSecond).ok());
+    ASSERT_TRUE(Beat(core, Worker("w1", 4), t * kSecond).ok());
     ASSERT_TRUE(core.JobBeat(Job("a", 8), t * kSecond).ok());
     ASSERT_TRUE(core.JobBeat(Job("b", 8), t * kSecond).ok());
   }
@@ -75,7 +87,7 @@ TEST(SchedulerCore, RebalancesWhenJobsAndWorkersComeAndGo) {
   EXPECT_DOUBLE_EQ(Granted(*a), 2);
   for (const proto::WorkerGrant& w : a->workers()) EXPECT_EQ(w.worker_id(), "w1");
   // Job b goes silent: a gets all of w1 after b expires.
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 15 * kSecond).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 15 * kSecond).ok());
   core.Expire(15 * kSecond);
   EXPECT_EQ(core.counts().jobs, 0);  // a was silent too
   EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 8), 15 * kSecond)), 4);
@@ -92,12 +104,12 @@ TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {
 
 TEST(SchedulerCore, LoadChangesDoNotRebalance) {
   SchedulerCore core({});
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
   ASSERT_TRUE(core.JobBeat(Job("a", 2), 0).ok());
   const int64_t before = core.counts().rebalances;
   proto::WorkerBeat busy = Worker("w1", 4);
   busy.set_load(0.9);
-  ASSERT_TRUE(core.WorkerBeat(busy, kSecond).ok());
+  ASSERT_TRUE(Beat(core, busy, kSecond).ok());
   ASSERT_TRUE(core.JobBeat(Job("a", 2), kSecond).ok());
   EXPECT_EQ(core.counts().rebalances, before);
 }
@@ -107,7 +119,7 @@ TEST(SchedulerCore, SettlesForAnExpiryPeriodAfterItsFirstBeat) {
   o.expire_after_seconds = 6;
   SchedulerCore core(o);
   // The clock starts at the first beat it hears, whatever the wall time.
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), 100 * kSecond).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 100 * kSecond).ok());
   EXPECT_TRUE(core.JobBeat(Job("a", 2), 100 * kSecond)->settling());
   EXPECT_TRUE(core.JobBeat(Job("a", 2), 105 * kSecond)->settling());
   EXPECT_FALSE(core.JobBeat(Job("a", 2), 106 * kSecond)->settling());
@@ -127,8 +139,8 @@ TEST(SchedulerCore, ARestartedSchedulerKeepsTheWorkersAJobReports) {
   ASSERT_TRUE(early.ok());
   EXPECT_EQ(early->workers_size(), 0);
   EXPECT_TRUE(early->settling());
-  ASSERT_TRUE(core.WorkerBeat(Worker("w1", 4), kSecond / 10).ok());
-  ASSERT_TRUE(core.WorkerBeat(Worker("w2", 4), kSecond / 10).ok());
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), kSecond / 10).ok());
+  ASSERT_TRUE(Beat(core, Worker("w2", 4), kSecond / 10).ok());
   auto grant = core.JobBeat(job, kSecond / 5);
   ASSERT_TRUE(grant.ok());
   ASSERT_EQ(grant->workers_size(), 1);
@@ -137,21 +149,58 @@ TEST(SchedulerCore, ARestartedSchedulerKeepsTheWorkersAJobReports) {
 
   // Without the report, the same arrival order puts a new job on w1.
   SchedulerCore fresh({});
-  ASSERT_TRUE(fresh.WorkerBeat(Worker("w1", 4), 0).ok());
-  ASSERT_TRUE(fresh.WorkerBeat(Worker("w2", 4), 0).ok());
+  ASSERT_TRUE(Beat(fresh, Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(Beat(fresh, Worker("w2", 4), 0).ok());
   EXPECT_EQ(fresh.JobBeat(Job("a", 2), 0)->workers(0).worker_id(), "w1");
 }
 
 TEST(SchedulerCore, BadBeatsNameTheField) {
   SchedulerCore core({});
-  EXPECT_THAT(core.WorkerBeat(Worker("", 4), 0).status().message(), HasSubstr("worker_id"));
+  EXPECT_THAT(Beat(core, Worker("", 4), 0).status().message(), HasSubstr("worker_id"));
   proto::WorkerBeat no_address = Worker("w", 4);
   no_address.clear_address();
-  EXPECT_THAT(core.WorkerBeat(no_address, 0).status().message(), HasSubstr("address"));
-  EXPECT_THAT(core.WorkerBeat(Worker("w", 0), 0).status().message(), HasSubstr("cores"));
+  EXPECT_THAT(Beat(core, no_address, 0).status().message(), HasSubstr("address"));
+  EXPECT_THAT(Beat(core, Worker("w", 0), 0).status().message(), HasSubstr("cores"));
   EXPECT_THAT(core.JobBeat(Job("", 1), 0).status().message(), HasSubstr("job_id"));
   EXPECT_THAT(core.JobBeat(Job("j", -1), 0).status().message(), HasSubstr("wanted_cores"));
   EXPECT_EQ(core.JobBeat(Job("j", -1), 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A beat repointing a registered worker_id to another address is refused
+// (and counted) unless it carries the registration's lease, and, with mutual
+// TLS, comes from the same certificate identity. After the worker expires
+// the id is free again.
+TEST(SchedulerCore, AWorkerIdCannotBeRepointedByAnotherSender) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 6;
+  SchedulerCore core(o);
+  auto first = core.WorkerBeat(Worker("w1", 4), 0, "worker-a");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->lease().size(), 32u);
+
+  proto::WorkerBeat hijack = Worker("w1", 4);
+  hijack.set_address("evil:7000");
+  auto no_lease = core.WorkerBeat(hijack, 1 * kSecond, "worker-a");
+  EXPECT_EQ(no_lease.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(no_lease.status().message(), HasSubstr("w1 is registered to another worker"));
+  hijack.set_lease(first->lease());
+  auto other_identity = core.WorkerBeat(hijack, 1 * kSecond, "worker-b");
+  EXPECT_EQ(other_identity.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(core.counts().refused_beats, 2);
+
+  auto grant = core.JobBeat(Job("j", 4), 2 * kSecond);
+  ASSERT_EQ(grant->workers_size(), 1);
+  EXPECT_EQ(grant->workers(0).address(), "w1:7000") << "the grant still names the real worker";
+  EXPECT_EQ(grant->workers(0).tls_name(), "worker-a");
+
+  // The owner itself may move (a new port), with its lease and identity.
+  proto::WorkerBeat moved = Worker("w1", 4);
+  moved.set_address("w1:7001");
+  moved.set_lease(first->lease());
+  EXPECT_TRUE(core.WorkerBeat(moved, 3 * kSecond, "worker-a").ok());
+  // Once it has expired, the id may be registered afresh.
+  core.Expire(10 * kSecond);
+  EXPECT_TRUE(core.WorkerBeat(hijack, 10 * kSecond, "worker-b").ok());
 }
 
 }  // namespace

@@ -9,7 +9,10 @@
 
 #include "client/loader.h"
 #include "client/worker_process.h"
+#include <unistd.h>
+
 #include "gmock/gmock.h"
+#include "proto/scheduler.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "tests/testing/loader_util.h"
@@ -254,6 +257,85 @@ TEST_F(SecureCluster, SchedulerWithTlsAndTokenGrantsOnlyAuthenticatedJobs) {
   }
   ExpectServed(served);
   EXPECT_TRUE(served.stats.scheduler_reachable);
+}
+
+// Roles: jobs hold a job token and cannot register or repoint a worker;
+// a worker's registration is bound to its lease and certificate, so another
+// worker credential (here: a valid certificate of another name) cannot
+// repoint it either; and the job verifies the granted worker presents the
+// certificate it registered with.
+TEST_F(SecureCluster, AJobCredentialCannotRegisterOrRepointAWorker) {
+  auto scheduler = prepflow::WorkerProcess::StartDaemon(
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+      {"--port", "0", "--heartbeat-seconds", "0.2", "--expire-after", "2", "--tls-cert",
+       Pki("server.crt"), "--tls-key", Pki("server.key"), "--tls-client-ca", Pki("ca.crt"),
+       "--worker-token-file", Pki("token"), "--job-token-file", Pki("wrong-token")});
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  const std::string address = (*scheduler)->address();
+  testing::WorkerProcess w = Worker(
+      {"--scheduler", address, "--worker-id", "w1", "--tls-ca", Pki("ca.crt"), "--tls-cert",
+       Pki("server.crt"), "--tls-key", Pki("server.key"), "--tls-client-ca", Pki("ca.crt"),
+       "--auth-token-file", Pki("wrong-token"), "--worker-token-file", Pki("token")});
+
+  auto stub_as = [&](const std::string& cert, const std::string& token) {
+    SecurityOptions so;
+    so.tls_ca_file = Pki("ca.crt");
+    so.tls_cert_file = Pki(cert + ".crt");
+    so.tls_key_file = Pki(cert + ".key");
+    so.auth_token_file = Pki(token);
+    auto security = LoadSecurity(so);
+    EXPECT_TRUE(security.ok()) << security.status();
+    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)),
+                          *security);
+  };
+  // Wait until w1 has registered (a job sees it granted).
+  auto [job_stub, job_security] = stub_as("client", "wrong-token");
+  std::string granted_name;
+  for (int i = 0; i < 200 && granted_name.empty(); ++i) {
+    grpc::ClientContext context;
+    AttachToken(&context, job_security);
+    proto::JobBeat beat;
+    beat.set_job_id("probe");
+    beat.set_wanted_cores(1);
+    proto::JobGrant grant;
+    ASSERT_TRUE(job_stub->JobHeartbeat(&context, beat, &grant).ok());
+    if (grant.workers_size() > 0) granted_name = grant.workers(0).tls_name();
+    if (granted_name.empty()) usleep(50'000);
+  }
+  ASSERT_EQ(granted_name, "localhost") << "the identity of server.crt w1 registered with";
+
+  proto::WorkerBeat hijack;
+  hijack.set_worker_id("w1");
+  hijack.set_address("127.0.0.1:9");
+  hijack.set_cores(1);
+  {
+    grpc::ClientContext context;
+    AttachToken(&context, job_security);
+    proto::WorkerBeatReply reply;
+    EXPECT_EQ(job_stub->WorkerHeartbeat(&context, hijack, &reply).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << "a job token registered a worker";
+  }
+  {
+    auto [worker_stub, worker_security] = stub_as("client", "token");
+    grpc::ClientContext context;
+    AttachToken(&context, worker_security);
+    proto::WorkerBeatReply reply;
+    const grpc::Status s = worker_stub->WorkerHeartbeat(&context, hijack, &reply);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  }
+
+  LoaderOptions o = Options("remote", {});
+  o.scheduler = address;
+  o.security.tls_ca_file = Pki("ca.crt");
+  o.security.tls_cert_file = Pki("client.crt");
+  o.security.tls_key_file = Pki("client.key");
+  o.security.auth_token_file = Pki("wrong-token");
+  o.connect_timeout_seconds = 30;
+  const testing::Drained served = testing::Drain(o);
+  ExpectServed(served);
+  ASSERT_EQ(served.stats.workers.size(), 1u);
+  EXPECT_EQ(served.stats.workers[0].address, w.address()) << "the grant was repointed";
 }
 
 }  // namespace

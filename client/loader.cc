@@ -362,6 +362,9 @@ int Loader::AddWorker(const std::string& address, const std::string& worker_id,
     if (stopping_ || !worker.alive) return;
     worker.opened = true;
     worker.max_credits = std::max(1, opened.max_items_in_flight());
+    if (opened.max_item_bytes() > 0) {
+      item_bytes_limit_ = std::min(item_bytes_limit_, opened.max_item_bytes());
+    }
     worker.threads = opened.threads();
     worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
     worker.credits = CreditsFor(worker);
@@ -399,6 +402,18 @@ int Loader::AddWorker(const std::string& address, const std::string& worker_id,
 
 double Loader::UsableCores(const Worker& w) {
   return w.granted ? std::min(w.cores, w.granted_cores) : w.cores;
+}
+
+int64_t Loader::MaxFileBytes() const {
+  return options_.dataset.max_file_bytes() > 0 ? options_.dataset.max_file_bytes()
+                                               : kDefaultMaxFileBytes;
+}
+
+int Loader::ItemSamples(int cut) const {
+  // As many as fit the smallest item the workers take, from the bound on one
+  // sample at this cut (the worker admits items against its memory budget).
+  const int64_t fit = item_bytes_limit_ / std::max<int64_t>(1, pipeline_->MaxBytesAt(cut, MaxFileBytes()));
+  return static_cast<int>(std::clamp<int64_t>(fit, 1, options_.item_samples));
 }
 
 int Loader::CreditsFor(const Worker& w) {
@@ -836,7 +851,7 @@ void Loader::TopUp() {
       }
       auto [it, fresh] = open_items.try_emplace(cut, Item{b, {}, cut});
       it->second.slots.push_back(slot);
-      if (static_cast<int>(it->second.slots.size()) == options_.item_samples) flush(it->second);
+      if (static_cast<int>(it->second.slots.size()) == ItemSamples(cut)) flush(it->second);
     }
     for (auto& [cut, item] : open_items) {
       if (!item.slots.empty()) flush(item);
@@ -1076,6 +1091,16 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
                                    /*remote=*/true);
       continue;
     }
+    // A sample bigger than its type allows is a worker bug or a forgery:
+    // refused before anything is decoded from it.
+    const int64_t bound = pipeline_->MaxBytesAt(item.cut, MaxFileBytes());
+    if (static_cast<int64_t>(received->payload_size(i)) > bound) {
+      fail(slot, index,
+           absl::DataLossError(absl::StrCat("worker ", address, " sent ", received->payload_size(i),
+                                            " bytes for one sample at cut ", item.cut,
+                                            "; at most ", bound, " are possible")));
+      continue;
+    }
     const int sample = static_cast<int>(i);
     Batch* batch = item.batch;
     const int cut = item.cut;
@@ -1115,8 +1140,10 @@ void Loader::OnClosed(int w, const absl::Status& status) {
     batch_done_.SignalAll();
     return;
   }
-  DropWorker(w, status.ok() ? std::string("ended the stream")
-                            : absl::StrCat("is gone (", status.ToString(), ")"));
+  DropWorker(w, status.ok()       ? std::string("ended the stream")
+                : worker.opened ? absl::StrCat("is gone (", SafeText(status.ToString()), ")")
+                                : absl::StrCat("did not open the job (",
+                                               SafeText(status.ToString()), ")"));
   batch_done_.SignalAll();
 }
 

@@ -58,6 +58,7 @@
 #include "pipeline/profiler.h"
 #include "policy/planner.h"
 #include "pipeline/text.h"
+#include "pipeline/wire.h"
 #include "proto/pipeline.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
@@ -285,6 +286,10 @@ class Loader {
 
   Loader() = default;
   absl::Status ConnectWorkers();
+  int64_t MaxFileBytes() const;
+  // Samples per remote item at `cut`: options.item_samples, fewer where
+  // that many would not fit item_bytes_limit_.
+  int ItemSamples(int cut) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens the job on a new worker; returns its index. The stream opens
   // asynchronously (the `opened` handler makes it usable). `tls_name`: the
   // certificate name the scheduler saw the worker register with ("": none).
@@ -399,6 +404,9 @@ class Loader {
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
   LogLimiter skip_log_ ABSL_GUARDED_BY(mu_);  // "skipping sample" lines
+  // The most bytes one item may hold: the least any worker said it takes
+  // (JobOpened.max_item_bytes).
+  int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;
   // Cumulative share of samples: local, then remote cut 0..n (last is 1).
   std::vector<double> placement_cdf_ ABSL_GUARDED_BY(mu_);
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,7 @@
 #include "client/remote_worker.h"
 
+#include "pipeline/wire.h"
+
 #include "absl/strings/str_cat.h"
 #include "pipeline/profiler.h"
 
@@ -9,7 +11,9 @@ RemoteWorker::RemoteWorker(std::string address, Handlers handlers, const Securit
     : address_(std::move(address)), handlers_(std::move(handlers)) {
   AttachToken(&context_, security);
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);  // results of large items; the client sized them
+  // A worker holds each reply to kMaxReplyBytes (items are sized to fit):
+  // anything larger is refused by the transport, not parsed.
+  args.SetMaxReceiveMessageSize(static_cast<int>(kMaxReplyBytes + (1 << 20)));
   args.SetMaxSendMessageSize(16 << 20);
   // A connection of its own per stream: gRPC would otherwise share one
   // connection between every channel to the same address in the process, so

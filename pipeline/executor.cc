@@ -115,6 +115,29 @@ double EffectiveCpus() {
   return cores;
 }
 
+int64_t AvailableMemoryBytes() {
+  int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    std::string file;
+    if (controllers.empty()) {
+      file = "/sys/fs/cgroup" + path + "/memory.max";
+    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
+      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    std::ifstream in(file);
+    int64_t limit = 0;
+    if (in >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" fails to parse
+  }
+  return std::max<int64_t>(bytes, 1 << 30);
+}
+
 int AvailableCpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));

@@ -66,6 +66,10 @@ int AvailableCpus();
 // planner reads as this side's capacity.
 double EffectiveCpus();
 
+// Memory this process may use, in bytes: physical memory capped by its
+// cgroup's limit (v2 memory.max, v1 memory.limit_in_bytes).
+int64_t AvailableMemoryBytes();
+
 // Keeps large freed blocks in the heap instead of returning them to the
 // kernel (glibc mallopt M_MMAP_THRESHOLD 256 MiB, M_TRIM_THRESHOLD 1 GiB). A
 // process streaming gigabytes through fresh multi-megabyte buffers otherwise

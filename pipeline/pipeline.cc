@@ -190,6 +190,13 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
   return absl::OkStatus();
 }
 
+int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
+  const ValueType& t = types_[k];
+  if (t.kind == ValueKind::kEncoded) return max_file_bytes;
+  if (t.fixed()) return static_cast<int64_t>(t.bytes());
+  return options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
+}
+
 std::string Pipeline::DebugString() const {
   return absl::StrCat(name_, ": ", absl::StrJoin(stage_names_, " -> "), " => ",
                       output_type().DebugString());

@@ -47,6 +47,12 @@ class Pipeline {
   const ValueType& boundary_type(int k) const { return types_[k]; }
   const ValueType& output_type() const { return types_.back(); }
   const PipelineOptions& options() const { return options_; }
+  // An upper bound on one sample's bytes at boundary k, known before anything
+  // runs: exact for a fixed type; for an image or tensor whose size depends
+  // on the file, what --max-pixels allows (3 channels, 1 or 4 bytes each);
+  // for encoded bytes, `max_file_bytes`. What a worker's memory budget and
+  // the client's item sizes are computed from.
+  int64_t MaxBytesAt(int k, int64_t max_file_bytes) const;
 
   // Runs stages [begin, end) on `sample`, which must hold the value at
   // boundary `begin`. When `sink` is given and the output has exactly

@@ -15,6 +15,10 @@
 
 namespace prepflow {
 
+// The largest reply a worker sends for one item, and so the most bytes one
+// item may hold: well under protobuf's 2 GiB message limit.
+inline constexpr int64_t kMaxReplyBytes = int64_t{1} << 30;
+
 // Writes the value `sample` holds into `out` (its identity is not included:
 // index, label and epoch travel in the enclosing message).
 // With include_data false only the metadata is written (the caller sends the

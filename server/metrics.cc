@@ -51,6 +51,18 @@ WorkerMetrics::WorkerMetrics()
                           .Name("prepflow_worker_active_streams")
                           .Help("Open job streams")
                           .Register(*registry_)
+                          .Add({})),
+      memory_(prometheus::BuildGauge()
+                  .Name("prepflow_worker_memory_bytes")
+                  .Help("Result memory: reserved by admitted items, and the budget "
+                        "(--max-memory-bytes)")
+                  .Register(*registry_)),
+      memory_reserved_(memory_.Add({{"what", "reserved"}})),
+      memory_budget_(memory_.Add({{"what", "budget"}})),
+      memory_waiting_(prometheus::BuildGauge()
+                          .Name("prepflow_worker_memory_waiting_items")
+                          .Help("Work items waiting for room in the memory budget")
+                          .Register(*registry_)
                           .Add({})) {}
 
 void WorkerMetrics::SampleFailed(absl::StatusCode code) {

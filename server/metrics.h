@@ -34,6 +34,12 @@ class WorkerMetrics {
   // Histogram handles for these stage names, created on first use.
   std::vector<prometheus::Histogram*> StageHistograms(const std::vector<std::string>& stages);
   void SetQueueDepth(double depth) { queue_depth_.Set(depth); }
+  // The memory budget: bytes reserved by admitted items, items waiting.
+  void SetMemory(int64_t reserved_bytes, size_t waiting_items) {
+    memory_reserved_.Set(static_cast<double>(reserved_bytes));
+    memory_waiting_.Set(static_cast<double>(waiting_items));
+  }
+  void SetMemoryBudget(int64_t bytes) { memory_budget_.Set(static_cast<double>(bytes)); }
   void StreamOpened() { active_streams_.Increment(); }
   void StreamClosed() { active_streams_.Decrement(); }
   void StreamRefused(absl::StatusCode code);
@@ -48,6 +54,10 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>& stage_seconds_;
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& active_streams_;
+  prometheus::Family<prometheus::Gauge>& memory_;
+  prometheus::Gauge& memory_reserved_;
+  prometheus::Gauge& memory_budget_;
+  prometheus::Gauge& memory_waiting_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Histogram*> stage_handles_ ABSL_GUARDED_BY(mu_);
 };

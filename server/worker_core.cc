@@ -1,11 +1,13 @@
 #include "server/worker_core.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
 #include "spdlog/spdlog.h"
@@ -18,6 +20,7 @@ WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
       datasets_(DatasetCacheOptions{DatasetOptions{options.data_root}, nullptr,
                                     options.min_reindex_seconds}) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
+  if (options_.max_memory_bytes <= 0) options_.max_memory_bytes = AvailableMemoryBytes() / 2;
   if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;
   if (options_.worker_id.empty()) {
     char host[256] = "worker";
@@ -25,6 +28,7 @@ WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
     options_.worker_id = absl::StrCat(host, ":", getpid());
   }
   for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
+  if (metrics_ != nullptr) metrics_->SetMemoryBudget(options_.max_memory_bytes);
   // Every stream respects its credits, so the queue never fills.
   pool_ = std::make_unique<ThreadPool>(
       threads, static_cast<size_t>(options_.max_streams) * options_.max_items_per_stream);
@@ -72,6 +76,23 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: pipeline: ", pipeline.status().message())));
   }
   job->pipeline_ = *std::move(pipeline);
+  // What one sample may take at each cut, from the types alone: the budget's
+  // unit. A job whose finished sample cannot fit in one item is refused now.
+  const int n = job->pipeline_->num_stages();
+  const int64_t file_limit =
+      open.dataset().max_file_bytes() > 0 ? open.dataset().max_file_bytes() : kDefaultMaxFileBytes;
+  for (int k = 0; k <= n; ++k) {
+    job->max_sample_bytes_.push_back(job->pipeline_->MaxBytesAt(k, file_limit));
+  }
+  const int64_t item_cap = std::min(options_.max_memory_bytes, kMaxReplyBytes);
+  if (job->max_sample_bytes_[n] > item_cap) {
+    return refuse(absl::ResourceExhaustedError(absl::StrFormat(
+        "job open: one sample of pipeline %s is %d bytes (%s), over the %d this worker holds for "
+        "one item (--max-memory-bytes %d; at most %d per reply)",
+        job->pipeline_->name(), job->max_sample_bytes_[n],
+        job->pipeline_->output_type().DebugString(), item_cap, options_.max_memory_bytes,
+        kMaxReplyBytes)));
+  }
   // Indexing may take seconds: it runs outside mu_, and opens of the same
   // dataset share one (dataset_cache.h).
   auto ds = datasets_.Get(open.dataset(), open.dataset_fingerprint(), open.dataset_size());
@@ -110,6 +131,9 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   opened->set_cores(std::min<double>(pool_->size(), EffectiveCpus()));
   opened->set_max_items_in_flight(job->max_items_in_flight_);
   opened->set_num_stages(job->pipeline_->num_stages());
+  // Enough for every thread to hold an item at once, within one reply.
+  opened->set_max_item_bytes(std::min(
+      item_cap, std::max(job->max_sample_bytes_[n], options_.max_memory_bytes / threads())));
   spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
                job->dataset_->size(), job->pipeline_->DebugString());
   return job;
@@ -142,15 +166,75 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
           "work item ", item.item_id(), ": index ", index, " is outside the dataset [0, ", n, ")"));
     }
   }
-  const bool queued = pool_->Submit(
-      [this, job = std::move(job), item = std::move(item), done = std::move(done)](int thread) {
-        ItemOutput out;
-        RunItem(thread, *job, item, &out);
-        done(std::move(out));
-      });
-  if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
-  if (!queued) return absl::UnavailableError("worker is shutting down");
+  const int64_t sample_bytes = job->max_sample_bytes(item.cut());
+  const int64_t bytes = item.indices_size() * sample_bytes;
+  const int64_t item_cap = std::min(options_.max_memory_bytes, kMaxReplyBytes);
+  if (bytes > item_cap) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "work item %d: %d samples at cut %d are up to %d bytes (%d each), over the %d one item "
+        "may hold (--max-memory-bytes %d; at most %d per reply)",
+        item.item_id(), item.indices_size(), item.cut(), bytes, sample_bytes, item_cap,
+        options_.max_memory_bytes, kMaxReplyBytes));
+  }
+  Admission a{std::move(job), std::move(item), std::move(done), bytes};
+  {
+    absl::MutexLock lock(&budget_mu_);
+    if (!waiting_.empty() || reserved_bytes_ + bytes > options_.max_memory_bytes) {
+      // Runs when earlier items' replies are written and their memory freed.
+      waiting_.push_back(std::move(a));
+      if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
+      return absl::OkStatus();
+    }
+    reserved_bytes_ += bytes;
+    if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
+  }
+  if (!Launch(std::move(a))) return absl::UnavailableError("worker is shutting down");
   return absl::OkStatus();
+}
+
+bool WorkerCore::Launch(Admission a) {
+  const int64_t bytes = a.bytes;
+  const bool queued = pool_->Submit([this, bytes, a = std::move(a)](int thread) {
+    ItemOutput out;
+    // Released when the caller drops the output, after writing its reply.
+    out.reservation = std::shared_ptr<void>(nullptr, [this, bytes](void*) { Release(bytes); });
+    RunItem(thread, *a.job, a.item, &out);
+    a.done(std::move(out));
+  });
+  if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
+  if (!queued) Release(bytes);
+  return queued;
+}
+
+void WorkerCore::Release(int64_t bytes) {
+  std::vector<Admission> ready;
+  bool trim = false;
+  {
+    absl::MutexLock lock(&budget_mu_);
+    reserved_bytes_ -= bytes;
+    // In order: a large item at the head is not starved by smaller ones.
+    while (!waiting_.empty() &&
+           reserved_bytes_ + waiting_.front().bytes <= options_.max_memory_bytes) {
+      reserved_bytes_ += waiting_.front().bytes;
+      ready.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
+    if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
+    const int64_t now = WallNanos();
+    if (reserved_bytes_ == 0 && now - last_trim_nanos_ > 1'000'000'000) {
+      last_trim_nanos_ = now;
+      trim = true;
+    }
+  }
+  // Idle: hand freed result buffers back to the kernel, so a burst of large
+  // items does not leave the worker holding gigabytes (at most once a second).
+  if (trim) malloc_trim(0);
+  for (Admission& a : ready) Launch(std::move(a));
+}
+
+int64_t WorkerCore::reserved_bytes() const {
+  absl::MutexLock lock(&budget_mu_);
+  return reserved_bytes_;
 }
 
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,

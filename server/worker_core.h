@@ -11,6 +11,7 @@
 #define PREPFLOW_SERVER_WORKER_CORE_H_
 
 #include <cstdlib>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,10 @@ struct WorkerOptions {
   int max_item_samples = 4096;
   int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
   int max_jpeg_scans_limit = kDefaultMaxJpegScans;  // likewise
+  // Results held at once, in bytes, counted from the pipeline's types before
+  // items run (Pipeline::MaxBytesAt): an item waits until it fits. 0: half
+  // of the memory this process may use.
+  int64_t max_memory_bytes = 0;
   std::string worker_id;                  // for logs and JobOpened; default host:pid
   double min_reindex_seconds = 5;         // see DatasetCache
 };
@@ -54,10 +59,13 @@ struct Payload {
 };
 
 // A finished work item: the result with every sample's value.data left empty,
-// and one payload per sample (empty for a failed one), in order.
+// and one payload per sample (empty for a failed one), in order. The item's
+// share of the memory budget is held until `reservation` is destroyed: keep
+// it until the reply is written or dropped.
 struct ItemOutput {
   proto::ItemResult result;
   std::vector<Payload> payloads;
+  std::shared_ptr<void> reservation;
 };
 
 // One job as opened by one stream.
@@ -67,6 +75,8 @@ class WorkerJob {
   const Pipeline& pipeline() const { return *pipeline_; }
   const Dataset& dataset() const { return *dataset_; }
   int max_items_in_flight() const { return max_items_in_flight_; }
+  // Bound on one sample's bytes after stage cut - 1, by cut.
+  int64_t max_sample_bytes(int cut) const { return max_sample_bytes_[cut]; }
 
  private:
   friend class WorkerCore;
@@ -76,6 +86,7 @@ class WorkerJob {
   std::unique_ptr<Pipeline> pipeline_;
   std::vector<prometheus::Histogram*> stage_histograms_;
   int max_items_in_flight_ = 0;
+  std::vector<int64_t> max_sample_bytes_;
 };
 
 class WorkerCore {
@@ -98,8 +109,10 @@ class WorkerCore {
   void RefuseStream(const absl::Status& status, const std::string& peer);
   void CloseJob(const std::shared_ptr<WorkerJob>& job);
 
-  // Checks `item` against `job` (InvalidArgument naming the field) and queues
-  // it. `done` runs once, on a pool thread, with the item's result; per-sample
+  // Checks `item` against `job` (InvalidArgument naming the field;
+  // ResourceExhausted, with the numbers, for an item that could never fit the
+  // memory budget) and queues it; it runs once its results fit the budget.
+  // `done` runs once, on a pool thread, with the item's result; per-sample
   // failures are inside the result, not a Status. Never blocks: the stream's
   // credits bound what is queued.
   absl::Status Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
@@ -108,12 +121,25 @@ class WorkerCore {
   // Stops taking new jobs; running items finish.
   void BeginDrain();
   int threads() const { return pool_->size(); }
+  int64_t max_memory_bytes() const { return options_.max_memory_bytes; }
+  // Bytes of results reserved now (running, or written out), for metrics.
+  int64_t reserved_bytes() const;
   const std::string& worker_id() const { return options_.worker_id; }
   // Stops the pool; queued items are dropped. Call after every stream ended.
   void Stop() { pool_->Stop(); }
 
  private:
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
+  struct Admission {
+    std::shared_ptr<WorkerJob> job;
+    proto::WorkItem item;
+    std::function<void(ItemOutput)> done;
+    int64_t bytes = 0;
+  };
+  // Queues the item on the pool, holding `bytes` of the budget until its
+  // output's reservation is released.
+  bool Launch(Admission a);
+  void Release(int64_t bytes);
   WorkerOptions options_;
   WorkerMetrics* metrics_;  // may be null
   std::vector<std::unique_ptr<Workspace>> workspaces_;
@@ -124,6 +150,12 @@ class WorkerCore {
   std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   DatasetCache datasets_;  // shared by the jobs; locks of its own
+
+  // The memory budget: admitted items in order, those waiting for room.
+  mutable absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  int64_t reserved_bytes_ ABSL_GUARDED_BY(budget_mu_) = 0;
+  std::deque<Admission> waiting_ ABSL_GUARDED_BY(budget_mu_);
+  int64_t last_trim_nanos_ ABSL_GUARDED_BY(budget_mu_) = 0;
 };
 
 }  // namespace prepflow

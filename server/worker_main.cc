@@ -57,6 +57,9 @@ int Main(int argc, char** argv) {
             "outstanding work items a stream may have (0: 2 x threads)");
   flags.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
   flags.Int("max-pixels", &max_pixels, "largest image a job may decode, in pixels");
+  flags.Int("max-memory-bytes", &options.max_memory_bytes,
+            "result memory held at once: items are admitted against it from the pipeline's "
+            "types before they run (0: half of this machine's or cgroup's memory)");
   flags.Int("max-jpeg-scans", &options.max_jpeg_scans_limit,
             "most scans a progressive JPEG may have (each is a pass over the image); a job may "
             "ask for less");
@@ -96,7 +99,8 @@ int Main(int argc, char** argv) {
   }
   options.max_pixels_limit = max_pixels;
   if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
-      options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 || max_message_bytes < 1024 || port < 0) {
+      options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
+      options.max_memory_bytes < 0 || max_message_bytes < 1024 || port < 0) {
     std::fprintf(stderr,
                  "prepflow-worker: --max-streams, --max-streams-per-client, --max-item-samples, "
                  "--max-pixels must be positive, --max-message-bytes at least 1024 and --port "

@@ -158,19 +158,23 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   // On a pool thread: the result of one item, encoded before taking the lock.
   void Done(ItemOutput output) {
+    std::shared_ptr<void> reservation = std::move(output.reservation);
     grpc::ByteBuffer encoded = EncodeItemOutput(std::move(output));
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
       --in_flight_;
-      if (!broken_ && !finishing_) Send(std::move(encoded));
+      if (!broken_ && !finishing_) Send(std::move(encoded), std::move(reservation));
       finish = MaybeFinish();
     }
     if (finish) Finish(*finish);
   }
 
-  void Send(grpc::ByteBuffer msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    outbox_.push_back(std::move(msg));
+  // `reservation`: the memory-budget share of the message, released when it
+  // has been written or dropped.
+  void Send(grpc::ByteBuffer msg, std::shared_ptr<void> reservation = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    outbox_.push_back(Outgoing{std::move(msg), std::move(reservation)});
     WriteNext();
   }
 
@@ -183,7 +187,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || outbox_.empty() || broken_) return;
     writing_ = true;
-    StartWrite(&outbox_.front());
+    StartWrite(&outbox_.front().message);
   }
 
   void Fail(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -218,7 +222,11 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   std::shared_ptr<WorkerJob> job_ ABSL_GUARDED_BY(mu_);
   int credits_ ABSL_GUARDED_BY(mu_) = 0;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<grpc::ByteBuffer> outbox_ ABSL_GUARDED_BY(mu_);
+  struct Outgoing {
+    grpc::ByteBuffer message;
+    std::shared_ptr<void> reservation;
+  };
+  std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;

@@ -10,7 +10,9 @@
 #include "client/loader.h"
 #include "client/metrics.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
@@ -265,8 +267,10 @@ TEST_F(RemoteTest, SigtermDrainsAndExitsZero) {
 }
 
 TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {
-  WorkerProcess w(dir_->Join("root"),
-                  {"--threads", "2", "--max-streams", "40", "--max-items-per-stream", "2"});
+  WorkerProcess w(dir_->Join("root"), {"--threads", "2", "--max-streams", "40",
+                                        "--max-items-per-stream", "2", "--max-memory-bytes",
+                                        "8000000"});
+  const long start = w.PeakRssBytes();  // after start-up: libraries, threads, gRPC
   const uint64_t local = LocalChecksum();
   std::vector<std::thread> clients;
   std::vector<RunResult> runs(32);
@@ -282,11 +286,60 @@ TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {
     EXPECT_EQ(runs[c].stats.checksum, local) << "client " << c;
     EXPECT_EQ(runs[c].stats.remote_images, 96) << "client " << c;
   }
-  // 32 streams x 2 items x 2 samples x 588 KiB of results is about 75 MiB
-  // at most in flight; the worker must stay well under 1 GiB.
+  // Results are held to the 8 MB budget; add 1 MiB per stream for gRPC's
+  // buffers and the job's state (measured: 25 MB of growth in all).
   const long peak = w.PeakRssBytes();
-  EXPECT_GT(peak, 0);
-  EXPECT_LT(peak, 1L << 30) << "peak RSS " << peak;
+  EXPECT_GT(start, 0);
+  EXPECT_LT(peak - start, 8'000'000 + 32 * (1L << 20))
+      << "start-up RSS " << start << ", peak " << peak;
+}
+
+// Samples of 48 MB each (a 2000 px crop, normalized to float32): the worker
+// admits items against --max-memory-bytes (here 120 MB, two samples), the
+// client sizes its items to what the worker takes, and the worker's memory
+// stays near that budget instead of growing with credits x item samples
+// (2 x 8 x 48 MB before). A budget too small for one sample refuses the job,
+// naming the numbers.
+TEST_F(RemoteTest, HugeSamplesStayWithinTheWorkersMemoryBudget) {
+  SyntheticFolderOptions small;
+  small.classes = 2;
+  small.images_per_class = 4;
+  small.min_side = 64;
+  small.max_side = 96;
+  ASSERT_TRUE(WriteSyntheticImageFolder(dir_->Join("root/small"), small).ok());
+  LoaderOptions o = Options({}, "remote");
+  o.dataset.set_path(dir_->Join("root/small"));
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "name: 'huge' stages { decode {} } stages { random_resized_crop { size: 2000 } } "
+      "stages { normalize {} }",
+      &o.pipeline));
+  o.batch_size = 4;
+  o.item_samples = 8;
+  const int64_t sample_bytes = int64_t{2000} * 2000 * 3 * 4;
+
+  {
+    WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--max-memory-bytes", "120000000"});
+    o.workers = {w.address()};
+    const RunResult r = RunWith(o);
+    ExpectExactlyOnce(r, 8);
+    EXPECT_EQ(r.stats.remote_images, 8);
+    // The budget, plus what one thread's workspace and the process hold
+    // besides results (measured: about 150 MB); far from 2 x 8 x 48 MB.
+    const long peak = w.PeakRssBytes();
+    EXPECT_GT(peak, 2 * sample_bytes);
+    EXPECT_LT(peak, 120'000'000 + 3 * sample_bytes) << "peak RSS " << peak;
+  }
+  {
+    WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--max-memory-bytes", "40000000"});
+    o.workers = {w.address()};
+    auto refused = Loader::Create(o);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(refused.status().message(), HasSubstr("did not open the job (RESOURCE_EXHAUSTED"));
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("one sample of pipeline huge is 48000000 bytes"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("--max-memory-bytes 40000000"));
+  }
 }
 
 }  // namespace

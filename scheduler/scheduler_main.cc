@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -188,24 +189,42 @@ int Main(int argc, char** argv) {
         "workers and jobs share one token: any job could register a worker; give "
         "--worker-token-file and --job-token-file (docs/security.md)");
   }
-  SchedulerService service(&core, security->worker_token, security->job_token, beats,
-                           unauthenticated);
-  grpc::ServerBuilder builder;
+  const int64_t open_files = daemon::RaiseOpenFilesLimit();
+  daemon::RouteGrpcLogs();
+  // The server and its service; built again on the same port if the listener
+  // dies (as the worker does: see prepflow-worker).
+  struct Serving {
+    std::unique_ptr<SchedulerService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
-                           &bound_port);
-  builder.RegisterService(&service);
-  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
-  // would then start too, and clients would land on either at random.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
+  auto serve = [&](int on_port) -> std::optional<Serving> {
+    Serving s;
+    s.service = std::make_unique<SchedulerService>(&core, security->worker_token,
+                                                   security->job_token, beats, unauthenticated);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat(listen, ":", on_port), ServerCredentials(*security),
+                             &bound_port);
+    builder.RegisterService(s.service.get());
+    // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+    // would then start too, and clients would land on either at random.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
+    s.server = builder.BuildAndStart();
+    if (s.server == nullptr || bound_port == 0) return std::nullopt;
+    return s;
+  };
+  std::optional<Serving> serving = serve(port);
+  if (!serving) {
     spdlog::error("cannot listen on {}:{}", listen, port);
     return 1;
   }
-  spdlog::info("prepflow-scheduler listening on {}:{} (heartbeat {} s, expiry {} s, metrics {})",
-               listen, bound_port, options.heartbeat_seconds, options.expire_after_seconds,
-               daemon::MetricsAddress(listen, exposer.get()));
+  spdlog::info(
+      "prepflow-scheduler listening on {}:{} (heartbeat {} s, expiry {} s, {} open files, "
+      "metrics {})",
+      listen, bound_port, options.heartbeat_seconds, options.expire_after_seconds, open_files,
+      daemon::MetricsAddress(listen, exposer.get()));
   daemon::AnnounceListening(listen, bound_port, port_file);
 
   // Expiry and the pool gauges, twice per heartbeat period.
@@ -225,12 +244,29 @@ int Main(int argc, char** argv) {
       last = c;
     }
   });
-  const int signal_number = stop_signals.Wait();
+  int signal_number = 0;
+  while ((signal_number = stop_signals.WaitFor(1.0)) == 0) {
+    if (!daemon::ListenerFailed()) continue;
+    spdlog::error(
+        "the listener on {}:{} stopped accepting connections (open-files limit {} reached?); "
+        "restarting it",
+        listen, bound_port, daemon::RaiseOpenFilesLimit());
+    serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    serving->server->Wait();
+    serving.reset();
+    while (!(serving = serve(bound_port)) && (signal_number = stop_signals.WaitFor(1.0)) == 0) {
+      spdlog::warn("cannot listen on {}:{} yet; trying again", listen, bound_port);
+    }
+    if (signal_number != 0) break;
+    spdlog::info("listening again on {}:{}", listen, bound_port);
+  }
   spdlog::info("{}: stopping", strsignal(signal_number));
   stop.Notify();
   ticker.join();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  server->Wait();
+  if (serving) {
+    serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    serving->server->Wait();
+  }
   return 0;
 }
 

@@ -1,8 +1,15 @@
 #include "server/daemon.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+
+#include "grpc/support/log.h"
 
 #include "absl/strings/str_cat.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -24,6 +31,58 @@ StopSignals::StopSignals() {
   sigaddset(&set_, SIGINT);
   sigaddset(&set_, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+}
+
+int StopSignals::WaitFor(double seconds) {
+  while (true) {
+    timespec timeout;
+    timeout.tv_sec = static_cast<time_t>(seconds);
+    timeout.tv_nsec = static_cast<long>((seconds - static_cast<double>(timeout.tv_sec)) * 1e9);
+    const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
+    if (signal_number < 0) return 0;  // timed out (or EINTR: the caller asks again)
+    if (signal_number != SIGHUP) return signal_number;
+    spdlog::warn("SIGHUP: nothing to reload (flags are read at start; restart to change them); "
+                 "ignored");
+  }
+}
+
+int64_t RaiseOpenFilesLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+  if (limit.rlim_cur < limit.rlim_max) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) limit.rlim_cur = before;
+  }
+  return static_cast<int64_t>(limit.rlim_cur);
+}
+
+namespace {
+
+std::atomic<int> listener_failures{0};
+
+void GrpcLog(gpr_log_func_args* args) {
+  const char* message = args->message != nullptr ? args->message : "";
+  if (std::strncmp(message, "Failed accept4", 14) == 0) listener_failures.fetch_add(1);
+  const spdlog::level::level_enum level = args->severity == GPR_LOG_SEVERITY_ERROR
+                                              ? spdlog::level::err
+                                          : args->severity == GPR_LOG_SEVERITY_INFO
+                                              ? spdlog::level::info
+                                              : spdlog::level::debug;
+  spdlog::log(level, "grpc {}:{}: {}", args->file != nullptr ? args->file : "?", args->line,
+              message);
+}
+
+}  // namespace
+
+void RouteGrpcLogs() { gpr_set_log_function(GrpcLog); }
+
+bool ListenerFailed() {
+  int seen = listener_failures.load();
+  while (seen > 0) {
+    if (listener_failures.compare_exchange_weak(seen, 0)) return true;
+  }
+  return false;
 }
 
 int StopSignals::Wait() {

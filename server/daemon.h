@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -30,10 +31,23 @@ class StopSignals {
   StopSignals();
   // Returns the signal's number.
   int Wait();
+  // The same, giving up after `seconds`: 0 then.
+  int WaitFor(double seconds);
 
  private:
   sigset_t set_;
 };
+
+// Raises this process's soft limit on open files to its hard limit (every
+// connection is a file) and returns the limit now in force.
+int64_t RaiseOpenFilesLimit();
+
+// Sends gRPC's own log lines to spdlog, and watches them for the one that
+// means a listener has stopped for good: gRPC 1.51 gives up accepting after
+// accept4 fails (EMFILE under a flood of connections) while the process
+// stays up. ListenerFailed() then returns true, once per failure seen.
+void RouteGrpcLogs();
+bool ListenerFailed();
 
 // Serves `metrics` at http://listen:port/metrics (port 0: a free one).
 // Error: Unavailable naming the address (e.g. the port is taken).

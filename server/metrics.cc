@@ -63,7 +63,13 @@ WorkerMetrics::WorkerMetrics()
                           .Name("prepflow_worker_memory_waiting_items")
                           .Help("Work items waiting for room in the memory budget")
                           .Register(*registry_)
-                          .Add({})) {}
+                          .Add({})),
+      listener_restarts_(prometheus::BuildCounter()
+                             .Name("prepflow_worker_listener_restarts_total")
+                             .Help("Times the gRPC listener stopped accepting (e.g. the "
+                                   "open-files limit was reached) and was restarted")
+                             .Register(*registry_)
+                             .Add({})) {}
 
 void WorkerMetrics::SampleFailed(absl::StatusCode code) {
   errors_.Add({{"code", CodeName(code)}}).Increment();

@@ -43,6 +43,7 @@ class WorkerMetrics {
   void StreamOpened() { active_streams_.Increment(); }
   void StreamClosed() { active_streams_.Decrement(); }
   void StreamRefused(absl::StatusCode code);
+  void ListenerRestarted() { listener_restarts_.Increment(); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -58,6 +59,7 @@ class WorkerMetrics {
   prometheus::Gauge& memory_reserved_;
   prometheus::Gauge& memory_budget_;
   prometheus::Gauge& memory_waiting_;
+  prometheus::Counter& listener_restarts_;
   absl::Mutex mu_;
   std::map<std::string, prometheus::Histogram*> stage_handles_ ABSL_GUARDED_BY(mu_);
 };

@@ -232,6 +232,11 @@ void WorkerCore::Release(int64_t bytes) {
   for (Admission& a : ready) Launch(std::move(a));
 }
 
+int WorkerCore::active_streams() const {
+  absl::MutexLock lock(&mu_);
+  return streams_;
+}
+
 int64_t WorkerCore::reserved_bytes() const {
   absl::MutexLock lock(&budget_mu_);
   return reserved_bytes_;

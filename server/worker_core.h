@@ -121,6 +121,8 @@ class WorkerCore {
   // Stops taking new jobs; running items finish.
   void BeginDrain();
   int threads() const { return pool_->size(); }
+  // Job streams open now.
+  int active_streams() const;
   int64_t max_memory_bytes() const { return options_.max_memory_bytes; }
   // Bytes of results reserved now (running, or written out), for metrics.
   int64_t reserved_bytes() const;

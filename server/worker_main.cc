@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -45,9 +46,12 @@ int Main(int argc, char** argv) {
   flags.Int("max-streams-per-client", &options.max_streams_per_client,
             "job streams open at once from one client host");
   int max_message_bytes = 16 << 20;
-  double open_timeout_seconds = 10;
+  double open_timeout_seconds = 10, idle_connection_seconds = 300;
   flags.Double("open-timeout-seconds", &open_timeout_seconds,
-               "end a stream that has not opened a job within this (0: never)");
+               "end a stream that has not opened a job, and a connection that has not finished "
+               "its handshake, within this (0: never; handshakes then get 120 s)");
+  flags.Double("idle-connection-seconds", &idle_connection_seconds,
+               "close a connection that has carried no call for this long");
   flags.Int("max-message-bytes", &max_message_bytes,
             "largest message a client may send (work items are small)");
   SecurityOptions security_options;
@@ -100,11 +104,13 @@ int Main(int argc, char** argv) {
   options.max_pixels_limit = max_pixels;
   if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
       options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
-      options.max_memory_bytes < 0 || max_message_bytes < 1024 || port < 0) {
+      options.max_memory_bytes < 0 || max_message_bytes < 1024 || port < 0 ||
+      !(idle_connection_seconds >= 1)) {
     std::fprintf(stderr,
                  "prepflow-worker: --max-streams, --max-streams-per-client, --max-item-samples, "
-                 "--max-pixels must be positive, --max-message-bytes at least 1024 and --port "
-                 ">= 0\n");
+                 "--max-pixels, --max-jpeg-scans must be positive, --max-memory-bytes >= 0, "
+                 "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
+                 "--port >= 0\n");
     return 2;
   }
   auto security = LoadServerSecurity(security_options, listen);
@@ -126,29 +132,53 @@ int Main(int argc, char** argv) {
     exposer = *std::move(served);
   }
   WorkerCore core(options, &metrics);
-  WorkerService service(&core, security->token, open_timeout_seconds);
-  grpc::ServerBuilder builder;
+  const int64_t open_files = daemon::RaiseOpenFilesLimit();
+  daemon::RouteGrpcLogs();
+
+  // The gRPC server and the service on it. Built again on the same port when
+  // the listener dies (see below), so each build has a service of its own.
+  struct Serving {
+    std::unique_ptr<WorkerService> service;
+    std::unique_ptr<grpc::Server> server;
+  };
   int bound_port = 0;
-  builder.AddListeningPort(absl::StrCat(listen, ":", port), ServerCredentials(*security),
-                           &bound_port);
-  builder.RegisterService(&service);
-  // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
-  // would then start too, and clients would land on either at random.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(max_message_bytes);
-  builder.SetMaxSendMessageSize(-1);
-  // Clients' flow-control (BDP) pings arrive while this side is busy and has
-  // sent nothing; the default policy would answer them with GOAWAY
-  // (too_many_pings) and end every stream on the connection.
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
+  auto serve = [&](int on_port) -> std::optional<Serving> {
+    Serving s;
+    s.service = std::make_unique<WorkerService>(&core, security->token, open_timeout_seconds);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat(listen, ":", on_port), ServerCredentials(*security),
+                             &bound_port);
+    builder.RegisterService(s.service.get());
+    // gRPC sets SO_REUSEPORT by default: a second daemon on a port in use
+    // would then start too, and clients would land on either at random.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.SetMaxReceiveMessageSize(max_message_bytes);
+    builder.SetMaxSendMessageSize(-1);
+    // Clients' flow-control (BDP) pings arrive while this side is busy and has
+    // sent nothing; the default policy would answer them with GOAWAY
+    // (too_many_pings) and end every stream on the connection.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    // Connections that never finish their handshake, or carry no call, are
+    // closed: idle connections cannot pile up to the open-files limit.
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                               static_cast<int>(open_timeout_seconds > 0 ? open_timeout_seconds * 1000
+                                                                        : 120'000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(idle_connection_seconds * 1000));
+    s.server = builder.BuildAndStart();
+    if (s.server == nullptr || bound_port == 0) return std::nullopt;
+    return s;
+  };
+  std::optional<Serving> serving = serve(port);
+  if (!serving) {
     spdlog::error("cannot listen on {}:{}", listen, port);
     return 1;
   }
   spdlog::info(
-      "prepflow-worker {} listening on {}:{} ({} threads, data root {}, metrics {}, {}{})",
+      "prepflow-worker {} listening on {}:{} ({} threads, data root {}, memory budget {} MB, "
+      "{} open files, metrics {}, {}{})",
       core.worker_id(), listen, bound_port, core.threads(), options.data_root,
+      core.max_memory_bytes() / 1'000'000, open_files,
       daemon::MetricsAddress(listen, exposer.get()),
       security->server_tls() ? (security->client_ca.empty() ? "TLS" : "mutual TLS") : "plaintext",
       security->token.empty() ? "" : ", bearer token required");
@@ -172,18 +202,42 @@ int Main(int argc, char** argv) {
     to_scheduler.token = security->worker_token;  // this worker's role credential
     registration = std::make_unique<WorkerRegistration>(
         scheduler, to_scheduler, beat,
-        [&service](proto::WorkerBeat* b) { b->set_active_streams(service.active_streams()); });
+        [&core](proto::WorkerBeat* b) { b->set_active_streams(core.active_streams()); });
     registration->Start();
   }
 
-  const int signal_number = stop_signals.Wait();
+  // gRPC 1.51 stops accepting for good once accept4 fails (a flood of
+  // connections past the open-files limit) while the process stays up.
+  // Restart the listener then: shutting the server down closes every one of
+  // its connections, the flood's too; open streams end and their clients
+  // send their items again (exactly once holds).
+  int signal_number = 0;
+  while ((signal_number = stop_signals.WaitFor(1.0)) == 0) {
+    if (!daemon::ListenerFailed()) continue;
+    metrics.ListenerRestarted();
+    spdlog::error(
+        "the listener on {}:{} stopped accepting connections (open-files limit {} reached?); "
+        "restarting it",
+        listen, bound_port, daemon::RaiseOpenFilesLimit());
+    serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    serving->server->Wait();
+    serving.reset();
+    while (!(serving = serve(bound_port)) && (signal_number = stop_signals.WaitFor(1.0)) == 0) {
+      spdlog::warn("cannot listen on {}:{} yet; trying again", listen, bound_port);
+    }
+    if (signal_number != 0) break;
+    spdlog::info("listening again on {}:{}", listen, bound_port);
+  }
   registration.reset();  // stop beating: the scheduler drops this worker
   spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
                grace_seconds);
   core.BeginDrain();
-  service.Drain();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(grace_seconds));
-  server->Wait();
+  if (serving) {
+    serving->service->Drain();
+    serving->server->Shutdown(std::chrono::system_clock::now() +
+                              std::chrono::seconds(grace_seconds));
+    serving->server->Wait();
+  }
   core.Stop();
   spdlog::info("stopped");
   return 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -697,6 +698,36 @@ int PackCommand(int argc, char** argv) {
                 static_cast<long long>(stats->samples), static_cast<long long>(stats->shards),
                 stats->bytes / 1048576.0, out.c_str(), seconds);
   }
+  return kOk;
+}
+
+int ProbeCommand(int argc, char** argv) {
+  std::string address;
+  double timeout_seconds = 5;
+  SecurityOptions security_options;
+  FlagSet flags("prepflow probe",
+                "Checks that a prepflow-worker or prepflow-scheduler accepts connections: dials "
+                "it and waits for the connection (TLS handshake included) to be ready. Exit 0 "
+                "if it is, 1 if not: a liveness probe that notices a listener that has stopped "
+                "accepting while its process stays up.");
+  flags.String("address", &address, "host:port of the daemon");
+  flags.Double("timeout-seconds", &timeout_seconds, "how long to wait for the connection");
+  RegisterSecurityFlags(flags, &security_options, /*server=*/false);
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (address.empty()) return UsageError("prepflow probe: --address is required", flags);
+  if (!(timeout_seconds > 0)) return UsageError("prepflow probe: --timeout-seconds must be > 0", flags);
+  auto security = LoadSecurity(security_options);
+  if (!security.ok()) return Failure("probe", security.status());
+  auto channel = SecureChannel(address, *security);
+  const bool ready = channel->WaitForConnected(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
+  if (!ready) {
+    return Failure("probe", absl::UnavailableError(absl::StrCat(
+                                address, " did not accept a connection within ",
+                                timeout_seconds, " s (--timeout-seconds)")));
+  }
+  std::printf("%s accepts connections\n", address.c_str());
   return kOk;
 }
 

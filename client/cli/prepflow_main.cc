@@ -22,6 +22,7 @@ commands:
   pack     write an ImageFolder as WebDataset .tar shards
   plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
+  probe    check that a worker or the scheduler accepts connections (a liveness probe)
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
                                 {"profile", prepflow::cli::ProfileCommand},
                                 {"pack", prepflow::cli::PackCommand},
                                 {"plan", prepflow::cli::PlanCommand},
-                                {"demo", prepflow::cli::DemoCommand}}) {
+                                {"demo", prepflow::cli::DemoCommand},
+                                {"probe", prepflow::cli::ProbeCommand}}) {
     if (command == name) return prepflow::cli::RunWithJsonContract(command, f, argc, argv);
   }
   std::fprintf(stderr, "prepflow: unknown command '%s'\n\n%s", command.c_str(), kUsage);

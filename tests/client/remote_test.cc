@@ -1,9 +1,16 @@
 // The Loader with real prepflow-worker processes on loopback: placement never
 // changes results, and every sample is delivered exactly once whatever a
 // worker does.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -11,6 +18,7 @@
 #include "client/metrics.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
@@ -340,6 +348,54 @@ TEST_F(RemoteTest, HugeSamplesStayWithinTheWorkersMemoryBudget) {
                 HasSubstr("one sample of pipeline huge is 48000000 bytes"));
     EXPECT_THAT(refused.status().message(), HasSubstr("--max-memory-bytes 40000000"));
   }
+}
+
+// Idle connections past the worker's open-files limit make accept4 fail
+// (EMFILE); gRPC then stops accepting for good while the process stays up.
+// The worker notices, restarts its listener (closing every connection of the
+// old one, the flood's included), and the next job gets remote samples.
+TEST_F(RemoteTest, AConnectionFloodDoesNotKillTheListener) {
+  WorkerProcess w(dir_->Join("root"), {"--threads", "1"});
+  // A low limit for the worker alone: what it has open now, plus a little.
+  int open_now = 0;
+  for (const auto& e : std::filesystem::directory_iterator(
+           absl::StrCat("/proc/", w.pid(), "/fd"))) {
+    (void)e;
+    ++open_now;
+  }
+  const rlimit low = {static_cast<rlim_t>(open_now + 16), static_cast<rlim_t>(open_now + 16)};
+  ASSERT_EQ(prlimit(w.pid(), RLIMIT_NOFILE, &low, nullptr), 0) << std::strerror(errno);
+
+  const std::string port = w.address().substr(w.address().rfind(':') + 1);
+  sockaddr_in to = {};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::vector<int> flood;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof(to)) != 0) {
+      close(fd);
+      break;
+    }
+    flood.push_back(fd);
+  }
+  // 64 connections for 16 free descriptors: the acceptor runs out. Wait
+  // until the worker answers again (its restarted listener); the flood's
+  // connections were closed with the old one.
+  auto channel = grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
+      << "the worker stopped accepting connections for good";
+  for (int fd : flood) close(fd);
+
+  LoaderOptions o = Options({w.address()}, "remote");
+  o.connect_timeout_seconds = 60;
+  const RunResult r = RunWith(o);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.remote_images, 96) << "the worker stopped accepting connections";
+  int status = 0;
+  EXPECT_EQ(waitpid(w.pid(), &status, WNOHANG), 0) << "the worker exited";
 }
 
 }  // namespace

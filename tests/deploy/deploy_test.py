@@ -98,7 +98,17 @@ class Kubernetes(unittest.TestCase):
                 for c in template["spec"]["containers"]:
                     ports = {p["name"] for p in c.get("ports", [])}
                     for probe in ("readinessProbe", "livenessProbe"):
-                        if probe in c:
+                        if probe in c and "exec" in c[probe]:
+                            # prepflow probe: its flags exist, and it dials the
+                            # container's own gRPC port.
+                            command = c[probe]["exec"]["command"]
+                            self.assertEqual(command[:2], ["prepflow", "probe"])
+                            self.assertLessEqual(used_flags(command),
+                                                 help_flags_of_subcommand("probe"))
+                            grpc_port = [p["containerPort"] for p in c["ports"]
+                                         if p["name"] == "grpc"][0]
+                            self.assertIn(f"--address=127.0.0.1:{grpc_port}", command)
+                        elif probe in c:
                             action = c[probe].get("tcpSocket") or c[probe].get("httpGet")
                             self.assertIn(action["port"], ports, probe)
                     env = {e["name"] for e in c.get("env", [])}

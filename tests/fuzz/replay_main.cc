@@ -33,11 +33,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::filesystem::path p(argv[i]);
     if (std::filesystem::is_directory(p)) {
+      // Dot files (.gitkeep, which keeps an empty folder in git) are not inputs.
       for (const auto& e : std::filesystem::directory_iterator(p)) {
-        if (e.is_regular_file()) run(e.path());
+        if (e.is_regular_file() && e.path().filename().string()[0] != '.') run(e.path());
       }
     } else if (std::filesystem::exists(p)) {
       run(p);
+    } else {
+      // A corpus that is not there would make this replay pass on nothing.
+      std::fprintf(stderr, "%s: no such file or folder\n", argv[i]);
+      return 1;
     }
   }
   // The empty input too: the one a target must always survive.

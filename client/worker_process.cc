@@ -1,6 +1,7 @@
 #include "client/worker_process.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,6 +39,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::StartDaemon(
   p->pid_ = fork();
   if (p->pid_ < 0) return absl::InternalError("fork failed");
   if (p->pid_ == 0) {
+    // Ends with its parent, however that ends (a test that fails fast with
+    // _Exit, a crash): no orphaned daemons.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     std::vector<char*> cargv;
     for (std::string& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);

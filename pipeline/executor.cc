@@ -22,12 +22,21 @@ ThreadPool::~ThreadPool() { Stop(); }
 
 bool ThreadPool::Submit(Task task) {
   absl::MutexLock lock(&mu_);
-  while (count_ == ring_.size() && !stopping_) not_full_.Wait(&mu_);
+  if (count_ == ring_.size() && !stopping_) {
+    ++blocked_;
+    while (count_ == ring_.size() && !stopping_) not_full_.Wait(&mu_);
+    --blocked_;
+  }
   if (stopping_) return false;
   ring_[(head_ + count_) % ring_.size()] = std::move(task);
   ++count_;
   not_empty_.Signal();
   return true;
+}
+
+int ThreadPool::blocked_producers() const {
+  absl::MutexLock lock(&mu_);
+  return blocked_;
 }
 
 void ThreadPool::Stop() {

@@ -42,6 +42,8 @@ class ThreadPool {
   int size() const { return static_cast<int>(threads_.size()); }
   size_t queue_depth() const;
   size_t queue_capacity() const { return capacity_; }
+  // Producers waiting in Submit() for room now (a full queue's back-pressure).
+  int blocked_producers() const;
 
  private:
   void WorkerLoop(int worker);
@@ -53,6 +55,7 @@ class ThreadPool {
   std::vector<Task> ring_ ABSL_GUARDED_BY(mu_);  // capacity_ slots, never reallocated
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

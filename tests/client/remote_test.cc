@@ -86,6 +86,9 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
     const RunResult r = RunWith(Options({a.address(), b.address()}, mode));
     ExpectExactlyOnce(r, 96);
     EXPECT_EQ(r.stats.checksum, local) << mode;
+    // Healthy workers: nothing waits long enough to be copied.
+    EXPECT_EQ(r.stats.hedged_items, 0) << mode;
+    EXPECT_EQ(r.stats.reissued_items, 0) << mode;
     if (mode == "cut=1,remote_fraction=0.5") {
       EXPECT_GT(r.stats.remote_images, 20) << mode;
       EXPECT_GT(r.stats.local_images, 20) << mode;
@@ -203,6 +206,7 @@ TEST_F(RemoteTest, AKilledWorkerLosesNothing) {
   WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
   LoaderOptions o = Options({a.address(), b.address()}, "cut=2");
   o.epochs = 2;
+  o.hedge_after = 0;  // re-issue alone must recover b's items (hedging would hide a bug in it)
   const RunResult r = RunWith(o, [&](Loader&) {
     b.Signal(SIGKILL);
     b.Wait();
@@ -210,6 +214,8 @@ TEST_F(RemoteTest, AKilledWorkerLosesNothing) {
   ExpectExactlyOnce(r, 96, 2);
   EXPECT_EQ(r.stats.checksum, LocalChecksum(2));
   EXPECT_EQ(r.stats.workers_alive, 1);
+  EXPECT_GE(r.stats.reissued_items, 1) << "b held items when it was killed";
+  EXPECT_EQ(r.stats.hedged_items, 0);
 }
 
 TEST_F(RemoteTest, ASilentWorkerIsTimedOutAndItsItemsMove) {
@@ -264,7 +270,9 @@ TEST_F(RemoteTest, SigtermDrainsAndExitsZero) {
   WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
   WorkerProcess b(dir_->Join("root"), {"--threads", "1", "--grace-seconds", "20"});
   int status = -1;
-  const RunResult r = RunWith(Options({a.address(), b.address()}, "remote"), [&](Loader&) {
+  LoaderOptions o = Options({a.address(), b.address()}, "remote");
+  o.hedge_after = 0;  // what b leaves unanswered comes back by re-issue alone
+  const RunResult r = RunWith(o, [&](Loader&) {
     b.Signal(SIGTERM);
     status = b.Wait();
   });

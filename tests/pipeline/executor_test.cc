@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace prepflow {
@@ -38,14 +39,20 @@ TEST(ThreadPool, QueueIsBounded) {
   pool.Submit([](int) {});
   pool.Submit([](int) {});
   EXPECT_EQ(pool.queue_depth(), 2u);
-  // A third Submit would block until the worker frees a place.
+  // A third Submit blocks until the worker frees a place. Wait until the
+  // producer is seen blocked (a Submit that did not block would finish
+  // instead, and never be seen there).
   std::atomic<bool> third_done{false};
   std::thread producer([&] {
     pool.Submit([](int) {});
     third_done = true;
   });
+  for (int i = 0; i < 60'000 && pool.blocked_producers() == 0 && !third_done; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(pool.blocked_producers(), 1) << "the third Submit did not wait for room";
   EXPECT_FALSE(third_done.load());
-  EXPECT_LE(pool.queue_depth(), pool.queue_capacity());
+  EXPECT_EQ(pool.queue_depth(), 2u);
   release.Notify();
   producer.join();
   EXPECT_TRUE(third_done.load());

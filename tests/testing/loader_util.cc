@@ -1,10 +1,19 @@
 #include "tests/testing/loader_util.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
 #include "pipeline/synthetic.h"
 
 namespace prepflow::testing {
+
+// Far above any run here (a few seconds; a minute under sanitizers on CI).
+constexpr int kDrainDeadlineSeconds = 180;
 
 void WriteRemoteTestSet(const std::string& path) {
   SyntheticFolderOptions o;
@@ -19,6 +28,20 @@ Drained Drain(Loader& loader, const std::function<void()>& fault,
               const std::function<bool()>& when) {
   Drained d;
   bool pending = fault != nullptr;
+  // A lost item would make Next() wait for ever: fail fast, saying how far
+  // the run got (worker processes end with this one: PR_SET_PDEATHSIG).
+  absl::Notification finished;
+  std::thread deadline([&] {
+    if (finished.WaitForNotificationWithTimeout(absl::Seconds(kDrainDeadlineSeconds))) return;
+    const LoaderStats st = loader.Stats();
+    std::fprintf(stderr,
+                 "FAILED: the run did not finish within %d s (a lost item?): %lld images "
+                 "delivered, %d of %d workers alive, %lld items reissued, %lld hedged\n",
+                 kDrainDeadlineSeconds, static_cast<long long>(st.images), st.workers_alive,
+                 st.workers_total, static_cast<long long>(st.reissued_items),
+                 static_cast<long long>(st.hedged_items));
+    std::_Exit(1);
+  });
   while (true) {
     auto b = loader.Next();
     if (!b.ok()) {
@@ -41,6 +64,8 @@ Drained Drain(Loader& loader, const std::function<void()>& fault,
     }
   }
   d.stats = loader.Stats();
+  finished.Notify();
+  deadline.join();
   return d;
 }
 

@@ -107,6 +107,10 @@ int Main(int argc, char** argv) {
                "how often workers and jobs are told to beat");
   flags.Double("expire-after", &options.expire_after_seconds,
                "seconds of silence after which a worker or job is dropped");
+  double idle_connection_seconds = 300;
+  flags.Double("idle-connection-seconds", &idle_connection_seconds,
+               "close a connection that has carried no call for this long (a connection that "
+               "has not finished its handshake: after 10 s)");
   flags.String("locality-label", &options.locality_label,
                "the worker/job label whose equal values mean local (e.g. zone, rack)");
   SecurityOptions security_options;
@@ -120,7 +124,7 @@ int Main(int argc, char** argv) {
     std::printf("%s", flags.Usage().c_str());
     return 0;
   }
-  if (port < 0 || !(options.heartbeat_seconds > 0) ||
+  if (port < 0 || !(options.heartbeat_seconds > 0) || !(idle_connection_seconds >= 1) ||
       !(options.expire_after_seconds > options.heartbeat_seconds)) {
     std::fprintf(stderr,
                  "prepflow-scheduler: --port must be >= 0, --heartbeat-seconds > 0 and "
@@ -210,7 +214,8 @@ int Main(int argc, char** argv) {
     // would then start too, and clients would land on either at random.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300'000);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(idle_connection_seconds * 1000));
     s.server = builder.BuildAndStart();
     if (s.server == nullptr || bound_port == 0) return std::nullopt;
     return s;

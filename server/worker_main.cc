@@ -52,6 +52,9 @@ int Main(int argc, char** argv) {
                "its handshake, within this (0: never; handshakes then get 120 s)");
   flags.Double("idle-connection-seconds", &idle_connection_seconds,
                "close a connection that has carried no call for this long");
+  flags.Double("reindex-seconds", &options.min_reindex_seconds,
+               "index a dataset again (a job brought a new fingerprint) at most this often; a "
+               "refused open is answered from the cache for as long");
   flags.Int("max-message-bytes", &max_message_bytes,
             "largest message a client may send (work items are small)");
   SecurityOptions security_options;
@@ -105,7 +108,7 @@ int Main(int argc, char** argv) {
   if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
       options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
       options.max_memory_bytes < 0 || max_message_bytes < 1024 || port < 0 ||
-      !(idle_connection_seconds >= 1)) {
+      !(idle_connection_seconds >= 1) || !(options.min_reindex_seconds >= 0)) {
     std::fprintf(stderr,
                  "prepflow-worker: --max-streams, --max-streams-per-client, --max-item-samples, "
                  "--max-pixels, --max-jpeg-scans must be positive, --max-memory-bytes >= 0, "

@@ -220,5 +220,26 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   EXPECT_THAT(submit(1, {}).message(), HasSubstr("has 0 samples"));
 }
 
+// Files added to a dataset while job A runs: a new job brings the new
+// fingerprint and is served (it once failed FAILED_PRECONDITION until A
+// ended), and A keeps reading the index it opened.
+TEST_F(WorkerCoreTest, AJobOnAChangedDatasetIsServedWhileAnOlderOneRuns) {
+  WorkerOptions options;
+  options.data_root = root_;
+  options.threads = 1;
+  options.min_reindex_seconds = 0;
+  WorkerCore core(options, nullptr);
+  proto::JobOpened opened;
+  auto a = core.OpenJob(Open(root_ + "/data"), "client-a", &opened);
+  ASSERT_TRUE(a.ok()) << a.status();
+  testing::WriteFile(root_ + "/data/class000/added.jpg", testing::Jpeg(64, 48));
+  auto b = core.OpenJob(Open(root_ + "/data"), "client-b", &opened);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ((*b)->dataset().size(), (*a)->dataset().size() + 1);
+  EXPECT_NE((*b)->dataset().fingerprint(), (*a)->dataset().fingerprint());
+  core.CloseJob(*a);
+  core.CloseJob(*b);
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -12,8 +12,8 @@
 
 namespace prepflow::testing {
 
-// Far above any run here (a few seconds; a minute under sanitizers on CI).
-constexpr int kDrainDeadlineSeconds = 180;
+// Far above any run here (a few seconds; under a minute with sanitizers on CI).
+constexpr int kDrainDeadlineSeconds = 120;
 
 void WriteRemoteTestSet(const std::string& path) {
   SyntheticFolderOptions o;

@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "pipeline/flags.h"
 #include "pipeline/profiler.h"
+#include "pipeline/text.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
@@ -36,10 +37,12 @@ grpc::Status ToGrpc(const absl::Status& s) {
 class SchedulerService final : public proto::Scheduler::CallbackService {
  public:
   // The bearer tokens each role's calls must carry (security.h); empty: none.
+  // `cert_roles`: each call's client certificate must carry its role (OU).
   SchedulerService(SchedulerCore* core, std::string worker_token, std::string job_token,
-                   prometheus::Family<prometheus::Counter>& beats,
+                   bool cert_roles, prometheus::Family<prometheus::Counter>& beats,
                    prometheus::Family<prometheus::Counter>& unauthenticated)
       : core_(core),
+        cert_roles_(cert_roles),
         worker_token_(std::move(worker_token)),
         job_token_(std::move(job_token)),
         worker_beats_(beats.Add({{"kind", "worker"}})),
@@ -51,7 +54,8 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
                                             const proto::WorkerBeat* beat,
                                             proto::WorkerBeatReply* reply) override {
     worker_beats_.Increment();
-    const absl::Status auth = Authenticate(*context, worker_token_, worker_unauthenticated_);
+    const absl::Status auth =
+        Authenticate(*context, worker_token_, kWorkerRole, worker_unauthenticated_);
     absl::StatusOr<proto::WorkerBeatReply> r =
         auth.ok() ? core_->WorkerBeat(*beat, WallNanos(), PeerIdentity(*context)) : auth;
     if (r.ok()) *reply = *std::move(r);
@@ -64,7 +68,7 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
                                          const proto::JobBeat* beat,
                                          proto::JobGrant* grant) override {
     job_beats_.Increment();
-    const absl::Status auth = Authenticate(*context, job_token_, job_unauthenticated_);
+    const absl::Status auth = Authenticate(*context, job_token_, kJobRole, job_unauthenticated_);
     absl::StatusOr<proto::JobGrant> r = auth.ok() ? core_->JobBeat(*beat, WallNanos()) : auth;
     if (r.ok()) *grant = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -74,14 +78,25 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
 
  private:
   // OK, or UNAUTHENTICATED (counted) for a missing or wrong token.
-  static absl::Status Authenticate(const grpc::CallbackServerContext& context,
-                                   const std::string& token, prometheus::Counter& refused) {
+  // OK, or (counted) UNAUTHENTICATED for a missing or wrong token, or
+  // PERMISSION_DENIED for a certificate without the call's role.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context, const std::string& token,
+                            const char* role, prometheus::Counter& refused) const {
     absl::Status s = CheckToken(context.client_metadata(), token);
+    if (s.ok() && cert_roles_) {
+      const std::string subject = PeerSubject(context);
+      if (!SubjectHasRole(subject, role)) {
+        s = absl::PermissionDeniedError(absl::StrCat(
+            "the client certificate (", subject.empty() ? "none" : SafeText(subject),
+            ") does not carry the role OU=", role, " (--cert-roles)"));
+      }
+    }
     if (!s.ok()) refused.Increment();
     return s;
   }
 
   SchedulerCore* core_;
+  const bool cert_roles_;
   const std::string worker_token_;
   const std::string job_token_;
   prometheus::Counter& worker_beats_;
@@ -116,6 +131,10 @@ int Main(int argc, char** argv) {
   SecurityOptions security_options;
   RegisterSecurityFlags(flags, &security_options, /*server=*/true);
   RegisterRoleTokenFlags(flags, &security_options, /*scheduler=*/true);
+  bool cert_roles = false;
+  flags.Bool("cert-roles", &cert_roles,
+             "with --tls-client-ca: a worker's client certificate must carry OU=prepflow-worker "
+             "to register, a job's OU=prepflow-job to ask for workers");
   if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
     std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
     return 2;
@@ -188,7 +207,11 @@ int Main(int argc, char** argv) {
                 "identity (an attempt to repoint a worker).")
           .Register(*registry)
           .Add({});
-  if (!security->token.empty() && security->worker_token == security->job_token) {
+  if (cert_roles && security->client_ca.empty()) {
+    std::fprintf(stderr, "prepflow-scheduler: --cert-roles needs --tls-client-ca (mutual TLS)\n");
+    return 2;
+  }
+  if (!cert_roles && !security->token.empty() && security->worker_token == security->job_token) {
     spdlog::warn(
         "workers and jobs share one token: any job could register a worker; give "
         "--worker-token-file and --job-token-file (docs/security.md)");
@@ -205,7 +228,8 @@ int Main(int argc, char** argv) {
   auto serve = [&](int on_port) -> std::optional<Serving> {
     Serving s;
     s.service = std::make_unique<SchedulerService>(&core, security->worker_token,
-                                                   security->job_token, beats, unauthenticated);
+                                                   security->job_token, cert_roles, beats,
+                                                   unauthenticated);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat(listen, ":", on_port), ServerCredentials(*security),
                              &bound_port);

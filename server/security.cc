@@ -176,6 +176,32 @@ std::string PeerIdentity(const grpc::ServerContextBase& context) {
   return std::string(names[0].data(), names[0].size());
 }
 
+std::string PeerSubject(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  const std::vector<grpc::string_ref> subject = auth->FindPropertyValues("x509_subject");
+  return subject.empty() ? "" : std::string(subject[0].data(), subject[0].size());
+}
+
+bool SubjectHasRole(std::string_view subject, std::string_view role) {
+  // RDNs are separated by commas; a comma inside a value is escaped ("\,").
+  size_t start = 0;
+  for (size_t i = 0; i <= subject.size(); ++i) {
+    if (i < subject.size() && subject[i] == '\\') {
+      ++i;
+      continue;
+    }
+    if (i < subject.size() && subject[i] != ',') continue;
+    std::string_view rdn = subject.substr(start, i - start);
+    while (!rdn.empty() && rdn.front() == ' ') rdn.remove_prefix(1);
+    if (rdn.size() == role.size() + 3 && rdn.substr(0, 3) == "OU=" && rdn.substr(3) == role) {
+      return true;
+    }
+    start = i + 1;
+  }
+  return false;
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   // Every byte of the longer is read whatever matches, so the time says
   // nothing about where the first difference is.

@@ -95,6 +95,15 @@ void AttachToken(grpc::ClientContext* context, const Security& security);
 // name) when it presented a verified client certificate; else "".
 std::string PeerIdentity(const grpc::ServerContextBase& context);
 
+// With mutual TLS, roles can be carried in certificates as an organizational
+// unit: OU=prepflow-worker for workers, OU=prepflow-job for jobs.
+inline constexpr char kWorkerRole[] = "prepflow-worker";
+inline constexpr char kJobRole[] = "prepflow-job";
+// The peer certificate's subject ("CN=…,OU=…", RFC 2253), or "" without one.
+std::string PeerSubject(const grpc::ServerContextBase& context);
+// Whether `subject` has an OU equal to `role`.
+bool SubjectHasRole(std::string_view subject, std::string_view role);
+
 // OK when `token` is empty or the call carries "authorization: Bearer <token>";
 // else UNAUTHENTICATED.
 absl::Status CheckToken(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata,

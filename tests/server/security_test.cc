@@ -338,5 +338,68 @@ TEST_F(SecureCluster, AJobCredentialCannotRegisterOrRepointAWorker) {
   EXPECT_EQ(served.stats.workers[0].address, w.address()) << "the grant was repointed";
 }
 
+TEST(Security, SubjectHasRole) {
+  EXPECT_TRUE(SubjectHasRole("CN=localhost,OU=prepflow-worker", kWorkerRole));
+  EXPECT_TRUE(SubjectHasRole("OU=prepflow-job, CN=a trainer", kJobRole));
+  EXPECT_FALSE(SubjectHasRole("CN=localhost,OU=prepflow-worker", kJobRole));
+  EXPECT_FALSE(SubjectHasRole("CN=OU=prepflow-worker", kWorkerRole));
+  EXPECT_FALSE(SubjectHasRole("CN=x\\,OU=prepflow-worker", kWorkerRole)) << "an escaped comma";
+  EXPECT_FALSE(SubjectHasRole("OU=prepflow-workers", kWorkerRole));
+  EXPECT_FALSE(SubjectHasRole("", kWorkerRole));
+}
+
+// With --cert-roles the role is in the certificate: a job's certificate
+// (OU=prepflow-job) cannot register a worker even with the worker token, and
+// a worker's cannot ask for workers; each role's own certificate can.
+TEST_F(SecureCluster, CertificateRolesKeepJobsAndWorkersApart) {
+  auto scheduler = prepflow::WorkerProcess::StartDaemon(
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
+      {"--port", "0", "--heartbeat-seconds", "0.2", "--expire-after", "2", "--tls-cert",
+       Pki("server.crt"), "--tls-key", Pki("server.key"), "--tls-client-ca", Pki("ca.crt"),
+       "--cert-roles", "--auth-token-file", Pki("token")});
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  const std::string address = (*scheduler)->address();
+  auto stub_as = [&](const std::string& cert) {
+    SecurityOptions so;
+    so.tls_ca_file = Pki("ca.crt");
+    so.tls_cert_file = Pki(cert + ".crt");
+    so.tls_key_file = Pki(cert + ".key");
+    so.auth_token_file = Pki("token");
+    auto security = LoadSecurity(so);
+    EXPECT_TRUE(security.ok()) << security.status();
+    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)),
+                          *security);
+  };
+  proto::WorkerBeat beat;
+  beat.set_worker_id("w9");
+  beat.set_address("127.0.0.1:9");
+  beat.set_cores(1);
+  proto::JobBeat want;
+  want.set_job_id("j9");
+  want.set_wanted_cores(1);
+  auto worker_beat = [&](const std::string& cert) {
+    auto [stub, security] = stub_as(cert);
+    grpc::ClientContext context;
+    AttachToken(&context, security);
+    proto::WorkerBeatReply reply;
+    return stub->WorkerHeartbeat(&context, beat, &reply);
+  };
+  auto job_beat = [&](const std::string& cert) {
+    auto [stub, security] = stub_as(cert);
+    grpc::ClientContext context;
+    AttachToken(&context, security);
+    proto::JobGrant grant;
+    return stub->JobHeartbeat(&context, want, &grant);
+  };
+  const grpc::Status job_registers = worker_beat("job-role");
+  EXPECT_EQ(job_registers.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(job_registers.error_message(), HasSubstr("OU=prepflow-worker (--cert-roles)"));
+  EXPECT_EQ(job_beat("worker-role").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(worker_beat("client").error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << "a certificate with no role";
+  EXPECT_TRUE(worker_beat("worker-role").ok());
+  EXPECT_TRUE(job_beat("job-role").ok());
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -412,7 +412,8 @@ int64_t Loader::MaxFileBytes() const {
 int Loader::ItemSamples(int cut) const {
   // As many as fit the smallest item the workers take, from the bound on one
   // sample at this cut (the worker admits items against its memory budget).
-  const int64_t fit = item_bytes_limit_ / std::max<int64_t>(1, pipeline_->MaxBytesAt(cut, MaxFileBytes()));
+  const int64_t fit =
+      item_bytes_limit_ / std::max<int64_t>(1, pipeline_->MaxBytesAt(cut, MaxFileBytes()));
   return static_cast<int>(std::clamp<int64_t>(fit, 1, options_.item_samples));
 }
 
@@ -1097,8 +1098,8 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     if (static_cast<int64_t>(received->payload_size(i)) > bound) {
       fail(slot, index,
            absl::DataLossError(absl::StrCat("worker ", address, " sent ", received->payload_size(i),
-                                            " bytes for one sample at cut ", item.cut,
-                                            "; at most ", bound, " are possible")));
+                                            " bytes for one sample at cut ", item.cut, "; at most ",
+                                            bound, " are possible")));
       continue;
     }
     const int sample = static_cast<int>(i);
@@ -1140,10 +1141,10 @@ void Loader::OnClosed(int w, const absl::Status& status) {
     batch_done_.SignalAll();
     return;
   }
-  DropWorker(w, status.ok()       ? std::string("ended the stream")
-                : worker.opened ? absl::StrCat("is gone (", SafeText(status.ToString()), ")")
-                                : absl::StrCat("did not open the job (",
-                                               SafeText(status.ToString()), ")"));
+  DropWorker(w, status.ok() ? std::string("ended the stream")
+                : worker.opened
+                    ? absl::StrCat("is gone (", SafeText(status.ToString()), ")")
+                    : absl::StrCat("did not open the job (", SafeText(status.ToString()), ")"));
   batch_done_.SignalAll();
 }
 

@@ -56,9 +56,9 @@
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
-#include "policy/planner.h"
 #include "pipeline/text.h"
 #include "pipeline/wire.h"
+#include "policy/planner.h"
 #include "proto/pipeline.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
@@ -142,8 +142,8 @@ struct LoaderOptions {
   // kRemote and kCut with --workers: when no worker can be reached at the
   // start, run locally (with a warning) instead of failing. kAuto always may.
   bool fallback_local = false;
-  int item_samples = 8;                 // samples per work item
-  int max_items_per_worker = 0;         // credits asked for; 0: the worker's choice
+  int item_samples = 8;          // samples per work item
+  int max_items_per_worker = 0;  // credits asked for; 0: the worker's choice
   // TLS to the workers and the scheduler, and the bearer token to send
   // (server/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
   // --auth-token-file). Files are read when the Loader is created.

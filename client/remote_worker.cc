@@ -1,9 +1,8 @@
 #include "client/remote_worker.h"
 
-#include "pipeline/wire.h"
-
 #include "absl/strings/str_cat.h"
 #include "pipeline/profiler.h"
+#include "pipeline/wire.h"
 
 namespace prepflow {
 

@@ -1,10 +1,10 @@
 #include "client/worker_process.h"
 
 #include <fcntl.h>
-#include <sys/prctl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

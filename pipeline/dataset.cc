@@ -124,7 +124,6 @@ class ImageFolderDataset : public Dataset {
  public:
   static constexpr size_t kMaxFolders = 1'000'000;  // per class
 
-
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(
       const std::string& root, const std::function<void(Dataset*)>& configure) {
     auto ds = std::unique_ptr<ImageFolderDataset>(new ImageFolderDataset);
@@ -152,9 +151,9 @@ class ImageFolderDataset : public Dataset {
       std::vector<Visit> walk = {{class_dirs[c].name, class_dirs[c].id, -1}};
       for (size_t i = 0; i < walk.size(); ++i) {
         if (walk.size() > kMaxFolders) {
-          return absl::ResourceExhaustedError(absl::StrCat(
-              root, "/", class_dirs[c].name, " holds over ", kMaxFolders,
-              " folders (counting each symlinked one as often as it is reached)"));
+          return absl::ResourceExhaustedError(
+              absl::StrCat(root, "/", class_dirs[c].name, " holds over ", kMaxFolders,
+                           " folders (counting each symlinked one as often as it is reached)"));
         }
         std::vector<DirEntry> sub;
         if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i].path), &sub, nullptr);
@@ -180,8 +179,7 @@ class ImageFolderDataset : public Dataset {
                 [](const Visit& a, const Visit& b) { return a.path < b.path; });
       for (const Visit& dir : walk) {
         std::vector<std::string> files;
-        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files);
-            !s.ok()) {
+        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files); !s.ok()) {
           return s;
         }
         std::sort(files.begin(), files.end());
@@ -525,7 +523,8 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     if (i % options.samples_per_shard == 0) {
       if (absl::Status s = finish_shard(); !s.ok()) return abandon(s);
       shard_path = absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
-      if (absl::Status s = writer.Open(absl::StrCat(shard_path, ".tmp")); !s.ok()) return abandon(s);
+      if (absl::Status s = writer.Open(absl::StrCat(shard_path, ".tmp")); !s.ok())
+        return abandon(s);
       ++stats.shards;
     }
     size_t size = 0;

@@ -149,8 +149,8 @@ absl::Status ScanTar(int fd, const std::string& path,
             if (key == "path") long_name = value;
             if (key == "size") {
               if (!absl::SimpleAtoi(value, &pax_size) || pax_size >= (uint64_t{1} << 63)) {
-                return absl::DataLossError(absl::StrCat(
-                    path, ": bad pax size record '", value, "' at offset ", offset));
+                return absl::DataLossError(
+                    absl::StrCat(path, ": bad pax size record '", value, "' at offset ", offset));
               }
               have_pax_size = true;
             }

@@ -64,13 +64,12 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     } else if (!ConstantTimeEquals(beat.lease(), w.lease) || identity != w.identity) {
       ++counts_.refused_beats;
       spdlog::warn("refused a beat for worker {} (registered at {}) naming {}: {}",
-                   SafeText(beat.worker_id()), SafeText(w.beat.address()),
-                   SafeText(beat.address()),
+                   SafeText(beat.worker_id()), SafeText(w.beat.address()), SafeText(beat.address()),
                    identity != w.identity ? "another identity" : "not its lease");
-      return absl::PermissionDeniedError(absl::StrCat(
-          "worker beat: worker_id ", SafeText(beat.worker_id()),
-          " is registered to another worker until its beats stop for ",
-          options_.expire_after_seconds, " s"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("worker beat: worker_id ", SafeText(beat.worker_id()),
+                       " is registered to another worker until its beats stop for ",
+                       options_.expire_after_seconds, " s"));
     }
     reply.set_lease(w.lease);
     // Only what the allocation depends on makes it stale; load changes do not.

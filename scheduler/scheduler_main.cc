@@ -86,9 +86,9 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
     if (s.ok() && cert_roles_) {
       const std::string subject = PeerSubject(context);
       if (!SubjectHasRole(subject, role)) {
-        s = absl::PermissionDeniedError(absl::StrCat(
-            "the client certificate (", subject.empty() ? "none" : SafeText(subject),
-            ") does not carry the role OU=", role, " (--cert-roles)"));
+        s = absl::PermissionDeniedError(
+            absl::StrCat("the client certificate (", subject.empty() ? "none" : SafeText(subject),
+                         ") does not carry the role OU=", role, " (--cert-roles)"));
       }
     }
     if (!s.ok()) refused.Increment();
@@ -197,14 +197,16 @@ int Main(int argc, char** argv) {
   }
   auto& unauthenticated = prometheus::BuildCounter()
                               .Name("prepflow_scheduler_unauthenticated_total")
-                              .Help("Calls refused for a missing or wrong bearer token, by the "
-                                    "role's call (worker or job).")
+                              .Help(
+                                  "Calls refused for a missing or wrong bearer token, by the "
+                                  "role's call (worker or job).")
                               .Register(*registry);
   prometheus::Counter& refused_beats =
       prometheus::BuildCounter()
           .Name("prepflow_scheduler_refused_beats_total")
-          .Help("Worker beats refused for naming a worker_id registered to another lease or "
-                "identity (an attempt to repoint a worker).")
+          .Help(
+              "Worker beats refused for naming a worker_id registered to another lease or "
+              "identity (an attempt to repoint a worker).")
           .Register(*registry)
           .Add({});
   if (cert_roles && security->client_ca.empty()) {
@@ -227,9 +229,8 @@ int Main(int argc, char** argv) {
   int bound_port = 0;
   auto serve = [&](int on_port) -> std::optional<Serving> {
     Serving s;
-    s.service = std::make_unique<SchedulerService>(&core, security->worker_token,
-                                                   security->job_token, cert_roles, beats,
-                                                   unauthenticated);
+    s.service = std::make_unique<SchedulerService>(
+        &core, security->worker_token, security->job_token, cert_roles, beats, unauthenticated);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat(listen, ":", on_port), ServerCredentials(*security),
                              &bound_port);

@@ -9,9 +9,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "grpc/support/log.h"
-
 #include "absl/strings/str_cat.h"
+#include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -41,8 +40,9 @@ int StopSignals::WaitFor(double seconds) {
     const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
     if (signal_number < 0) return 0;  // timed out (or EINTR: the caller asks again)
     if (signal_number != SIGHUP) return signal_number;
-    spdlog::warn("SIGHUP: nothing to reload (flags are read at start; restart to change them); "
-                 "ignored");
+    spdlog::warn(
+        "SIGHUP: nothing to reload (flags are read at start; restart to change them); "
+        "ignored");
   }
 }
 
@@ -64,11 +64,10 @@ std::atomic<int> listener_failures{0};
 void GrpcLog(gpr_log_func_args* args) {
   const char* message = args->message != nullptr ? args->message : "";
   if (std::strncmp(message, "Failed accept4", 14) == 0) listener_failures.fetch_add(1);
-  const spdlog::level::level_enum level = args->severity == GPR_LOG_SEVERITY_ERROR
-                                              ? spdlog::level::err
-                                          : args->severity == GPR_LOG_SEVERITY_INFO
-                                              ? spdlog::level::info
-                                              : spdlog::level::debug;
+  const spdlog::level::level_enum level =
+      args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
+      : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
+                                                : spdlog::level::debug;
   spdlog::log(level, "grpc {}:{}: {}", args->file != nullptr ? args->file : "?", args->line,
               message);
 }
@@ -92,8 +91,9 @@ int StopSignals::Wait() {
     if (signal_number != SIGHUP) return signal_number;
     // What a closed terminal or `systemctl reload` sends. Every setting is a
     // flag read at start, so there is nothing to reload: say so and go on.
-    spdlog::warn("SIGHUP: nothing to reload (flags are read at start; restart to change them); "
-                 "ignored");
+    spdlog::warn(
+        "SIGHUP: nothing to reload (flags are read at start; restart to change them); "
+        "ignored");
   }
 }
 

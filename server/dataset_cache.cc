@@ -11,12 +11,12 @@
 namespace prepflow {
 namespace {
 
-absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset,
-                      uint64_t fingerprint, int64_t size) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "job open: dataset ", SafeText(spec.path()), " differs here: the worker indexes ",
-      dataset.size(), " samples (fingerprint ", dataset.fingerprint(), "), the client ", size,
-      " (", fingerprint, ")"));
+absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset, uint64_t fingerprint,
+                      int64_t size) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("job open: dataset ", SafeText(spec.path()),
+                   " differs here: the worker indexes ", dataset.size(), " samples (fingerprint ",
+                   dataset.fingerprint(), "), the client ", size, " (", fingerprint, ")"));
 }
 
 }  // namespace
@@ -37,8 +37,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(const proto::Da
     for (const std::string& w : (*opened)->index_warnings()) {
       spdlog::warn("dataset {}: {}", SafeText(spec.path()), SafeText(w));
     }
-    spdlog::info("indexed {}: {} samples, fingerprint {}", SafeText(spec.path()),
-                 (*opened)->size(), (*opened)->fingerprint());
+    spdlog::info("indexed {}: {} samples, fingerprint {}", SafeText(spec.path()), (*opened)->size(),
+                 (*opened)->fingerprint());
   }
 
   absl::MutexLock lock(&mu_);

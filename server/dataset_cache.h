@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "absl/base/thread_annotations.h"

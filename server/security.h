@@ -56,7 +56,7 @@ struct SecurityOptions {
 struct Security {
   std::string cert, key, ca, client_ca, token;
   std::string worker_token, job_token;  // each defaults to `token`
-  std::string server_name;  // verify servers as this name ("": the dialled host)
+  std::string server_name;              // verify servers as this name ("": the dialled host)
   bool server_tls() const { return !cert.empty(); }
   bool client_tls() const { return !ca.empty(); }
 };

@@ -99,8 +99,9 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   if (!ds.ok()) {
     const absl::Status& s = ds.status();
     return refuse(absl::Status(
-        s.code(), absl::StrCat(absl::StartsWith(s.message(), "job open:") ? "" : "job open: dataset: ",
-                               s.message())));
+        s.code(),
+        absl::StrCat(absl::StartsWith(s.message(), "job open:") ? "" : "job open: dataset: ",
+                     s.message())));
   }
   job->dataset_ = *std::move(ds);
   {

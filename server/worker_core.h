@@ -25,8 +25,8 @@
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
-#include "server/dataset_cache.h"
 #include "proto/worker.pb.h"
+#include "server/dataset_cache.h"
 #include "server/metrics.h"
 
 namespace prepflow {
@@ -38,14 +38,14 @@ struct WorkerOptions {
   int max_streams_per_client = 32;  // of them, from one client host
   int max_items_per_stream = 0;     // credits per stream; 0: 2 x threads
   int max_item_samples = 4096;
-  int64_t max_pixels_limit = 64'000'000;  // a job may ask for less, not more
+  int64_t max_pixels_limit = 64'000'000;            // a job may ask for less, not more
   int max_jpeg_scans_limit = kDefaultMaxJpegScans;  // likewise
   // Results held at once, in bytes, counted from the pipeline's types before
   // items run (Pipeline::MaxBytesAt): an item waits until it fits. 0: half
   // of the memory this process may use.
   int64_t max_memory_bytes = 0;
-  std::string worker_id;                  // for logs and JobOpened; default host:pid
-  double min_reindex_seconds = 5;         // see DatasetCache
+  std::string worker_id;           // for logs and JobOpened; default host:pid
+  double min_reindex_seconds = 5;  // see DatasetCache
 };
 
 // A sample's payload, in a buffer of its own (malloc'd), so a transport can

@@ -163,9 +163,9 @@ int Main(int argc, char** argv) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     // Connections that never finish their handshake, or carry no call, are
     // closed: idle connections cannot pile up to the open-files limit.
-    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                               static_cast<int>(open_timeout_seconds > 0 ? open_timeout_seconds * 1000
-                                                                        : 120'000));
+    builder.AddChannelArgument(
+        GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+        static_cast<int>(open_timeout_seconds > 0 ? open_timeout_seconds * 1000 : 120'000));
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(idle_connection_seconds * 1000));
     s.server = builder.BuildAndStart();

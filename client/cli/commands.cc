@@ -374,7 +374,9 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
               {"remote_stages", StagesJson(st.remote_stages)}};
     Json errors = Json::array();
     for (const SampleError& e : st.first_errors) {
-      errors.push_back({{"index", e.index}, {"path", SafeText(e.path)}, {"error", SafeText(e.status.ToString())}});
+      errors.push_back({{"index", e.index},
+                        {"path", SafeText(e.path)},
+                        {"error", SafeText(e.status.ToString())}});
     }
     j["first_errors"] = errors;
     if (!status.ok()) j["error"] = SafeText(status.message());
@@ -715,7 +717,8 @@ int ProbeCommand(int argc, char** argv) {
   RegisterSecurityFlags(flags, &security_options, /*server=*/false);
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   if (address.empty()) return UsageError("prepflow probe: --address is required", flags);
-  if (!(timeout_seconds > 0)) return UsageError("prepflow probe: --timeout-seconds must be > 0", flags);
+  if (!(timeout_seconds > 0))
+    return UsageError("prepflow probe: --timeout-seconds must be > 0", flags);
   auto security = LoadSecurity(security_options);
   if (!security.ok()) return Failure("probe", security.status());
   auto channel = SecureChannel(address, *security);
@@ -723,9 +726,9 @@ int ProbeCommand(int argc, char** argv) {
       std::chrono::system_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000)));
   if (!ready) {
-    return Failure("probe", absl::UnavailableError(absl::StrCat(
-                                address, " did not accept a connection within ",
-                                timeout_seconds, " s (--timeout-seconds)")));
+    return Failure("probe", absl::UnavailableError(
+                                absl::StrCat(address, " did not accept a connection within ",
+                                             timeout_seconds, " s (--timeout-seconds)")));
   }
   std::printf("%s accepts connections\n", address.c_str());
   return kOk;
@@ -842,8 +845,7 @@ int DemoCommand(int argc, char** argv) {
   return code;
 }
 
-int RunWithJsonContract(const std::string& command, int (*f)(int, char**), int argc,
-                        char** argv) {
+int RunWithJsonContract(const std::string& command, int (*f)(int, char**), int argc, char** argv) {
   bool json = false;
   for (int i = 2; i < argc; ++i) {
     const absl::string_view a = argv[i];

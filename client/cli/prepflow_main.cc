@@ -31,7 +31,8 @@ environment:
 // A closed terminal or ssh session sends SIGHUP, which would end a long run
 // with no word. The run goes on; SIGINT and SIGTERM still stop it.
 void OnHangUp(int) {
-  static const char kLine[] = "prepflow: SIGHUP ignored; the run goes on (SIGINT or SIGTERM stop it)\n";
+  static const char kLine[] =
+      "prepflow: SIGHUP ignored; the run goes on (SIGINT or SIGTERM stop it)\n";
   ssize_t ignored = write(STDERR_FILENO, kLine, sizeof(kLine) - 1);  // async-signal-safe
   (void)ignored;
 }

@@ -26,11 +26,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/loader.h"
-#include "pipeline/text.h"
 #include "gpu.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/text.h"
 
 namespace py = pybind11;
 

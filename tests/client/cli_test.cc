@@ -234,11 +234,10 @@ TEST_F(CliTest, HostileFilesNeitherHangNorCrash) {
   testing::WriteFile(dir_.Join("data/class002/x\n[2026-01-01 00:00:00.000 I] forged.jpg"), broken);
   testing::WorkerProcess worker(dir_.path());
 
-  for (const std::string& where : {std::string(""), absl::StrCat(" --offload remote --workers ",
-                                                                 worker.address())}) {
-    const CliRun tar =
-        Prepflow(absl::StrCat("run --data ", dir_.Join("wrap.tar"), " --batch 1 --json", where),
-                 dir_);
+  for (const std::string& where :
+       {std::string(""), absl::StrCat(" --offload remote --workers ", worker.address())}) {
+    const CliRun tar = Prepflow(
+        absl::StrCat("run --data ", dir_.Join("wrap.tar"), " --batch 1 --json", where), dir_);
     ASSERT_EQ(tar.exit_code, 0) << where << tar.err;
     nlohmann::json j = tar.LastJson();
     EXPECT_EQ(j["images"], 1) << where;
@@ -283,17 +282,18 @@ TEST_F(CliTest, AFailedPackLeavesNoTemporaryShard) {
 
 // Whatever goes wrong, --json's last line is one JSON object, with "error".
 TEST_F(CliTest, JsonEndsWithOneLineEvenOnFailure) {
-  const CliRun missing = Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere"), " --json"), dir_);
+  const CliRun missing =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere"), " --json"), dir_);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.LastJson()["error"].get<std::string>(), HasSubstr(dir_.Join("nowhere")));
   const CliRun usage = Prepflow("run --data x --bogus 3 --json", dir_);
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.LastJson()["error"].get<std::string>(), HasSubstr("unknown flag --bogus"));
   EXPECT_EQ(usage.LastJson()["exit_code"], 2);
-  const CliRun refused = Prepflow(
-      absl::StrCat("run --data ", dir_.Join("data"), " --offload remote --workers 127.0.0.1:1 "
-                                                     "--json"),
-      dir_);
+  const CliRun refused = Prepflow(absl::StrCat("run --data ", dir_.Join("data"),
+                                               " --offload remote --workers 127.0.0.1:1 "
+                                               "--json"),
+                                  dir_);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_THAT(refused.LastJson()["error"].get<std::string>(), HasSubstr("no worker is reachable"));
   const CliRun pack = Prepflow(
@@ -324,10 +324,10 @@ TEST_F(CliTest, RemoteWithoutWorkersFailsUnlessToldToFallBack) {
 TEST_F(CliTest, HangUpIsLoggedAndIgnored) {
   testing::WorkerProcess worker(dir_.path());
   worker.Signal(SIGHUP);
-  const CliRun remote = Prepflow(absl::StrCat("run --data ", dir_.Join("data"),
-                                              " --offload remote --workers ", worker.address(),
-                                              " --json"),
-                                 dir_);
+  const CliRun remote =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --offload remote --workers ",
+                            worker.address(), " --json"),
+               dir_);
   ASSERT_EQ(remote.exit_code, 0) << remote.err;
   EXPECT_EQ(remote.LastJson()["remote_images"], 15) << "the worker still serves after SIGHUP";
 

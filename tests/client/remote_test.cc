@@ -283,9 +283,9 @@ TEST_F(RemoteTest, SigtermDrainsAndExitsZero) {
 }
 
 TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {
-  WorkerProcess w(dir_->Join("root"), {"--threads", "2", "--max-streams", "40",
-                                        "--max-items-per-stream", "2", "--max-memory-bytes",
-                                        "8000000"});
+  WorkerProcess w(dir_->Join("root"),
+                  {"--threads", "2", "--max-streams", "40", "--max-items-per-stream", "2",
+                   "--max-memory-bytes", "8000000"});
   const long start = w.PeakRssBytes();  // after start-up: libraries, threads, gRPC
   const uint64_t local = LocalChecksum();
   std::vector<std::thread> clients;
@@ -366,8 +366,8 @@ TEST_F(RemoteTest, AConnectionFloodDoesNotKillTheListener) {
   WorkerProcess w(dir_->Join("root"), {"--threads", "1"});
   // A low limit for the worker alone: what it has open now, plus a little.
   int open_now = 0;
-  for (const auto& e : std::filesystem::directory_iterator(
-           absl::StrCat("/proc/", w.pid(), "/fd"))) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", w.pid(), "/fd"))) {
     (void)e;
     ++open_now;
   }
@@ -393,7 +393,8 @@ TEST_F(RemoteTest, AConnectionFloodDoesNotKillTheListener) {
   // until the worker answers again (its restarted listener); the flood's
   // connections were closed with the old one.
   auto channel = grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials());
-  EXPECT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
+  EXPECT_TRUE(
+      channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
       << "the worker stopped accepting connections for good";
   for (int fd : flood) close(fd);
 

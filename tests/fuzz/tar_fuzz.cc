@@ -45,8 +45,7 @@ void WriteSeeds(const std::string& dir) {
                                        {"000000001.png", std::string(40, 'p')},
                                        {"000000001.cls", "1"}});
   prepflow::fuzz::WriteSeed(dir, "pairs", good);
-  prepflow::fuzz::WriteSeed(dir, "bad-label",
-                            Shard(dir, {{"k.jpg", "x"}, {"k.cls", "cat"}}));
+  prepflow::fuzz::WriteSeed(dir, "bad-label", Shard(dir, {{"k.jpg", "x"}, {"k.cls", "cat"}}));
   prepflow::fuzz::WriteSeed(dir, "truncated", good.substr(0, 1100));
   // A pax extended header giving the next member's path and size.
   std::string pax(512, '\0');

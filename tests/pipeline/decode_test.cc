@@ -275,10 +275,10 @@ TEST(Decode, ProgressiveJpegsWithTooManyScansAreRefused) {
   absl::Status s = decoder.Decode(bomb.data(), bomb.size(), options, nullptr, &buf, &image);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_THAT(s.message(), HasSubstr("more than 100 scans (--max-jpeg-scans)"));
-  const std::vector<uint8_t> progressive = SyntheticImage(96, 64, 3, 40,
-                                                          SyntheticFormat::kProgressiveJpeg);
-  EXPECT_TRUE(decoder.Decode(progressive.data(), progressive.size(), options, nullptr, &buf, &image)
-                  .ok());
+  const std::vector<uint8_t> progressive =
+      SyntheticImage(96, 64, 3, 40, SyntheticFormat::kProgressiveJpeg);
+  EXPECT_TRUE(
+      decoder.Decode(progressive.data(), progressive.size(), options, nullptr, &buf, &image).ok());
   options.max_jpeg_scans = 200;
   s = decoder.Decode(bomb.data(), bomb.size(), options, nullptr, &buf, &image);
   ASSERT_TRUE(s.ok()) << s;

@@ -31,8 +31,7 @@ TEST(Golden, SampleStreams) {
     SampleRng rng(7, 1, 5, stage);
     for (int i = 0; i < 2; ++i) absl::StrAppendFormat(&got, "%016x ", rng.NextU64());
   }
-  EXPECT_EQ(got,
-            "4b2837baf4335877 b527dce9854d8ad7 c67985617e8d56c8 e24da63ce31044b0 ");
+  EXPECT_EQ(got, "4b2837baf4335877 b527dce9854d8ad7 c67985617e8d56c8 e24da63ce31044b0 ");
 }
 
 // The region random_resized_crop (stage 1 of imagenet-train) draws for a
@@ -51,8 +50,7 @@ TEST(Golden, ImagenetTrainCropBoxes) {
     absl::StrAppendFormat(&got, "%d,%d,%dx%d ", out.view.crop_x, out.view.crop_y,
                           out.view.crop_width, out.view.crop_height);
   }
-  EXPECT_EQ(got,
-            "57,11,411x354 182,111,245x262 42,10,393x324 102,19,338x302 ");
+  EXPECT_EQ(got, "57,11,411x354 182,111,245x262 42,10,393x324 102,19,338x302 ");
 }
 
 // Which of samples 0..31 random_horizontal_flip (stage 1) mirrors, epoch 2.
@@ -69,8 +67,7 @@ TEST(Golden, Flips) {
     ASSERT_TRUE(out.status.ok()) << out.status;
     got += out.bytes == plain.bytes ? '0' : '1';
   }
-  EXPECT_EQ(got,
-            "00111100011110101111001001001010");
+  EXPECT_EQ(got, "00111100011110101111001001001010");
 }
 
 // Each preset over 8 generated images (the checksum `prepflow run` prints):
@@ -84,18 +81,16 @@ TEST(Golden, PresetChecksums) {
     ASSERT_TRUE(p.ok()) << p.status();
     Checksum sum;
     for (int64_t index = 0; index < 8; ++index) {
-      const std::vector<uint8_t> png =
-          SyntheticImage(160 + 40 * static_cast<int>(index), 300 - 20 * static_cast<int>(index),
-                         static_cast<uint64_t>(index), 20 * static_cast<int>(index),
-                         SyntheticFormat::kPng);
+      const std::vector<uint8_t> png = SyntheticImage(
+          160 + 40 * static_cast<int>(index), 300 - 20 * static_cast<int>(index),
+          static_cast<uint64_t>(index), 20 * static_cast<int>(index), SyntheticFormat::kPng);
       const testing::Output out = RunPipeline(**p, png, index, /*epoch=*/3);
       ASSERT_TRUE(out.status.ok()) << out.status;
       sum.Add(SampleHash(index, index % 3, out.bytes.data(), out.bytes.size()));
     }
     absl::StrAppend(&got, preset, "=", ChecksumHex(sum.value()), " ");
   }
-  EXPECT_EQ(got,
-            "imagenet-train=f552a6ab586d7dc4 imagenet-eval=11c2c8ad397f3b2c ");
+  EXPECT_EQ(got, "imagenet-train=f552a6ab586d7dc4 imagenet-eval=11c2c8ad397f3b2c ");
 }
 
 }  // namespace

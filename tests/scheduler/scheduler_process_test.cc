@@ -87,8 +87,7 @@ TEST(SchedulerProcess, APortInUseIsRefused) {
   TempDir root;
   auto worker = WorkerProcess::Start(bin + "/prepflow-worker", root.path());
   ASSERT_TRUE(worker.ok()) << worker.status();
-  const std::string worker_port =
-      (*worker)->address().substr((*worker)->address().rfind(':') + 1);
+  const std::string worker_port = (*worker)->address().substr((*worker)->address().rfind(':') + 1);
   auto twin = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), {"--port", worker_port});
   EXPECT_FALSE(twin.ok()) << "a second worker started on port " << worker_port;
 }

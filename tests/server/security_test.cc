@@ -4,16 +4,16 @@
 // jobs exactly once when the client is configured right.
 #include "server/security.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 
 #include "client/loader.h"
 #include "client/worker_process.h"
-#include <unistd.h>
-
 #include "gmock/gmock.h"
-#include "proto/scheduler.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "proto/scheduler.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
@@ -172,7 +172,7 @@ TEST_F(SecureCluster, MutualTlsWantsAClientCertificate) {
                                      Pki("server.key"), "--tls-client-ca", Pki("ca.crt")});
   LoaderOptions o = Options("remote", {w.address()});
   o.security.tls_ca_file = Pki("ca.crt");
-  ExpectNotServed(o);           // no client certificate
+  ExpectNotServed(o);                           // no client certificate
   o.security.tls_cert_file = Pki("rogue.crt");  // one the worker's CA did not sign
   o.security.tls_key_file = Pki("rogue.key");
   ExpectNotServed(o);
@@ -272,10 +272,10 @@ TEST_F(SecureCluster, AJobCredentialCannotRegisterOrRepointAWorker) {
        "--worker-token-file", Pki("token"), "--job-token-file", Pki("wrong-token")});
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   const std::string address = (*scheduler)->address();
-  testing::WorkerProcess w = Worker(
-      {"--scheduler", address, "--worker-id", "w1", "--tls-ca", Pki("ca.crt"), "--tls-cert",
-       Pki("server.crt"), "--tls-key", Pki("server.key"), "--tls-client-ca", Pki("ca.crt"),
-       "--auth-token-file", Pki("wrong-token"), "--worker-token-file", Pki("token")});
+  testing::WorkerProcess w =
+      Worker({"--scheduler", address, "--worker-id", "w1", "--tls-ca", Pki("ca.crt"), "--tls-cert",
+              Pki("server.crt"), "--tls-key", Pki("server.key"), "--tls-client-ca", Pki("ca.crt"),
+              "--auth-token-file", Pki("wrong-token"), "--worker-token-file", Pki("token")});
 
   auto stub_as = [&](const std::string& cert, const std::string& token) {
     SecurityOptions so;
@@ -285,8 +285,7 @@ TEST_F(SecureCluster, AJobCredentialCannotRegisterOrRepointAWorker) {
     so.auth_token_file = Pki(token);
     auto security = LoadSecurity(so);
     EXPECT_TRUE(security.ok()) << security.status();
-    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)),
-                          *security);
+    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)), *security);
   };
   // Wait until w1 has registered (a job sees it granted).
   auto [job_stub, job_security] = stub_as("client", "wrong-token");
@@ -367,8 +366,7 @@ TEST_F(SecureCluster, CertificateRolesKeepJobsAndWorkersApart) {
     so.auth_token_file = Pki("token");
     auto security = LoadSecurity(so);
     EXPECT_TRUE(security.ok()) << security.status();
-    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)),
-                          *security);
+    return std::make_pair(proto::Scheduler::NewStub(SecureChannel(address, *security)), *security);
   };
   proto::WorkerBeat beat;
   beat.set_worker_id("w9");

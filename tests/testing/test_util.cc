@@ -113,7 +113,8 @@ std::vector<uint8_t> ManyScanJpeg(int width, int height) {
   jpeg_start_compress(&cinfo, TRUE);
   std::vector<uint8_t> row(static_cast<size_t>(width));
   while (cinfo.next_scanline < cinfo.image_height) {
-    for (int x = 0; x < width; ++x) row[x] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 0xFF);
+    for (int x = 0; x < width; ++x)
+      row[x] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 0xFF);
     JSAMPROW r = row.data();
     jpeg_write_scanlines(&cinfo, &r, 1);
   }

@@ -289,6 +289,7 @@ int Main(int argc, char** argv) {
     }
     if (signal_number != 0) break;
     spdlog::info("listening again on {}:{}", listen, bound_port);
+    daemon::TakeSpareFiles();
   }
   spdlog::info("{}: stopping", strsignal(signal_number));
   stop.Notify();

@@ -1,7 +1,9 @@
 #include "server/daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "grpc/support/log.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -61,9 +64,24 @@ namespace {
 
 std::atomic<int> listener_failures{0};
 
+// The spare descriptors (RouteGrpcLogs).
+absl::Mutex spare_mu(absl::kConstInit);
+int spare_wanted ABSL_GUARDED_BY(spare_mu) = 0;
+std::vector<int>* spare_fds ABSL_GUARDED_BY(spare_mu) = nullptr;
+
+void ReleaseSpareFiles() {
+  absl::MutexLock lock(&spare_mu);
+  if (spare_fds == nullptr) return;
+  for (int fd : *spare_fds) close(fd);
+  spare_fds->clear();
+}
+
 void GrpcLog(gpr_log_func_args* args) {
   const char* message = args->message != nullptr ? args->message : "";
-  if (std::strncmp(message, "Failed accept4", 14) == 0) listener_failures.fetch_add(1);
+  if (std::strncmp(message, "Failed accept4", 14) == 0) {
+    ReleaseSpareFiles();  // before anything below needs a descriptor
+    listener_failures.fetch_add(1);
+  }
   const spdlog::level::level_enum level =
       args->severity == GPR_LOG_SEVERITY_ERROR  ? spdlog::level::err
       : args->severity == GPR_LOG_SEVERITY_INFO ? spdlog::level::info
@@ -74,7 +92,25 @@ void GrpcLog(gpr_log_func_args* args) {
 
 }  // namespace
 
-void RouteGrpcLogs() { gpr_set_log_function(GrpcLog); }
+void RouteGrpcLogs(int spare_files) {
+  {
+    absl::MutexLock lock(&spare_mu);
+    spare_wanted = spare_files;
+    if (spare_fds == nullptr) spare_fds = new std::vector<int>;
+  }
+  TakeSpareFiles();
+  gpr_set_log_function(GrpcLog);
+}
+
+void TakeSpareFiles() {
+  absl::MutexLock lock(&spare_mu);
+  if (spare_fds == nullptr) return;
+  while (static_cast<int>(spare_fds->size()) < spare_wanted) {
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;  // taken again after the next restart
+    spare_fds->push_back(fd);
+  }
+}
 
 bool ListenerFailed() {
   int seen = listener_failures.load();

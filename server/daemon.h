@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "prometheus/collectable.h"
@@ -46,8 +47,15 @@ int64_t RaiseOpenFilesLimit();
 // means a listener has stopped for good: gRPC 1.51 gives up accepting after
 // accept4 fails (EMFILE under a flood of connections) while the process
 // stays up. ListenerFailed() then returns true, once per failure seen.
-void RouteGrpcLogs();
+//
+// It also holds `spare_files` descriptors open (on /dev/null) for that
+// moment: they are closed as soon as the failure is seen, before anything is
+// logged, so that logging, restarting the listener and closing its
+// connections can open what they need. TakeSpareFiles() holds them again
+// once the listener is back.
+void RouteGrpcLogs(int spare_files = 16);
 bool ListenerFailed();
+void TakeSpareFiles();
 
 // Serves `metrics` at http://listen:port/metrics (port 0: a free one).
 // Error: Unavailable naming the address (e.g. the port is taken).

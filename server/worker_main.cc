@@ -230,6 +230,7 @@ int Main(int argc, char** argv) {
     }
     if (signal_number != 0) break;
     spdlog::info("listening again on {}:{}", listen, bound_port);
+    daemon::TakeSpareFiles();
   }
   registration.reset();  // stop beating: the scheduler drops this worker
   spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),

@@ -38,10 +38,15 @@ using RunResult = testing::Drained;
 // AddressSanitizer keeps freed memory in quarantine (256 MB) and pads every
 // block, so a sanitizer build checks memory bounds with this much more room;
 // the plain build checks them as stated.
+// Likewise a sanitizer build runs several times slower, with pauses, and a
+// worker paused long enough is slow: there a healthy run may hedge an item
+// or two. (The bug this guards against copied 3 to 21 per run.)
 #if defined(__SANITIZE_ADDRESS__)
 constexpr long kSanitizerSlack = 768L << 20;
+constexpr int kHealthyHedges = 2;
 #else
 constexpr long kSanitizerSlack = 0;
+constexpr int kHealthyHedges = 0;
 #endif
 
 class RemoteTest : public ::testing::Test {
@@ -96,7 +101,7 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
     ExpectExactlyOnce(r, 96);
     EXPECT_EQ(r.stats.checksum, local) << mode;
     // Healthy workers: nothing waits long enough to be copied.
-    EXPECT_EQ(r.stats.hedged_items, 0) << mode;
+    EXPECT_LE(r.stats.hedged_items, kHealthyHedges) << mode;
     EXPECT_EQ(r.stats.reissued_items, 0) << mode;
     if (mode == "cut=1,remote_fraction=0.5") {
       EXPECT_GT(r.stats.remote_images, 20) << mode;

@@ -68,7 +68,16 @@ class Loader:
     "cut=K[,remote_fraction=F]" (None: the PREPFLOW_OFFLOAD environment
     variable, else off); workers come from `workers` (["host:port", ...]) or
     from a prepflow-scheduler (`scheduler`, or PREPFLOW_SCHEDULER), with
-    `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`.
+    `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`. With
+    "remote" or "cut=K", creating the loader fails (RuntimeError naming each
+    worker and why) when no worker can be reached, unless `fallback_local`
+    lets it run locally instead.
+
+    Limits on hostile or broken files: `max_pixels` (an image whose header
+    claims more is refused before decoding) and `max_jpeg_scans` (a
+    progressive JPEG with more scans is refused); each such sample fails
+    alone, as `on_error` says. `stats()["first_errors"]` gives paths as
+    os.listdir does (os.fsencode(path) is the file's name).
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace prepflow {
 
@@ -98,10 +100,11 @@ double QuotaAt(const std::string& dir) {
   return 0;
 }
 
-}  // namespace
-
-double EffectiveCpus() {
-  double cores = AvailableCpus();
+// Calls `visit` with the folder of each cgroup this process is in that
+// holds `controller`'s files: the v2 unified folder, or the v1 hierarchy
+// mounted for it (`v1_mounts`, tried in order).
+void ForEachCgroup(const std::string& controller, const std::vector<std::string>& v1_mounts,
+                   const std::function<void(const std::string& dir)>& visit) {
   std::ifstream cgroups("/proc/self/cgroup");
   std::string line;
   while (std::getline(cgroups, line)) {
@@ -109,41 +112,40 @@ double EffectiveCpus() {
     const size_t a = line.find(':'), b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string dir;
     if (controllers.empty()) {
-      dir = "/sys/fs/cgroup" + path;
-    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
-      dir = "/sys/fs/cgroup/cpu" + path;
-      if (access(dir.c_str(), R_OK) != 0) dir = "/sys/fs/cgroup/cpu,cpuacct" + path;
-    } else {
-      continue;
+      visit("/sys/fs/cgroup" + path);
+    } else if (("," + controllers + ",").find("," + controller + ",") != std::string::npos) {
+      for (const std::string& mount : v1_mounts) {
+        const std::string dir = "/sys/fs/cgroup/" + mount + path;
+        if (access(dir.c_str(), R_OK) == 0) {
+          visit(dir);
+          break;
+        }
+      }
     }
+  }
+}
+
+}  // namespace
+
+double EffectiveCpus() {
+  double cores = AvailableCpus();
+  ForEachCgroup("cpu", {"cpu", "cpu,cpuacct"}, [&](const std::string& dir) {
     const double quota = QuotaAt(dir);
     if (quota > 0) cores = std::min(cores, quota);
-  }
+  });
   return cores;
 }
 
 int64_t AvailableMemoryBytes() {
   int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  std::ifstream cgroups("/proc/self/cgroup");
-  std::string line;
-  while (std::getline(cgroups, line)) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    std::string file;
-    if (controllers.empty()) {
-      file = "/sys/fs/cgroup" + path + "/memory.max";
-    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
-    } else {
-      continue;
+  ForEachCgroup("memory", {"memory"}, [&](const std::string& dir) {
+    for (const char* file : {"/memory.max", "/memory.limit_in_bytes"}) {  // v2, v1
+      std::ifstream in(dir + file);
+      int64_t limit = 0;
+      if (in >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" does not parse
     }
-    std::ifstream in(file);
-    int64_t limit = 0;
-    if (in >> limit && limit > 0) bytes = std::min(bytes, limit);  // "max" fails to parse
-  }
+  });
   return std::max<int64_t>(bytes, 1 << 30);
 }
 

@@ -201,6 +201,14 @@ int Main(int argc, char** argv) {
                                   "Calls refused for a missing or wrong bearer token, by the "
                                   "role's call (worker or job).")
                               .Register(*registry);
+  prometheus::Counter& listener_restarts =
+      prometheus::BuildCounter()
+          .Name("prepflow_scheduler_listener_restarts_total")
+          .Help(
+              "Times the gRPC listener stopped accepting (e.g. the open-files limit was "
+              "reached) and was restarted")
+          .Register(*registry)
+          .Add({});
   prometheus::Counter& refused_beats =
       prometheus::BuildCounter()
           .Name("prepflow_scheduler_refused_beats_total")
@@ -274,23 +282,15 @@ int Main(int argc, char** argv) {
       last = c;
     }
   });
-  int signal_number = 0;
-  while ((signal_number = stop_signals.WaitFor(1.0)) == 0) {
-    if (!daemon::ListenerFailed()) continue;
-    spdlog::error(
-        "the listener on {}:{} stopped accepting connections (open-files limit {} reached?); "
-        "restarting it",
-        listen, bound_port, daemon::RaiseOpenFilesLimit());
-    serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    serving->server->Wait();
-    serving.reset();
-    while (!(serving = serve(bound_port)) && (signal_number = stop_signals.WaitFor(1.0)) == 0) {
-      spdlog::warn("cannot listen on {}:{} yet; trying again", listen, bound_port);
-    }
-    if (signal_number != 0) break;
-    spdlog::info("listening again on {}:{}", listen, bound_port);
-    daemon::TakeSpareFiles();
-  }
+  const int signal_number = daemon::ServeUntilStopped(
+      stop_signals, absl::StrCat(listen, ":", bound_port),
+      [&] {
+        serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        serving->server->Wait();
+        serving.reset();
+      },
+      [&] { return (serving = serve(bound_port)).has_value(); },
+      [&] { listener_restarts.Increment(); });
   spdlog::info("{}: stopping", strsignal(signal_number));
   stop.Notify();
   ticker.join();

@@ -120,6 +120,29 @@ bool ListenerFailed() {
   return false;
 }
 
+int ServeUntilStopped(StopSignals& signals, const std::string& address,
+                      const std::function<void()>& stop_serving,
+                      const std::function<bool()>& serve_again,
+                      const std::function<void()>& on_restart) {
+  int signal_number = 0;
+  while ((signal_number = signals.WaitFor(1.0)) == 0) {
+    if (!ListenerFailed()) continue;
+    if (on_restart) on_restart();
+    spdlog::error(
+        "the listener on {} stopped accepting connections (open-files limit {} reached?); "
+        "restarting it",
+        address, RaiseOpenFilesLimit());
+    stop_serving();
+    while (!serve_again()) {
+      spdlog::warn("cannot listen on {} yet; trying again", address);
+      if ((signal_number = signals.WaitFor(1.0)) != 0) return signal_number;
+    }
+    spdlog::info("listening again on {}", address);
+    TakeSpareFiles();
+  }
+  return signal_number;
+}
+
 int StopSignals::Wait() {
   while (true) {
     int signal_number = 0;

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,19 @@ int64_t RaiseOpenFilesLimit();
 void RouteGrpcLogs(int spare_files = 16);
 bool ListenerFailed();
 void TakeSpareFiles();
+
+// The daemon's main loop: waits for SIGTERM or SIGINT (returned) while the
+// server at `address` serves. gRPC 1.51 stops accepting for good once
+// accept4 fails (connections past the open-files limit) while the process
+// stays up; when that is seen (ListenerFailed), `stop_serving` shuts the
+// server down, which closes every one of its connections (the flood's too;
+// open streams end and their clients send their items again), and
+// `serve_again` builds it anew on the same port, retried every second until
+// it can bind. `on_restart` runs first, e.g. to count the restart.
+int ServeUntilStopped(StopSignals& signals, const std::string& address,
+                      const std::function<void()>& stop_serving,
+                      const std::function<bool()>& serve_again,
+                      const std::function<void()>& on_restart = nullptr);
 
 // Serves `metrics` at http://listen:port/metrics (port 0: a free one).
 // Error: Unavailable naming the address (e.g. the port is taken).

@@ -209,29 +209,16 @@ int Main(int argc, char** argv) {
     registration->Start();
   }
 
-  // gRPC 1.51 stops accepting for good once accept4 fails (a flood of
-  // connections past the open-files limit) while the process stays up.
-  // Restart the listener then: shutting the server down closes every one of
-  // its connections, the flood's too; open streams end and their clients
-  // send their items again (exactly once holds).
-  int signal_number = 0;
-  while ((signal_number = stop_signals.WaitFor(1.0)) == 0) {
-    if (!daemon::ListenerFailed()) continue;
-    metrics.ListenerRestarted();
-    spdlog::error(
-        "the listener on {}:{} stopped accepting connections (open-files limit {} reached?); "
-        "restarting it",
-        listen, bound_port, daemon::RaiseOpenFilesLimit());
-    serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    serving->server->Wait();
-    serving.reset();
-    while (!(serving = serve(bound_port)) && (signal_number = stop_signals.WaitFor(1.0)) == 0) {
-      spdlog::warn("cannot listen on {}:{} yet; trying again", listen, bound_port);
-    }
-    if (signal_number != 0) break;
-    spdlog::info("listening again on {}:{}", listen, bound_port);
-    daemon::TakeSpareFiles();
-  }
+  // Until SIGTERM, restarting the listener if it stops accepting (daemon.h).
+  const int signal_number = daemon::ServeUntilStopped(
+      stop_signals, absl::StrCat(listen, ":", bound_port),
+      [&] {
+        serving->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        serving->server->Wait();
+        serving.reset();
+      },
+      [&] { return (serving = serve(bound_port)).has_value(); },
+      [&] { metrics.ListenerRestarted(); });
   registration.reset();  // stop beating: the scheduler drops this worker
   spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
                grace_seconds);

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "google/protobuf/text_format.h"
@@ -50,7 +51,13 @@ std::vector<uint8_t> Jpeg(int width, int height, uint64_t seed, int quality) {
                         SyntheticFormat::kJpeg, quality);
 }
 
-std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k) {
+namespace {
+
+// A JPEG from libjpeg directly: `configure` sets what jpeg_set_defaults
+// leaves (colour space, quality, a scan script), `fill` writes row y.
+std::vector<uint8_t> CompressJpeg(int width, int height, int components, J_COLOR_SPACE space,
+                                  const std::function<void(jpeg_compress_struct*)>& configure,
+                                  const std::function<void(int y, uint8_t* row)>& fill) {
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
   cinfo.err = jpeg_std_error(&jerr);
@@ -60,20 +67,14 @@ std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8
   jpeg_mem_dest(&cinfo, &out, &size);
   cinfo.image_width = width;
   cinfo.image_height = height;
-  cinfo.input_components = 4;
-  cinfo.in_color_space = JCS_CMYK;
+  cinfo.input_components = components;
+  cinfo.in_color_space = space;
   jpeg_set_defaults(&cinfo);
-  jpeg_set_colorspace(&cinfo, JCS_YCCK);  // writes an Adobe marker
-  jpeg_set_quality(&cinfo, 95, TRUE);
+  configure(&cinfo);
   jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(width) * 4);
-  for (int x = 0; x < width; ++x) {
-    row[4 * x] = c;
-    row[4 * x + 1] = m;
-    row[4 * x + 2] = y;
-    row[4 * x + 3] = k;
-  }
+  std::vector<uint8_t> row(static_cast<size_t>(width) * components);
   while (cinfo.next_scanline < cinfo.image_height) {
+    fill(static_cast<int>(cinfo.next_scanline), row.data());
     JSAMPROW r = row.data();
     jpeg_write_scanlines(&cinfo, &r, 1);
   }
@@ -84,45 +85,43 @@ std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8
   return bytes;
 }
 
+}  // namespace
+
+std::vector<uint8_t> CmykJpeg(int width, int height, uint8_t c, uint8_t m, uint8_t y, uint8_t k) {
+  return CompressJpeg(
+      width, height, 4, JCS_CMYK,
+      [](jpeg_compress_struct* cinfo) {
+        jpeg_set_colorspace(cinfo, JCS_YCCK);  // writes an Adobe marker
+        jpeg_set_quality(cinfo, 95, TRUE);
+      },
+      [&](int, uint8_t* row) {
+        for (int x = 0; x < width; ++x) {
+          row[4 * x] = c;
+          row[4 * x + 1] = m;
+          row[4 * x + 2] = y;
+          row[4 * x + 3] = k;
+        }
+      });
+}
+
 std::vector<uint8_t> ManyScanJpeg(int width, int height) {
-  jpeg_compress_struct cinfo;
-  jpeg_error_mgr jerr;
-  cinfo.err = jpeg_std_error(&jerr);
-  jpeg_create_compress(&cinfo);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &out, &size);
-  cinfo.image_width = width;
-  cinfo.image_height = height;
-  cinfo.input_components = 1;
-  cinfo.in_color_space = JCS_GRAYSCALE;
-  jpeg_set_defaults(&cinfo);
   // DC, then each of the 63 AC coefficients in a band of its own, each sent
   // in three passes of successive approximation (Al 2, then refined to 1, 0).
   std::vector<jpeg_scan_info> script;
-  for (int al = 2; al >= 0; --al) {
-    script.push_back({1, {0, 0, 0, 0}, 0, 0, al == 2 ? 0 : al + 1, al});
-  }
-  for (int k = 1; k <= 63; ++k) {
+  for (int k = 0; k <= 63; ++k) {
     for (int al = 2; al >= 0; --al) {
       script.push_back({1, {0, 0, 0, 0}, k, k, al == 2 ? 0 : al + 1, al});
     }
   }
-  cinfo.scan_info = script.data();
-  cinfo.num_scans = static_cast<int>(script.size());
-  jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> row(static_cast<size_t>(width));
-  while (cinfo.next_scanline < cinfo.image_height) {
-    for (int x = 0; x < width; ++x)
-      row[x] = static_cast<uint8_t>((x * 7 + cinfo.next_scanline * 3) & 0xFF);
-    JSAMPROW r = row.data();
-    jpeg_write_scanlines(&cinfo, &r, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<uint8_t> bytes(out, out + size);
-  free(out);
-  return bytes;
+  return CompressJpeg(
+      width, height, 1, JCS_GRAYSCALE,
+      [&](jpeg_compress_struct* cinfo) {
+        cinfo->scan_info = script.data();
+        cinfo->num_scans = static_cast<int>(script.size());
+      },
+      [&](int y, uint8_t* row) {
+        for (int x = 0; x < width; ++x) row[x] = static_cast<uint8_t>((x * 7 + y * 3) & 0xFF);
+      });
 }
 
 std::vector<uint8_t> SolidPng(int width, int height, int channels, int depth, uint8_t r, uint8_t g,

@@ -62,8 +62,8 @@
 #include "proto/pipeline.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
-#include "scheduler/registration.h"
-#include "server/security.h"
+#include "net/registration.h"
+#include "net/security.h"
 
 namespace prepflow {
 

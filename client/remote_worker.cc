@@ -1,6 +1,7 @@
 #include "client/remote_worker.h"
 
 #include "absl/strings/str_cat.h"
+#include "net/status.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
 
@@ -110,10 +111,11 @@ void RemoteWorker::ReadLoop() {
   // Finish() may only run once the writer has stopped touching the stream.
   writer_.join();
   const grpc::Status status = stream_->Finish();
-  absl::Status result =
-      status.ok() ? absl::OkStatus()
-                  : absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                                 absl::StrCat("worker ", address_, ": ", status.error_message()));
+  const absl::Status result =
+      status.ok()
+          ? absl::OkStatus()
+          : FromGrpcStatus(grpc::Status(status.error_code(), absl::StrCat("worker ", address_, ": ",
+                                                                          status.error_message())));
   if (handlers_.closed) handlers_.closed(result);
 }
 

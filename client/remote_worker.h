@@ -25,7 +25,7 @@
 #include "client/received_message.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/worker.grpc.pb.h"
-#include "server/security.h"
+#include "net/security.h"
 
 namespace prepflow {
 

@@ -13,6 +13,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "net/daemon.h"
+#include "net/security.h"
+#include "net/status.h"
 #include "pipeline/flags.h"
 #include "pipeline/profiler.h"
 #include "pipeline/text.h"
@@ -23,16 +26,10 @@
 #include "prometheus/registry.h"
 #include "proto/scheduler.grpc.pb.h"
 #include "scheduler/scheduler_core.h"
-#include "server/daemon.h"
-#include "server/security.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow::scheduler {
 namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 class SchedulerService final : public proto::Scheduler::CallbackService {
  public:
@@ -60,7 +57,7 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
         auth.ok() ? core_->WorkerBeat(*beat, WallNanos(), PeerIdentity(*context)) : auth;
     if (r.ok()) *reply = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpcStatus(r.status()));
     return reactor;
   }
 
@@ -72,7 +69,7 @@ class SchedulerService final : public proto::Scheduler::CallbackService {
     absl::StatusOr<proto::JobGrant> r = auth.ok() ? core_->JobBeat(*beat, WallNanos()) : auth;
     if (r.ok()) *grant = *std::move(r);
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpcStatus(r.status()));
     return reactor;
   }
 

@@ -6,9 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "net/security.h"
+#include "net/status.h"
 #include "pipeline/profiler.h"
 #include "server/result_encoding.h"
-#include "server/security.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -18,10 +19,6 @@ namespace prepflow {
 std::string ClientHost(const std::string& peer) {
   const size_t colon = peer.rfind(':');
   return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 // One job stream. Life cycle: reads JobOpen, then work items; each item runs
@@ -203,7 +200,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     const bool ended = reads_done_ || broken_ || draining_ || !error_.ok();
     if (!ended || !outbox_done) return std::nullopt;
     finishing_ = true;
-    if (!error_.ok()) return ToGrpc(error_);
+    if (!error_.ok()) return ToGrpcStatus(error_);
     if (draining_ && !reads_done_) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "worker is shutting down");
     }
@@ -238,9 +235,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 // A stream refused before it starts (no job is opened): finishes at once.
 class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit RefusedStream(const absl::Status& s) {
-    Finish(grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message())));
-  }
+  explicit RefusedStream(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
   void OnDone() override { delete this; }
 };
 

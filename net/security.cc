@@ -1,4 +1,4 @@
-#include "server/security.h"
+#include "net/security.h"
 
 #include <fstream>
 #include <sstream>

@@ -4,8 +4,8 @@
 // Thread-safety: call these from main() before starting other threads
 // (StopSignals must be constructed first, so that every later thread
 // inherits the blocked mask).
-#ifndef PREPFLOW_SERVER_DAEMON_H_
-#define PREPFLOW_SERVER_DAEMON_H_
+#ifndef PREPFLOW_NET_DAEMON_H_
+#define PREPFLOW_NET_DAEMON_H_
 
 #include <signal.h>
 
@@ -84,4 +84,4 @@ void AnnounceListening(const std::string& listen, int port, const std::string& p
 
 }  // namespace prepflow::daemon
 
-#endif  // PREPFLOW_SERVER_DAEMON_H_
+#endif  // PREPFLOW_NET_DAEMON_H_

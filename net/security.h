@@ -18,8 +18,8 @@
 //   --insecure               server: allow plaintext on a non-loopback address
 //
 // Thread-safety: everything here is a pure function of its arguments.
-#ifndef PREPFLOW_SERVER_SECURITY_H_
-#define PREPFLOW_SERVER_SECURITY_H_
+#ifndef PREPFLOW_NET_SECURITY_H_
+#define PREPFLOW_NET_SECURITY_H_
 
 #include <map>
 #include <memory>
@@ -113,4 +113,4 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_SERVER_SECURITY_H_
+#endif  // PREPFLOW_NET_SECURITY_H_

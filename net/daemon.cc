@@ -1,4 +1,4 @@
-#include "server/daemon.h"
+#include "net/daemon.h"
 
 #include <fcntl.h>
 #include <signal.h>

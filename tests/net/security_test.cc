@@ -2,7 +2,7 @@
 // then real workers and a real scheduler with a throwaway PKI
 // (tests/testing/make_certs.sh), each refusing what it should and serving
 // jobs exactly once when the client is configured right.
-#include "server/security.h"
+#include "net/security.h"
 
 #include <unistd.h>
 

@@ -7,8 +7,8 @@
 //
 // Thread-safety: construct, then Start() once; Kick() from any thread; the
 // destructor stops and joins.
-#ifndef PREPFLOW_SCHEDULER_REGISTRATION_H_
-#define PREPFLOW_SCHEDULER_REGISTRATION_H_
+#ifndef PREPFLOW_NET_REGISTRATION_H_
+#define PREPFLOW_NET_REGISTRATION_H_
 
 #include <functional>
 #include <memory>
@@ -17,8 +17,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
+#include "net/security.h"
 #include "proto/scheduler.grpc.pb.h"
-#include "server/security.h"
 
 namespace prepflow {
 
@@ -97,4 +97,4 @@ class JobRegistration {
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_SCHEDULER_REGISTRATION_H_
+#endif  // PREPFLOW_NET_REGISTRATION_H_

@@ -1,4 +1,4 @@
-#include "scheduler/registration.h"
+#include "net/registration.h"
 
 #include <chrono>
 

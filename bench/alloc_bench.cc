@@ -39,9 +39,11 @@ int main(int argc, char** argv) {
   flags.Int("zones", &zones, "locality zones");
   flags.Int("rounds", &rounds, "timed rounds (the median is printed)");
   flags.Uint("seed", &seed, "seed");
-  if (absl::Status s = flags.Parse(argc, argv, 1);
-      !s.ok() || flags.help() || workers < 0 || jobs < 0 || zones < 1 || rounds < 1) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
+  if (workers < 0 || jobs < 0 || zones < 1 || rounds < 1) {
+    std::fprintf(stderr,
+                 "alloc_bench: --workers and --jobs must be >= 0, --zones and --rounds "
+                 "at least 1\n");
     return 2;
   }
   prepflow::SampleRng rng(seed, 0, 0, 0);

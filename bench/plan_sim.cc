@@ -115,10 +115,7 @@ int main(int argc, char** argv) {
   flags.String("csv", &csv_path,
                "also write one line per scenario (planner, oracle, FastFlow rule, bandwidth "
                "bound) to this file, for scripts/plot_benchmarks.py");
-  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok() || flags.help()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   FILE* csv = nullptr;
   if (!csv_path.empty()) {
     csv = std::fopen(csv_path.c_str(), "w");

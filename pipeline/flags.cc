@@ -1,5 +1,7 @@
 #include "pipeline/flags.h"
 
+#include <cstdio>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -127,6 +129,18 @@ absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::str
     out[kv.first] = kv.second;
   }
   return out;
+}
+
+std::optional<int> FlagSet::ParseOrExit(int argc, char** argv, int first) {
+  if (absl::Status s = Parse(argc, argv, first); !s.ok()) {
+    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), Usage().c_str());
+    return 2;
+  }
+  if (help_) {
+    std::printf("%s", Usage().c_str());
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace prepflow::cli

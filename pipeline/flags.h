@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ class FlagSet {
   // or malformed value, or a positional argument.
   absl::Status Parse(int argc, char** argv, int first);
   bool help() const { return help_; }
+  // Parse() as every main wants it: nullopt to go on; else the exit code,
+  // having printed what is wrong and the usage to stderr (2), or the usage
+  // asked for with --help to stdout (0).
+  std::optional<int> ParseOrExit(int argc, char** argv, int first);
   // Usage text listing every flag with its default.
   std::string Usage() const;
 

@@ -132,14 +132,7 @@ int Main(int argc, char** argv) {
   flags.Bool("cert-roles", &cert_roles,
              "with --tls-client-ca: a worker's client certificate must carry OU=prepflow-worker "
              "to register, a job's OU=prepflow-job to ask for workers");
-  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   if (port < 0 || !(options.heartbeat_seconds > 0) || !(idle_connection_seconds >= 1) ||
       !(options.expire_after_seconds > options.heartbeat_seconds)) {
     std::fprintf(stderr,

@@ -14,13 +14,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "net/daemon.h"
+#include "net/registration.h"
+#include "net/security.h"
 #include "pipeline/executor.h"
 #include "pipeline/flags.h"
 #include "prometheus/exposer.h"
-#include "net/registration.h"
-#include "net/daemon.h"
 #include "server/metrics.h"
-#include "net/security.h"
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
@@ -79,14 +79,7 @@ int Main(int argc, char** argv) {
                "host:port clients should dial, as told to the scheduler (default: --listen, or "
                "this host's name when listening on every address, with the bound port)");
   flags.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
-  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
-    return 2;
-  }
-  if (flags.help()) {
-    std::printf("%s", flags.Usage().c_str());
-    return 0;
-  }
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   if (data_root.empty()) {
     std::fprintf(stderr, "prepflow-worker: --data-root is required\n\n%s", flags.Usage().c_str());
     return 2;

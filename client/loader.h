@@ -50,6 +50,8 @@
 #include "absl/synchronization/mutex.h"
 #include "client/measurements.h"
 #include "client/remote_worker.h"
+#include "net/registration.h"
+#include "net/security.h"
 #include "pipeline/batch.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
@@ -62,8 +64,6 @@
 #include "proto/pipeline.pb.h"
 #include "proto/scheduler.pb.h"
 #include "proto/worker.pb.h"
-#include "net/registration.h"
-#include "net/security.h"
 
 namespace prepflow {
 

@@ -24,8 +24,8 @@
 #include "absl/synchronization/mutex.h"
 #include "client/received_message.h"
 #include "grpcpp/grpcpp.h"
-#include "proto/worker.grpc.pb.h"
 #include "net/security.h"
+#include "proto/worker.grpc.pb.h"
 
 namespace prepflow {
 

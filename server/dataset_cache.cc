@@ -14,9 +14,9 @@ namespace {
 absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset, uint64_t fingerprint,
                       int64_t size) {
   return absl::FailedPreconditionError(
-      absl::StrCat("job open: dataset ", SafeText(spec.path()),
-                   " differs here: the worker indexes ", dataset.size(), " samples (fingerprint ",
-                   dataset.fingerprint(), "), the client ", size, " (", fingerprint, ")"));
+      absl::StrCat(SafeText(spec.path()), " differs here: the worker indexes ", dataset.size(),
+                   " samples (fingerprint ", dataset.fingerprint(), "), the client ", size, " (",
+                   fingerprint, ")"));
 }
 
 }  // namespace

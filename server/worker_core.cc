@@ -5,7 +5,6 @@
 
 #include <cstring>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pipeline/profiler.h"
@@ -84,7 +83,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   for (int k = 0; k <= n; ++k) {
     job->max_sample_bytes_.push_back(job->pipeline_->MaxBytesAt(k, file_limit));
   }
-  const int64_t item_cap = std::min(options_.max_memory_bytes, kMaxReplyBytes);
+  const int64_t item_cap = ItemCap();
   if (job->max_sample_bytes_[n] > item_cap) {
     return refuse(absl::ResourceExhaustedError(absl::StrFormat(
         "job open: one sample of pipeline %s is %d bytes (%s), over the %d this worker holds for "
@@ -98,10 +97,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   auto ds = datasets_.Get(open.dataset(), open.dataset_fingerprint(), open.dataset_size());
   if (!ds.ok()) {
     const absl::Status& s = ds.status();
-    return refuse(absl::Status(
-        s.code(),
-        absl::StrCat(absl::StartsWith(s.message(), "job open:") ? "" : "job open: dataset: ",
-                     s.message())));
+    return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
   }
   job->dataset_ = *std::move(ds);
   {
@@ -169,7 +165,7 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
   }
   const int64_t sample_bytes = job->max_sample_bytes(item.cut());
   const int64_t bytes = item.indices_size() * sample_bytes;
-  const int64_t item_cap = std::min(options_.max_memory_bytes, kMaxReplyBytes);
+  const int64_t item_cap = ItemCap();
   if (bytes > item_cap) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "work item %d: %d samples at cut %d are up to %d bytes (%d each), over the %d one item "
@@ -236,11 +232,6 @@ void WorkerCore::Release(int64_t bytes) {
 int WorkerCore::active_streams() const {
   absl::MutexLock lock(&mu_);
   return streams_;
-}
-
-int64_t WorkerCore::reserved_bytes() const {
-  absl::MutexLock lock(&budget_mu_);
-  return reserved_bytes_;
 }
 
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,

@@ -10,6 +10,7 @@
 #ifndef PREPFLOW_SERVER_WORKER_CORE_H_
 #define PREPFLOW_SERVER_WORKER_CORE_H_
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -25,6 +26,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/wire.h"
 #include "proto/worker.pb.h"
 #include "server/dataset_cache.h"
 #include "server/metrics.h"
@@ -124,8 +126,6 @@ class WorkerCore {
   // Job streams open now.
   int active_streams() const;
   int64_t max_memory_bytes() const { return options_.max_memory_bytes; }
-  // Bytes of results reserved now (running, or written out), for metrics.
-  int64_t reserved_bytes() const;
   const std::string& worker_id() const { return options_.worker_id; }
   // Stops the pool; queued items are dropped. Call after every stream ended.
   void Stop() { pool_->Stop(); }
@@ -141,6 +141,8 @@ class WorkerCore {
   // Queues the item on the pool, holding `bytes` of the budget until its
   // output's reservation is released.
   bool Launch(Admission a);
+  // The most bytes one item may hold: it must fit the budget and one reply.
+  int64_t ItemCap() const { return std::min(options_.max_memory_bytes, kMaxReplyBytes); }
   void Release(int64_t bytes);
   WorkerOptions options_;
   WorkerMetrics* metrics_;  // may be null
@@ -154,7 +156,7 @@ class WorkerCore {
   DatasetCache datasets_;  // shared by the jobs; locks of its own
 
   // The memory budget: admitted items in order, those waiting for room.
-  mutable absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);
   int64_t reserved_bytes_ ABSL_GUARDED_BY(budget_mu_) = 0;
   std::deque<Admission> waiting_ ABSL_GUARDED_BY(budget_mu_);
   int64_t last_trim_nanos_ ABSL_GUARDED_BY(budget_mu_) = 0;

@@ -21,6 +21,17 @@ std::string ClientHost(const std::string& peer) {
   return colon == std::string::npos ? peer : peer.substr(0, colon);
 }
 
+namespace {
+
+// A reply waiting to be written, with its share of the worker's memory
+// budget (WorkerCore::Submit), released when the reply is freed.
+struct Outgoing {
+  grpc::ByteBuffer message;
+  std::shared_ptr<void> reservation;
+};
+
+}  // namespace
+
 // One job stream. Life cycle: reads JobOpen, then work items; each item runs
 // on the worker's pool and its result is queued for writing (one write in
 // flight at a time). Finish() is called exactly once, only when no pool task
@@ -73,13 +84,18 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   void OnWriteDone(bool ok) override {
     std::optional<grpc::Status> finish;
+    // Freed after unlocking: a message's buffers and its share of the memory
+    // budget (whose release may launch waiting items).
+    Outgoing written;
+    std::deque<Outgoing> dropped;
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      outbox_.pop_front();  // the message just written
+      written = std::move(outbox_.front());  // the message just written
+      outbox_.pop_front();
       if (!ok) {
         broken_ = true;  // the client went away; results are dropped
-        DropQueued();
+        dropped = DropQueued();
       }
       WriteNext();
       finish = MaybeFinish();
@@ -89,10 +105,11 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   void OnCancel() override {
     std::optional<grpc::Status> finish;
+    std::deque<Outgoing> dropped;  // freed after unlocking, as in OnWriteDone
     {
       absl::MutexLock lock(&mu_);
       broken_ = true;
-      DropQueued();
+      dropped = DropQueued();
       finish = MaybeFinish();
     }
     if (finish) Finish(*finish);
@@ -177,8 +194,13 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
   // Drops unsent results. A message being written stays until OnWriteDone:
   // gRPC reads it until then.
-  void DropQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    outbox_.erase(writing_ ? outbox_.begin() + 1 : outbox_.begin(), outbox_.end());
+  // Returns them, for the caller to free after unlocking.
+  std::deque<Outgoing> DropQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto first = writing_ ? outbox_.begin() + 1 : outbox_.begin();
+    std::deque<Outgoing> dropped(std::make_move_iterator(first),
+                                 std::make_move_iterator(outbox_.end()));
+    outbox_.erase(first, outbox_.end());
+    return dropped;
   }
 
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -219,10 +241,6 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   std::shared_ptr<WorkerJob> job_ ABSL_GUARDED_BY(mu_);
   int credits_ ABSL_GUARDED_BY(mu_) = 0;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  struct Outgoing {
-    grpc::ByteBuffer message;
-    std::shared_ptr<void> reservation;
-  };
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

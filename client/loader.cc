@@ -46,10 +46,8 @@ bool IsRefusal(absl::StatusCode code) {
          code == absl::StatusCode::kFailedPrecondition;
 }
 
-}  // namespace
-
 // host:port with a numeric port, [v6]:port, or a gRPC URI (dns:///..., unix:...).
-static absl::Status CheckWorkerAddress(const std::string& address) {
+absl::Status CheckWorkerAddress(const std::string& address) {
   if (absl::StrContains(address, ":/") || absl::StartsWith(address, "unix:")) {
     return absl::OkStatus();
   }
@@ -63,6 +61,8 @@ static absl::Status CheckWorkerAddress(const std::string& address) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 absl::StatusOr<OnError> ParseOnError(const std::string& name) {
   if (name == "skip") return OnError::kSkip;
@@ -196,6 +196,12 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& opti
   auto pipeline = Pipeline::Create(options.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   loader->pipeline_ = *std::move(pipeline);
+  const int64_t max_file_bytes = options.dataset.max_file_bytes() > 0
+                                     ? options.dataset.max_file_bytes()
+                                     : kDefaultMaxFileBytes;
+  for (int k = 0; k <= loader->pipeline_->num_stages(); ++k) {
+    loader->max_sample_bytes_.push_back(loader->pipeline_->MaxBytesAt(k, max_file_bytes));
+  }
   const int n = loader->pipeline_->num_stages();
   const ValueType& out = loader->pipeline_->output_type();
   if (!out.fixed()) {
@@ -404,16 +410,10 @@ double Loader::UsableCores(const Worker& w) {
   return w.granted ? std::min(w.cores, w.granted_cores) : w.cores;
 }
 
-int64_t Loader::MaxFileBytes() const {
-  return options_.dataset.max_file_bytes() > 0 ? options_.dataset.max_file_bytes()
-                                               : kDefaultMaxFileBytes;
-}
-
 int Loader::ItemSamples(int cut) const {
   // As many as fit the smallest item the workers take, from the bound on one
   // sample at this cut (the worker admits items against its memory budget).
-  const int64_t fit =
-      item_bytes_limit_ / std::max<int64_t>(1, pipeline_->MaxBytesAt(cut, MaxFileBytes()));
+  const int64_t fit = item_bytes_limit_ / std::max<int64_t>(1, max_sample_bytes_[cut]);
   return static_cast<int>(std::clamp<int64_t>(fit, 1, options_.item_samples));
 }
 
@@ -1094,7 +1094,7 @@ void Loader::OnResult(int w, std::shared_ptr<const ReceivedMessage> received) {
     }
     // A sample bigger than its type allows is a worker bug or a forgery:
     // refused before anything is decoded from it.
-    const int64_t bound = pipeline_->MaxBytesAt(item.cut, MaxFileBytes());
+    const int64_t bound = max_sample_bytes_[item.cut];
     if (static_cast<int64_t>(received->payload_size(i)) > bound) {
       fail(slot, index,
            absl::DataLossError(absl::StrCat("worker ", address, " sent ", received->payload_size(i),

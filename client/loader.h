@@ -145,7 +145,7 @@ struct LoaderOptions {
   int item_samples = 8;          // samples per work item
   int max_items_per_worker = 0;  // credits asked for; 0: the worker's choice
   // TLS to the workers and the scheduler, and the bearer token to send
-  // (server/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
+  // (net/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
   // --auth-token-file). Files are read when the Loader is created.
   SecurityOptions security;
   // Where batches' sample memory comes from (default: malloc); e.g.
@@ -286,7 +286,6 @@ class Loader {
 
   Loader() = default;
   absl::Status ConnectWorkers();
-  int64_t MaxFileBytes() const;
   // Samples per remote item at `cut`: options.item_samples, fewer where
   // that many would not fit item_bytes_limit_.
   int ItemSamples(int cut) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -407,6 +406,8 @@ class Loader {
   // The most bytes one item may hold: the least any worker said it takes
   // (JobOpened.max_item_bytes).
   int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;
+  // Bound on one sample's bytes at each cut (Pipeline::MaxBytesAt), set once.
+  std::vector<int64_t> max_sample_bytes_;
   // Cumulative share of samples: local, then remote cut 0..n (last is 1).
   std::vector<double> placement_cdf_ ABSL_GUARDED_BY(mu_);
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;

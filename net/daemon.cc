@@ -43,6 +43,8 @@ int StopSignals::WaitFor(double seconds) {
     const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
     if (signal_number < 0) return 0;  // timed out (or EINTR: the caller asks again)
     if (signal_number != SIGHUP) return signal_number;
+    // What a closed terminal or `systemctl reload` sends. Every setting is a
+    // flag read at start, so there is nothing to reload: say so and go on.
     spdlog::warn(
         "SIGHUP: nothing to reload (flags are read at start; restart to change them); "
         "ignored");
@@ -141,19 +143,6 @@ int ServeUntilStopped(StopSignals& signals, const std::string& address,
     TakeSpareFiles();
   }
   return signal_number;
-}
-
-int StopSignals::Wait() {
-  while (true) {
-    int signal_number = 0;
-    sigwait(&set_, &signal_number);
-    if (signal_number != SIGHUP) return signal_number;
-    // What a closed terminal or `systemctl reload` sends. Every setting is a
-    // flag read at start, so there is nothing to reload: say so and go on.
-    spdlog::warn(
-        "SIGHUP: nothing to reload (flags are read at start; restart to change them); "
-        "ignored");
-  }
 }
 
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(

@@ -26,14 +26,12 @@ namespace prepflow::daemon {
 void SetUpLogging(const std::string& name);
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread
-// started after it; Wait() returns the first SIGTERM or SIGINT, and logs and
-// ignores SIGHUP (there is nothing to reload).
+// started after it; WaitFor() returns the first SIGTERM or SIGINT, and logs
+// and ignores SIGHUP (there is nothing to reload).
 class StopSignals {
  public:
   StopSignals();
-  // Returns the signal's number.
-  int Wait();
-  // The same, giving up after `seconds`: 0 then.
+  // The signal's number, or 0 when none came within `seconds`.
   int WaitFor(double seconds);
 
  private:

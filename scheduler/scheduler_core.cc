@@ -1,10 +1,13 @@
 #include "scheduler/scheduler_core.h"
 
+#include <sys/random.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <random>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "net/security.h"
@@ -16,16 +19,23 @@ namespace {
 
 absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
 
-// 128 random bits, hex.
+constexpr size_t kLeaseHexDigits = 32;
+
+// 128 bits from the kernel's CSPRNG, as hex: a lease is a credential, so it
+// must not be predictable from the leases a worker has seen.
 std::string NewLease() {
-  static absl::Mutex mu(absl::kConstInit);
-  static std::mt19937_64* rng = nullptr;
-  absl::MutexLock lock(&mu);
-  if (rng == nullptr) {
-    std::random_device seed;
-    rng = new std::mt19937_64((uint64_t{seed()} << 32) ^ seed());
+  uint64_t bits[2];
+  size_t got = 0;
+  while (got < sizeof(bits)) {
+    const ssize_t n = getrandom(reinterpret_cast<char*>(bits) + got, sizeof(bits) - got, 0);
+    if (n > 0) got += static_cast<size_t>(n);
   }
-  return absl::StrFormat("%016x%016x", (*rng)(), (*rng)());
+  return absl::StrFormat("%016x%016x", bits[0], bits[1]);
+}
+
+bool IsLease(const std::string& s) {
+  return s.size() == kLeaseHexDigits &&
+         std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isxdigit(c); });
 }
 
 std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
@@ -46,6 +56,10 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
   if (!(beat.cores() > 0) || !std::isfinite(beat.cores())) {
     return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": cores must be > 0, got ",
                                 beat.cores()));
+  }
+  if (!beat.lease().empty() && !IsLease(beat.lease())) {
+    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": lease is not ",
+                                kLeaseHexDigits, " hex digits"));
   }
   proto::WorkerBeatReply reply;
   {

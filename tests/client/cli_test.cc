@@ -146,6 +146,10 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   const CliRun no_data = Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere")), dir_);
   EXPECT_EQ(no_data.exit_code, 1);
   EXPECT_THAT(no_data.err, HasSubstr(dir_.Join("nowhere")));
+  const CliRun scans =
+      Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --max-jpeg-scans 0"), dir_);
+  EXPECT_EQ(scans.exit_code, 2);
+  EXPECT_THAT(scans.err, HasSubstr("--max-jpeg-scans: must be positive"));
   const CliRun pipeline =
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
   EXPECT_EQ(pipeline.exit_code, 2);

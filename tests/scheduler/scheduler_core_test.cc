@@ -161,6 +161,10 @@ TEST(SchedulerCore, BadBeatsNameTheField) {
   no_address.clear_address();
   EXPECT_THAT(Beat(core, no_address, 0).status().message(), HasSubstr("address"));
   EXPECT_THAT(Beat(core, Worker("w", 0), 0).status().message(), HasSubstr("cores"));
+  proto::WorkerBeat bad_lease = Worker("w2", 4);
+  bad_lease.set_lease(std::string(1 << 20, 'z'));  // a megabyte to store as a "lease"
+  EXPECT_THAT(core.WorkerBeat(bad_lease, 0).status().message(),
+              HasSubstr("lease is not 32 hex digits"));
   EXPECT_THAT(core.JobBeat(Job("", 1), 0).status().message(), HasSubstr("job_id"));
   EXPECT_THAT(core.JobBeat(Job("j", -1), 0).status().message(), HasSubstr("wanted_cores"));
   EXPECT_EQ(core.JobBeat(Job("j", -1), 0).status().code(), absl::StatusCode::kInvalidArgument);
@@ -177,6 +181,7 @@ TEST(SchedulerCore, AWorkerIdCannotBeRepointedByAnotherSender) {
   auto first = core.WorkerBeat(Worker("w1", 4), 0, "worker-a");
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->lease().size(), 32u);
+  EXPECT_NE(core.WorkerBeat(Worker("w2", 4), 0)->lease(), first->lease());
 
   proto::WorkerBeat hijack = Worker("w1", 4);
   hijack.set_address("evil:7000");

@@ -68,10 +68,27 @@ TEST(SchedulerProcess, WorkersRegisterAndComeBackAfterARestart) {
 }
 
 TEST(SchedulerProcess, BadFlagsAreRefused) {
-  auto s = WorkerProcess::StartDaemon(std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
-                                      {"--port", "0", "--expire-after", "0.1"}, 5);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(std::string(s.status().message()).find("exit code 2"), std::string::npos) << s.status();
+  const std::string bin = PREPFLOW_BIN_DIR;
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--expire-after", "0.1"},
+                                              {"--idle-connection-seconds", "0"},
+                                              {"--cert-roles"} /* without --tls-client-ca */}) {
+    std::vector<std::string> args = {"--port", "0"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    auto s = WorkerProcess::StartDaemon(bin + "/prepflow-scheduler", args, 5);
+    ASSERT_FALSE(s.ok()) << bad[0];
+    EXPECT_NE(std::string(s.status().message()).find("exit code 2"), std::string::npos)
+        << s.status();
+  }
+  TempDir root;
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-memory-bytes", "-1"},
+                                              {"--max-jpeg-scans", "0"},
+                                              {"--idle-connection-seconds", "0"},
+                                              {"--reindex-seconds", "-1"}}) {
+    auto w = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), bad, 5);
+    ASSERT_FALSE(w.ok()) << bad[0];
+    EXPECT_NE(std::string(w.status().message()).find("exit code 2"), std::string::npos)
+        << w.status();
+  }
 }
 
 // A second daemon on a port already in use must not start (gRPC's default

@@ -171,6 +171,14 @@ TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(b.status().message(), HasSubstr("differs"));
 
+  proto::JobOpen many_scans = Open(root_ + "/data");
+  many_scans.set_max_jpeg_scans(kDefaultMaxJpegScans + 1);
+  EXPECT_THAT(core_->OpenJob(many_scans, "client-a", &opened).status().message(),
+              HasSubstr("max_jpeg_scans 101 is outside [0, 100] (this worker's --max-jpeg-scans)"));
+  many_scans.set_max_jpeg_scans(-1);
+  EXPECT_EQ(core_->OpenJob(many_scans, "client-a", &opened).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
   proto::JobOpen too_big = Open(root_ + "/data");
   too_big.set_max_pixels(int64_t{1} << 40);
   EXPECT_THAT(core_->OpenJob(too_big, "client-a", &opened).status().message(),

@@ -85,14 +85,10 @@ absl::Status ListDir(const std::string& dir, std::vector<DirEntry>* dirs,
   return absl::OkStatus();
 }
 
-absl::Status ReadFile(int fd, const std::string& path, int64_t max_bytes, Buffer* out,
-                      size_t* size) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    close(fd);
-    return ErrnoStatus(err, absl::StrCat("cannot stat ", path));
-  }
+// Reads the regular file `fd` of `st.st_size` bytes (as OpenForRead found it)
+// and closes it.
+absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
+                      Buffer* out, size_t* size) {
   if (st.st_size > max_bytes) {
     close(fd);
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -202,9 +198,10 @@ class ImageFolderDataset : public Dataset {
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const std::string path = SamplePath(i);
-    absl::StatusOr<int> fd = OpenForRead(path);
+    struct stat st;
+    absl::StatusOr<int> fd = OpenForRead(path, &st);
     if (!fd.ok()) return fd.status();
-    return ReadFile(*fd, path, max_file_bytes_, out, size);
+    return ReadFile(*fd, st, path, max_file_bytes_, out, size);
   }
 
  private:
@@ -288,7 +285,8 @@ class WebDataset : public Dataset {
   // Indexes the shard at `path`. Fails only when the shard cannot be opened;
   // what is wrong inside it becomes failing samples (Entry::error).
   absl::Status Index(const std::string& path) {
-    absl::StatusOr<int> opened = OpenForRead(path);
+    struct stat st;
+    absl::StatusOr<int> opened = OpenForRead(path, &st);
     if (!opened.ok()) return opened.status();
     const int fd = *opened;
     const int shard = static_cast<int>(shards_.size());
@@ -366,7 +364,7 @@ Dataset::~Dataset() {
   if (confine_fd_ >= 0) close(confine_fd_);
 }
 
-absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
+absl::StatusOr<int> Dataset::OpenForRead(const std::string& path, struct stat* st) const {
   // O_NONBLOCK: opening a FIFO (or a device) named like an image must not
   // wait for a writer; only regular files are read, and for them the flag
   // changes nothing.
@@ -389,8 +387,7 @@ absl::StatusOr<int> Dataset::OpenForRead(const std::string& path) const {
     }
   }
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
   }

@@ -15,6 +15,8 @@
 #ifndef PREPFLOW_PIPELINE_DATASET_H_
 #define PREPFLOW_PIPELINE_DATASET_H_
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,9 +76,11 @@ class Dataset {
 
   // ResourceExhausted naming `path` when `size` is over the limit.
   absl::Status CheckSize(uint64_t size, const std::string& path) const;
-  // Opens `path` for reading; when confined, only if it resolves (symlinks
-  // and "..") below the confinement root: otherwise PermissionDenied naming it.
-  absl::StatusOr<int> OpenForRead(const std::string& path) const;
+  // Opens `path` for reading, without blocking, and fills `*st`; when
+  // confined, only if it resolves (symlinks and "..") below the confinement
+  // root: otherwise PermissionDenied naming it. Anything but a regular file
+  // (a FIFO, a device) is FailedPrecondition.
+  absl::StatusOr<int> OpenForRead(const std::string& path, struct stat* st) const;
 
   int64_t max_file_bytes_ = kDefaultMaxFileBytes;
   uint64_t fingerprint_ = 0;

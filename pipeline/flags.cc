@@ -53,6 +53,14 @@ FlagSet::Flag* FlagSet::Find(const std::string& name) {
 }
 
 absl::Status FlagSet::Parse(int argc, char** argv, int first) {
+  return Parse(argc, argv, first, /*lenient=*/false);
+}
+
+void FlagSet::ParseKnown(int argc, char** argv, int first) {
+  Parse(argc, argv, first, /*lenient=*/true).IgnoreError();
+}
+
+absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -60,6 +68,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       continue;
     }
     if (arg.rfind("--", 0) != 0) {
+      if (lenient) continue;
       return absl::InvalidArgumentError(
           absl::StrCat(command_, ": unexpected argument '", arg, "' (flags start with --)"));
     }
@@ -82,6 +91,7 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       }
     }
     if (flag == nullptr) {
+      if (lenient) continue;
       std::vector<std::string> names;
       for (const Flag& f : flags_) names.push_back(absl::StrCat("--", f.name));
       return absl::InvalidArgumentError(
@@ -93,11 +103,13 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first) {
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
+        if (lenient) continue;
         return absl::InvalidArgumentError(
             absl::StrCat(command_, ": flag --", arg, " needs a value"));
       }
     }
     if (!flag->assign(value)) {
+      if (lenient) continue;
       return absl::InvalidArgumentError(
           absl::StrCat(command_, ": flag --", arg, ": '", value, "' is not a valid value"));
     }

@@ -33,6 +33,10 @@ class FlagSet {
   // Parses argv[first..argc). InvalidArgument on an unknown flag, a missing
   // or malformed value, or a positional argument.
   absl::Status Parse(int argc, char** argv, int first);
+  // The same, but only what it knows: everything else (unknown flags, bad
+  // values, positional arguments) is passed over. For a flag that must be
+  // seen even when the rest of the command line is wrong (--json).
+  void ParseKnown(int argc, char** argv, int first);
   bool help() const { return help_; }
   // Parse() as every main wants it: nullopt to go on; else the exit code,
   // having printed what is wrong and the usage to stderr (2), or the usage
@@ -48,6 +52,7 @@ class FlagSet {
     std::function<bool(const std::string&)> assign;
   };
   Flag* Find(const std::string& name);
+  absl::Status Parse(int argc, char** argv, int first, bool lenient);
 
   std::string command_, summary_;
   std::vector<Flag> flags_;

@@ -846,12 +846,11 @@ int DemoCommand(int argc, char** argv) {
 }
 
 int RunWithJsonContract(const std::string& command, int (*f)(int, char**), int argc, char** argv) {
+  // --json, read with the commands' own rules even when their flags are wrong.
   bool json = false;
-  for (int i = 2; i < argc; ++i) {
-    const absl::string_view a = argv[i];
-    if (a == "--json" || a == "--json=true" || a == "--json=1") json = true;
-    if (a == "--no-json" || a == "--json=false" || a == "--json=0") json = false;
-  }
+  FlagSet json_flag(absl::StrCat("prepflow ", command), "");
+  json_flag.Bool("json", &json, "");
+  json_flag.ParseKnown(argc, argv, 2);
   const int code = f(argc, argv);
   if (json && !json_printed && !(code == kOk && last_error.empty())) {
     PrintJson(Json{{"command", command},

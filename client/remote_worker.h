@@ -1,10 +1,8 @@
-// One job stream to one worker, seen from the client.
+// One job stream to one worker over gRPC: the WorkerStream (worker_stream.h)
+// the Loader uses in production.
 //
-// Start() sends the job's open message; results arrive on a reader thread
-// through the handlers; Send() queues work items for a writer thread, so the
-// caller never blocks on the network. `closed` runs exactly once, last, with
-// the stream's final status (OK after Close(), CANCELLED after Cancel(), the
-// worker's refusal, or UNAVAILABLE when it went away).
+// Results arrive on a reader thread, which runs the handlers; Send() queues
+// work items for a writer thread, so the caller never blocks on the network.
 //
 // Thread-safety: all methods may be called from any thread; handlers run on
 // the reader thread.
@@ -23,41 +21,34 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "client/received_message.h"
+#include "client/worker_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "net/security.h"
 #include "proto/worker.grpc.pb.h"
 
 namespace prepflow {
 
-class RemoteWorker {
+class RemoteWorker : public WorkerStream {
  public:
-  struct Handlers {
-    std::function<void(const proto::JobOpened&)> opened;
-    // The result and its payloads, which stay in the received buffer.
-    std::function<void(std::shared_ptr<const ReceivedMessage>)> result;
-    std::function<void(const absl::Status&)> closed;
-  };
-
-  // `security`: TLS and the bearer token (server/security.h).
+  // `security`: TLS and the bearer token (net/security.h).
   RemoteWorker(std::string address, Handlers handlers, const Security& security = {});
   // Cancels the stream if it is still open and joins its threads.
-  ~RemoteWorker();
+  ~RemoteWorker() override;
   RemoteWorker(const RemoteWorker&) = delete;
   RemoteWorker& operator=(const RemoteWorker&) = delete;
 
-  void Start(const proto::JobOpen& open);
-  void Send(proto::WorkItem item);
-  // Half-closes once the queued items are written; the worker then finishes
-  // what it has and ends the stream.
-  void Close();
-  // Ends the stream now; outstanding items are never answered.
-  void Cancel();
+  void Start(const proto::JobOpen& open) override;
+  void Send(proto::WorkItem item) override;
+  void Close() override;
+  void Cancel() override;
   const std::string& address() const { return address_; }
-  // What the stream has received so far, and the CPU time its reader thread
-  // spent receiving, parsing and handing results over (the transport's share
-  // of the client's CPU, which the planner charges per byte).
-  int64_t received_bytes() const { return received_bytes_.load(std::memory_order_relaxed); }
-  int64_t receive_cpu_nanos() const { return receive_cpu_nanos_.load(std::memory_order_relaxed); }
+  // The reader thread's CPU counts receiving, parsing and handing results over.
+  int64_t received_bytes() const override {
+    return received_bytes_.load(std::memory_order_relaxed);
+  }
+  int64_t receive_cpu_nanos() const override {
+    return receive_cpu_nanos_.load(std::memory_order_relaxed);
+  }
 
  private:
   void ReadLoop();

@@ -30,6 +30,7 @@
 #include "pipeline/synthetic.h"
 #include "pipeline/text.h"
 #include "policy/planner.h"
+#include "policy/replanner.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
 
@@ -530,8 +531,8 @@ int PlanCommand(int argc, char** argv) {
   int64_t samples = 64;
   uint64_t seed = 0;
   double local_cores = 1, remote_cores = 0, cores_per_worker = 1, bandwidth_mbps = 0, demand = 0;
-  double receive_ns_per_byte = kPriorReceiveCpuPerByte * 1e9,
-         send_ns_per_byte = kAssumedSendCpuPerByte * 1e9;
+  double receive_ns_per_byte = policy::kPriorReceiveCpuPerByte * 1e9,
+         send_ns_per_byte = policy::kAssumedSendCpuPerByte * 1e9;
   bool json = false;
   FlagSet flags("prepflow plan",
                 "Prints what the offload planner decides for given measurements, or for a short "

@@ -1,20 +1,20 @@
 // Smoothed measurements for the offload planner.
 //
-// The Loader's profilers count cumulatively (CPU, bytes, samples since the
+// The client's profilers count cumulatively (CPU, bytes, samples since the
 // start). The planner needs current values that follow drift — a stage that
 // gets slower, a trainer that speeds up — without jumping on every noisy
 // batch. SmoothedRatio folds in the increments of two cumulative counters
 // once the denominator has grown by at least `min_step` since the last fold,
 // and keeps an exponentially weighted mean of the per-window ratios.
 //
-// Thread-safety: none; the Loader calls it under its mutex.
-#ifndef PREPFLOW_CLIENT_MEASUREMENTS_H_
-#define PREPFLOW_CLIENT_MEASUREMENTS_H_
+// Thread-safety: none; the Replanner (replanner.h) calls it under its mutex.
+#ifndef PREPFLOW_POLICY_MEASUREMENTS_H_
+#define PREPFLOW_POLICY_MEASUREMENTS_H_
 
 #include <algorithm>
 #include <cmath>
 
-namespace prepflow {
+namespace prepflow::policy {
 
 class SmoothedRatio {
  public:
@@ -56,6 +56,6 @@ inline double RelativeChange(double a, double b) {
   return m > 0 ? std::abs(a - b) / m : 0;
 }
 
-}  // namespace prepflow
+}  // namespace prepflow::policy
 
-#endif  // PREPFLOW_CLIENT_MEASUREMENTS_H_
+#endif  // PREPFLOW_POLICY_MEASUREMENTS_H_

@@ -1,9 +1,9 @@
 // SmoothedRatio: windows, smoothing, and following a change.
-#include "client/measurements.h"
+#include "policy/measurements.h"
 
 #include "gtest/gtest.h"
 
-namespace prepflow {
+namespace prepflow::policy {
 namespace {
 
 TEST(SmoothedRatio, FoldsOnlyFullWindows) {
@@ -46,4 +46,4 @@ TEST(RelativeChange, IsSymmetricAndBounded) {
 }
 
 }  // namespace
-}  // namespace prepflow
+}  // namespace prepflow::policy

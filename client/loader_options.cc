@@ -1,0 +1,153 @@
+#include "client/loader_options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "pipeline/text.h"
+
+namespace prepflow {
+namespace {
+
+template <typename... Parts>
+absl::Status Invalid(const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(parts...));
+}
+
+// host:port with a numeric port, [v6]:port, or a gRPC URI (dns:///..., unix:...).
+absl::Status CheckWorkerAddress(const std::string& address) {
+  if (absl::StrContains(address, ":/") || absl::StartsWith(address, "unix:")) {
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535 ||
+      (address[0] == '[') != (address[colon - 1] == ']')) {
+    return Invalid("--workers: '", SafeText(address),
+                   "' is not host:port (e.g. worker1:7070, [::1]:7070)");
+  }
+  return absl::OkStatus();
+}
+
+// The options that are plain numbers in a range.
+absl::Status CheckNumbers(const LoaderOptions& o) {
+  if (o.batch_size < 1) return Invalid("--batch: must be at least 1, got ", o.batch_size);
+  if (o.threads < 0) return Invalid("--threads: must be >= 0, got ", o.threads);
+  if (o.epochs < 1) return Invalid("--epochs: must be at least 1, got ", o.epochs);
+  if (o.first_epoch < 0 || o.skip_batches < 0) {
+    return Invalid("--start-epoch/--start-batch: must be >= 0, got ", o.first_epoch, "/",
+                   o.skip_batches);
+  }
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    return Invalid("--rank/--world-size: need 0 <= rank < world_size, got ", o.rank, "/",
+                   o.world_size);
+  }
+  if (o.prefetch_batches < 1) {
+    return Invalid("--prefetch: must be at least 1, got ", o.prefetch_batches);
+  }
+  if (o.max_pixels < 1) return Invalid("--max-pixels: must be positive, got ", o.max_pixels);
+  if (o.max_jpeg_scans < 1) return Invalid("--max-jpeg-scans: must be positive");
+  if (o.item_samples < 1) return Invalid("--item-samples: must be at least 1");
+  if (!(o.worker_timeout_seconds > 0)) return Invalid("--worker-timeout: must be positive");
+  if (!(o.hedge_after >= 0)) return Invalid("--hedge-after: must be >= 0 (0: off)");
+  if (!(o.scheduler_weight > 0) || !std::isfinite(o.scheduler_weight))
+    return Invalid("--weight: must be positive, got ", o.scheduler_weight);
+  if (!(o.max_remote_cores >= 0)) return Invalid("--max-remote-cores: must be >= 0");
+  if (!(o.demand >= 0)) return Invalid("--demand: must be >= 0");
+  if (!(o.bandwidth >= 0)) return Invalid("--bandwidth-mbps: must be >= 0");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OnError> ParseOnError(const std::string& name) {
+  if (name == "skip") return OnError::kSkip;
+  if (name == "fail") return OnError::kFail;
+  return Invalid("--on-error: '", name, "' is not skip or fail");
+}
+
+absl::StatusOr<OffloadMode> ParseOffload(const std::string& text) {
+  OffloadMode mode;
+  if (text == "off" || text.empty()) return mode;
+  if (text == "auto") {
+    mode.kind = OffloadMode::kAuto;
+    return mode;
+  }
+  if (text == "remote") {
+    mode.kind = OffloadMode::kRemote;
+    return mode;
+  }
+  auto bad = [&text](const std::string& why) {
+    return Invalid("--offload: '", text, "': ", why,
+                   " (use off, auto, remote, or cut=K[,remote_fraction=F])");
+  };
+  if (text.rfind("cut=", 0) != 0) return bad("unknown mode");
+  mode.kind = OffloadMode::kCut;
+  bool have_cut = false;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (kv.first == "cut") {
+      if (!absl::SimpleAtoi(kv.second, &mode.cut) || mode.cut < 0) return bad("cut must be >= 0");
+      have_cut = true;
+    } else if (kv.first == "remote_fraction") {
+      if (!absl::SimpleAtod(kv.second, &mode.remote_fraction) || !(mode.remote_fraction >= 0) ||
+          mode.remote_fraction > 1) {
+        return bad("remote_fraction must be in [0, 1]");
+      }
+    } else {
+      return bad(absl::StrCat("unknown key '", kv.first, "'"));
+    }
+  }
+  if (!have_cut) return bad("cut=K is required");
+  return mode;
+}
+
+std::string OffloadModeString(const OffloadMode& mode) {
+  switch (mode.kind) {
+    case OffloadMode::kOff:
+      return "off";
+    case OffloadMode::kRemote:
+      return "remote";
+    case OffloadMode::kCut:
+      return absl::StrFormat("cut=%d,remote_fraction=%g", mode.cut, mode.remote_fraction);
+    case OffloadMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
+  if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
+  LoaderOptions resolved = options;
+  if (!resolved.offload.has_value()) {
+    resolved.offload = OffloadMode();
+    if (const char* env = std::getenv("PREPFLOW_OFFLOAD"); env != nullptr && *env != '\0') {
+      auto parsed = ParseOffload(env);
+      if (!parsed.ok()) return Invalid("PREPFLOW_OFFLOAD: ", parsed.status().message());
+      resolved.offload = *parsed;
+    }
+  }
+  if (resolved.scheduler.empty() && resolved.workers.empty()) {
+    // The cluster's scheduler, set once in the trainers' environment, so
+    // that a job needs only --offload (or PREPFLOW_OFFLOAD) to use the pool.
+    if (const char* env = std::getenv("PREPFLOW_SCHEDULER")) resolved.scheduler = env;
+  }
+  const OffloadMode::Kind kind = resolved.offload->kind;
+  if ((kind == OffloadMode::kRemote || kind == OffloadMode::kCut) && resolved.workers.empty() &&
+      resolved.scheduler.empty()) {
+    return Invalid("--offload ", OffloadModeString(*resolved.offload),
+                   " needs workers (--workers host:port,... or --scheduler host:port)");
+  }
+  for (const std::string& w : resolved.workers) {
+    if (absl::Status s = CheckWorkerAddress(w); !s.ok()) return s;
+  }
+  return resolved;
+}
+
+}  // namespace prepflow

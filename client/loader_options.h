@@ -1,0 +1,111 @@
+// What a Loader is built from: LoaderOptions, the offload modes, and their
+// validation.
+//
+// ResolveOptions() checks every option once, naming the flag at fault, and
+// fills in what the environment supplies: PREPFLOW_OFFLOAD when no offload
+// mode is given (how offloading is switched on per job without code
+// changes), PREPFLOW_SCHEDULER when neither workers nor a scheduler are.
+//
+// Thread-safety: plain values and pure functions (ResolveOptions reads the
+// environment).
+#ifndef PREPFLOW_CLIENT_LOADER_OPTIONS_H_
+#define PREPFLOW_CLIENT_LOADER_OPTIONS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "net/security.h"
+#include "pipeline/image_decode.h"
+#include "pipeline/sample.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+enum class OnError { kSkip, kFail };
+absl::StatusOr<OnError> ParseOnError(const std::string& name);
+
+// Where samples run. kOff: all local. kRemote: every sample's whole pipeline
+// on workers. kCut: stages [0, cut) on workers for a `remote_fraction` of the
+// samples (chosen per sample from the seed), the rest fully local. kAuto: the
+// planner (policy/planner.h) decides from measurements and keeps re-deciding.
+struct OffloadMode {
+  enum Kind { kOff, kRemote, kCut, kAuto };
+  Kind kind = kOff;
+  int cut = 0;
+  double remote_fraction = 1.0;
+};
+// Parses "off" | "auto" | "remote" | "cut=K[,remote_fraction=F]".
+absl::StatusOr<OffloadMode> ParseOffload(const std::string& text);
+std::string OffloadModeString(const OffloadMode& mode);
+
+struct LoaderOptions {
+  proto::DatasetSpec dataset;
+  proto::PipelineSpec pipeline;
+  int batch_size = 64;
+  int threads = 0;  // 0: every CPU this process may use
+  int epochs = 1;
+  // Resuming: the run covers epochs [first_epoch, first_epoch + epochs), and
+  // its first epoch starts after its first `skip_batches` batches (the same
+  // order and batches as an uninterrupted run, so exactly the rest arrive).
+  int first_epoch = 0;
+  int64_t skip_batches = 0;
+  uint64_t seed = 0;
+  bool shuffle = true;
+  bool drop_last = false;
+  int rank = 0;
+  int world_size = 1;
+  int prefetch_batches = 2;  // raised as needed to keep remote workers busy
+  OnError on_error = OnError::kSkip;
+  int64_t max_pixels = 64'000'000;
+  int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions
+
+  // Unset: the PREPFLOW_OFFLOAD environment variable, else off. This is what
+  // lets offloading be switched on per job without code changes.
+  std::optional<OffloadMode> offload;
+  std::vector<std::string> workers;  // host:port
+  // prepflow-scheduler host:port: workers from its grants, renewed every
+  // heartbeat. The job asks for what its planner would use (kAuto) or for
+  // as much as its fair share (kRemote, kCut). Empty, with no `workers`
+  // either: the PREPFLOW_SCHEDULER environment variable, if set.
+  std::string scheduler;
+  double scheduler_weight = 1;                // this job's share weight
+  std::map<std::string, std::string> labels;  // locality preference, e.g. zone=a
+  double max_remote_cores = 0;                // most cores to ask for; 0: no cap
+  double demand = 0;                          // samples/s the trainer consumes; 0: measured
+  double bandwidth = 0;                       // bytes/s into this trainer, for kAuto; 0: unlimited
+  double replan_seconds = 2;                  // kAuto: how often to re-plan
+  double replan_drift = 0.25;          // kAuto: re-plan sooner when a measurement moves this much
+  double replan_gain = 0.03;           // kAuto: switch plans only for this much more throughput
+  double worker_timeout_seconds = 30;  // silence while owing results
+  // Hedging: an item that has waited this many times the fastest worker's
+  // item latency is copied to an idle worker; the first answer wins and the
+  // other is dropped. 0: never.
+  double hedge_after = 3;
+  double connect_timeout_seconds = 10;  // for the job to open on each worker
+  // kRemote and kCut with --workers: when no worker can be reached at the
+  // start, run locally (with a warning) instead of failing. kAuto always may.
+  bool fallback_local = false;
+  int item_samples = 8;          // samples per work item
+  int max_items_per_worker = 0;  // credits asked for; 0: the worker's choice
+  // TLS to the workers and the scheduler, and the bearer token to send
+  // (net/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
+  // --auth-token-file). Files are read when the Loader is created.
+  SecurityOptions security;
+  // Where batches' sample memory comes from (default: malloc); e.g.
+  // page-locked memory for asynchronous GPU copies (client/gpu).
+  HostAllocator batch_allocator;
+};
+
+// LoaderOptions after validation, with the environment applied: `offload` is
+// set, and `scheduler` holds PREPFLOW_SCHEDULER where it applies.
+// Errors: InvalidArgument naming the flag (or environment variable) and the
+// value at fault.
+absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_LOADER_OPTIONS_H_

@@ -1,0 +1,66 @@
+// What a Loader reports: LoaderStats.
+//
+// Thread-safety: a plain value.
+#ifndef PREPFLOW_CLIENT_LOADER_STATS_H_
+#define PREPFLOW_CLIENT_LOADER_STATS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/batch.h"
+#include "pipeline/profiler.h"
+
+namespace prepflow {
+
+struct LoaderStats {
+  int64_t images = 0;         // delivered
+  int64_t remote_images = 0;  // of which stages ran on a worker
+  int64_t local_images = 0;
+  int64_t errors = 0;  // samples that failed (skipped or fatal)
+  int64_t batches = 0;
+  uint64_t bytes = 0;  // delivered output bytes
+  uint64_t checksum = 0;
+  double seconds = 0;       // since the first Next()
+  double cpu_seconds = 0;   // process CPU time over the same span
+  double wait_seconds = 0;  // time Next() spent waiting for data
+  int64_t reissued_items = 0;
+  int64_t hedged_items = 0;            // copies sent to a second worker
+  int64_t hedge_wins = 0;              // of those, answered first by the copy
+  std::string offload;                 // the mode in force
+  std::string plan;                    // kAuto: the current plan's explanation
+  std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
+  int64_t plan_changes = 0;
+  double plan_throughput = 0;  // kAuto: what the current plan predicts, samples/s
+  double ingest_limit = 0;     // kAuto: bytes/s the links were measured to bind at; 0: none seen
+  double receive_cpu_per_byte = 0;  // kAuto: measured transport CPU here, s/byte
+  struct WorkerStats {
+    std::string address;
+    bool alive = false;        // open for this job and taking items
+    double granted_cores = 0;  // by the scheduler; 0: a static worker
+    int streams = 0;           // opened to it (more than 1: it was re-granted or re-dialled)
+    int64_t received_bytes = 0;
+    int64_t samples = 0;     // samples it returned
+    double link_limit = 0;   // bytes/s its link was seen to bind at; 0: not seen
+    double ingest_rate = 0;  // bytes/s received from it over the last window (kAuto)
+  };
+  std::vector<WorkerStats> workers;
+  int workers_alive = 0;
+  int workers_total = 0;  // distinct addresses ever used
+  // With a scheduler: whether its last beat got through, what this job asked
+  // for, its fair share, and the cores granted now.
+  std::string scheduler;
+  bool scheduler_reachable = false;
+  double wanted_cores = 0;
+  double fair_share_cores = 0;
+  double granted_cores = 0;
+  // Measured here: "read" first, then one entry per pipeline stage.
+  std::vector<StageStats> stages;
+  // Measured on workers (as they report it), same layout.
+  std::vector<StageStats> remote_stages;
+  std::vector<SampleError> first_errors;  // up to 16
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_LOADER_STATS_H_

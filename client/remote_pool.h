@@ -1,0 +1,239 @@
+// The workers of one job: membership, credits, dispatch, exactly-once
+// bookkeeping, re-issue and hedging.
+//
+// The Loader hands the pool remote items (a batch's samples at one cut); the
+// pool sends each to a worker with a free credit and hands the answer back
+// exactly once, from the worker the item is assigned to at that moment.
+//
+// Credits: a worker takes at most `credits` items at a time (what it allows,
+// scaled down to the share of it the scheduler granted). An item counts
+// against its worker until answered; a hedged copy the other worker answered
+// first still counts until its late answer arrives (the worker counts it too).
+//
+// Exactly once: when a worker's stream breaks, or it is silent for longer
+// than `worker_timeout_seconds` while it owes answers, it is dropped and its
+// items go back to the front of the queue (re-issued), or stay with the
+// worker holding their hedged copy. Answers are only taken from a worker an
+// item is assigned (or copied) to, and only the first: late answers from a
+// dropped worker and the slower of a hedged pair are dropped. When no worker
+// is left, queued items are handed back to run locally.
+//
+// Hedging: while a worker sits idle and nothing is queued, it gets a copy of
+// the oldest item that has waited `hedge_after` times the fastest worker's
+// smoothed item latency (at least 20 ms).
+//
+// A worker's refusal (PERMISSION_DENIED, INVALID_ARGUMENT, UNAUTHENTICATED,
+// FAILED_PRECONDITION) is not routed around: `failed` is called and the run
+// must stop. A worker the scheduler granted that refuses is left out instead.
+//
+// Streams come from a StreamFactory and time from a Clock, so tests drive the
+// pool with fake streams and a fake clock (tests/client/remote_pool_test.cc).
+//
+// Thread-safety: every method may be called from any thread. Callbacks are
+// documented with the lock they run under; none may call back into the pool
+// while the pool's lock is held. Lock order: the Loader's, then the pool's.
+#ifndef PREPFLOW_CLIENT_REMOTE_POOL_H_
+#define PREPFLOW_CLIENT_REMOTE_POOL_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "client/worker_stream.h"
+#include "pipeline/batch.h"
+#include "pipeline/wire.h"
+#include "policy/replanner.h"
+#include "proto/worker.pb.h"
+
+namespace prepflow {
+
+// Samples of one batch that run stages [0, cut) on a worker.
+struct RemoteItem {
+  Batch* batch = nullptr;
+  std::vector<int64_t> slots;
+  int cut = 0;
+};
+
+struct RemotePoolOptions {
+  double worker_timeout_seconds = 30;   // silence while owing answers
+  double connect_timeout_seconds = 10;  // for a worker to open the job
+  double hedge_after = 3;               // 0: never hedge
+  // A granted worker whose stream failed is not dialled again for this long,
+  // even while the scheduler (which has not noticed yet) still grants it.
+  double redial_after_seconds = 10;
+};
+
+class RemotePool {
+ public:
+  struct Callbacks {
+    // The answer to `item` from the worker at `address`; exactly once per
+    // item. Runs on that stream's thread without the pool's lock.
+    std::function<void(RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
+                       const std::string& address)>
+        result;
+    // An item no worker is left to take: run it here. Runs under the pool's
+    // lock.
+    std::function<void(RemoteItem item)> run_locally;
+    // A worker refused the job: the run must stop. Without the pool's lock.
+    std::function<void(const absl::Status& refusal)> failed;
+    // The usable remote capacity changed (a worker opened, left, retired or
+    // its grant changed). Runs under the pool's lock.
+    std::function<void()> changed;
+  };
+  using Clock = std::function<int64_t()>;  // monotonic nanoseconds
+
+  // `open`: what every worker is sent to open the job.
+  RemotePool(const RemotePoolOptions& options, proto::JobOpen open, StreamFactory factory,
+             Callbacks callbacks, Clock clock);
+  // Stop().
+  ~RemotePool();
+  RemotePool(const RemotePool&) = delete;
+  RemotePool& operator=(const RemotePool&) = delete;
+
+  // Opens the job on a worker; returns its id (ids are never reused). A
+  // non-empty `worker_id` marks it granted by the scheduler with
+  // `granted_cores`; `tls_name` is the certificate name to verify. The stream
+  // opens asynchronously; its credits join when the worker answers. After
+  // Stop(): -1, nothing opened.
+  int Add(const std::string& address, const std::string& worker_id = "", double granted_cores = 0,
+          const std::string& tls_name = "");
+  // Waits until every worker added so far has opened the job or failed, or
+  // until `deadline`; drops those still not open. Returns the refusal that
+  // stops the run, if one came.
+  absl::Status AwaitOpened(absl::Time deadline);
+
+  // Queues an item and dispatches what credits allow.
+  void Submit(RemoteItem item);
+  // Drops workers silent past the timeout or not open in time, and hedges.
+  // The watchdog thread (StartWatchdog) runs it every 100 ms; tests call it.
+  void Tick();
+  void StartWatchdog();
+  // The run is over: every stream is closed once its items are written, and
+  // a clean end of stream is no longer a failure.
+  void Finish();
+  // Cancels every stream and joins the watchdog and the streams' threads.
+  // Items still out are never answered. Idempotent.
+  void Stop();
+
+  // One stream, for the scheduler's grants and for stats.
+  struct Member {
+    int id = 0;
+    std::string address;
+    std::string worker_id;  // as the scheduler names it ("": a static worker)
+    bool alive = false;     // not dropped or closed
+    bool opened = false;
+    bool retiring = false;  // no longer granted: no new items, closed when idle
+    bool refused = false;   // a granted worker that refused the job
+    double granted_cores = 0;
+    int64_t dropped_nanos = 0;    // when it failed; 0: it did not
+    std::string dropped_because;  // why it was dropped, for messages
+    int64_t samples = 0;          // returned, all time
+    int64_t received_bytes = 0;
+    bool usable() const { return alive && opened && !retiring; }
+  };
+  std::vector<Member> Members() const;
+  // Whether a granted worker at `address` may be dialled now: not one that
+  // refused, nor one that failed within redial_after_seconds.
+  bool MayDial(const std::string& address) const;
+  // The grant of a granted worker changed; its credits follow.
+  void SetGrantedCores(int id, double cores);
+  // No longer granted: closed now if idle, else once its items are in.
+  void Retire(int id);
+  // Granted again while retiring: it stays.
+  void Keep(int id);
+
+  // Credits of the usable workers.
+  int UsableCredits() const;
+  // Cores of the usable workers this job may count on.
+  double UsableCores() const;
+  // The most bytes one item may carry: the least any worker takes.
+  int64_t item_bytes_limit() const;
+  // Per-worker counters and the transport's totals, for the re-planner.
+  void FillSnapshot(policy::Snapshot* snapshot) const;
+
+  struct Counters {
+    int64_t reissued_items = 0;
+    int64_t hedged_items = 0;
+    int64_t hedge_wins = 0;
+  };
+  Counters counters() const;
+
+ private:
+  struct Pending {
+    RemoteItem item;
+    int worker = -1;  // -1: queued
+    int hedge = -1;   // a second worker given a copy; the first answer wins
+    int64_t sent_nanos = 0;
+    int64_t hedge_sent_nanos = 0;
+  };
+  struct Worker {
+    Member member;
+    std::unique_ptr<WorkerStream> stream;
+    int64_t added_nanos = 0;
+    int max_credits = 0;  // what the worker allows
+    int credits = 0;      // what we use: max_credits, scaled down to a grant
+    double cores = 0;     // as the worker reports it (its cgroup quota counts)
+    int64_t last_heard_nanos = 0;
+    std::vector<uint64_t> items;  // owed here
+    // Hedged copies the other worker answered first: their answers will be
+    // dropped, but until they come the worker still holds their credits.
+    std::vector<uint64_t> abandoned;
+    double latency = 0;  // smoothed seconds from sending an item to its answer
+    // What the re-planner reads its link from: answers taken, their bytes,
+    // the CPU the worker reported for them, and those that arrived with
+    // every credit out.
+    double answer_bytes = 0;
+    double cpu_seconds = 0;
+    int64_t results = 0, saturated_results = 0;
+  };
+
+  static double UsableCores(const Worker& w);
+  static int CreditsFor(const Worker& w);
+  static int FreeCredits(const Worker& w) {
+    return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
+  }
+  void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeHedge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drop(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireLocked(int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnOpened(int w, const proto::JobOpened& opened);
+  void OnResult(int w, std::shared_ptr<const ReceivedMessage> answer);
+  void OnClosed(int w, const absl::Status& status);
+  // Takes `answer` from worker `w` into `out` if it is the one to take;
+  // false for an answer to drop (late, or the slower of a hedged pair).
+  bool TakeAnswer(int w, const ReceivedMessage& answer, Pending* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RemotePoolOptions options_;
+  const proto::JobOpen open_;
+  const StreamFactory factory_;
+  const Callbacks callbacks_;
+  const Clock clock_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);        // by id; never shrinks
+  std::map<uint64_t, Pending> items_ ABSL_GUARDED_BY(mu_);  // not yet answered
+  std::deque<uint64_t> queued_ ABSL_GUARDED_BY(mu_);        // without a worker
+  uint64_t next_item_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool all_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
+  std::thread watchdog_;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_REMOTE_POOL_H_

@@ -1,0 +1,119 @@
+#include "client/scheduler_grants.h"
+
+#include <vector>
+
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+
+SchedulerGrants::SchedulerGrants(const Options& options, const Security& security, RemotePool* pool,
+                                 std::function<double()> want)
+    : options_(options), pool_(pool), want_(std::move(want)) {
+  registration_ = std::make_unique<JobRegistration>(
+      options_.scheduler, security, options_.job_id,
+      [this](proto::JobBeat* beat) { FillBeat(beat); },
+      [this](const proto::JobGrant& grant) { Apply(grant); },
+      [this](const grpc::Status&) {
+        absl::MutexLock lock(&mu_);
+        answered_ = true;
+        state_.reachable = false;
+      });
+}
+
+SchedulerGrants::~SchedulerGrants() { Stop(); }
+
+void SchedulerGrants::Start() { registration_->Start(); }
+
+void SchedulerGrants::AwaitFirstAnswer(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithDeadline(absl::Condition(&answered_), deadline);
+}
+
+void SchedulerGrants::Finish() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+  }
+  registration_->Kick();
+}
+
+void SchedulerGrants::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
+  registration_->Stop();
+  if (state().reachable) registration_->Release();  // else it would only wait out its deadline
+}
+
+SchedulerGrants::State SchedulerGrants::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+void SchedulerGrants::FillBeat(proto::JobBeat* beat) {
+  bool finished;
+  {
+    absl::MutexLock lock(&mu_);
+    finished = finished_;
+  }
+  const double want = finished ? 0 : want_();
+  {
+    absl::MutexLock lock(&mu_);
+    state_.wanted_cores = want;
+  }
+  beat->set_weight(options_.weight);
+  beat->mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
+  beat->set_wanted_cores(want);
+  for (const RemotePool::Member& m : pool_->Members()) {
+    if (m.worker_id.empty() || !m.alive || m.retiring) continue;
+    proto::WorkerGrant* current = beat->add_current();
+    current->set_worker_id(m.worker_id);
+    current->set_address(m.address);
+    current->set_cores(m.granted_cores);
+  }
+}
+
+void SchedulerGrants::Apply(const proto::JobGrant& grant) {
+  absl::MutexLock lock(&mu_);
+  state_.reachable = true;
+  // After the run the job wants nothing (and gets a zero share): the stats
+  // keep the share it ran with.
+  if (finished_ || stopped_) {
+    answered_ = true;
+    return;
+  }
+  state_.fair_share_cores = grant.fair_share_cores();
+  const std::vector<RemotePool::Member> members = pool_->Members();
+  std::vector<bool> named(members.size());
+  for (const proto::WorkerGrant& g : grant.workers()) {
+    int found = -1;
+    for (const RemotePool::Member& m : members) {
+      if (m.alive && m.address == g.address()) found = m.id;
+    }
+    if (found < 0) {
+      if (!pool_->MayDial(g.address())) continue;
+      spdlog::info("scheduler granted worker {} ({}, {:.2f} cores); opening the job there",
+                   g.worker_id(), g.address(), g.cores());
+      pool_->Add(g.address(), g.worker_id(), g.cores(), g.tls_name());
+      continue;
+    }
+    named[found] = true;
+    const RemotePool::Member& m = members[found];
+    if (m.worker_id.empty()) continue;  // named in --workers too: it stays a static worker
+    if (m.retiring) pool_->Keep(found);
+    pool_->SetGrantedCores(found, g.cores());
+  }
+  // A settling scheduler (just restarted) may not know every worker yet:
+  // only add until it has heard from the whole pool.
+  if (!grant.settling()) {
+    for (const RemotePool::Member& m : members) {
+      if (!named[m.id] && !m.worker_id.empty() && m.alive && !m.retiring) pool_->Retire(m.id);
+    }
+  }
+  answered_ = true;
+}
+
+}  // namespace prepflow

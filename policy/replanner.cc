@@ -1,0 +1,277 @@
+#include "policy/replanner.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace prepflow::policy {
+namespace {
+
+// What the re-planner asks for when it scores the pool as its own.
+constexpr double kUnlimitedCores = 1e6;
+
+// The largest relative change between two plan inputs, and what it was.
+std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
+  std::pair<double, std::string> worst = {0, ""};
+  auto check = [&](double x, double y, const std::string& what) {
+    const bool x_limited = x < 1e299, y_limited = y < 1e299;
+    const double change = x_limited != y_limited ? 1 : x_limited ? RelativeChange(x, y) : 0;
+    if (change > worst.first) worst = {change, what};
+  };
+  double la = 0, lb = 0, ra = 0, rb = 0;
+  for (size_t i = 0; i < a.local_cost.size() && i < b.local_cost.size(); ++i) {
+    la += a.local_cost[i];
+    lb += b.local_cost[i];
+    ra += a.remote_cost[i];
+    rb += b.remote_cost[i];
+    check(a.boundary_bytes[i], b.boundary_bytes[i], absl::StrCat("stage ", i, "'s output size"));
+  }
+  check(la, lb, "the local cost per sample");
+  check(ra, rb, "the workers' cost per sample");
+  check(a.local_cores, b.local_cores, "the local cores");
+  check(a.remote_cores, b.remote_cores, "the remote cores");
+  check(a.bandwidth, b.bandwidth, "the ingest bandwidth");
+  check(a.demand, b.demand, "the demand");
+  check(a.local_cost_per_byte, b.local_cost_per_byte, "the receive cost per byte");
+  return worst;
+}
+
+void Fold(std::vector<SmoothedRatio>& cpu, std::vector<SmoothedRatio>& bytes,
+          const std::vector<StageTotals>& totals) {
+  if (cpu.empty()) {  // windows of 64 samples, a first estimate after 16
+    cpu.assign(totals.size(), SmoothedRatio(64, 0.3, 16));
+    bytes.assign(totals.size(), SmoothedRatio(64, 0.3, 16));
+  }
+  for (size_t i = 0; i < totals.size() && i < cpu.size(); ++i) {
+    cpu[i].Update(totals[i].cpu_seconds, totals[i].samples);
+    bytes[i].Update(totals[i].output_bytes, totals[i].samples);
+  }
+}
+
+}  // namespace
+
+Placement Placement::Cut(int num_stages, int cut, double remote_fraction) {
+  Placement p;
+  p.cdf_.assign(static_cast<size_t>(num_stages) + 2, 1.0);
+  for (int j = 0; j <= cut && j <= num_stages; ++j) p.cdf_[j] = 1 - remote_fraction;
+  return p;
+}
+
+Placement Placement::FromRates(const std::vector<double>& rate) {
+  double total = 0;
+  for (double r : rate) total += r;
+  Placement p;
+  p.cdf_.assign(rate.size() + 1, 1.0);
+  if (total <= 0) return p;
+  // Outcomes: local (path 0), remote cut 0 (never planned), then cuts 1..n.
+  double sum = rate[0];
+  p.cdf_[0] = p.cdf_[1] = sum / total;
+  for (size_t k = 1; k < rate.size(); ++k) p.cdf_[k + 1] = (sum += rate[k]) / total;
+  p.cdf_.back() = 1;
+  return p;
+}
+
+int Placement::Draw(double u) const {
+  const int outcomes = static_cast<int>(cdf_.size());
+  for (int j = 0; j < outcomes - 1; ++j) {
+    if (u < cdf_[j]) return j - 1;
+  }
+  return outcomes - 2;
+}
+
+std::vector<double> Placement::Fractions() const {
+  std::vector<double> out;
+  double prev = 0;
+  for (double c : cdf_) {
+    out.push_back(c - prev);
+    prev = c;
+  }
+  return out;
+}
+
+std::vector<double> Placement::PathShares() const {
+  std::vector<double> shares(cdf_.size() - 1);
+  shares[0] = cdf_[1];
+  for (size_t k = 1; k < shares.size(); ++k) shares[k] = cdf_[k + 1] - cdf_[k];
+  return shares;
+}
+
+std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
+                                double remote_cores, int* cut) {
+  if (remote_cores <= 0 || fixed_bytes.size() < 2) return std::nullopt;
+  const int n = static_cast<int>(fixed_bytes.size()) - 1;
+  int best = n;
+  for (int k = n; k >= 1; --k) {
+    if (fixed_bytes[k] >= 0 && fixed_bytes[k] < fixed_bytes[best]) best = k;
+  }
+  if (cut != nullptr) *cut = best;
+  return Placement::Cut(n, best, remote_cores / (local_cores + remote_cores));
+}
+
+Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
+    : options_(options), placement_(initial) {}
+
+void Replanner::Invalidate() {
+  absl::MutexLock lock(&mu_);
+  last_plan_nanos_ = 0;
+}
+
+void Replanner::FoldStages(const Snapshot& s) {
+  Fold(local_cpu_, local_bytes_, s.local_stages);
+  Fold(remote_cpu_, remote_bytes_, s.remote_stages);
+  read_cpu_.Update(s.read.cpu_seconds, s.read.samples);
+  receive_cost_.Update(s.receive_cpu_seconds, s.received_bytes);
+  demand_.Update(s.delivered_samples, s.busy_seconds);
+}
+
+void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
+  const double window = (s.now_nanos - window_nanos_) * 1e-9;
+  if (window_nanos_ == 0 || window < 1) {
+    if (window_nanos_ == 0) {
+      window_nanos_ = s.now_nanos;
+      window_cpu_nanos_ = s.process_cpu_nanos;
+    }
+    return;
+  }
+  const double here_busy =
+      (s.process_cpu_nanos - window_cpu_nanos_) * 1e-9 / (window * std::max(s.local_cores, 0.01));
+  window_nanos_ = s.now_nanos;
+  window_cpu_nanos_ = s.process_cpu_nanos;
+  for (const WorkerTotals& w : s.workers) {
+    if (!w.usable) continue;
+    auto [it, fresh] = links_.try_emplace(w.id);
+    LinkWindow& lw = it->second;
+    if (fresh || lw.start_nanos == 0) {
+      if (w.results > 0) lw = LinkWindow{s.now_nanos, w, lw.link};
+      continue;
+    }
+    const double seconds = (s.now_nanos - lw.start_nanos) * 1e-9;
+    const int64_t results = w.results - lw.start.results;
+    if (seconds < 1 || results < 4) continue;
+    const double rate = (w.received_bytes - lw.start.received_bytes) / seconds;
+    const double busy =
+        (w.cpu_seconds - lw.start.cpu_seconds) / (seconds * std::max(w.cores, 0.01));
+    const double saturated =
+        static_cast<double>(w.saturated_results - lw.start.saturated_results) / results;
+    ReplanState::Link& link = lw.link;
+    link.ingest_rate = rate;
+    if (saturated >= 0.8 && busy < 0.6 && here_busy < 0.7) {
+      if (link.limit == 0 && notes != nullptr) {
+        notes->push_back(absl::StrFormat(
+            "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy)", w.name,
+            rate / 1e6, 100 * busy));
+      }
+      link.limit = link.limit > 0 ? 0.5 * (link.limit + rate) : rate;
+    } else if (link.limit > 0 && rate > link.limit) {
+      link.limit = rate;
+    }
+    lw.start_nanos = s.now_nanos;
+    lw.start = w;
+  }
+}
+
+std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
+  PlanInput in;
+  for (size_t i = 0; i < local_cpu_.size() && i + 1 < remote_cpu_.size(); ++i) {
+    const SmoothedRatio& lc = local_cpu_[i];
+    const SmoothedRatio& rc = remote_cpu_[i + 1];
+    if (!lc.known() && !rc.known()) return std::nullopt;  // nothing known about this stage yet
+    const double local = lc.value_or(rc.value());
+    in.local_cost.push_back(local);
+    in.remote_cost.push_back(rc.value_or(local));
+    in.boundary_bytes.push_back(local_bytes_[i].known() ? local_bytes_[i].value()
+                                                        : remote_bytes_[i + 1].value());
+  }
+  if (in.local_cost.empty()) return std::nullopt;
+  // Whoever runs stage 0 reads the file.
+  const double read_local = read_cpu_.value_or(0);
+  in.local_cost[0] += read_local;
+  in.remote_cost[0] += remote_cpu_[0].value_or(read_local);
+  in.local_cost_per_byte = receive_cost_.value_or(options_.prior_receive_cost_per_byte);
+  in.remote_cost_per_byte = options_.send_cost_per_byte;
+  in.local_cores = s.local_cores;
+  double remote_cores = 0, links = 0;
+  int usable = 0;
+  bool every_link_binds = true;
+  for (const WorkerTotals& w : s.workers) {
+    if (!w.usable) continue;
+    remote_cores += w.cores;
+    ++usable;
+    auto it = links_.find(w.id);
+    const double limit = it != links_.end() ? it->second.link.limit : 0;
+    links += limit;
+    every_link_binds = every_link_binds && limit > 0;
+  }
+  in.remote_cores = remote_cores;
+  in.cores_per_worker = usable > 0 ? remote_cores / usable : 1;
+  if (usable > 0 && every_link_binds) in.bandwidth = links;
+  if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
+  if (options_.demand > 0) {
+    in.demand = options_.demand;
+  } else if (demand_.known() && demand_.value() > 0) {
+    in.demand = demand_.value();
+  }
+  return in;
+}
+
+std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
+                                           std::vector<std::string>* notes) {
+  absl::MutexLock lock(&mu_);
+  FoldStages(snapshot);
+  FoldLinks(snapshot, notes);
+  const std::optional<PlanInput> in = CurrentInput(snapshot);
+  if (!in) return std::nullopt;
+  const int64_t now = snapshot.now_nanos;
+  const int64_t period = static_cast<int64_t>(options_.period_seconds * 1e9);
+  const auto [drift, what] = input_ ? Drift(*input_, *in) : std::make_pair(1.0, std::string());
+  const int64_t since = now - last_plan_nanos_;
+  const bool drifted = drift > options_.drift && since >= period / 4;
+  const bool due = last_plan_nanos_ == 0 || since >= period;
+  if (!due && !drifted) return std::nullopt;
+  if (!due && notes != nullptr) {
+    notes->push_back(absl::StrFormat("re-planning: %s moved %.0f%%", what, 100 * drift));
+  }
+  last_plan_nanos_ = now;
+  input_ = in;
+  auto plan = MakePlan(*in);
+  if (!plan.ok() || plan->throughput <= 0) return std::nullopt;
+  if (changes_ > 0) {
+    const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
+    if (running.ok() && plan->throughput <= (1 + options_.gain) * *running) {
+      throughput_ = *running;
+      return std::nullopt;
+    }
+  }
+  throughput_ = plan->throughput;
+  placement_ = Placement::FromRates(plan->rate);
+  explanation_ = plan->explanation;
+  ++changes_;
+  if (notes != nullptr) notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_));
+  return placement_;
+}
+
+std::optional<double> Replanner::WantedRemoteCores() const {
+  absl::MutexLock lock(&mu_);
+  if (!input_) return std::nullopt;
+  PlanInput unlimited = *input_;
+  unlimited.remote_cores = kUnlimitedCores;
+  auto plan = MakePlan(unlimited);
+  if (!plan.ok() || plan->throughput <= 0) return std::nullopt;
+  return plan->remote_cores_used;
+}
+
+ReplanState Replanner::State() const {
+  absl::MutexLock lock(&mu_);
+  ReplanState st;
+  st.explanation = explanation_;
+  st.changes = changes_;
+  st.throughput = throughput_;
+  if (input_ && input_->bandwidth < 1e299) st.ingest_limit = input_->bandwidth;
+  st.receive_cost_per_byte = receive_cost_.value_or(0);
+  for (const auto& [id, lw] : links_) st.links[id] = lw.link;
+  return st;
+}
+
+}  // namespace prepflow::policy

@@ -1,0 +1,213 @@
+// The online re-planner: when to replace the running placement, and with what.
+//
+// The planner (planner.h) answers "where should samples run, given these
+// costs and capacities". The re-planner feeds it while a job runs: it folds
+// what the client measured into smoothed costs, infers which worker links
+// bind, and decides when a new plan is worth switching to.
+//
+// Glossary (see planner.h for c_i, r_i, b_k, L, R, B, D, t_l, T)
+//   placement   the share of samples taking each path: local, then remote
+//               with cut 0..n (cut 0: the worker only reads the file); kept
+//               as a cumulative distribution and drawn per sample.
+//   snapshot    what the client has measured so far, as cumulative counters
+//               (CPU seconds, bytes and samples per stage on each side; bytes,
+//               results and CPU per worker), with its capacities, at one
+//               instant. The re-planner keeps no clock: time comes in with it.
+//   window      the increments between snapshots folded into one smoothed
+//               value (SmoothedRatio: 64 samples per stage window, the first
+//               estimate after 16; receive cost per 16 MB; demand per 0.25 s).
+//   drift       the largest relative change (RelativeChange) of any planner
+//               input since the last plan: a stage's output size, Σc, Σr, L,
+//               R, B, D or t_l.
+//
+// The rules
+//   warm-up     before every stage is measured (WarmUp): a share R / (L + R)
+//               of samples goes remote at the cut whose type has the fewest
+//               bytes (the latest on a tie), so both sides measure stages.
+//   when        a plan every `period_seconds`; sooner, but not before a
+//               quarter period, when drift > `drift`; at the next snapshot
+//               after Invalidate() (a worker came or went, a grant changed).
+//   hysteresis  a new plan replaces the running placement only when
+//               T_new > (1 + gain) · T_running, both scored on the same inputs
+//               (ThroughputOf): near-ties between cuts are common, and
+//               switching on noise gains nothing.
+//   links       over a window of ≥ 1 s and ≥ 4 results, a worker whose
+//               results came with every credit out (≥ 80% of them) while its
+//               CPU was < 60% busy and this process < 70% busy was held back
+//               by its link, and what arrived is what the link carries. The
+//               estimate rises on any faster window and is averaged with new
+//               binding evidence, so a plan that stops filling a link does
+//               not forget it. B = Σ link limits when every worker's link
+//               binds (else any other worker could carry more), capped by the
+//               operator's bandwidth.
+//   demand      D = samples delivered per second the trainer was not waiting
+//               (or the operator's figure).
+//
+// Thread-safety: thread-safe (one internal mutex); no I/O.
+#ifndef PREPFLOW_POLICY_REPLANNER_H_
+#define PREPFLOW_POLICY_REPLANNER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "policy/measurements.h"
+#include "policy/planner.h"
+
+namespace prepflow::policy {
+
+// Transport CPU per byte the planner charges before it has measured any: the
+// client's receive cost on the wire benchmark (docs/benchmarks.md), and a
+// worker's send cost, one copy into the kernel like iperf3's sender (0.12
+// CPU-s/GB there; workers do not report theirs).
+inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
+inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
+
+// Where samples run: the share of each path, as a cumulative distribution
+// over n + 2 outcomes (local, then remote cut 0..n).
+class Placement {
+ public:
+  // A share `remote_fraction` of samples at `cut`, the rest local. Cut(n, 0,
+  // 0) is all local; Cut(n, n, 1) runs every stage remotely.
+  static Placement Cut(int num_stages, int cut, double remote_fraction);
+  // From a plan's rates (planner.h: rate[k] for k = 0..n, 0 local).
+  static Placement FromRates(const std::vector<double>& rate);
+
+  // The path of a sample whose uniform draw is `u` in [0, 1): -1 to run it
+  // all locally, else the remote cut.
+  int Draw(double u) const;
+  bool all_local() const { return cdf_[0] >= 1; }
+  // The share of each outcome: local, then remote cut 0..n.
+  std::vector<double> Fractions() const;
+  // The planner's view: share per path k = 0..n (0 local; cut 0, which plans
+  // never use, counts as local).
+  std::vector<double> PathShares() const;
+
+ private:
+  std::vector<double> cdf_;
+};
+
+// The warm-up placement (see the rules), or nullopt when there are no remote
+// cores. `fixed_bytes[k]` for k = 1..n: the bytes of the value after stage
+// k - 1 when its type fixes them, else < 0 (index 0 unused); the last one
+// must be known. `cut` is set to the chosen cut.
+std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
+                                double remote_cores, int* cut);
+
+// Cumulative counters of one stage.
+struct StageTotals {
+  double cpu_seconds = 0;
+  double output_bytes = 0;
+  double samples = 0;
+};
+
+// One worker stream as the client saw it, counters cumulative since it opened.
+struct WorkerTotals {
+  int id = 0;           // stable for the stream's life
+  std::string name;     // for notes: its address
+  bool usable = false;  // open, taking items, not retiring
+  double cores = 0;     // cores this job may use there
+  double received_bytes = 0;
+  double cpu_seconds = 0;  // CPU it reported for this job's items
+  int64_t results = 0;
+  int64_t saturated_results = 0;  // results that arrived with every credit out
+};
+
+struct Snapshot {
+  int64_t now_nanos = 0;
+  int64_t process_cpu_nanos = 0;           // this process's CPU time, all threads
+  double local_cores = 1;                  // L
+  StageTotals read;                        // reading files here
+  std::vector<StageTotals> local_stages;   // one per stage, here
+  std::vector<StageTotals> remote_stages;  // "read", then one per stage, on workers
+  double received_bytes = 0;               // from every worker
+  double receive_cpu_seconds = 0;          // spent here receiving them
+  double delivered_samples = 0;            // to the trainer
+  double busy_seconds = 0;                 // the trainer's time not waiting for data
+  std::vector<WorkerTotals> workers;       // every stream, dead ones too
+};
+
+struct ReplanOptions {
+  double period_seconds = 2;
+  double drift = 0.25;
+  double gain = 0.03;
+  double demand = 0;     // D in samples/s; 0: measured
+  double bandwidth = 0;  // a cap on B in bytes/s; 0: none
+  // t_l before any receive is measured, and t_r (workers do not report it).
+  double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
+  double send_cost_per_byte = kAssumedSendCpuPerByte;
+};
+
+// What the re-planner holds now, for stats.
+struct ReplanState {
+  std::string explanation;           // of the plan in force ("" before the first)
+  int64_t changes = 0;               // plans applied
+  double throughput = 0;             // T the running placement reaches, samples/s
+  double ingest_limit = 0;           // B of the last plan input; 0: unlimited
+  double receive_cost_per_byte = 0;  // t_l as measured; 0: not yet
+  struct Link {
+    double limit = 0;        // bytes/s the link bound at; 0: never seen binding
+    double ingest_rate = 0;  // bytes/s over its last window
+  };
+  std::map<int, Link> links;  // by WorkerTotals::id
+};
+
+class Replanner {
+ public:
+  Replanner(const ReplanOptions& options, const Placement& initial);
+
+  // Folds `snapshot` in. Returns the new placement when it is time to re-plan
+  // and the plan found beats the running one; nullopt otherwise (also while a
+  // stage is still unmeasured). `notes` (may be null) gets lines worth
+  // logging: a link found binding, a re-plan brought forward by drift, the
+  // plan applied.
+  std::optional<Placement> Update(const Snapshot& snapshot, std::vector<std::string>* notes);
+
+  // The remote capacity changed: re-plan at the next Update().
+  void Invalidate();
+  // Cores the last plan's inputs would use with the pool to itself; nullopt
+  // before the first plan input.
+  std::optional<double> WantedRemoteCores() const;
+  ReplanState State() const;
+
+ private:
+  // The planner's input from the smoothed measurements; nullopt while a
+  // stage is unmeasured on both sides.
+  std::optional<PlanInput> CurrentInput(const Snapshot& snapshot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FoldStages(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  struct LinkWindow {
+    int64_t start_nanos = 0;
+    WorkerTotals start;  // the counters when the window opened
+    ReplanState::Link link;
+  };
+
+  const ReplanOptions options_;
+  mutable absl::Mutex mu_;
+  Placement placement_ ABSL_GUARDED_BY(mu_);
+  std::vector<SmoothedRatio> local_cpu_ ABSL_GUARDED_BY(mu_), local_bytes_ ABSL_GUARDED_BY(mu_);
+  std::vector<SmoothedRatio> remote_cpu_ ABSL_GUARDED_BY(mu_), remote_bytes_ ABSL_GUARDED_BY(mu_);
+  SmoothedRatio read_cpu_ ABSL_GUARDED_BY(mu_){8};
+  SmoothedRatio receive_cost_ ABSL_GUARDED_BY(mu_){16e6};  // per 16 MB received
+  SmoothedRatio demand_ ABSL_GUARDED_BY(mu_){0.25};        // per 0.25 busy s
+  // The links' shared window: when it opened, and this process's CPU then.
+  int64_t window_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t window_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int, LinkWindow> links_ ABSL_GUARDED_BY(mu_);
+  int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);  // of the last plan
+  double throughput_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string explanation_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace prepflow::policy
+
+#endif  // PREPFLOW_POLICY_REPLANNER_H_

@@ -1,0 +1,348 @@
+// RemotePool against fake streams and a fake clock: credits, exactly-once
+// answers, re-issue when a worker dies or goes silent, hedging, refusals,
+// grants' credits and retirement. No process, socket or sleep.
+#include "client/remote_pool.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace prepflow {
+namespace {
+
+// One stream: records what the pool sends; the test plays the worker.
+struct FakeStream : WorkerStream {
+  std::string address;
+  Handlers handlers;
+  bool started = false, closed = false, cancelled = false;
+  std::vector<proto::WorkItem> sent;
+  int64_t bytes = 0;
+
+  void Start(const proto::JobOpen&) override { started = true; }
+  void Send(proto::WorkItem item) override { sent.push_back(std::move(item)); }
+  void Close() override { closed = true; }
+  void Cancel() override { cancelled = true; }
+  int64_t received_bytes() const override { return bytes; }
+  int64_t receive_cpu_nanos() const override { return 0; }
+};
+
+class RemotePoolTest : public ::testing::Test {
+ protected:
+  RemotePoolTest() : batch_(ValueType{ValueKind::kTensor, {1}}, 64) {
+    std::vector<int64_t> indices(64);
+    for (int i = 0; i < 64; ++i) indices[i] = 1000 + i;
+    batch_.Reset(/*epoch=*/3, 0, indices);
+  }
+
+  void Make(RemotePoolOptions options = {}) {
+    RemotePool::Callbacks cb;
+    cb.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
+                       const std::string& address) {
+      for (int64_t slot : item.slots) ++delivered_[slot];
+      answered_by_.push_back(address);
+      (void)answer;
+    };
+    cb.run_locally = [this](RemoteItem item) {
+      for (int64_t slot : item.slots) ++local_[slot];
+    };
+    cb.failed = [this](const absl::Status& s) { refusal_ = s; };
+    cb.changed = [this] { ++changes_; };
+    StreamFactory factory = [this](const std::string& address, const std::string&,
+                                   WorkerStream::Handlers handlers) {
+      auto s = std::make_unique<FakeStream>();
+      s->address = address;
+      s->handlers = std::move(handlers);
+      streams_.push_back(s.get());
+      return s;
+    };
+    proto::JobOpen open;
+    open.set_job_id("job-test");
+    pool_ = std::make_unique<RemotePool>(options, open, factory, cb, [this] { return now_; });
+  }
+
+  // Adds a worker and has it open the job with `credits`.
+  FakeStream* Open(const std::string& address, int credits, const std::string& worker_id = "",
+                   double granted = 0, int cores = 4) {
+    pool_->Add(address, worker_id, granted);
+    FakeStream* s = streams_.back();
+    proto::JobOpened opened;
+    opened.set_max_items_in_flight(credits);
+    opened.set_threads(cores);
+    opened.set_cores(cores);
+    s->handlers.opened(opened);
+    return s;
+  }
+
+  void Submit(std::vector<int64_t> slots) { pool_->Submit(RemoteItem{&batch_, slots, 2}); }
+
+  // The worker behind `s` answers the item it was sent as its `k`-th.
+  void Answer(FakeStream* s, size_t k, int64_t wire_bytes = 100) {
+    const proto::WorkItem& item = s->sent.at(k);
+    auto answer = std::make_shared<ReceivedMessage>();
+    proto::ItemResult* r = answer->message.mutable_result();
+    r->set_item_id(item.item_id());
+    for (int64_t index : item.indices()) {
+      proto::SampleResult* sr = r->add_samples();
+      sr->set_index(index);
+      sr->set_read_cpu_seconds(0.001);
+    }
+    answer->payloads.resize(item.indices_size());
+    answer->wire_bytes = static_cast<size_t>(wire_bytes);
+    s->handlers.result(answer);
+  }
+
+  int64_t Delivered() const {
+    int64_t n = 0;
+    for (const auto& [slot, count] : delivered_) n += count;
+    for (const auto& [slot, count] : local_) n += count;
+    return n;
+  }
+  // Every slot in `slots` arrived exactly once, remotely or locally.
+  void ExpectExactlyOnce(const std::vector<int64_t>& slots) {
+    for (int64_t slot : slots) {
+      const int remote = delivered_.count(slot) ? delivered_.at(slot) : 0;
+      const int local = local_.count(slot) ? local_.at(slot) : 0;
+      EXPECT_EQ(remote + local, 1) << "slot " << slot;
+    }
+  }
+
+  Batch batch_;
+  int64_t now_ = 1'000'000'000;
+  std::vector<FakeStream*> streams_;
+  std::map<int64_t, int> delivered_, local_;
+  std::vector<std::string> answered_by_;
+  absl::Status refusal_;
+  int changes_ = 0;
+  std::unique_ptr<RemotePool> pool_;
+};
+
+TEST_F(RemotePoolTest, SendsNoMoreThanTheCreditsAndRefillsOnEachAnswer) {
+  Make();
+  FakeStream* w = Open("w:1", /*credits=*/2);
+  for (int64_t i = 0; i < 5; ++i) Submit({i});
+  ASSERT_EQ(w->sent.size(), 2u);  // two credits
+  EXPECT_EQ(w->sent[0].epoch(), 3u);
+  EXPECT_EQ(w->sent[0].cut(), 2);
+  EXPECT_EQ(w->sent[0].indices(0), 1000);
+  Answer(w, 0);
+  EXPECT_EQ(w->sent.size(), 3u);  // its credit came back
+  Answer(w, 1);
+  Answer(w, 2);
+  Answer(w, 3);
+  Answer(w, 4);
+  ExpectExactlyOnce({0, 1, 2, 3, 4});
+  EXPECT_TRUE(local_.empty());
+  EXPECT_EQ(pool_->counters().reissued_items, 0);
+}
+
+TEST_F(RemotePoolTest, SpreadsItemsToTheWorkerWithTheMostFreeCredits) {
+  Make();
+  FakeStream* a = Open("a:1", 1);
+  FakeStream* b = Open("b:1", 3);
+  for (int64_t i = 0; i < 4; ++i) Submit({i});
+  EXPECT_EQ(a->sent.size(), 1u);
+  EXPECT_EQ(b->sent.size(), 3u);
+  EXPECT_EQ(pool_->UsableCredits(), 4);
+}
+
+TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {
+  Make();
+  FakeStream* a = Open("a:1", 2);
+  FakeStream* b = Open("b:1", 2);
+  for (int64_t i = 0; i < 6; ++i) Submit({i});  // 2 + 2 out, 2 queued
+  ASSERT_EQ(a->sent.size(), 2u);
+  ASSERT_EQ(b->sent.size(), 2u);
+  Answer(a, 0);  // a delivered one item, then dies owing one
+  ASSERT_EQ(a->sent.size(), 3u);
+  a->handlers.closed(absl::UnavailableError("connection reset"));
+  EXPECT_TRUE(a->cancelled);
+  EXPECT_EQ(pool_->counters().reissued_items, 2);
+  // A late answer from the dead worker is dropped.
+  Answer(a, 1);
+  // b takes everything else, in order, as its credits allow.
+  for (size_t k = 0; k < 6 && k < b->sent.size(); ++k) Answer(b, k);
+  ExpectExactlyOnce({0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(Delivered(), 6);
+  EXPECT_TRUE(refusal_.ok());
+}
+
+TEST_F(RemotePoolTest, ASilentWorkerIsDroppedAfterTheTimeoutOnTheFakeClock) {
+  RemotePoolOptions options;
+  options.worker_timeout_seconds = 5;
+  options.hedge_after = 0;
+  Make(options);
+  FakeStream* a = Open("a:1", 1);
+  Submit({0});
+  now_ += 4'000'000'000;
+  pool_->Tick();
+  EXPECT_FALSE(a->cancelled);  // 4 s: still within the timeout
+  now_ += 2'000'000'000;
+  pool_->Tick();
+  EXPECT_TRUE(a->cancelled);
+  const std::vector<RemotePool::Member> members = pool_->Members();
+  EXPECT_NE(members[0].dropped_because.find("silent for 6.0 s"), std::string::npos)
+      << members[0].dropped_because;
+  // Nobody is left: the item runs here, once.
+  ExpectExactlyOnce({0});
+  EXPECT_EQ(local_.size(), 1u);
+}
+
+TEST_F(RemotePoolTest, AnIdleWorkerIsNotDroppedForSilence) {
+  RemotePoolOptions options;
+  options.worker_timeout_seconds = 5;
+  Make(options);
+  FakeStream* a = Open("a:1", 1);
+  now_ += 60'000'000'000;
+  pool_->Tick();
+  EXPECT_FALSE(a->cancelled);  // it owes nothing
+}
+
+TEST_F(RemotePoolTest, ASlowItemIsHedgedAndTheFirstAnswerWins) {
+  RemotePoolOptions options;
+  options.hedge_after = 3;
+  Make(options);
+  FakeStream* fast = Open("fast:1", 1);
+  FakeStream* slow = Open("slow:1", 1);
+  // Teach the pool the typical latency: 100 ms on the fast worker.
+  Submit({0});
+  Submit({1});
+  ASSERT_EQ(fast->sent.size(), 1u);
+  ASSERT_EQ(slow->sent.size(), 1u);
+  now_ += 100'000'000;
+  Answer(fast, 0);
+  // Item 1 has been on the slow worker 100 ms: not due yet (3 x 100 ms).
+  pool_->Tick();
+  EXPECT_EQ(fast->sent.size(), 1u);
+  now_ += 250'000'000;
+  pool_->Tick();  // 350 ms > 300 ms: copied to the idle fast worker
+  ASSERT_EQ(fast->sent.size(), 2u);
+  EXPECT_EQ(fast->sent[1].item_id(), slow->sent[0].item_id());
+  EXPECT_EQ(pool_->counters().hedged_items, 1);
+  Answer(fast, 1);  // the copy wins
+  EXPECT_EQ(pool_->counters().hedge_wins, 1);
+  // The slow worker still holds the credit until its late answer comes.
+  Submit({2});  // to the fast one
+  Submit({3});  // queued: nobody has a free credit
+  EXPECT_EQ(fast->sent.size(), 3u);
+  EXPECT_EQ(slow->sent.size(), 1u);
+  Answer(slow, 0);  // dropped, and its credit is free again
+  ASSERT_EQ(slow->sent.size(), 2u);
+  Answer(slow, 1);
+  Answer(fast, 2);
+  ExpectExactlyOnce({0, 1, 2, 3});
+  EXPECT_EQ(answered_by_.size(), 4u);
+}
+
+TEST_F(RemotePoolTest, AHedgedItemSurvivesItsFirstWorkerDying) {
+  RemotePoolOptions options;
+  options.hedge_after = 1;
+  Make(options);
+  FakeStream* a = Open("a:1", 1);
+  FakeStream* b = Open("b:1", 1);
+  Submit({0});
+  Submit({1});
+  now_ += 50'000'000;
+  Answer(b, 0);  // b: typical latency 50 ms
+  now_ += 100'000'000;
+  pool_->Tick();  // a's item waited 150 ms: copied to b
+  ASSERT_EQ(b->sent.size(), 2u);
+  a->handlers.closed(absl::UnavailableError("gone"));
+  EXPECT_EQ(pool_->counters().reissued_items, 0);  // the copy on b stands in
+  Answer(b, 1);
+  ExpectExactlyOnce({0, 1});
+  EXPECT_TRUE(local_.empty());
+}
+
+TEST_F(RemotePoolTest, ARefusalStopsTheRunButAGrantedWorkersRefusalIsLeftOut) {
+  Make();
+  FakeStream* granted = Open("g:1", 1, "w-granted", 2);
+  granted->handlers.closed(absl::PermissionDeniedError("dataset not below the data root"));
+  EXPECT_TRUE(refusal_.ok());
+  EXPECT_FALSE(pool_->MayDial("g:1"));  // never again
+  FakeStream* fixed = Open("f:1", 1);
+  fixed->handlers.closed(absl::PermissionDeniedError("token mismatch"));
+  EXPECT_EQ(refusal_.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(pool_->AwaitOpened(absl::Now()).code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST_F(RemotePoolTest, AFailedGrantedWorkerIsNotRedialledUntilTheDelayPasses) {
+  RemotePoolOptions options;
+  options.redial_after_seconds = 10;
+  Make(options);
+  FakeStream* g = Open("g:1", 1, "w-g", 2);
+  g->handlers.closed(absl::UnavailableError("gone"));
+  EXPECT_FALSE(pool_->MayDial("g:1"));
+  now_ += 11'000'000'000;
+  EXPECT_TRUE(pool_->MayDial("g:1"));
+}
+
+TEST_F(RemotePoolTest, AGrantOfPartOfAWorkerScalesItsCredits) {
+  Make();
+  Open("g:1", /*credits=*/8, "w-g", /*granted=*/1, /*cores=*/4);
+  EXPECT_EQ(pool_->UsableCredits(), 2);  // a quarter of its cores
+  EXPECT_DOUBLE_EQ(pool_->UsableCores(), 1);
+  const int before = changes_;
+  pool_->SetGrantedCores(0, 4);
+  EXPECT_EQ(pool_->UsableCredits(), 8);
+  EXPECT_GT(changes_, before);
+}
+
+TEST_F(RemotePoolTest, ARetiredWorkerFinishesItsItemsAndIsClosed) {
+  Make();
+  FakeStream* g = Open("g:1", 2, "w-g", 4);
+  Submit({0});
+  pool_->Retire(0);
+  EXPECT_FALSE(g->closed);  // it still owes an item
+  Submit({1});              // nothing new goes to it: runs here
+  EXPECT_EQ(g->sent.size(), 1u);
+  EXPECT_EQ(local_.count(1), 1u);
+  Answer(g, 0);
+  EXPECT_TRUE(g->closed);
+  ExpectExactlyOnce({0, 1});
+}
+
+TEST_F(RemotePoolTest, WorkersThatDoNotOpenInTimeAreDropped) {
+  RemotePoolOptions options;
+  options.connect_timeout_seconds = 2;
+  Make(options);
+  pool_->Add("never:1");
+  EXPECT_TRUE(pool_->AwaitOpened(absl::Now()).ok());
+  const std::vector<RemotePool::Member> members = pool_->Members();
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_FALSE(members[0].alive);
+  EXPECT_NE(members[0].dropped_because.find("did not open the job within 2 s"), std::string::npos);
+  Submit({0});
+  ExpectExactlyOnce({0});  // ran here
+}
+
+TEST_F(RemotePoolTest, ACleanEndAfterFinishIsNotAFailure) {
+  Make();
+  FakeStream* a = Open("a:1", 1);
+  pool_->Finish();
+  EXPECT_TRUE(a->closed);
+  a->handlers.closed(absl::OkStatus());
+  EXPECT_TRUE(pool_->Members()[0].alive);  // not dropped
+  EXPECT_TRUE(pool_->Members()[0].dropped_because.empty());
+}
+
+TEST_F(RemotePoolTest, TheSnapshotCountsAnswersForTheLinkEstimate) {
+  Make();
+  FakeStream* a = Open("a:1", 1);
+  Submit({0, 1});
+  Answer(a, 0, /*wire_bytes=*/5000);
+  policy::Snapshot s;
+  pool_->FillSnapshot(&s);
+  ASSERT_EQ(s.workers.size(), 1u);
+  EXPECT_TRUE(s.workers[0].usable);
+  EXPECT_EQ(s.workers[0].results, 1);
+  EXPECT_EQ(s.workers[0].saturated_results, 1);  // it arrived with every credit out
+  EXPECT_DOUBLE_EQ(s.workers[0].received_bytes, 5000);
+  EXPECT_DOUBLE_EQ(s.workers[0].cpu_seconds, 0.002);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -1,0 +1,221 @@
+// The re-planner with hand-made snapshots: warm-up, the first plan, the
+// period, drift, hysteresis, invalidation, and the link heuristic.
+#include "policy/replanner.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace prepflow::policy {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+
+// A two-stage pipeline (decode 10 ms -> 150 KB, crop 1 ms -> 600 KB), run
+// with `samples` samples measured on each side so far.
+struct Job {
+  double decode_cost = 0.010, crop_cost = 0.001;
+  double remote_cores = 8;
+  double process_cpu_seconds = 0;  // this process's CPU so far
+  // One worker's counters (the whole remote pool is this one worker).
+  double worker_bytes = 0, worker_cpu = 0;
+  int64_t worker_results = 0, worker_saturated = 0;
+
+  Snapshot At(double seconds, double samples) const {
+    Snapshot s;
+    s.now_nanos = static_cast<int64_t>(seconds * kSecond);
+    s.process_cpu_nanos = static_cast<int64_t>(process_cpu_seconds * kSecond);
+    s.local_cores = 2;
+    s.read = {0, 0, samples};
+    s.local_stages = {{decode_cost * samples, 150e3 * samples, samples},
+                      {crop_cost * samples, 600e3 * samples, samples}};
+    s.remote_stages = {{0, 0, samples},
+                       {decode_cost * samples, 150e3 * samples, samples},
+                       {crop_cost * samples, 600e3 * samples, samples}};
+    s.delivered_samples = samples;
+    s.busy_seconds = seconds;
+    WorkerTotals w;
+    w.id = 7;
+    w.name = "w:1";
+    w.usable = true;
+    w.cores = remote_cores;
+    w.received_bytes = worker_bytes;
+    w.cpu_seconds = worker_cpu;
+    w.results = worker_results;
+    w.saturated_results = worker_saturated;
+    s.workers.push_back(w);
+    return s;
+  }
+};
+
+ReplanOptions Options() {
+  ReplanOptions o;
+  o.period_seconds = 2;
+  o.drift = 0.25;
+  o.gain = 0.03;
+  o.demand = 1e4;  // fixed, so only the costs and capacities move
+  return o;
+}
+
+TEST(WarmUp, SendsTheRemoteShareToTheCutWithTheFewestBytes) {
+  int cut = -1;
+  // Stages' outputs: 150 KB, 600 KB, 600 KB (the last must be known).
+  auto p = WarmUp({-1, 150'000, 600'000, 600'000}, /*local=*/2, /*remote=*/6, &cut);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(cut, 1);
+  const std::vector<double> f = p->Fractions();  // local, cut 0, 1, 2, 3
+  ASSERT_EQ(f.size(), 5u);
+  EXPECT_DOUBLE_EQ(f[0], 0.25);
+  EXPECT_DOUBLE_EQ(f[2], 0.75);
+  // A tie goes to the latest cut; an unfixed size is never chosen.
+  WarmUp({-1, 600'000, -1, 600'000}, 1, 1, &cut);
+  EXPECT_EQ(cut, 3);
+  EXPECT_FALSE(WarmUp({-1, 10, 20}, 2, 0, &cut).has_value());  // no remote cores
+}
+
+TEST(Placement, DrawsEachPathInProportion) {
+  const Placement p = Placement::Cut(/*stages=*/3, /*cut=*/2, /*remote_fraction=*/0.25);
+  EXPECT_FALSE(p.all_local());
+  EXPECT_EQ(p.Draw(0.0), -1);
+  EXPECT_EQ(p.Draw(0.74), -1);
+  EXPECT_EQ(p.Draw(0.76), 2);
+  EXPECT_TRUE(Placement::Cut(3, 0, 0).all_local());
+  EXPECT_EQ(Placement::Cut(3, 3, 1).Draw(0.0), 3);
+  const Placement r = Placement::FromRates({10, 0, 30, 0});  // local 25%, cut 2 75%
+  EXPECT_EQ(r.Draw(0.2), -1);
+  EXPECT_EQ(r.Draw(0.3), 2);
+  EXPECT_EQ(r.PathShares(), (std::vector<double>{0.25, 0, 0.75, 0}));
+}
+
+TEST(Replanner, NoPlanUntilEveryStageIsMeasured) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  std::vector<std::string> notes;
+  EXPECT_FALSE(r.Update(job.At(1, 8), &notes).has_value());  // under the first window
+  EXPECT_FALSE(r.WantedRemoteCores().has_value());
+  EXPECT_EQ(r.State().changes, 0);
+  EXPECT_TRUE(notes.empty());
+}
+
+TEST(Replanner, TheFirstPlanOffloadsAndIsExplained) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  std::vector<std::string> notes;
+  const std::optional<Placement> p = r.Update(job.At(1, 100), &notes);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_LT(p->Fractions()[0], 0.5);  // most samples go to the 8 remote cores
+  const ReplanState st = r.State();
+  EXPECT_EQ(st.changes, 1);
+  EXPECT_GT(st.throughput, 2 / 0.011);  // more than the 2 local cores reach
+  EXPECT_FALSE(st.explanation.empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].rfind("plan 1: ", 0), 0u) << notes[0];
+  ASSERT_TRUE(r.WantedRemoteCores().has_value());
+  EXPECT_GT(*r.WantedRemoteCores(), 0);
+}
+
+TEST(Replanner, KeepsTheRunningPlanWhenNothingBetterComes) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  // After the period, the same measurements: the same plan, not re-applied.
+  EXPECT_FALSE(r.Update(job.At(3.5, 200), nullptr).has_value());
+  EXPECT_EQ(r.State().changes, 1);
+}
+
+TEST(Replanner, ABetterPlanReplacesTheRunningOneAfterThePeriod) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  const Placement first = *r.Update(job.At(1, 100), nullptr);
+  job.remote_cores = 1;  // most of the pool went away
+  const std::optional<Placement> next = r.Update(job.At(3.5, 200), nullptr);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GT(next->Fractions()[0], first.Fractions()[0]);  // more runs here now
+  EXPECT_EQ(r.State().changes, 2);
+}
+
+TEST(Replanner, DriftBringsTheNextPlanForwardButNotBeforeAQuarterPeriod) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  job.remote_cores = 1;
+  std::vector<std::string> notes;
+  EXPECT_FALSE(r.Update(job.At(1.3, 200), &notes).has_value());  // 0.3 s < 0.5 s
+  EXPECT_TRUE(notes.empty());
+  EXPECT_TRUE(r.Update(job.At(1.6, 300), &notes).has_value());
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0], "re-planning: the remote cores moved 88%");
+}
+
+TEST(Replanner, SmallDriftWaitsForThePeriod) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  job.remote_cores = 7;  // 12.5% < 25%
+  EXPECT_FALSE(r.Update(job.At(1.6, 200), nullptr).has_value());
+}
+
+TEST(Replanner, InvalidateReplansAtTheNextSnapshot) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  job.remote_cores = 1;
+  r.Invalidate();  // a worker left
+  EXPECT_TRUE(r.Update(job.At(1.1, 200), nullptr).has_value());
+}
+
+// Three snapshots 1.5 s apart: the process's window opens, the worker's
+// window opens, and both close.
+ReplanState LinkAfterWindows(double process_busy, double worker_busy, double saturated_share,
+                             std::vector<std::string>* notes) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  r.Update(job.At(1, 100), notes);
+  r.Update(job.At(2.5, 200), notes);
+  // Over 1.5 s: 20 results, 30 MB, the given CPU shares.
+  job.worker_results += 20;
+  job.worker_saturated += static_cast<int64_t>(20 * saturated_share);
+  job.worker_bytes += 30e6;
+  job.worker_cpu += worker_busy * 1.5 * job.remote_cores;
+  job.process_cpu_seconds += process_busy * 1.5 * 2;
+  r.Update(job.At(4, 300), notes);
+  return r.State();
+}
+
+TEST(Replanner, ALinkBindsWhenEveryCreditIsOutAndBothSidesIdle) {
+  std::vector<std::string> notes;
+  const ReplanState st = LinkAfterWindows(0.3, 0.2, 1.0, &notes);
+  ASSERT_EQ(st.links.count(7), 1u);
+  EXPECT_DOUBLE_EQ(st.links.at(7).limit, 20e6);  // 30 MB in 1.5 s
+  EXPECT_DOUBLE_EQ(st.links.at(7).ingest_rate, 20e6);
+  bool noted = false;
+  for (const std::string& n : notes) noted |= n.find("w:1: its link binds at 20.0 MB/s") != n.npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(Replanner, NoLinkLimitWhenTheWorkerOrThisProcessIsBusyOrCreditsAreFree) {
+  std::vector<std::string> notes;
+  EXPECT_EQ(LinkAfterWindows(0.9, 0.2, 1.0, &notes).links.at(7).limit, 0);  // here busy
+  EXPECT_EQ(LinkAfterWindows(0.3, 0.9, 1.0, &notes).links.at(7).limit, 0);  // worker busy
+  EXPECT_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).limit, 0);  // credits free
+  EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).ingest_rate, 20e6);
+}
+
+TEST(Replanner, ABindingLinkBecomesThePlansBandwidth) {
+  std::vector<std::string> notes;
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  r.Update(job.At(1, 100), &notes);
+  r.Update(job.At(2.5, 200), &notes);
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 30e6;
+  r.Update(job.At(4, 300), &notes);  // a full period since the first plan
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+}
+
+}  // namespace
+}  // namespace prepflow::policy

@@ -1,11 +1,20 @@
-// What a Loader reports: LoaderStats.
+// What a Loader reports: LoaderStats, and the one table of its fields that
+// every renderer works from.
 //
-// Thread-safety: a plain value.
+// The CLI's JSON summary (stats_json.h), the Python dict (client/python) and
+// the Prometheus collector (metrics.h) all walk the same tables below, so a
+// field added here reaches all three; tests/client/loader_stats_test.cc and
+// tests/python/test_loader.py fail when a renderer shows a key the table does
+// not have or misses one it has.
+//
+// Thread-safety: plain values; the tables are immutable.
 #ifndef PREPFLOW_CLIENT_LOADER_STATS_H_
 #define PREPFLOW_CLIENT_LOADER_STATS_H_
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "pipeline/batch.h"
@@ -60,6 +69,38 @@ struct LoaderStats {
   std::vector<StageStats> remote_stages;
   std::vector<SampleError> first_errors;  // up to 16
 };
+
+// One field's value as renderers see it.
+using StatValue = std::variant<int64_t, uint64_t, double, bool, std::string, std::vector<double>>;
+
+// One field of a stats record (`Record`: LoaderStats, one of its workers, a
+// stage, an error).
+template <typename Record>
+struct StatField {
+  enum Kind { kCounter, kGauge };
+  const char* key;  // in JSON and Python
+  StatValue (*get)(const Record&);
+  // The Prometheus family, or nullptr where a field is not a series (text,
+  // or the sum of other series). Its series carries `labels`; a label value
+  // "$scheduler" stands for LoaderStats::scheduler. A vector value is one
+  // series per element, labelled path="local" for the first, then
+  // path="cut=K" for K = 0, 1, ... (plan_fractions).
+  const char* metric = nullptr;
+  Kind kind = kGauge;
+  std::vector<std::pair<const char*, const char*>> labels = {};
+  const char* help = "";
+  bool scheduler_only = false;  // a series only for a job with a scheduler
+};
+
+// The scalar fields of LoaderStats, then the lists: `workers` (label worker=
+// address), `stages` and `remote_stages` (labels stage=name, side=local or
+// remote), `first_errors` (never series).
+const std::vector<StatField<LoaderStats>>& LoaderStatFields();
+const std::vector<StatField<LoaderStats::WorkerStats>>& WorkerStatFields();
+const std::vector<StatField<StageStats>>& StageStatFields();
+const std::vector<StatField<SampleError>>& ErrorStatFields();
+// The keys of the lists, as the renderers name them.
+inline constexpr const char* kStatLists[] = {"workers", "stages", "remote_stages", "first_errors"};
 
 }  // namespace prepflow
 

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "client/loader.h"
 #include "client/metrics.h"
+#include "client/stats_json.h"
 #include "client/worker_process.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/checksum.h"
@@ -107,30 +108,6 @@ class Progress {
   bool shown_ = false;
   int64_t last_ = 0;
 };
-
-Json StagesJson(const std::vector<StageStats>& stages) {
-  Json out = Json::array();
-  for (const StageStats& s : stages) {
-    out.push_back({{"name", s.name},
-                   {"samples", s.samples},
-                   {"cpu_seconds", s.cpu_seconds},
-                   {"cpu_ms_per_sample", s.cpu_seconds_per_sample() * 1e3},
-                   {"bytes_per_sample", s.bytes_per_sample()}});
-  }
-  return out;
-}
-
-Json WorkersJson(const std::vector<LoaderStats::WorkerStats>& workers) {
-  Json out = Json::array();
-  for (const LoaderStats::WorkerStats& w : workers) {
-    out.push_back({{"address", w.address},
-                   {"alive", w.alive},
-                   {"granted_cores", w.granted_cores},
-                   {"samples", w.samples},
-                   {"received_bytes", w.received_bytes}});
-  }
-  return out;
-}
 
 std::string StagesTable(const std::vector<StageStats>& stages) {
   double total = 0;
@@ -335,51 +312,17 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
   const LoaderStats st = loader.Stats();
   const double rate = st.seconds > 0 ? st.images / st.seconds : 0;
   if (json) {
-    Json j = {{"command", command},
-              {"images", st.images},
-              {"errors", st.errors},
-              {"seconds", st.seconds},
-              {"images_per_s", rate},
-              {"local_images", st.local_images},
-              {"remote_images", st.remote_images},
-              {"checksum", ChecksumHex(st.checksum)},
-              {"batches", st.batches},
-              {"epochs", options.epochs},
-              {"batch", options.batch_size},
-              {"threads", loader.threads()},
-              {"pipeline", loader.pipeline().name()},
-              {"dataset", SafeText(loader.dataset().root())},
-              {"format", loader.dataset().format()},
-              {"samples_per_epoch", loader.samples_per_epoch()},
-              {"output_bytes", st.bytes},
-              {"cpu_seconds", st.cpu_seconds},
-              {"images_per_cpu_s", st.cpu_seconds > 0 ? st.images / st.cpu_seconds : 0},
-              {"wait_seconds", st.wait_seconds},
-              {"offload", st.offload},
-              {"plan", st.plan},
-              {"plan_changes", st.plan_changes},
-              {"plan_fractions", st.plan_fractions},
-              {"plan_predicted_images_per_s", st.plan_throughput},
-              {"job_id", loader.job_id()},
-              {"workers", WorkersJson(st.workers)},
-              {"workers_alive", st.workers_alive},
-              {"scheduler", st.scheduler},
-              {"scheduler_reachable", st.scheduler_reachable},
-              {"wanted_cores", st.wanted_cores},
-              {"fair_share_cores", st.fair_share_cores},
-              {"granted_cores", st.granted_cores},
-              {"reissued_items", st.reissued_items},
-              {"hedged_items", st.hedged_items},
-              {"hedge_wins", st.hedge_wins},
-              {"stages", StagesJson(st.stages)},
-              {"remote_stages", StagesJson(st.remote_stages)}};
-    Json errors = Json::array();
-    for (const SampleError& e : st.first_errors) {
-      errors.push_back({{"index", e.index},
-                        {"path", SafeText(e.path)},
-                        {"error", SafeText(e.status.ToString())}});
-    }
-    j["first_errors"] = errors;
+    // The stats (one field table: loader_stats.h), then the run's context.
+    Json j = StatsJson(st);
+    j["command"] = command;
+    j["epochs"] = options.epochs;
+    j["batch"] = options.batch_size;
+    j["threads"] = loader.threads();
+    j["pipeline"] = loader.pipeline().name();
+    j["dataset"] = SafeText(loader.dataset().root());
+    j["format"] = loader.dataset().format();
+    j["samples_per_epoch"] = loader.samples_per_epoch();
+    j["job_id"] = loader.job_id();
     if (!status.ok()) j["error"] = SafeText(status.message());
     outcome.summary = std::move(j);
   } else {

@@ -22,10 +22,12 @@
 
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/loader.h"
+#include "client/loader_stats.h"
 #include "gpu.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
@@ -202,54 +204,55 @@ class PyBatch {
   BatchPtr batch_;
 };
 
-py::dict StatsDict(const LoaderStats& st) {
+py::object ToPython(const StatValue& value) {
+  return std::visit([](const auto& v) -> py::object { return py::cast(v); }, value);
+}
+
+// One record from its field table. Paths come out as os.listdir gives names
+// (undecodable bytes as surrogates, so that os.fsencode(path) is the file's
+// name); other text through SafeText.
+template <typename Record>
+py::dict RecordDict(const Record& record, const std::vector<StatField<Record>>& fields) {
   py::dict d;
-  d["images"] = st.images;
-  d["local_images"] = st.local_images;
-  d["remote_images"] = st.remote_images;
-  d["errors"] = st.errors;
-  d["batches"] = st.batches;
-  d["output_bytes"] = st.bytes;
-  d["checksum"] = ChecksumHex(st.checksum);
-  d["checksum_value"] = st.checksum;
-  d["seconds"] = st.seconds;
-  d["cpu_seconds"] = st.cpu_seconds;
-  d["wait_seconds"] = st.wait_seconds;
-  d["images_per_s"] = st.seconds > 0 ? st.images / st.seconds : 0.0;
-  d["offload"] = st.offload;
-  d["plan"] = st.plan;
-  d["plan_changes"] = st.plan_changes;
-  d["plan_fractions"] = st.plan_fractions;
-  d["reissued_items"] = st.reissued_items;
-  d["hedged_items"] = st.hedged_items;
-  d["hedge_wins"] = st.hedge_wins;
-  d["workers_alive"] = st.workers_alive;
-  py::list workers;
-  for (const LoaderStats::WorkerStats& w : st.workers) {
-    py::dict wd;
-    wd["address"] = w.address;
-    wd["alive"] = w.alive;
-    wd["granted_cores"] = w.granted_cores;
-    wd["samples"] = w.samples;
-    wd["received_bytes"] = w.received_bytes;
-    workers.append(wd);
+  for (const StatField<Record>& f : fields) {
+    const StatValue value = f.get(record);
+    const auto* text = std::get_if<std::string>(&value);
+    if (text != nullptr && std::string(f.key) == "path") {
+      d[f.key] = py::reinterpret_steal<py::str>(
+          PyUnicode_DecodeFSDefaultAndSize(text->data(), static_cast<Py_ssize_t>(text->size())));
+    } else if (text != nullptr) {
+      d[f.key] = SafeText(*text);
+    } else {
+      d[f.key] = ToPython(value);
+    }
   }
-  d["workers"] = workers;
-  d["scheduler"] = st.scheduler;
-  d["scheduler_reachable"] = st.scheduler_reachable;
-  py::list errors;
-  for (const SampleError& e : st.first_errors) {
-    py::dict ed;
-    ed["index"] = e.index;
-    // As os.listdir gives names: undecodable bytes as surrogates, so that
-    // os.fsencode(path) is the file's name.
-    ed["path"] = py::reinterpret_steal<py::str>(
-        PyUnicode_DecodeFSDefaultAndSize(e.path.data(), static_cast<Py_ssize_t>(e.path.size())));
-    ed["error"] = SafeText(e.status.ToString());
-    errors.append(ed);
-  }
-  d["first_errors"] = errors;
   return d;
+}
+
+template <typename Record>
+py::list ListOf(const std::vector<Record>& records, const std::vector<StatField<Record>>& fields) {
+  py::list out;
+  for (const Record& r : records) out.append(RecordDict(r, fields));
+  return out;
+}
+
+// The stats as a dict: the same field tables as the CLI's JSON and the
+// Prometheus collector (client/loader_stats.h).
+py::dict StatsDict(const LoaderStats& st) {
+  py::dict d = RecordDict(st, LoaderStatFields());
+  d["workers"] = ListOf(st.workers, WorkerStatFields());
+  d["stages"] = ListOf(st.stages, StageStatFields());
+  d["remote_stages"] = ListOf(st.remote_stages, StageStatFields());
+  d["first_errors"] = ListOf(st.first_errors, ErrorStatFields());
+  return d;
+}
+
+// Every key StatsDict gives, from the table alone (tests compare the two).
+py::list StatKeys() {
+  py::list keys;
+  for (const auto& f : LoaderStatFields()) keys.append(f.key);
+  for (const char* list : kStatLists) keys.append(list);
+  return keys;
 }
 
 class PyLoader {
@@ -351,6 +354,7 @@ PYBIND11_MODULE(_prepflow, m) {
   using prepflow::python::PyBatch;
   using prepflow::python::PyLoader;
   using prepflow::python::PyNormalizer;
+  using prepflow::python::StatKeys;
   namespace gpu = prepflow::gpu;
   m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
 
@@ -398,6 +402,7 @@ PYBIND11_MODULE(_prepflow, m) {
                               std::vector<float>(p.std, p.std + 3));
       });
 
+  m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = gpu::Available(&why);

@@ -107,6 +107,24 @@ class Delivery(unittest.TestCase):
         self.assertEqual(l.stats()["checksum"],
                          cli_checksum("--batch", "8", "--seed", "7", "--epochs", "2"))
 
+    def test_stats_have_the_same_keys_as_the_table_and_the_cli(self):
+        # One field table (client/loader_stats.h) renders the Python dict and
+        # the CLI's JSON: a key in one and not the other fails here.
+        l = loader()
+        for _ in l:
+            pass
+        stats = l.stats()
+        resume = {"epoch", "batch"}  # the Python loader's own position
+        self.assertEqual(set(stats) - resume, set(prepflow._prepflow.stat_keys()))
+        out = subprocess.run([BIN / "prepflow", "run", "--data", DATA, "--json", "--batch", "8"],
+                             capture_output=True, text=True, check=True)
+        cli = json.loads(out.stdout.strip().splitlines()[-1])
+        context = {"command", "epochs", "batch", "threads", "pipeline", "dataset", "format",
+                   "samples_per_epoch", "job_id"}
+        self.assertEqual(set(cli) - context, set(stats) - resume)
+        self.assertEqual(set(stats["stages"][0]), set(cli["stages"][0]))
+        self.assertEqual(stats["checksum_value"], int(stats["checksum"], 16))
+
     def test_set_epoch_gives_that_epochs_batches(self):
         whole = loader(epochs=2)
         first = [b.indices for b in whole.batches()]

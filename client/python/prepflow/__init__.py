@@ -323,6 +323,8 @@ class Loader:
         st["local_images"] = self._images - self._remote_images
         st["batches"] = self._batches
         st["checksum"] = f"{self._checksum:016x}"
+        st["checksum_value"] = self._checksum
+        # Beyond the core's fields: where the next batch comes from (resume).
         st["epoch"], st["batch"] = self._epoch, self._position
         return st
 

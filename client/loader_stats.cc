@@ -1,0 +1,278 @@
+#include "client/loader_stats.h"
+
+#include "pipeline/checksum.h"
+
+namespace prepflow {
+namespace {
+
+using S = LoaderStats;
+using W = LoaderStats::WorkerStats;
+constexpr auto kCounter = StatField<S>::kCounter;
+constexpr auto kGauge = StatField<S>::kGauge;
+
+double PerSecond(double n, double seconds) { return seconds > 0 ? n / seconds : 0; }
+
+// The share of samples with any stage remote, and the cut most of them take.
+double RemoteFraction(const S& s) {
+  double remote = 0;
+  for (size_t k = 1; k < s.plan_fractions.size(); ++k) remote += s.plan_fractions[k];
+  return remote;
+}
+int64_t MainCut(const S& s) {
+  double largest = 0;
+  int64_t cut = 0;
+  for (size_t k = 1; k < s.plan_fractions.size(); ++k) {
+    if (s.plan_fractions[k] > largest) {
+      largest = s.plan_fractions[k];
+      cut = static_cast<int64_t>(k) - 1;
+    }
+  }
+  return cut;
+}
+
+}  // namespace
+
+const std::vector<StatField<S>>& LoaderStatFields() {
+  static const auto* fields = new std::vector<StatField<S>>{
+      {"images", [](const S& s) -> StatValue { return s.images; }},  // = the samples_total series
+      {"local_images",
+       [](const S& s) -> StatValue { return s.local_images; },
+       "prepflow_client_samples_total",
+       kCounter,
+       {{"placement", "local"}},
+       "Samples delivered to the trainer, by where they ran."},
+      {"remote_images",
+       [](const S& s) -> StatValue { return s.remote_images; },
+       "prepflow_client_samples_total",
+       kCounter,
+       {{"placement", "remote"}},
+       "Samples delivered to the trainer, by where they ran."},
+      {"errors",
+       [](const S& s) -> StatValue { return s.errors; },
+       "prepflow_client_errors_total",
+       kCounter,
+       {},
+       "Samples that failed (skipped or fatal)."},
+      {"batches",
+       [](const S& s) -> StatValue { return s.batches; },
+       "prepflow_client_batches_total",
+       kCounter,
+       {},
+       "Batches delivered to the trainer."},
+      {"output_bytes",
+       [](const S& s) -> StatValue { return s.bytes; },
+       "prepflow_client_output_bytes_total",
+       kCounter,
+       {},
+       "Bytes of delivered batch tensors."},
+      {"checksum", [](const S& s) -> StatValue { return ChecksumHex(s.checksum); }},
+      {"checksum_value", [](const S& s) -> StatValue { return s.checksum; }},
+      {"seconds",
+       [](const S& s) -> StatValue { return s.seconds; },
+       "prepflow_client_elapsed_seconds",
+       kGauge,
+       {},
+       "Wall time since the first Next()."},
+      {"images_per_s", [](const S& s) -> StatValue { return PerSecond(s.images, s.seconds); }},
+      {"cpu_seconds",
+       [](const S& s) -> StatValue { return s.cpu_seconds; },
+       "prepflow_client_cpu_seconds_total",
+       kCounter,
+       {},
+       "CPU time of the trainer's process since the first Next()."},
+      {"images_per_cpu_s",
+       [](const S& s) -> StatValue { return PerSecond(s.images, s.cpu_seconds); }},
+      {"wait_seconds",
+       [](const S& s) -> StatValue { return s.wait_seconds; },
+       "prepflow_client_wait_seconds_total",
+       kCounter,
+       {},
+       "Time the trainer spent waiting for data in Next(): the input-bound time."},
+      {"reissued_items",
+       [](const S& s) -> StatValue { return s.reissued_items; },
+       "prepflow_client_reissued_items_total",
+       kCounter,
+       {},
+       "Work items handed to another worker after theirs failed."},
+      {"hedged_items",
+       [](const S& s) -> StatValue { return s.hedged_items; },
+       "prepflow_client_hedged_items_total",
+       kCounter,
+       {},
+       "Work items copied to a second, idle worker because the first was slow."},
+      {"hedge_wins",
+       [](const S& s) -> StatValue { return s.hedge_wins; },
+       "prepflow_client_hedge_wins_total",
+       kCounter,
+       {},
+       "Hedged work items that the copy answered first."},
+      {"offload", [](const S& s) -> StatValue { return s.offload; }},
+      {"plan", [](const S& s) -> StatValue { return s.plan; }},
+      {"plan_changes",
+       [](const S& s) -> StatValue { return s.plan_changes; },
+       "prepflow_client_plan_changes_total",
+       kCounter,
+       {},
+       "Plans applied by --offload auto."},
+      {"plan_fractions",
+       [](const S& s) -> StatValue { return s.plan_fractions; },
+       "prepflow_client_plan_fraction",
+       kGauge,
+       {},
+       "Share of samples the current placement sends each way: local, or remote with cut K."},
+      {"remote_fraction",
+       [](const S& s) -> StatValue { return RemoteFraction(s); },
+       "prepflow_client_remote_fraction",
+       kGauge,
+       {},
+       "Share of samples with any stage on a worker."},
+      {"cut",
+       [](const S& s) -> StatValue { return MainCut(s); },
+       "prepflow_client_cut",
+       kGauge,
+       {},
+       "The cut most remote samples take (0: all local)."},
+      {"plan_predicted_images_per_s",
+       [](const S& s) -> StatValue { return s.plan_throughput; },
+       "prepflow_client_plan_predicted_samples_per_second",
+       kGauge,
+       {},
+       "Throughput the current plan predicts (--offload auto)."},
+      {"ingest_limit",
+       [](const S& s) -> StatValue { return s.ingest_limit; },
+       "prepflow_client_ingest_limit_bytes_per_second",
+       kGauge,
+       {},
+       "Bytes/s the workers' links were measured to bind at (--offload auto; 0: none seen)."},
+      {"receive_cpu_per_byte",
+       [](const S& s) -> StatValue { return s.receive_cpu_per_byte; },
+       "prepflow_client_receive_cpu_seconds_per_byte",
+       kGauge,
+       {},
+       "CPU seconds this process spends per byte received from workers (--offload auto)."},
+      {"workers_alive",
+       [](const S& s) -> StatValue { return int64_t{s.workers_alive}; },
+       "prepflow_client_workers",
+       kGauge,
+       {{"state", "alive"}},
+       "Workers of this job."},
+      {"workers_total",
+       [](const S& s) -> StatValue { return int64_t{s.workers_total}; },
+       "prepflow_client_workers",
+       kGauge,
+       {{"state", "configured"}},
+       "Workers of this job."},
+      {"scheduler", [](const S& s) -> StatValue { return s.scheduler; }},
+      {"scheduler_reachable",
+       [](const S& s) -> StatValue { return s.scheduler_reachable; },
+       "prepflow_client_scheduler_up",
+       kGauge,
+       {{"scheduler", "$scheduler"}},
+       "1 when the last heartbeat to the scheduler got through, else 0.",
+       true},
+      {"wanted_cores",
+       [](const S& s) -> StatValue { return s.wanted_cores; },
+       "prepflow_client_remote_cores",
+       kGauge,
+       {{"kind", "wanted"}},
+       "Worker cores: what this job asked the scheduler for, its fair share, and what it holds "
+       "now.",
+       true},
+      {"fair_share_cores",
+       [](const S& s) -> StatValue { return s.fair_share_cores; },
+       "prepflow_client_remote_cores",
+       kGauge,
+       {{"kind", "fair_share"}},
+       "",
+       true},
+      {"granted_cores",
+       [](const S& s) -> StatValue { return s.granted_cores; },
+       "prepflow_client_remote_cores",
+       kGauge,
+       {{"kind", "granted"}},
+       "",
+       true},
+  };
+  return *fields;
+}
+
+const std::vector<StatField<W>>& WorkerStatFields() {
+  constexpr auto kC = StatField<W>::kCounter;
+  constexpr auto kG = StatField<W>::kGauge;
+  static const auto* fields = new std::vector<StatField<W>>{
+      {"address", [](const W& w) -> StatValue { return w.address; }},  // the `worker` label
+      {"alive",
+       [](const W& w) -> StatValue { return w.alive; },
+       "prepflow_client_worker_up",
+       kG,
+       {},
+       "1 while this job streams from the worker, else 0."},
+      {"granted_cores",
+       [](const W& w) -> StatValue { return w.granted_cores; },
+       "prepflow_client_worker_granted_cores",
+       kG,
+       {},
+       "Cores of each worker the scheduler granted this job (0: a static worker)."},
+      {"streams",
+       [](const W& w) -> StatValue { return int64_t{w.streams}; },
+       "prepflow_client_worker_streams_total",
+       kC,
+       {},
+       "Streams opened to each worker (more than 1: re-granted or re-dialled)."},
+      {"samples",
+       [](const W& w) -> StatValue { return w.samples; },
+       "prepflow_client_worker_samples_total",
+       kC,
+       {},
+       "Samples each worker returned."},
+      {"received_bytes",
+       [](const W& w) -> StatValue { return w.received_bytes; },
+       "prepflow_client_worker_received_bytes_total",
+       kC,
+       {},
+       "Bytes received from each worker."},
+      {"link_limit",
+       [](const W& w) -> StatValue { return w.link_limit; },
+       "prepflow_client_worker_link_limit_bytes_per_second",
+       kG,
+       {},
+       "Bytes/s each worker's link was seen to bind at (--offload auto; 0: not seen)."},
+      {"ingest_rate",
+       [](const W& w) -> StatValue { return w.ingest_rate; },
+       "prepflow_client_worker_ingest_bytes_per_second",
+       kG,
+       {},
+       "Bytes/s received from each worker over the last window (--offload auto)."},
+  };
+  return *fields;
+}
+
+const std::vector<StatField<StageStats>>& StageStatFields() {
+  using T = StageStats;
+  static const auto* fields = new std::vector<StatField<T>>{
+      {"name", [](const T& t) -> StatValue { return t.name; }},  // the `stage` label
+      {"samples", [](const T& t) -> StatValue { return t.samples; }},
+      {"cpu_seconds",
+       [](const T& t) -> StatValue { return t.cpu_seconds; },
+       "prepflow_client_stage_cpu_seconds_total",
+       StatField<T>::kCounter,
+       {},
+       "CPU seconds spent in each stage, here or on workers."},
+      {"cpu_ms_per_sample",
+       [](const T& t) -> StatValue { return t.cpu_seconds_per_sample() * 1e3; }},
+      {"bytes_per_sample", [](const T& t) -> StatValue { return t.bytes_per_sample(); }},
+  };
+  return *fields;
+}
+
+const std::vector<StatField<SampleError>>& ErrorStatFields() {
+  using E = SampleError;
+  static const auto* fields = new std::vector<StatField<E>>{
+      {"index", [](const E& e) -> StatValue { return e.index; }},
+      {"path", [](const E& e) -> StatValue { return e.path; }},
+      {"error", [](const E& e) -> StatValue { return e.status.ToString(); }},
+  };
+  return *fields;
+}
+
+}  // namespace prepflow

@@ -32,8 +32,13 @@ int64_t MainCut(const S& s) {
 
 }  // namespace
 
-const std::vector<StatField<S>>& LoaderStatFields() {
-  static const auto* fields = new std::vector<StatField<S>>{
+namespace {
+
+// What was delivered, how fast, and what it cost.
+// Each part is new; LoaderStatFields() joins them once.
+std::vector<StatField<S>>* DeliveryFields() {
+  return new std::vector<StatField<S>>{
+
       {"images", [](const S& s) -> StatValue { return s.images; }},  // = the samples_total series
       {"local_images",
        [](const S& s) -> StatValue { return s.local_images; },
@@ -106,6 +111,12 @@ const std::vector<StatField<S>>& LoaderStatFields() {
        kCounter,
        {},
        "Hedged work items that the copy answered first."},
+  };
+}
+
+// Where samples run: the mode, the plan in force and what it was made from.
+std::vector<StatField<S>>* PlanFields() {
+  return new std::vector<StatField<S>>{
       {"offload", [](const S& s) -> StatValue { return s.offload; }},
       {"plan", [](const S& s) -> StatValue { return s.plan; }},
       {"plan_changes",
@@ -150,6 +161,12 @@ const std::vector<StatField<S>>& LoaderStatFields() {
        kGauge,
        {},
        "CPU seconds this process spends per byte received from workers (--offload auto)."},
+  };
+}
+
+// The workers and the scheduler.
+std::vector<StatField<S>>* PoolFields() {
+  return new std::vector<StatField<S>>{
       {"workers_alive",
        [](const S& s) -> StatValue { return int64_t{s.workers_alive}; },
        "prepflow_client_workers",
@@ -193,6 +210,19 @@ const std::vector<StatField<S>>& LoaderStatFields() {
        "",
        true},
   };
+}
+
+}  // namespace
+
+const std::vector<StatField<S>>& LoaderStatFields() {
+  static const auto* fields = [] {
+    std::vector<StatField<S>>* all = DeliveryFields();
+    for (std::vector<StatField<S>>* part : {PlanFields(), PoolFields()}) {
+      all->insert(all->end(), part->begin(), part->end());
+      delete part;
+    }
+    return all;
+  }();
   return *fields;
 }
 

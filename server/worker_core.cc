@@ -100,22 +100,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
   }
   job->dataset_ = *std::move(ds);
-  {
-    absl::MutexLock lock(&mu_);
-    if (draining_) return absl::UnavailableError("worker is shutting down");
-    if (streams_ >= options_.max_streams) {
-      return refuse(absl::ResourceExhaustedError(
-          absl::StrCat("worker has ", streams_, " open streams, the limit (--max-streams)")));
-    }
-    if (streams_by_client_[client] >= options_.max_streams_per_client) {
-      return refuse(absl::ResourceExhaustedError(
-          absl::StrCat("worker has ", streams_by_client_[client], " open streams from ", client,
-                       ", the limit (--max-streams-per-client)")));
-    }
-    ++streams_;
-    ++streams_by_client_[client];
-    job->client_ = client;
+  if (absl::Status s = AdmitStream(client); !s.ok()) {
+    return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
+  job->client_ = client;
   const int asked = open.max_items_in_flight();
   job->max_items_in_flight_ =
       asked > 0 ? std::min(asked, options_.max_items_per_stream) : options_.max_items_per_stream;
@@ -134,6 +122,23 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
                job->dataset_->size(), job->pipeline_->DebugString());
   return job;
+}
+
+absl::Status WorkerCore::AdmitStream(const std::string& client) {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return absl::UnavailableError("worker is shutting down");
+  if (streams_ >= options_.max_streams) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker has ", streams_, " open streams, the limit (--max-streams)"));
+  }
+  if (streams_by_client_[client] >= options_.max_streams_per_client) {
+    return absl::ResourceExhaustedError(absl::StrCat("worker has ", streams_by_client_[client],
+                                                     " open streams from ", client,
+                                                     ", the limit (--max-streams-per-client)"));
+  }
+  ++streams_;
+  ++streams_by_client_[client];
+  return absl::OkStatus();
 }
 
 void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {

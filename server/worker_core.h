@@ -131,6 +131,10 @@ class WorkerCore {
   void Stop() { pool_->Stop(); }
 
  private:
+  // Counts a new stream from `client` against --max-streams and
+  // --max-streams-per-client. Errors: Unavailable while draining,
+  // ResourceExhausted over a limit.
+  absl::Status AdmitStream(const std::string& client) ABSL_LOCKS_EXCLUDED(mu_);
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
   struct Admission {
     std::shared_ptr<WorkerJob> job;

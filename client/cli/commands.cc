@@ -253,6 +253,45 @@ struct RunOutcome {
   uint64_t checksum = 0;
 };
 
+// The --json summary: the stats (one field table: loader_stats.h), then the
+// run's context.
+Json RunJson(const std::string& command, const LoaderOptions& options, const Loader& loader,
+             const LoaderStats& st, const absl::Status& status) {
+  Json j = StatsJson(st);
+  j["command"] = command;
+  j["epochs"] = options.epochs;
+  j["batch"] = options.batch_size;
+  j["threads"] = loader.threads();
+  j["pipeline"] = loader.pipeline().name();
+  j["dataset"] = SafeText(loader.dataset().root());
+  j["format"] = loader.dataset().format();
+  j["samples_per_epoch"] = loader.samples_per_epoch();
+  j["job_id"] = loader.job_id();
+  if (!status.ok()) j["error"] = SafeText(status.message());
+  return j;
+}
+
+void PrintRunSummary(const LoaderStats& st, const absl::Status& status) {
+  const double rate = st.seconds > 0 ? st.images / st.seconds : 0;
+  std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
+              status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
+              static_cast<long long>(st.errors), st.seconds, rate,
+              ChecksumHex(st.checksum).c_str());
+  if (!st.plan.empty())
+    std::printf("plan (%lld changes): %s\n", static_cast<long long>(st.plan_changes),
+                st.plan.c_str());
+  if (st.remote_images > 0 || st.workers_total > 0) {
+    std::printf(
+        "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
+        "reissued\n",
+        st.offload.c_str(), static_cast<long long>(st.local_images),
+        static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
+        static_cast<long long>(st.reissued_items));
+  }
+  std::printf("%s", StagesTable(st.stages).c_str());
+  std::fflush(stdout);  // before the next run's log lines on stderr
+}
+
 // Runs `options` to the end. Prints progress and, unless `json`, a human
 // summary; the JSON summary is returned for the caller to print.
 RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, bool json,
@@ -310,39 +349,10 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
   }
   progress.Done();
   const LoaderStats st = loader.Stats();
-  const double rate = st.seconds > 0 ? st.images / st.seconds : 0;
   if (json) {
-    // The stats (one field table: loader_stats.h), then the run's context.
-    Json j = StatsJson(st);
-    j["command"] = command;
-    j["epochs"] = options.epochs;
-    j["batch"] = options.batch_size;
-    j["threads"] = loader.threads();
-    j["pipeline"] = loader.pipeline().name();
-    j["dataset"] = SafeText(loader.dataset().root());
-    j["format"] = loader.dataset().format();
-    j["samples_per_epoch"] = loader.samples_per_epoch();
-    j["job_id"] = loader.job_id();
-    if (!status.ok()) j["error"] = SafeText(status.message());
-    outcome.summary = std::move(j);
+    outcome.summary = RunJson(command, options, loader, st, status);
   } else {
-    std::printf("%s: %lld images, %lld errors in %.2f s = %.1f images/s; checksum %s\n",
-                status.ok() ? "done" : "stopped", static_cast<long long>(st.images),
-                static_cast<long long>(st.errors), st.seconds, rate,
-                ChecksumHex(st.checksum).c_str());
-    if (!st.plan.empty())
-      std::printf("plan (%lld changes): %s\n", static_cast<long long>(st.plan_changes),
-                  st.plan.c_str());
-    if (st.remote_images > 0 || st.workers_total > 0) {
-      std::printf(
-          "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "
-          "reissued\n",
-          st.offload.c_str(), static_cast<long long>(st.local_images),
-          static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
-          static_cast<long long>(st.reissued_items));
-    }
-    std::printf("%s", StagesTable(st.stages).c_str());
-    std::fflush(stdout);  // before the next run's log lines on stderr
+    PrintRunSummary(st, status);
   }
   outcome.checksum = st.checksum;
   outcome.exit_code = status.ok() ? kOk : Failure(command, status);
@@ -366,6 +376,76 @@ int RunCommand(int argc, char** argv) {
   return outcome.exit_code;
 }
 
+namespace {
+
+// One thread's profile of a seeded subset of a dataset: each stage's CPU
+// time and output size per sample ("read" first).
+struct Profile {
+  std::string pipeline, pipeline_debug, dataset;
+  int64_t samples = 0, errors = 0;
+  double seconds = 0;
+  std::vector<StageStats> stages;
+};
+
+absl::StatusOr<Profile> ProfileDataset(const std::string& data, const std::string& format,
+                                       const std::string& pipeline_name, int64_t samples,
+                                       uint64_t seed, int64_t max_pixels) {
+  proto::DatasetSpec dspec;
+  dspec.set_path(data);
+  auto fmt = ParseDatasetFormat(format);
+  if (!fmt.ok()) return fmt.status();
+  dspec.set_format(*fmt);
+  auto spec = LoadPipelineSpec(pipeline_name);
+  if (!spec.ok()) return absl::InvalidArgumentError(spec.status().message());
+  PipelineOptions popts;
+  popts.seed = seed;
+  popts.decode.max_pixels = max_pixels;
+  auto pipeline = Pipeline::Create(*spec, popts);
+  if (!pipeline.ok()) return pipeline.status();
+  auto dataset = OpenDataset(dspec);
+  if (!dataset.ok()) return dataset.status();
+  std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
+  if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
+  StageProfiler read_profiler({"read"});
+  StageProfiler stage_profiler((*pipeline)->stage_names());
+  Workspace ws;
+  Progress progress;
+  Profile out;
+  const int64_t t0 = WallNanos();
+  for (size_t i = 0; i < order.size(); ++i) {
+    Sample s;
+    s.index = order[i];
+    s.label = (*dataset)->label(s.index);
+    const int64_t c0 = ThreadCpuNanos();
+    size_t size = 0;
+    absl::Status st = (*dataset)->Read(s.index, &ws.encoded, &size);
+    read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
+    if (st.ok()) {
+      s.data = ws.encoded.data();
+      s.size = size;
+      s.shape = {static_cast<int64_t>(size)};
+      st = (*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
+    }
+    if (!st.ok()) {
+      ++out.errors;
+      std::fprintf(stderr, "skipping %s: %s\n", SafeText((*dataset)->SamplePath(s.index)).c_str(),
+                   SafeText(st.message()).c_str());
+    }
+    progress.Update(absl::StrFormat("profiled %d/%d samples", i + 1, order.size()));
+  }
+  progress.Done();
+  out.seconds = (WallNanos() - t0) * 1e-9;
+  out.pipeline = (*pipeline)->name();
+  out.pipeline_debug = (*pipeline)->DebugString();
+  out.dataset = (*dataset)->root();
+  out.samples = static_cast<int64_t>(order.size());
+  out.stages = read_profiler.Snapshot();
+  for (StageStats& st : stage_profiler.Snapshot()) out.stages.push_back(std::move(st));
+  return out;
+}
+
+}  // namespace
+
 int ProfileCommand(int argc, char** argv) {
   std::string data, format = "auto", pipeline_name = "imagenet-train";
   int64_t samples = 256, max_pixels = 64'000'000;
@@ -384,68 +464,19 @@ int ProfileCommand(int argc, char** argv) {
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   if (data.empty()) return UsageError("prepflow profile: --data is required", flags);
   if (samples < 0) return UsageError("prepflow profile: --samples must be >= 0", flags);
-  proto::DatasetSpec dspec;
-  dspec.set_path(data);
-  auto fmt = ParseDatasetFormat(format);
-  if (!fmt.ok()) return Failure("profile", fmt.status());
-  dspec.set_format(*fmt);
-  auto spec = LoadPipelineSpec(pipeline_name);
-  if (!spec.ok()) return Failure("profile", absl::InvalidArgumentError(spec.status().message()));
-  PipelineOptions popts;
-  popts.seed = seed;
-  popts.decode.max_pixels = max_pixels;
-  auto pipeline = Pipeline::Create(*spec, popts);
-  if (!pipeline.ok()) return Failure("profile", pipeline.status());
-  auto dataset = OpenDataset(dspec);
-  if (!dataset.ok()) return Failure("profile", dataset.status());
-
-  std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
-  if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
-  StageProfiler read_profiler({"read"});
-  StageProfiler stage_profiler((*pipeline)->stage_names());
-  Workspace ws;
-  Progress progress;
-  int64_t errors = 0;
-  const int64_t t0 = WallNanos();
-  for (size_t i = 0; i < order.size(); ++i) {
-    Sample s;
-    s.index = order[i];
-    s.label = (*dataset)->label(s.index);
-    const int64_t c0 = ThreadCpuNanos();
-    size_t size = 0;
-    absl::Status st = (*dataset)->Read(s.index, &ws.encoded, &size);
-    read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
-    if (st.ok()) {
-      s.data = ws.encoded.data();
-      s.size = size;
-      s.shape = {static_cast<int64_t>(size)};
-      st = (*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
-    }
-    if (!st.ok()) {
-      ++errors;
-      std::fprintf(stderr, "skipping %s: %s\n", (*dataset)->SamplePath(s.index).c_str(),
-                   std::string(st.message()).c_str());
-    }
-    progress.Update(absl::StrFormat("profiled %d/%d samples", i + 1, order.size()));
-  }
-  progress.Done();
-  const double seconds = (WallNanos() - t0) * 1e-9;
-  std::vector<StageStats> stages = read_profiler.Snapshot();
-  for (StageStats& s : stage_profiler.Snapshot()) stages.push_back(std::move(s));
+  auto profile = ProfileDataset(data, format, pipeline_name, samples, seed, max_pixels);
+  if (!profile.ok()) return Failure("profile", profile.status());
+  const Profile& p = *profile;
   if (json) {
-    Json j = {{"command", "profile"},
-              {"pipeline", (*pipeline)->name()},
-              {"dataset", (*dataset)->root()},
-              {"samples", static_cast<int64_t>(order.size())},
-              {"errors", errors},
-              {"seconds", seconds},
-              {"stages", StagesJson(stages)}};
+    Json j = {{"command", "profile"},          {"pipeline", p.pipeline}, {"dataset", p.dataset},
+              {"samples", p.samples},          {"errors", p.errors},     {"seconds", p.seconds},
+              {"stages", StagesJson(p.stages)}};
     PrintJson(j);
   } else {
-    std::printf("prepflow profile: %s over %zu samples of %s (%lld errors), one thread\n",
-                (*pipeline)->DebugString().c_str(), order.size(), (*dataset)->root().c_str(),
-                static_cast<long long>(errors));
-    std::printf("%s", StagesTable(stages).c_str());
+    std::printf("prepflow profile: %s over %lld samples of %s (%lld errors), one thread\n",
+                p.pipeline_debug.c_str(), static_cast<long long>(p.samples), p.dataset.c_str(),
+                static_cast<long long>(p.errors));
+    std::printf("%s", StagesTable(p.stages).c_str());
   }
   return kOk;
 }
@@ -464,6 +495,47 @@ absl::StatusOr<std::vector<double>> ParseList(const std::string& flag, const std
     out.push_back(v);
   }
   return out;
+}
+
+}  // namespace
+
+namespace {
+
+void PrintPlan(const policy::PlanInput& in, const std::vector<std::string>& names,
+               const policy::Plan& plan, bool json) {
+  if (json) {
+    Json stages = Json::array();
+    for (size_t i = 0; i < names.size(); ++i) {
+      stages.push_back({{"name", names[i]},
+                        {"cpu_ms_per_sample", in.local_cost[i] * 1e3},
+                        {"bytes_per_sample", in.boundary_bytes[i]}});
+    }
+    Json binding = Json::array();
+    for (policy::Binding b : plan.binding) binding.push_back(policy::BindingName(b));
+    Json j = {{"command", "plan"},
+              {"stages", stages},
+              {"throughput", plan.throughput},
+              {"rate_per_cut", plan.rate},
+              {"remote_fraction", plan.remote_fraction},
+              {"local_cores", plan.local_cores_used},
+              {"remote_cores", plan.remote_cores_used},
+              {"workers", plan.workers},
+              {"network_bytes_per_s", plan.network_bytes_per_s},
+              {"binding", binding},
+              {"explanation", plan.explanation}};
+    PrintJson(j);
+    return;
+  }
+  std::printf("  %-24s %14s %16s\n", "stage", "cpu ms/sample", "out KiB/sample");
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::printf("  %-24s %14.3f %16.1f\n", names[i].c_str(), in.local_cost[i] * 1e3,
+                in.boundary_bytes[i] / 1024);
+  }
+  std::printf("\nplan: %s\n", plan.explanation.c_str());
+  for (size_t k = 0; k < plan.rate.size(); ++k) {
+    if (plan.rate[k] <= 0) continue;
+    std::printf("  cut=%zu  %.1f samples/s\n", k, plan.rate[k]);
+  }
 }
 
 }  // namespace
@@ -512,44 +584,16 @@ int PlanCommand(int argc, char** argv) {
     in.boundary_bytes = *bytes;
     for (size_t i = 0; i < in.local_cost.size(); ++i) names.push_back(absl::StrCat("stage ", i));
   } else if (!data.empty()) {
-    proto::DatasetSpec dspec;
-    dspec.set_path(data);
-    auto fmt = ParseDatasetFormat(format);
-    if (!fmt.ok()) return Failure("plan", fmt.status());
-    dspec.set_format(*fmt);
-    auto spec = LoadPipelineSpec(pipeline_name);
-    if (!spec.ok()) return Failure("plan", absl::InvalidArgumentError(spec.status().message()));
-    auto pipeline = Pipeline::Create(*spec, PipelineOptions{seed, {}});
-    if (!pipeline.ok()) return Failure("plan", pipeline.status());
-    auto dataset = OpenDataset(dspec);
-    if (!dataset.ok()) return Failure("plan", dataset.status());
-    std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
-    if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
-    StageProfiler read_profiler({"read"});
-    StageProfiler stage_profiler((*pipeline)->stage_names());
-    Workspace ws;
-    for (int64_t index : order) {
-      Sample s;
-      s.index = index;
-      s.label = (*dataset)->label(index);
-      const int64_t c0 = ThreadCpuNanos();
-      size_t size = 0;
-      if (!(*dataset)->Read(index, &ws.encoded, &size).ok()) continue;
-      read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
-      s.data = ws.encoded.data();
-      s.size = size;
-      s.shape = {static_cast<int64_t>(size)};
-      (void)(*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
-    }
-    const std::vector<StageStats> stages = stage_profiler.Snapshot();
-    for (size_t i = 0; i < stages.size(); ++i) {
+    auto profile = ProfileDataset(data, format, pipeline_name, samples, seed, 64'000'000);
+    if (!profile.ok()) return Failure("plan", profile.status());
+    // "read" first, then the stages; whoever runs stage 0 reads the file.
+    const std::vector<StageStats>& stages = profile->stages;
+    for (size_t i = 1; i < stages.size(); ++i) {
       names.push_back(stages[i].name);
       in.local_cost.push_back(stages[i].cpu_seconds_per_sample());
       in.boundary_bytes.push_back(stages[i].bytes_per_sample());
     }
-    // Whoever runs stage 0 reads the file.
-    if (!in.local_cost.empty())
-      in.local_cost[0] += read_profiler.Snapshot()[0].cpu_seconds_per_sample();
+    if (!in.local_cost.empty()) in.local_cost[0] += stages[0].cpu_seconds_per_sample();
   } else {
     return UsageError("prepflow plan: give --data, or --stage-ms with --stage-bytes", flags);
   }
@@ -567,39 +611,7 @@ int PlanCommand(int argc, char** argv) {
   if (demand > 0) in.demand = demand;
   auto plan = policy::MakePlan(in);
   if (!plan.ok()) return Failure("plan", plan.status());
-  if (json) {
-    Json stages = Json::array();
-    for (size_t i = 0; i < names.size(); ++i) {
-      stages.push_back({{"name", names[i]},
-                        {"cpu_ms_per_sample", in.local_cost[i] * 1e3},
-                        {"bytes_per_sample", in.boundary_bytes[i]}});
-    }
-    Json binding = Json::array();
-    for (policy::Binding b : plan->binding) binding.push_back(policy::BindingName(b));
-    Json j = {{"command", "plan"},
-              {"stages", stages},
-              {"throughput", plan->throughput},
-              {"rate_per_cut", plan->rate},
-              {"remote_fraction", plan->remote_fraction},
-              {"local_cores", plan->local_cores_used},
-              {"remote_cores", plan->remote_cores_used},
-              {"workers", plan->workers},
-              {"network_bytes_per_s", plan->network_bytes_per_s},
-              {"binding", binding},
-              {"explanation", plan->explanation}};
-    PrintJson(j);
-    return kOk;
-  }
-  std::printf("  %-24s %14s %16s\n", "stage", "cpu ms/sample", "out KiB/sample");
-  for (size_t i = 0; i < names.size(); ++i) {
-    std::printf("  %-24s %14.3f %16.1f\n", names[i].c_str(), in.local_cost[i] * 1e3,
-                in.boundary_bytes[i] / 1024);
-  }
-  std::printf("\nplan: %s\n", plan->explanation.c_str());
-  for (size_t k = 0; k < plan->rate.size(); ++k) {
-    if (plan->rate[k] <= 0) continue;
-    std::printf("  cut=%zu  %.1f samples/s\n", k, plan->rate[k]);
-  }
+  PrintPlan(in, names, *plan, json);
   return kOk;
 }
 
@@ -678,6 +690,59 @@ int ProbeCommand(int argc, char** argv) {
   return kOk;
 }
 
+// The demo's second run: `local_workers` prepflow-worker processes on
+// loopback, the same job offloaded to them, and its checksum against the
+// local run's. Returns the exit code; `result` gets the --json summary.
+int RunDemoOffloaded(RunFlags& rf, const std::string& offload_mode, int local_workers,
+                     int worker_threads, const RunOutcome& local, Json* result) {
+  int code = kOk;
+  // Workers read the dataset themselves: their data root is its folder.
+  char real[PATH_MAX];
+  const std::string root = realpath(rf.data.c_str(), real) != nullptr ? real : rf.data;
+  std::vector<std::unique_ptr<WorkerProcess>> workers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < local_workers && code == kOk; ++i) {
+    auto w = WorkerProcess::Start(SiblingBinary("prepflow-worker"), root,
+                                  {"--threads", absl::StrCat(worker_threads)});
+    if (!w.ok()) {
+      code = Failure("demo", w.status());
+      break;
+    }
+    addresses.push_back((*w)->address());
+    workers.push_back(*std::move(w));
+  }
+  if (code == kOk) {
+    rf.offload = offload_mode;
+    rf.workers = absl::StrJoin(addresses, ",");
+    auto remote_options = rf.ToOptions();
+    if (!remote_options.ok()) {
+      code = Failure("demo", remote_options.status());
+    } else {
+      if (!rf.json) {
+        std::printf("\n== offloaded (%s) to %d prepflow-worker processes: %s ==\n",
+                    offload_mode.c_str(), local_workers, rf.workers.c_str());
+      }
+      RunOutcome remote = ExecuteRun("demo", *remote_options, rf.json);
+      code = remote.exit_code;
+      const bool equal = remote.checksum == local.checksum;
+      if (code == kOk && !equal) {
+        code = Failure("demo", absl::InternalError(absl::StrCat(
+                                   "checksums differ: local ", ChecksumHex(local.checksum),
+                                   ", offloaded ", ChecksumHex(remote.checksum))));
+      }
+      if (rf.json && !remote.summary.is_null()) {
+        *result = remote.summary;
+        (*result)["local"] = local.summary;
+        (*result)["checksums_equal"] = equal;
+      } else if (!rf.json && code == kOk) {
+        std::printf("\nchecksums equal: %s both ways, wherever each sample ran\n",
+                    ChecksumHex(local.checksum).c_str());
+      }
+    }
+  }
+  return code;
+}
+
 int DemoCommand(int argc, char** argv) {
   RunFlags rf;
   rf.offload = "remote";
@@ -739,50 +804,7 @@ int DemoCommand(int argc, char** argv) {
   Json result = local.summary;
   int code = local.exit_code;
   if (code == kOk && local_workers > 0) {
-    // Workers read the dataset themselves: their data root is its folder.
-    char real[PATH_MAX];
-    const std::string root = realpath(rf.data.c_str(), real) != nullptr ? real : rf.data;
-    std::vector<std::unique_ptr<WorkerProcess>> workers;
-    std::vector<std::string> addresses;
-    for (int i = 0; i < local_workers && code == kOk; ++i) {
-      auto w = WorkerProcess::Start(SiblingBinary("prepflow-worker"), root,
-                                    {"--threads", absl::StrCat(worker_threads)});
-      if (!w.ok()) {
-        code = Failure("demo", w.status());
-        break;
-      }
-      addresses.push_back((*w)->address());
-      workers.push_back(*std::move(w));
-    }
-    if (code == kOk) {
-      rf.offload = offload_mode;
-      rf.workers = absl::StrJoin(addresses, ",");
-      auto remote_options = rf.ToOptions();
-      if (!remote_options.ok()) {
-        code = Failure("demo", remote_options.status());
-      } else {
-        if (!rf.json) {
-          std::printf("\n== offloaded (%s) to %d prepflow-worker processes: %s ==\n",
-                      offload_mode.c_str(), local_workers, rf.workers.c_str());
-        }
-        RunOutcome remote = ExecuteRun("demo", *remote_options, rf.json);
-        code = remote.exit_code;
-        const bool equal = remote.checksum == local.checksum;
-        if (code == kOk && !equal) {
-          code = Failure("demo", absl::InternalError(absl::StrCat(
-                                     "checksums differ: local ", ChecksumHex(local.checksum),
-                                     ", offloaded ", ChecksumHex(remote.checksum))));
-        }
-        if (rf.json && !remote.summary.is_null()) {
-          result = remote.summary;
-          result["local"] = local.summary;
-          result["checksums_equal"] = equal;
-        } else if (!rf.json && code == kOk) {
-          std::printf("\nchecksums equal: %s both ways, wherever each sample ran\n",
-                      ChecksumHex(local.checksum).c_str());
-        }
-      }
-    }
+    code = RunDemoOffloaded(rf, offload_mode, local_workers, worker_threads, local, &result);
   }
   if (rf.json && !result.is_null()) PrintJson(result);
   cleanup();

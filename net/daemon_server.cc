@@ -8,6 +8,16 @@
 
 namespace prepflow::daemon {
 
+void RegisterServerFlags(cli::FlagSet& f, DaemonServerOptions* o) {
+  f.String("listen", &o->listen, "address to listen on");
+  f.Int("port", &o->port, "port (0: pick a free one; the bound port is printed and logged)");
+  f.String("port-file", &o->port_file, "write the bound port to this file once listening");
+  f.Int("metrics-port", &o->metrics_port,
+        "serve Prometheus /metrics here (0: a free port; -1: off)");
+  f.Double("idle-connection-seconds", &o->idle_connection_seconds,
+           "close a connection that has carried no call for this long");
+}
+
 DaemonServer::DaemonServer(DaemonServerOptions options, Security security, MakeService make_service)
     : options_(std::move(options)),
       security_(std::move(security)),

@@ -21,6 +21,7 @@
 #include "grpcpp/impl/service_type.h"
 #include "net/daemon.h"
 #include "net/security.h"
+#include "pipeline/flags.h"
 
 namespace prepflow::daemon {
 
@@ -37,7 +38,13 @@ struct DaemonServerOptions {
   // nothing; gRPC's default policy would answer them with GOAWAY
   // (too_many_pings) and end every stream on the connection.
   bool tolerate_pings = false;
+  std::string port_file;  // the bound port is written here once listening
+  int metrics_port = -1;  // Prometheus /metrics (0: a free port; -1: off)
 };
+
+// The flags every daemon takes for the above: --listen, --port, --port-file,
+// --metrics-port, --idle-connection-seconds.
+void RegisterServerFlags(cli::FlagSet& flags, DaemonServerOptions* options);
 
 class DaemonServer {
  public:

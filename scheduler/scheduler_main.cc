@@ -29,24 +29,15 @@ namespace {
 struct SchedulerFlags {
   SchedulerOptions options;
   daemon::DaemonServerOptions server;
-  std::string port_file;
-  int metrics_port = -1;
   bool cert_roles = false;
   SecurityOptions security;
 
   void Register(cli::FlagSet& f) {
-    f.String("listen", &server.listen, "address to listen on");
-    f.Int("port", &server.port, "port (0: pick a free one; the bound port is printed and logged)");
-    f.String("port-file", &port_file, "write the bound port to this file once listening");
-    f.Int("metrics-port", &metrics_port,
-          "serve Prometheus /metrics here (0: a free port; -1: off)");
+    daemon::RegisterServerFlags(f, &server);
     f.Double("heartbeat-seconds", &options.heartbeat_seconds,
              "how often workers and jobs are told to beat");
     f.Double("expire-after", &options.expire_after_seconds,
              "seconds of silence after which a worker or job is dropped");
-    f.Double("idle-connection-seconds", &server.idle_connection_seconds,
-             "close a connection that has carried no call for this long (a connection that "
-             "has not finished its handshake: after 10 s)");
     f.String("locality-label", &options.locality_label,
              "the worker/job label whose equal values mean local (e.g. zone, rack)");
     RegisterSecurityFlags(f, &security, /*server=*/true);
@@ -82,8 +73,8 @@ int Run(const SchedulerFlags& f, const Security& security) {
   SchedulerCore core(f.options);
   core.set_on_rebalance([&](double seconds) { metrics.Rebalanced(seconds); });
   std::unique_ptr<prometheus::Exposer> exposer;
-  if (f.metrics_port >= 0) {
-    auto served = daemon::ServeMetrics(f.server.listen, f.metrics_port, metrics.registry());
+  if (f.server.metrics_port >= 0) {
+    auto served = daemon::ServeMetrics(f.server.listen, f.server.metrics_port, metrics.registry());
     if (!served.ok()) {
       spdlog::error("{}", std::string(served.status().message()));
       return 1;
@@ -102,7 +93,7 @@ int Run(const SchedulerFlags& f, const Security& security) {
       "metrics {})",
       server.address(), f.options.heartbeat_seconds, f.options.expire_after_seconds, open_files,
       daemon::MetricsAddress(f.server.listen, exposer.get()));
-  daemon::AnnounceListening(f.server.listen, server.port(), f.port_file);
+  daemon::AnnounceListening(f.server.listen, server.port(), f.server.port_file);
 
   // Expiry and the pool gauges, twice per heartbeat period.
   absl::Notification stop;

@@ -32,29 +32,24 @@ namespace {
 struct WorkerFlags {
   WorkerOptions options;
   daemon::DaemonServerOptions server;
-  std::string data_root, port_file, scheduler, advertise, labels;
+  std::string data_root, scheduler, advertise, labels;
   std::map<std::string, std::string> parsed_labels;
-  int metrics_port = -1, grace_seconds = 30;
+  int grace_seconds = 30;
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   double open_timeout_seconds = 10;
   SecurityOptions security;
 
   void Register(cli::FlagSet& f) {
-    f.String("listen", &server.listen, "address to listen on");
-    f.Int("port", &server.port, "port (0: pick a free one; the bound port is printed and logged)");
+    daemon::RegisterServerFlags(f, &server);
     f.String("data-root", &data_root, "folder holding the datasets; nothing outside it is read");
     f.Int("threads", &options.threads, "preprocessing threads (0: every available CPU)");
-    f.Int("metrics-port", &metrics_port,
-          "serve Prometheus /metrics here (0: a free port; -1: off)");
     f.Int("max-streams", &options.max_streams, "job streams open at once");
     f.Int("max-streams-per-client", &options.max_streams_per_client,
           "job streams open at once from one client host");
     f.Double("open-timeout-seconds", &open_timeout_seconds,
              "end a stream that has not opened a job, and a connection that has not finished "
              "its handshake, within this (0: never; handshakes then get 120 s)");
-    f.Double("idle-connection-seconds", &server.idle_connection_seconds,
-             "close a connection that has carried no call for this long");
     f.Double("reindex-seconds", &options.min_reindex_seconds,
              "index a dataset again (a job brought a new fingerprint) at most this often; a "
              "refused open is answered from the cache for as long");
@@ -73,7 +68,6 @@ struct WorkerFlags {
           "most scans a progressive JPEG may have (each is a pass over the image); a job may "
           "ask for less");
     f.Int("grace-seconds", &grace_seconds, "on SIGTERM, time to finish in-flight items");
-    f.String("port-file", &port_file, "write the bound port to this file once listening");
     f.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
     f.String("scheduler", &scheduler,
              "prepflow-scheduler host:port to register with and heartbeat to (empty: none)");
@@ -144,8 +138,8 @@ int Run(const WorkerFlags& f, const Security& security) {
   daemon::StopSignals stop_signals;
   WorkerMetrics metrics;
   std::unique_ptr<prometheus::Exposer> exposer;
-  if (f.metrics_port >= 0) {
-    auto served = daemon::ServeMetrics(f.server.listen, f.metrics_port, metrics.registry());
+  if (f.server.metrics_port >= 0) {
+    auto served = daemon::ServeMetrics(f.server.listen, f.server.metrics_port, metrics.registry());
     if (!served.ok()) {
       spdlog::error("{}", std::string(served.status().message()));
       return 1;
@@ -167,7 +161,7 @@ int Run(const WorkerFlags& f, const Security& security) {
       daemon::MetricsAddress(f.server.listen, exposer.get()),
       security.server_tls() ? (security.client_ca.empty() ? "TLS" : "mutual TLS") : "plaintext",
       security.token.empty() ? "" : ", bearer token required");
-  daemon::AnnounceListening(f.server.listen, server.port(), f.port_file);
+  daemon::AnnounceListening(f.server.listen, server.port(), f.server.port_file);
   std::unique_ptr<WorkerRegistration> registration =
       RegisterWithScheduler(f, security, core, server.port());
   const int signal_number =

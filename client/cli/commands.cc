@@ -387,25 +387,40 @@ struct Profile {
   std::vector<StageStats> stages;
 };
 
-absl::StatusOr<Profile> ProfileDataset(const std::string& data, const std::string& format,
-                                       const std::string& pipeline_name, int64_t samples,
-                                       uint64_t seed, int64_t max_pixels) {
+// What `prepflow profile` and `prepflow plan --data` profile.
+struct ProfileFlags {
+  std::string data, format = "auto", pipeline = "imagenet-train";
+  int64_t samples = 0;
+  uint64_t seed = 0;
+  int64_t max_pixels = DecodeOptions().max_pixels;
+
+  void Register(FlagSet& f, const char* data_help, const char* samples_help) {
+    f.String("data", &data, data_help);
+    f.String("format", &format, "auto | imagefolder | wds");
+    f.String("pipeline", &pipeline, "imagenet-train | imagenet-eval | a pipeline text file");
+    f.Int("samples", &samples, samples_help);
+    f.Uint("seed", &seed, "job seed");
+    f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
+  }
+};
+
+absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   proto::DatasetSpec dspec;
-  dspec.set_path(data);
-  auto fmt = ParseDatasetFormat(format);
+  dspec.set_path(pf.data);
+  auto fmt = ParseDatasetFormat(pf.format);
   if (!fmt.ok()) return fmt.status();
   dspec.set_format(*fmt);
-  auto spec = LoadPipelineSpec(pipeline_name);
+  auto spec = LoadPipelineSpec(pf.pipeline);
   if (!spec.ok()) return absl::InvalidArgumentError(spec.status().message());
   PipelineOptions popts;
-  popts.seed = seed;
-  popts.decode.max_pixels = max_pixels;
+  popts.seed = pf.seed;
+  popts.decode.max_pixels = pf.max_pixels;
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
   auto dataset = OpenDataset(dspec);
   if (!dataset.ok()) return dataset.status();
-  std::vector<int64_t> order = EpochOrder((*dataset)->size(), seed, 0, true, 0, 1);
-  if (samples > 0 && samples < static_cast<int64_t>(order.size())) order.resize(samples);
+  std::vector<int64_t> order = EpochOrder((*dataset)->size(), pf.seed, 0, true, 0, 1);
+  if (pf.samples > 0 && pf.samples < static_cast<int64_t>(order.size())) order.resize(pf.samples);
   StageProfiler read_profiler({"read"});
   StageProfiler stage_profiler((*pipeline)->stage_names());
   Workspace ws;
@@ -447,24 +462,19 @@ absl::StatusOr<Profile> ProfileDataset(const std::string& data, const std::strin
 }  // namespace
 
 int ProfileCommand(int argc, char** argv) {
-  std::string data, format = "auto", pipeline_name = "imagenet-train";
-  int64_t samples = 256, max_pixels = 64'000'000;
-  uint64_t seed = 0;
+  ProfileFlags pf;
+  pf.samples = 256;
   bool json = false;
   FlagSet flags("prepflow profile",
                 "Runs a pipeline over a sample of the dataset on one thread and reports each "
                 "stage's CPU time and output size per sample (what the offload planner reads).");
-  flags.String("data", &data, "dataset: ImageFolder folder, or WebDataset .tar file or folder");
-  flags.String("format", &format, "auto | imagefolder | wds");
-  flags.String("pipeline", &pipeline_name, "imagenet-train | imagenet-eval | a pipeline text file");
-  flags.Int("samples", &samples, "samples to profile (a seeded random subset; 0: all)");
-  flags.Uint("seed", &seed, "job seed");
-  flags.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
+  pf.Register(flags, "dataset: ImageFolder folder, or WebDataset .tar file or folder",
+              "samples to profile (a seeded random subset; 0: all)");
   flags.Bool("json", &json, "print JSON instead of a table");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
-  if (data.empty()) return UsageError("prepflow profile: --data is required", flags);
-  if (samples < 0) return UsageError("prepflow profile: --samples must be >= 0", flags);
-  auto profile = ProfileDataset(data, format, pipeline_name, samples, seed, max_pixels);
+  if (pf.data.empty()) return UsageError("prepflow profile: --data is required", flags);
+  if (pf.samples < 0) return UsageError("prepflow profile: --samples must be >= 0", flags);
+  auto profile = ProfileDataset(pf);
   if (!profile.ok()) return Failure("profile", profile.status());
   const Profile& p = *profile;
   if (json) {
@@ -541,10 +551,9 @@ void PrintPlan(const policy::PlanInput& in, const std::vector<std::string>& name
 }  // namespace
 
 int PlanCommand(int argc, char** argv) {
-  std::string data, format = "auto", pipeline_name = "imagenet-train", stage_ms, remote_ms,
-                    stage_bytes;
-  int64_t samples = 64;
-  uint64_t seed = 0;
+  ProfileFlags pf;
+  pf.samples = 64;
+  std::string stage_ms, remote_ms, stage_bytes;
   double local_cores = 1, remote_cores = 0, cores_per_worker = 1, bandwidth_mbps = 0, demand = 0;
   double receive_ns_per_byte = policy::kPriorReceiveCpuPerByte * 1e9,
          send_ns_per_byte = policy::kAssumedSendCpuPerByte * 1e9;
@@ -553,11 +562,8 @@ int PlanCommand(int argc, char** argv) {
                 "Prints what the offload planner decides for given measurements, or for a short "
                 "profile of a dataset: how many samples take each cut, the remote cores and "
                 "workers to ask for, and which resource binds.");
-  flags.String("data", &data, "profile this dataset for the stage costs and sizes");
-  flags.String("format", &format, "auto | imagefolder | wds");
-  flags.String("pipeline", &pipeline_name, "imagenet-train | imagenet-eval | a pipeline file");
-  flags.Int("samples", &samples, "samples to profile with --data");
-  flags.Uint("seed", &seed, "job seed");
+  pf.Register(flags, "profile this dataset for the stage costs and sizes",
+              "samples to profile with --data");
   flags.String("stage-ms", &stage_ms, "instead of --data: CPU ms per sample of each stage, a,b,c");
   flags.String("remote-ms", &remote_ms,
                "CPU ms per sample of each stage on a worker (default: as here)");
@@ -583,8 +589,8 @@ int PlanCommand(int argc, char** argv) {
     for (double v : *ms) in.local_cost.push_back(v / 1e3);
     in.boundary_bytes = *bytes;
     for (size_t i = 0; i < in.local_cost.size(); ++i) names.push_back(absl::StrCat("stage ", i));
-  } else if (!data.empty()) {
-    auto profile = ProfileDataset(data, format, pipeline_name, samples, seed, 64'000'000);
+  } else if (!pf.data.empty()) {
+    auto profile = ProfileDataset(pf);
     if (!profile.ok()) return Failure("plan", profile.status());
     // "read" first, then the stages; whoever runs stage 0 reads the file.
     const std::vector<StageStats>& stages = profile->stages;

@@ -201,6 +201,11 @@ TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   const CliRun bad = Prepflow("plan --stage-ms 1,x --stage-bytes 1,2", dir_);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--stage-ms: 'x'"));
+  // plan --data profiles with the same flags as profile, limits included.
+  const CliRun limit = Prepflow(
+      absl::StrCat("plan --data ", dir_.Join("data"), " --max-pixels 0 --remote-cores 2"), dir_);
+  EXPECT_EQ(limit.exit_code, 2);
+  EXPECT_THAT(limit.err, HasSubstr("max_pixels: must be positive"));
 }
 
 TEST_F(CliTest, ProfileAndDemo) {

@@ -646,15 +646,15 @@ LoaderStats Loader::Stats() const {
     st.plan_fractions = placement_.Fractions();
   }
   st.offload = OffloadModeString(offload_);
+  const policy::ReplanState plan = replanner_ ? replanner_->State() : policy::ReplanState();
   if (replanner_) {
-    const policy::ReplanState plan = replanner_->State();
     st.plan = plan.explanation;
     st.plan_changes = plan.changes;
     st.plan_throughput = plan.throughput;
     st.ingest_limit = plan.ingest_limit;
     st.receive_cpu_per_byte = plan.receive_cost_per_byte;
   }
-  if (remote_) AddRemoteStats(&st);
+  if (remote_) AddRemoteStats(plan, &st);
   st.scheduler = options_.scheduler;
   if (grants_) {
     const SchedulerGrants::State g = grants_->state();
@@ -669,12 +669,11 @@ LoaderStats Loader::Stats() const {
   return st;
 }
 
-void Loader::AddRemoteStats(LoaderStats* st) const {
+void Loader::AddRemoteStats(const policy::ReplanState& plan, LoaderStats* st) const {
   const RemotePool::Counters c = remote_->counters();
   st->reissued_items = c.reissued_items;
   st->hedged_items = c.hedged_items;
   st->hedge_wins = c.hedge_wins;
-  const policy::ReplanState plan = replanner_ ? replanner_->State() : policy::ReplanState();
   // One entry per address: a worker granted again after it was closed has
   // a second stream, and both count.
   std::map<std::string, size_t> by_address;

@@ -147,8 +147,9 @@ class Loader {
   void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
                  std::shared_ptr<const ReceivedMessage> answer, int sample);
   void OnRefusal(const absl::Status& status);
-  // The pool's counters and workers (merged per address), with their links.
-  void AddRemoteStats(LoaderStats* st) const;
+  // The pool's counters and workers (merged per address), with their links
+  // from `plan`.
+  void AddRemoteStats(const policy::ReplanState& plan, LoaderStats* st) const;
   void SignalBatchDone();
 
   LoaderOptions options_;

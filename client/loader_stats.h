@@ -92,15 +92,23 @@ struct StatField {
   bool scheduler_only = false;  // a series only for a job with a scheduler
 };
 
-// The scalar fields of LoaderStats, then the lists: `workers` (label worker=
-// address), `stages` and `remote_stages` (labels stage=name, side=local or
-// remote), `first_errors` (never series).
+// The scalar fields of LoaderStats, and the records of its lists.
 const std::vector<StatField<LoaderStats>>& LoaderStatFields();
 const std::vector<StatField<LoaderStats::WorkerStats>>& WorkerStatFields();
 const std::vector<StatField<StageStats>>& StageStatFields();
 const std::vector<StatField<SampleError>>& ErrorStatFields();
-// The keys of the lists, as the renderers name them.
-inline constexpr const char* kStatLists[] = {"workers", "stages", "remote_stages", "first_errors"};
+
+// Calls `visit(key, records, fields)` for each list of `stats`, the one place
+// that names them: `workers` (series labelled worker=address), `stages` and
+// `remote_stages` (labelled stage=name, side=local or remote),
+// `first_errors` (never series).
+template <typename Visit>
+void VisitStatLists(const LoaderStats& stats, Visit&& visit) {
+  visit("workers", stats.workers, WorkerStatFields());
+  visit("stages", stats.stages, StageStatFields());
+  visit("remote_stages", stats.remote_stages, StageStatFields());
+  visit("first_errors", stats.first_errors, ErrorStatFields());
+}
 
 }  // namespace prepflow
 

@@ -70,6 +70,15 @@ void AddField(Families& out, const StatField<Record>& f, const Record& record,
   out.Add(f.metric, f.help, type, number, std::move(labels));
 }
 
+// The labels that tell apart the series of one list's records.
+std::vector<ClientMetric::Label> ListLabels(const std::string&, const SampleError&) { return {}; }
+std::vector<ClientMetric::Label> ListLabels(const std::string&, const LoaderStats::WorkerStats& w) {
+  return {{"worker", w.address}};
+}
+std::vector<ClientMetric::Label> ListLabels(const std::string& key, const StageStats& s) {
+  return {{"stage", s.name}, {"side", key == "remote_stages" ? "remote" : "local"}};
+}
+
 template <typename Record>
 void AddRecord(Families& out, const Record& record, const std::vector<StatField<Record>>& fields,
                const LoaderStats& st, const std::vector<ClientMetric::Label>& extra) {
@@ -81,15 +90,9 @@ void AddRecord(Families& out, const Record& record, const std::vector<StatField<
 std::vector<MetricFamily> StatsFamilies(const LoaderStats& st, const std::string& job_id) {
   Families out(job_id);
   AddRecord(out, st, LoaderStatFields(), st, {});
-  for (const LoaderStats::WorkerStats& w : st.workers) {
-    AddRecord(out, w, WorkerStatFields(), st, {{"worker", w.address}});
-  }
-  for (const StageStats& s : st.stages) {
-    AddRecord(out, s, StageStatFields(), st, {{"stage", s.name}, {"side", "local"}});
-  }
-  for (const StageStats& s : st.remote_stages) {
-    AddRecord(out, s, StageStatFields(), st, {{"stage", s.name}, {"side", "remote"}});
-  }
+  VisitStatLists(st, [&](const std::string& key, const auto& records, const auto& fields) {
+    for (const auto& r : records) AddRecord(out, r, fields, st, ListLabels(key, r));
+  });
   return out.Take();
 }
 

@@ -32,31 +32,26 @@ RemotePool::~RemotePool() { Stop(); }
 
 int RemotePool::Add(const std::string& address, const std::string& worker_id, double granted_cores,
                     const std::string& tls_name) {
-  WorkerStream* stream;
-  int id;
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopping_) return -1;
-    id = static_cast<int>(workers_.size());
-    WorkerStream::Handlers handlers;
-    handlers.opened = [this, id](const proto::JobOpened& opened) { OnOpened(id, opened); };
-    handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> answer) {
-      OnResult(id, std::move(answer));
-    };
-    handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
-    Worker& worker = workers_.emplace_back();
-    worker.member.id = id;
-    worker.member.address = address;
-    worker.member.worker_id = worker_id;
-    worker.member.alive = true;
-    worker.member.granted_cores = granted_cores;
-    worker.added_nanos = clock_();
-    worker.stream = factory_(address, tls_name, std::move(handlers));
-    stream = worker.stream.get();
-    // Started under the lock: Stop() cannot take the stream away meanwhile,
-    // and its handlers (which take the lock) run only once this returns.
-    stream->Start(open_);
-  }
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return -1;
+  const int id = static_cast<int>(workers_.size());
+  WorkerStream::Handlers handlers;
+  handlers.opened = [this, id](const proto::JobOpened& opened) { OnOpened(id, opened); };
+  handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> answer) {
+    OnResult(id, std::move(answer));
+  };
+  handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
+  Worker& worker = workers_.emplace_back();
+  worker.member.id = id;
+  worker.member.address = address;
+  worker.member.worker_id = worker_id;
+  worker.member.alive = true;
+  worker.member.granted_cores = granted_cores;
+  worker.added_nanos = clock_();
+  worker.stream = factory_(address, tls_name, std::move(handlers));
+  // Started under the lock: Stop() cannot take the stream away meanwhile,
+  // and its handlers (which take the lock) run only once this returns.
+  worker.stream->Start(open_);
   return id;
 }
 
@@ -378,13 +373,13 @@ void RemotePool::Tick() {
 
 void RemotePool::StartWatchdog() {
   watchdog_ = std::thread([this] {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
-      if (stopping_) break;
-      mu_.Unlock();
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+        if (stopping_) return;
+      }
       Tick();
-      mu_.Lock();
     }
   });
 }

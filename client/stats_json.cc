@@ -46,10 +46,9 @@ Json StagesJson(const std::vector<StageStats>& stages) {
 
 Json StatsJson(const LoaderStats& stats) {
   Json out = RecordJson(stats, LoaderStatFields());
-  out["workers"] = ListJson(stats.workers, WorkerStatFields());
-  out["stages"] = ListJson(stats.stages, StageStatFields());
-  out["remote_stages"] = ListJson(stats.remote_stages, StageStatFields());
-  out["first_errors"] = ListJson(stats.first_errors, ErrorStatFields());
+  VisitStatLists(stats, [&out](const char* key, const auto& records, const auto& fields) {
+    out[key] = ListJson(records, fields);
+  });
   return out;
 }
 

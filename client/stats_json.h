@@ -12,7 +12,7 @@
 
 namespace prepflow {
 
-// Every field of LoaderStatFields() and the four lists (kStatLists). Text is
+// Every field of LoaderStatFields() and every list (VisitStatLists). Text is
 // passed through SafeText.
 nlohmann::json StatsJson(const LoaderStats& stats);
 // Stage entries alone (StageStatFields), as `prepflow profile` prints them.

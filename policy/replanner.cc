@@ -141,9 +141,8 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
   window_cpu_nanos_ = s.process_cpu_nanos;
   for (const WorkerTotals& w : s.workers) {
     if (!w.usable) continue;
-    auto [it, fresh] = links_.try_emplace(w.id);
-    LinkWindow& lw = it->second;
-    if (fresh || lw.start_nanos == 0) {
+    LinkWindow& lw = links_[w.id];
+    if (lw.start_nanos == 0) {  // opens at its first answers
       if (w.results > 0) lw = LinkWindow{s.now_nanos, w, lw.link};
       continue;
     }

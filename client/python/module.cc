@@ -240,10 +240,9 @@ py::list ListOf(const std::vector<Record>& records, const std::vector<StatField<
 // Prometheus collector (client/loader_stats.h).
 py::dict StatsDict(const LoaderStats& st) {
   py::dict d = RecordDict(st, LoaderStatFields());
-  d["workers"] = ListOf(st.workers, WorkerStatFields());
-  d["stages"] = ListOf(st.stages, StageStatFields());
-  d["remote_stages"] = ListOf(st.remote_stages, StageStatFields());
-  d["first_errors"] = ListOf(st.first_errors, ErrorStatFields());
+  VisitStatLists(st, [&d](const char* key, const auto& records, const auto& fields) {
+    d[key] = ListOf(records, fields);
+  });
   return d;
 }
 
@@ -251,7 +250,8 @@ py::dict StatsDict(const LoaderStats& st) {
 py::list StatKeys() {
   py::list keys;
   for (const auto& f : LoaderStatFields()) keys.append(f.key);
-  for (const char* list : kStatLists) keys.append(list);
+  VisitStatLists(LoaderStats(),
+                 [&keys](const char* key, const auto&, const auto&) { keys.append(key); });
   return keys;
 }
 

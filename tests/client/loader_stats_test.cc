@@ -78,7 +78,8 @@ std::set<std::string> Keys(const nlohmann::json& j) {
 TEST(LoaderStats, JsonHasExactlyTheTablesFields) {
   const nlohmann::json j = StatsJson(Filled("s:7060"));
   std::set<std::string> expected = Keys(LoaderStatFields());
-  for (const char* list : kStatLists) expected.insert(list);
+  VisitStatLists(LoaderStats(),
+                 [&expected](const char* key, const auto&, const auto&) { expected.insert(key); });
   EXPECT_EQ(Keys(j), expected);
   EXPECT_EQ(Keys(j["workers"][0]), Keys(WorkerStatFields()));
   EXPECT_EQ(Keys(j["stages"][0]), Keys(StageStatFields()));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/flags.h"
+#include "net/flags.h"
 #include "pipeline/rng.h"
 #include "scheduler/allocator.h"
 

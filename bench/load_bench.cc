@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "client/loader.h"
 #include "client/worker_process.h"
-#include "pipeline/flags.h"
+#include "net/flags.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/flags.h"
+#include "net/flags.h"
 #include "pipeline/rng.h"
 #include "policy/planner.h"
 

@@ -11,9 +11,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "client/remote_worker.h"
+#include "net/flags.h"
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
-#include "pipeline/flags.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,10 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "client/remote_pool.h"
 #include "client/remote_worker.h"
+#include "client/sample_runner.h"
 #include "client/scheduler_grants.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/rng.h"
-#include "pipeline/wire.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -35,16 +34,6 @@ constexpr int kMaxPrefetchBatches = 32;
 // What a job asks the scheduler for when it has no measure of what it
 // would use: as much as its fair share gives.
 constexpr double kWantAllCores = 1e6;
-
-policy::StageTotals Totals(const StageStats& s) {
-  return {s.cpu_seconds, static_cast<double>(s.output_bytes), static_cast<double>(s.samples)};
-}
-
-std::vector<policy::StageTotals> Totals(const std::vector<StageStats>& stats) {
-  std::vector<policy::StageTotals> out;
-  for (const StageStats& s : stats) out.push_back(Totals(s));
-  return out;
-}
 
 }  // namespace
 
@@ -77,12 +66,6 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   dataset_ = *std::move(dataset);
 
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
-  read_profiler_ = std::make_unique<StageProfiler>(std::vector<std::string>{"read"});
-  stage_profiler_ = std::make_unique<StageProfiler>(pipeline_->stage_names());
-  std::vector<std::string> remote_names = {"read"};
-  for (const std::string& s : pipeline_->stage_names()) remote_names.push_back(s);
-  remote_profiler_ = std::make_unique<StageProfiler>(remote_names);
-  for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
   const int64_t size = dataset_->size();
   samples_per_epoch_ =
       size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0);
@@ -94,9 +77,11 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   // Room for every task of every batch that may come to be in flight, twice
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
-  threads_ = std::make_unique<ThreadPool>(
-      threads, 2 * static_cast<size_t>(options_.batch_size) *
-                   std::max(options_.prefetch_batches, kMaxPrefetchBatches));
+  runner_ =
+      std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(), threads,
+                                     2 * static_cast<size_t>(options_.batch_size) *
+                                         std::max(options_.prefetch_batches, kMaxPrefetchBatches),
+                                     [this] { SignalBatchDone(); });
   const bool remote_possible = offload_.kind != OffloadMode::kOff &&
                                (!options_.workers.empty() || !options_.scheduler.empty());
   if (offload_.kind == OffloadMode::kAuto && !remote_possible) {
@@ -108,21 +93,22 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   absl::MutexLock lock(&mu_);
   if (replanner_) StartWarmUp();
   UpdatePrefetch();
-  {
-    // The batches that can be in flight plus the one the trainer holds, made
-    // and touched now: memory is committed up front and the first batches do
-    // not pay for page faults.
-    absl::MutexLock free_lock(&free_batches_->mu);
-    const ValueType& out = pipeline_->output_type();
-    for (int i = 0; i <= prefetch_; ++i) {
-      auto batch = std::make_unique<Batch>(out, options_.batch_size, options_.batch_allocator);
-      std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
-      free_batches_->free.push_back(std::move(batch));
-    }
-  }
+  MakeBatches();
   spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads, offload {}", size,
                 dataset_->format(), pipeline_->DebugString(), threads, OffloadModeString(offload_));
   return absl::OkStatus();
+}
+
+void Loader::MakeBatches() {
+  // Made and touched now: memory is committed up front and the first
+  // batches do not pay for page faults.
+  absl::MutexLock free_lock(&free_batches_->mu);
+  const ValueType& out = pipeline_->output_type();
+  for (int i = 0; i <= prefetch_; ++i) {
+    auto batch = std::make_unique<Batch>(out, options_.batch_size, options_.batch_allocator);
+    std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
+    free_batches_->free.push_back(std::move(batch));
+  }
 }
 
 absl::Status Loader::OpenPipeline() {
@@ -133,12 +119,7 @@ absl::Status Loader::OpenPipeline() {
   auto pipeline = Pipeline::Create(options_.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
-  const int64_t max_file_bytes = options_.dataset.max_file_bytes() > 0
-                                     ? options_.dataset.max_file_bytes()
-                                     : kDefaultMaxFileBytes;
   const int n = pipeline_->num_stages();
-  for (int k = 0; k <= n; ++k)
-    max_sample_bytes_.push_back(pipeline_->MaxBytesAt(k, max_file_bytes));
   const ValueType& out = pipeline_->output_type();
   if (!out.fixed()) {
     return absl::InvalidArgumentError(
@@ -196,10 +177,10 @@ absl::Status Loader::StartRemote() {
   RemotePool::Callbacks callbacks;
   callbacks.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                             const std::string& address) {
-    OnRemoteResult(std::move(item), std::move(answer), address);
+    runner_->TakeRemote(item, answer, address);
   };
   callbacks.run_locally = [this](RemoteItem item) {
-    for (int64_t slot : item.slots) SubmitLocal(item.batch, slot);
+    for (int64_t slot : item.slots) runner_->RunLocal(item.batch, slot);
   };
   callbacks.failed = [this](const absl::Status& status) { OnRefusal(status); };
   // A worker came or went: re-plan at the next batch.
@@ -261,7 +242,7 @@ Loader::~Loader() {
   // Cancelling joins each stream's threads; then the thread pool: tasks may
   // still be writing into in-flight batches.
   if (remote_) remote_->Stop();
-  if (threads_) threads_->Stop();
+  if (runner_) runner_->Stop();
   absl::MutexLock lock(&mu_);
   for (Batch* b : in_flight_) delete b;
   in_flight_.clear();
@@ -285,12 +266,14 @@ double Loader::WantedRemoteCores() const {
   return want;
 }
 
-double Loader::LocalCores() const { return std::min<double>(threads_->size(), EffectiveCpus()); }
+int Loader::threads() const { return runner_->threads(); }
+
+double Loader::LocalCores() const { return std::min<double>(runner_->threads(), EffectiveCpus()); }
 
 int Loader::ItemSamples(int cut, int64_t item_bytes_limit) const {
   // As many as fit the smallest item the workers take, from the bound on one
   // sample at this cut (the worker admits items against its memory budget).
-  const int64_t fit = item_bytes_limit / std::max<int64_t>(1, max_sample_bytes_[cut]);
+  const int64_t fit = item_bytes_limit / std::max<int64_t>(1, runner_->max_sample_bytes(cut));
   return static_cast<int>(std::clamp<int64_t>(fit, 1, options_.item_samples));
 }
 
@@ -298,7 +281,7 @@ void Loader::UpdatePrefetch() {
   if (!remote_) return;
   const int64_t remote_samples =
       static_cast<int64_t>(remote_->UsableCredits()) * options_.item_samples;
-  const int64_t room = static_cast<int64_t>(threads_->queue_capacity()) / (2 * options_.batch_size);
+  const int64_t room = static_cast<int64_t>(runner_->queue_capacity()) / (2 * options_.batch_size);
   prefetch_ = static_cast<int>(std::max<int64_t>(
       prefetch_, std::min<int64_t>(room, 2 + remote_samples / options_.batch_size)));
 }
@@ -335,10 +318,7 @@ void Loader::MaybeReplan() {
   s.now_nanos = WallNanos();
   s.process_cpu_nanos = ProcessCpuNanos();
   s.local_cores = LocalCores();
-  s.read = Totals(read_profiler_->Snapshot()[0]);
-  s.local_stages = Totals(stage_profiler_->Snapshot());
-  s.remote_stages = Totals(remote_profiler_->Snapshot());
-  s.receive_cpu_seconds += wire_copy_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9;
+  runner_->Measure(&s);
   s.delivered_samples = static_cast<double>(images_);
   s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
   std::vector<std::string> notes;
@@ -394,7 +374,7 @@ void Loader::Place(Batch* b) {
   for (int64_t slot = 0; slot < b->size(); ++slot) {
     const int cut = PlacementOf(b->epoch(), b->index_at(slot));
     if (cut < 0) {
-      SubmitLocal(b, slot);
+      runner_->RunLocal(b, slot);
       continue;
     }
     RemoteItem& item = open_items.try_emplace(cut, RemoteItem{b, {}, cut}).first->second;
@@ -418,10 +398,6 @@ void Loader::TopUp() {
   }
 }
 
-void Loader::SubmitLocal(Batch* batch, int64_t slot) {
-  threads_->Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
-}
-
 void Loader::SignalBatchDone() {
   absl::MutexLock lock(&mu_);
   batch_done_.SignalAll();
@@ -434,126 +410,6 @@ void Loader::OnRefusal(const absl::Status& status) {
     batch_done_.SignalAll();
   }
   if (grants_) grants_->Finish();
-}
-
-void Loader::RunSample(int thread, Batch* batch, int64_t slot) {
-  Workspace& ws = *workspaces_[thread];
-  const int64_t index = batch->index_at(slot);
-  Sample s;
-  s.epoch = batch->epoch();
-  s.index = index;
-  s.label = dataset_->label(index);
-  const int64_t t0 = ThreadCpuNanos();
-  size_t size = 0;
-  absl::Status status;
-  try {
-    status = dataset_->Read(index, &ws.encoded, &size);
-  } catch (const std::bad_alloc&) {
-    status = absl::ResourceExhaustedError("out of memory reading the sample");
-  }
-  read_profiler_->Record(0, ThreadCpuNanos() - t0, static_cast<int64_t>(size));
-  if (status.ok()) {
-    s.kind = ValueKind::kEncoded;
-    s.data = ws.encoded.data();
-    s.size = size;
-    s.shape = {static_cast<int64_t>(size)};
-    status = pipeline_->Run(0, pipeline_->num_stages(), s, ws, stage_profiler_.get(),
-                            batch->slot(slot), batch->sample_bytes());
-  }
-  const bool done =
-      status.ok()
-          ? batch->FinishOk(slot, s.label, SampleHash(index, s.label, s.data, s.size))
-          : batch->FinishError(slot, SampleError{index, dataset_->SamplePath(index), status});
-  if (done) SignalBatchDone();
-}
-
-void Loader::OnRemoteResult(RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
-                            const std::string& address) {
-  // The item is ours alone now, and its batch cannot be handed out before
-  // every slot is finished: copy and finish without holding the lock.
-  bool done = false;
-  for (size_t i = 0; i < item.slots.size(); ++i) {
-    done |= TakeRemoteSample(item, i, answer, address);
-  }
-  if (done) SignalBatchDone();
-}
-
-bool Loader::TakeRemoteSample(const RemoteItem& item, size_t i,
-                              const std::shared_ptr<const ReceivedMessage>& answer,
-                              const std::string& address) {
-  const proto::ItemResult& result = answer->message.result();
-  const int64_t slot = item.slots[i];
-  Batch* batch = item.batch;
-  const int64_t index = batch->index_at(slot);
-  auto fail = [&](absl::Status status) {
-    return batch->FinishError(slot, SampleError{index, dataset_->SamplePath(index), status});
-  };
-  const proto::SampleResult* r =
-      static_cast<int>(i) < result.samples_size() ? &result.samples(static_cast<int>(i)) : nullptr;
-  if (r == nullptr || r->index() != index) {
-    return fail(absl::InternalError(absl::StrCat("worker ", address, " answered item ",
-                                                 result.item_id(), " with the wrong samples")));
-  }
-  if (r->code() != 0) {
-    return fail(absl::Status(static_cast<absl::StatusCode>(r->code()),
-                             absl::StrCat("on worker ", address, ": ", r->error())));
-  }
-  remote_profiler_->Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
-  for (int s = 0; s < r->stages_size(); ++s) {
-    remote_profiler_->Record(s + 1, static_cast<int64_t>(r->stages(s).cpu_seconds() * 1e9),
-                             r->stages(s).output_bytes());
-  }
-  const size_t size = answer->payload_size(i);
-  if (item.cut == pipeline_->num_stages()) {
-    // The finished tensor: one copy, from the receive buffer into its slot.
-    if (size != batch->sample_bytes()) {
-      return fail(absl::InternalError(
-          absl::StrCat("worker result has ", size, " bytes, expected ", batch->sample_bytes())));
-    }
-    answer->CopyPayload(i, batch->slot(slot));
-    return batch->FinishOk(slot, r->label(), SampleHash(index, r->label(), batch->slot(slot), size),
-                           /*remote=*/true);
-  }
-  // A sample bigger than its type allows is a worker bug or a forgery:
-  // refused before anything is decoded from it.
-  const int64_t bound = max_sample_bytes_[item.cut];
-  if (static_cast<int64_t>(size) > bound) {
-    return fail(absl::DataLossError(absl::StrCat("worker ", address, " sent ", size,
-                                                 " bytes for one sample at cut ", item.cut,
-                                                 "; at most ", bound, " are possible")));
-  }
-  const int sample = static_cast<int>(i);
-  const int cut = item.cut;
-  threads_->Submit([this, batch, slot, cut, answer, sample](int thread) {
-    RunSuffix(thread, batch, slot, cut, answer, sample);
-  });
-  return false;
-}
-
-void Loader::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
-                       std::shared_ptr<const ReceivedMessage> answer, int sample) {
-  Workspace& ws = *workspaces_[thread];
-  const proto::SampleResult& r = answer->message.result().samples(sample);
-  Sample s;
-  s.epoch = batch->epoch();
-  s.index = r.index();
-  s.label = r.label();
-  const int64_t cpu = ThreadCpuNanos();
-  absl::Status status = FromWire(r.value(), answer->payloads[sample], ws, s);
-  wire_copy_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
-  if (status.ok()) {
-    status = pipeline_->Run(cut, pipeline_->num_stages(), s, ws, stage_profiler_.get(),
-                            batch->slot(slot), batch->sample_bytes());
-  }
-  if (status.ok() && s.size != batch->sample_bytes()) {
-    status = absl::InternalError("output size differs from the batch's");
-  }
-  const bool done =
-      status.ok()
-          ? batch->FinishOk(slot, s.label, SampleHash(s.index, s.label, s.data, s.size),
-                            /*remote=*/true)
-          : batch->FinishError(slot, SampleError{s.index, dataset_->SamplePath(s.index), status});
-  if (done) SignalBatchDone();
 }
 
 void Loader::EndRun() {
@@ -663,9 +519,8 @@ LoaderStats Loader::Stats() const {
     st.fair_share_cores = g.fair_share_cores;
   }
   st.checksum = checksum_.value();
-  st.stages = read_profiler_->Snapshot();
-  for (StageStats& s : stage_profiler_->Snapshot()) st.stages.push_back(std::move(s));
-  st.remote_stages = remote_profiler_->Snapshot();
+  st.stages = runner_->LocalStages();
+  st.remote_stages = runner_->RemoteStages();
   return st;
 }
 

@@ -33,7 +33,6 @@
 #ifndef PREPFLOW_CLIENT_LOADER_H_
 #define PREPFLOW_CLIENT_LOADER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -51,17 +50,15 @@
 #include "pipeline/batch.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
-#include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/profiler.h"
 #include "pipeline/text.h"
 #include "policy/replanner.h"
 
 namespace prepflow {
 
 class RemotePool;
+class SampleRunner;
 class SchedulerGrants;
-struct RemoteItem;
 
 using BatchPtr = std::shared_ptr<const Batch>;
 
@@ -87,7 +84,7 @@ class Loader {
   const Pipeline& pipeline() const { return *pipeline_; }
   // As resolved (ResolveOptions): `offload` is always set.
   const LoaderOptions& options() const { return options_; }
-  int threads() const { return threads_->size(); }
+  int threads() const;
   // A random id naming this job to workers, in logs and in metrics.
   const std::string& job_id() const { return job_id_; }
   int prefetch_batches() const;
@@ -114,6 +111,8 @@ class Loader {
   // Samples per remote item at `cut`: options.item_samples, fewer where
   // that many would not fit `item_bytes_limit`.
   int ItemSamples(int cut, int64_t item_bytes_limit) const;
+  // Makes the batches that can be in flight plus the one the trainer holds.
+  void MakeBatches() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Raises prefetch_ so that every credit can be busy (within the task
   // queue's room).
   void UpdatePrefetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -134,18 +133,6 @@ class Loader {
   // OnError::kFail the first one ends the run (returned).
   absl::Status TakeErrors(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndRun() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SubmitLocal(Batch* batch, int64_t slot);
-  void RunSample(int thread, Batch* batch, int64_t slot);
-  // A remote answer: each sample is finished here (cut n) or its suffix is
-  // queued (RunSuffix).
-  void OnRemoteResult(RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
-                      const std::string& address);
-  // Returns true when sample `i` of the answer finished its batch.
-  bool TakeRemoteSample(const RemoteItem& item, size_t i,
-                        const std::shared_ptr<const ReceivedMessage>& answer,
-                        const std::string& address);
-  void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
-                 std::shared_ptr<const ReceivedMessage> answer, int sample);
   void OnRefusal(const absl::Status& status);
   // The pool's counters and workers (merged per address), with their links
   // from `plan`.
@@ -156,22 +143,15 @@ class Loader {
   OffloadMode offload_;  // *options_.offload
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<StageProfiler> read_profiler_;
-  std::unique_ptr<StageProfiler> stage_profiler_;
-  std::unique_ptr<StageProfiler> remote_profiler_;      // "read" + stages
-  std::vector<std::unique_ptr<Workspace>> workspaces_;  // one per thread
   std::shared_ptr<FreeBatches> free_batches_;
-  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_epoch_ = 0;
   std::string job_id_;
-  Security security_;  // options_.security, loaded
-  // Bound on one sample's bytes at each cut (Pipeline::MaxBytesAt), set once.
-  std::vector<int64_t> max_sample_bytes_;
+  Security security_;                             // options_.security, loaded
   std::unique_ptr<policy::Replanner> replanner_;  // kAuto with workers
   std::unique_ptr<RemotePool> remote_;            // with workers or a scheduler
   std::unique_ptr<SchedulerGrants> grants_;       // with a scheduler
-  std::atomic<int64_t> wire_copy_cpu_nanos_{0};   // FromWire in RunSuffix
 
   mutable absl::Mutex mu_;
   absl::CondVar batch_done_;

@@ -20,8 +20,8 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/service_type.h"
 #include "net/daemon.h"
+#include "net/flags.h"
 #include "net/security.h"
-#include "pipeline/flags.h"
 
 namespace prepflow::daemon {
 

@@ -6,7 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "pipeline/flags.h"
+#include "net/flags.h"
 
 namespace prepflow {
 namespace {

@@ -1,10 +1,14 @@
-// A small command-line flag parser for prepflow's commands (prepflow, prepflow-worker).
+// A small command-line flag parser for every prepflow command: prepflow,
+// prepflow-worker, prepflow-scheduler and the benchmark programs. Abseil only,
+// so the lowest program may use it (its own library, prepflow::flags).
 //
 // Flags are `--name value` or `--name=value`; booleans are `--name`,
 // `--name=true|false` or `--no-name`. Every error names the flag and the
 // command, and unknown flags are refused with the list of known ones.
-#ifndef PREPFLOW_PIPELINE_FLAGS_H_
-#define PREPFLOW_PIPELINE_FLAGS_H_
+//
+// Thread-safety: a FlagSet is used from one thread (main's).
+#ifndef PREPFLOW_NET_FLAGS_H_
+#define PREPFLOW_NET_FLAGS_H_
 
 #include <cstdint>
 #include <functional>
@@ -66,4 +70,4 @@ absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::str
 
 }  // namespace prepflow::cli
 
-#endif  // PREPFLOW_PIPELINE_FLAGS_H_
+#endif  // PREPFLOW_NET_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "pipeline/flags.h"
+#include "net/flags.h"
 
 #include <cstdio>
 
@@ -9,6 +9,27 @@
 #include "absl/strings/str_split.h"
 
 namespace prepflow::cli {
+namespace {
+
+bool Parse(absl::string_view text, int64_t* out) { return absl::SimpleAtoi(text, out); }
+bool Parse(absl::string_view text, int* out) { return absl::SimpleAtoi(text, out); }
+bool Parse(absl::string_view text, uint64_t* out) { return absl::SimpleAtoi(text, out); }
+bool Parse(absl::string_view text, double* out) { return absl::SimpleAtod(text, out); }
+bool Parse(absl::string_view text, bool* out) { return absl::SimpleAtob(text, out); }
+
+// Assigns `target` only a value that parses whole: a bad one (refused, or
+// passed over by ParseKnown) leaves the default as it was.
+template <typename T>
+std::function<bool(const std::string&)> ParsedInto(T* target) {
+  return [target](const std::string& text) {
+    T value;
+    if (!Parse(text, &value)) return false;
+    *target = value;
+    return true;
+  };
+}
+
+}  // namespace
 
 FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
@@ -21,28 +42,23 @@ void FlagSet::String(const std::string& name, std::string* target, const std::st
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
 }
 
 void FlagSet::Int(const std::string& name, int* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
 }
 
 void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtoi(v, target); }});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
 }
 
 void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false,
-                    [target](const std::string& v) { return absl::SimpleAtod(v, target); }});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
-  flags_.push_back({name, help, *target ? "true" : "false", true,
-                    [target](const std::string& v) { return absl::SimpleAtob(v, target); }});
+  flags_.push_back({name, help, *target ? "true" : "false", true, ParsedInto(target)});
 }
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {

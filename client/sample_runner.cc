@@ -1,0 +1,189 @@
+#include "client/sample_runner.h"
+
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "pipeline/checksum.h"
+#include "pipeline/wire.h"
+
+namespace prepflow {
+namespace {
+
+std::vector<std::string> RemoteStageNames(const Pipeline& pipeline) {
+  std::vector<std::string> names = {"read"};
+  for (const std::string& s : pipeline.stage_names()) names.push_back(s);
+  return names;
+}
+
+policy::StageTotals Totals(const StageStats& s) {
+  return {s.cpu_seconds, static_cast<double>(s.output_bytes), static_cast<double>(s.samples)};
+}
+
+std::vector<policy::StageTotals> Totals(const std::vector<StageStats>& stats) {
+  std::vector<policy::StageTotals> out;
+  for (const StageStats& s : stats) out.push_back(Totals(s));
+  return out;
+}
+
+}  // namespace
+
+SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, int threads,
+                           size_t queue_capacity, std::function<void()> batch_done)
+    : dataset_(*dataset),
+      pipeline_(*pipeline),
+      batch_done_(std::move(batch_done)),
+      read_profiler_({"read"}),
+      stage_profiler_(pipeline->stage_names()),
+      remote_profiler_(RemoteStageNames(*pipeline)),
+      threads_(threads, queue_capacity) {
+  const int64_t max_file_bytes =
+      dataset_.max_file_bytes() > 0 ? dataset_.max_file_bytes() : kDefaultMaxFileBytes;
+  for (int k = 0; k <= pipeline_.num_stages(); ++k) {
+    max_sample_bytes_.push_back(pipeline_.MaxBytesAt(k, max_file_bytes));
+  }
+  for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
+}
+
+SampleRunner::~SampleRunner() { Stop(); }
+
+void SampleRunner::Stop() { threads_.Stop(); }
+
+void SampleRunner::RunLocal(Batch* batch, int64_t slot) {
+  threads_.Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
+}
+
+bool SampleRunner::Finish(Batch* batch, int64_t slot, const absl::Status& status, const Sample& s,
+                          bool remote) {
+  return status.ok()
+             ? batch->FinishOk(slot, s.label, SampleHash(s.index, s.label, s.data, s.size), remote)
+             : batch->FinishError(slot, SampleError{s.index, dataset_.SamplePath(s.index), status});
+}
+
+void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
+  Workspace& ws = *workspaces_[thread];
+  const int64_t index = batch->index_at(slot);
+  Sample s;
+  s.epoch = batch->epoch();
+  s.index = index;
+  s.label = dataset_.label(index);
+  const int64_t t0 = ThreadCpuNanos();
+  size_t size = 0;
+  absl::Status status;
+  try {
+    status = dataset_.Read(index, &ws.encoded, &size);
+  } catch (const std::bad_alloc&) {
+    status = absl::ResourceExhaustedError("out of memory reading the sample");
+  }
+  read_profiler_.Record(0, ThreadCpuNanos() - t0, static_cast<int64_t>(size));
+  if (status.ok()) {
+    s.kind = ValueKind::kEncoded;
+    s.data = ws.encoded.data();
+    s.size = size;
+    s.shape = {static_cast<int64_t>(size)};
+    status = pipeline_.Run(0, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
+                           batch->sample_bytes());
+  }
+  if (Finish(batch, slot, status, s, /*remote=*/false)) batch_done_();
+}
+
+void SampleRunner::TakeRemote(const RemoteItem& item,
+                              const std::shared_ptr<const ReceivedMessage>& answer,
+                              const std::string& address) {
+  // The item is ours alone now, and its batch cannot be handed out before
+  // every slot is finished: copy and finish without a lock.
+  bool done = false;
+  for (size_t i = 0; i < item.slots.size(); ++i) {
+    done |= TakeRemoteSample(item, i, answer, address);
+  }
+  if (done) batch_done_();
+}
+
+bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
+                                    const std::shared_ptr<const ReceivedMessage>& answer,
+                                    const std::string& address) {
+  const proto::ItemResult& result = answer->message.result();
+  const int64_t slot = item.slots[i];
+  Batch* batch = item.batch;
+  Sample s;
+  s.index = batch->index_at(slot);
+  auto fail = [&](absl::Status status) { return Finish(batch, slot, status, s, /*remote=*/true); };
+  const proto::SampleResult* r =
+      static_cast<int>(i) < result.samples_size() ? &result.samples(static_cast<int>(i)) : nullptr;
+  if (r == nullptr || r->index() != s.index) {
+    return fail(absl::InternalError(absl::StrCat("worker ", address, " answered item ",
+                                                 result.item_id(), " with the wrong samples")));
+  }
+  if (r->code() != 0) {
+    return fail(absl::Status(static_cast<absl::StatusCode>(r->code()),
+                             absl::StrCat("on worker ", address, ": ", r->error())));
+  }
+  remote_profiler_.Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
+  for (int k = 0; k < r->stages_size(); ++k) {
+    remote_profiler_.Record(k + 1, static_cast<int64_t>(r->stages(k).cpu_seconds() * 1e9),
+                            r->stages(k).output_bytes());
+  }
+  const size_t size = answer->payload_size(i);
+  if (item.cut == pipeline_.num_stages()) {
+    // The finished tensor: one copy, from the receive buffer into its slot.
+    if (size != batch->sample_bytes()) {
+      return fail(absl::InternalError(
+          absl::StrCat("worker result has ", size, " bytes, expected ", batch->sample_bytes())));
+    }
+    answer->CopyPayload(i, batch->slot(slot));
+    s.label = r->label();
+    s.data = batch->slot(slot);
+    s.size = size;
+    return Finish(batch, slot, absl::OkStatus(), s, /*remote=*/true);
+  }
+  // A sample bigger than its type allows is a worker bug or a forgery:
+  // refused before anything is decoded from it.
+  const int64_t bound = max_sample_bytes_[item.cut];
+  if (static_cast<int64_t>(size) > bound) {
+    return fail(absl::DataLossError(absl::StrCat("worker ", address, " sent ", size,
+                                                 " bytes for one sample at cut ", item.cut,
+                                                 "; at most ", bound, " are possible")));
+  }
+  const int sample = static_cast<int>(i);
+  const int cut = item.cut;
+  threads_.Submit([this, batch, slot, cut, answer, sample](int thread) {
+    RunSuffix(thread, batch, slot, cut, answer, sample);
+  });
+  return false;
+}
+
+void SampleRunner::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
+                             const std::shared_ptr<const ReceivedMessage>& answer, int sample) {
+  Workspace& ws = *workspaces_[thread];
+  const proto::SampleResult& r = answer->message.result().samples(sample);
+  Sample s;
+  s.epoch = batch->epoch();
+  s.index = r.index();
+  s.label = r.label();
+  const int64_t cpu = ThreadCpuNanos();
+  absl::Status status = FromWire(r.value(), answer->payloads[sample], ws, s);
+  wire_copy_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
+  if (status.ok()) {
+    status = pipeline_.Run(cut, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
+                           batch->sample_bytes());
+  }
+  if (status.ok() && s.size != batch->sample_bytes()) {
+    status = absl::InternalError("output size differs from the batch's");
+  }
+  if (Finish(batch, slot, status, s, /*remote=*/true)) batch_done_();
+}
+
+void SampleRunner::Measure(policy::Snapshot* snapshot) const {
+  snapshot->read = Totals(read_profiler_.Snapshot()[0]);
+  snapshot->local_stages = Totals(stage_profiler_.Snapshot());
+  snapshot->remote_stages = Totals(remote_profiler_.Snapshot());
+  snapshot->receive_cpu_seconds += wire_copy_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9;
+}
+
+std::vector<StageStats> SampleRunner::LocalStages() const {
+  std::vector<StageStats> stages = read_profiler_.Snapshot();
+  for (StageStats& s : stage_profiler_.Snapshot()) stages.push_back(std::move(s));
+  return stages;
+}
+
+}  // namespace prepflow

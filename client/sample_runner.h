@@ -1,0 +1,102 @@
+// The trainer's own CPUs: runs samples straight into their batch slots on a
+// thread pool, and measures every stage on each side.
+//
+// A local sample is read and runs the whole pipeline here (RunLocal). A
+// remote one arrives as a worker's answer (TakeRemote): at the last cut its
+// tensor is copied into the slot at once; at an earlier cut its value is
+// checked against the bound its type allows and the suffix [cut, n) is queued
+// here. Per-sample failures finish the slot with the sample's path and error;
+// the Loader decides whether they are skipped or end the run.
+//
+// Measurements: the read, each stage here, and each stage on the workers as
+// they report it, plus the CPU spent taking remote values off the wire: what
+// the re-planner weighs (Measure) and what Stats shows.
+//
+// Thread-safety: every method may be called from any thread; `batch_done`
+// runs on a pool thread or on the caller of TakeRemote, without a lock held
+// here.
+#ifndef PREPFLOW_CLIENT_SAMPLE_RUNNER_H_
+#define PREPFLOW_CLIENT_SAMPLE_RUNNER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/received_message.h"
+#include "client/remote_pool.h"
+#include "pipeline/batch.h"
+#include "pipeline/dataset.h"
+#include "pipeline/executor.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/profiler.h"
+#include "policy/replanner.h"
+
+namespace prepflow {
+
+class SampleRunner {
+ public:
+  // `dataset` and `pipeline` outlive the runner. `queue_capacity`: tasks
+  // that may wait (RunLocal and suffixes); Submit waits for room beyond it.
+  // `batch_done` is called when a sample completes its batch.
+  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, int threads, size_t queue_capacity,
+               std::function<void()> batch_done);
+  // Stop()s.
+  ~SampleRunner();
+  SampleRunner(const SampleRunner&) = delete;
+  SampleRunner& operator=(const SampleRunner&) = delete;
+
+  // Queues sample `slot` of `batch` to be read and run through every stage.
+  void RunLocal(Batch* batch, int64_t slot);
+  // A worker's answer to `item`, taken once and only from the worker the
+  // item was assigned to: each sample finishes its slot now (cut n, or an
+  // error) or has its suffix queued.
+  void TakeRemote(const RemoteItem& item, const std::shared_ptr<const ReceivedMessage>& answer,
+                  const std::string& address);
+  // Drops queued work and waits for running tasks (they may be writing into
+  // batches). Idempotent.
+  void Stop();
+
+  int threads() const { return threads_.size(); }
+  size_t queue_capacity() const { return threads_.queue_capacity(); }
+  // The bound on one sample's bytes at `cut` (Pipeline::MaxBytesAt with the
+  // dataset's file limit): what a worker may send for it.
+  int64_t max_sample_bytes(int cut) const { return max_sample_bytes_[cut]; }
+
+  // Fills the snapshot's stage totals (read, here, on workers) and adds the
+  // CPU spent taking remote values off the wire to its receive cost.
+  void Measure(policy::Snapshot* snapshot) const;
+  // "read", then each stage, as run here.
+  std::vector<StageStats> LocalStages() const;
+  // "read", then each stage, as the workers reported them.
+  std::vector<StageStats> RemoteStages() const { return remote_profiler_.Snapshot(); }
+
+ private:
+  void RunSample(int thread, Batch* batch, int64_t slot);
+  // Returns true when sample `i` of the answer finished its batch.
+  bool TakeRemoteSample(const RemoteItem& item, size_t i,
+                        const std::shared_ptr<const ReceivedMessage>& answer,
+                        const std::string& address);
+  void RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
+                 const std::shared_ptr<const ReceivedMessage>& answer, int sample);
+  // Finishes `slot` with `status` (the sample's path attached on error);
+  // true when that completed the batch.
+  bool Finish(Batch* batch, int64_t slot, const absl::Status& status, const Sample& s, bool remote);
+
+  const Dataset& dataset_;
+  const Pipeline& pipeline_;
+  const std::function<void()> batch_done_;
+  std::vector<int64_t> max_sample_bytes_;  // by cut, 0..n
+  StageProfiler read_profiler_;
+  StageProfiler stage_profiler_;
+  StageProfiler remote_profiler_;                       // "read" + stages
+  std::vector<std::unique_ptr<Workspace>> workspaces_;  // one per thread
+  std::atomic<int64_t> wire_copy_cpu_nanos_{0};         // FromWire in RunSuffix
+  ThreadPool threads_;                                  // last: stopped before the rest goes
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_SAMPLE_RUNNER_H_

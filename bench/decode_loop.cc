@@ -6,24 +6,24 @@
 #include <turbojpeg.h>
 
 #include <cstdio>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "net/flags.h"
 #include "pipeline/dataset.h"
 #include "pipeline/profiler.h"
 
 int main(int argc, char** argv) {
   std::string data;
   int epochs = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--data") == 0)
-      data = argv[i + 1];
-    else if (std::strcmp(argv[i], "--epochs") == 0)
-      epochs = std::atoi(argv[i + 1]);
-  }
+  prepflow::cli::FlagSet flags("decode_loop",
+                               "Reads and fully decodes every file of a dataset, one thread.");
+  flags.String("data", &data, "an ImageFolder or WebDataset shards");
+  flags.Int("epochs", &epochs, "passes over the dataset");
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   if (data.empty()) {
-    std::fprintf(stderr, "usage: decode_loop --data DIR [--epochs N]\n");
+    std::fprintf(stderr, "decode_loop: --data is required\n");
     return 2;
   }
   prepflow::proto::DatasetSpec spec;

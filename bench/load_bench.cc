@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,8 +33,9 @@ int main(int argc, char** argv) {
   flags.Double("seconds", &seconds, "how long to run them");
   flags.Int("worker-threads", &worker_threads, "the worker's preprocessing threads");
   flags.Double("memory-limit-mb", &memory_limit_mb, "the worker's peak RSS must stay under this");
-  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok() || data.empty() || streams < 1) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
+  if (data.empty() || streams < 1) {
+    std::fprintf(stderr, "load_bench: --data is required and --streams must be at least 1\n");
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);

@@ -6,6 +6,7 @@
 //
 //   stream_bench --worker HOST:PORT --data DIR [--seconds 10] [--item-samples 4] [--credits 4]
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -28,8 +29,9 @@ int main(int argc, char** argv) {
   flags.Double("seconds", &seconds, "how long to measure");
   flags.Int("item-samples", &item_samples, "samples per work item");
   flags.Int("credits", &credits, "work items outstanding (the worker may allow fewer)");
-  if (absl::Status s = flags.Parse(argc, argv, 1); !s.ok() || worker.empty() || data.empty()) {
-    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(), flags.Usage().c_str());
+  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
+  if (worker.empty() || data.empty()) {
+    std::fprintf(stderr, "stream_bench: --worker and --data are required\n");
     return 2;
   }
   prepflow::proto::DatasetSpec spec;

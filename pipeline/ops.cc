@@ -1,6 +1,5 @@
 #include "pipeline/ops.h"
 
-#include <array>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/op_schema.h"
 
 namespace prepflow {
 
@@ -205,10 +205,10 @@ class RandomResizedCropOp : public Op {
     if (absl::Status s = OutputSize(p.size(), p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
       return s;
     }
-    op->scale_min_ = p.scale_min() != 0 ? p.scale_min() : 0.08;
-    op->scale_max_ = p.scale_max() != 0 ? p.scale_max() : 1.0;
-    op->ratio_min_ = p.ratio_min() != 0 ? p.ratio_min() : 3.0 / 4.0;
-    op->ratio_max_ = p.ratio_max() != 0 ? p.ratio_max() : 4.0 / 3.0;
+    op->scale_min_ = p.scale_min();
+    op->scale_max_ = p.scale_max();
+    op->ratio_min_ = p.ratio_min();
+    op->ratio_max_ = p.ratio_max();
     if (!(op->scale_min_ > 0 && op->scale_min_ <= op->scale_max_ && op->scale_max_ <= 1)) {
       return absl::InvalidArgumentError(
           absl::StrFormat("scale_min, scale_max: need 0 < scale_min <= scale_max <= 1, got %g, %g",
@@ -429,7 +429,7 @@ class RandomHorizontalFlipOp : public Op {
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
     const proto::RandomHorizontalFlip& p = stage.random_horizontal_flip();
     auto op = std::make_unique<RandomHorizontalFlipOp>();
-    op->p_ = p.has_p() ? p.p() : 0.5;
+    op->p_ = p.p();
     if (!(op->p_ >= 0 && op->p_ <= 1)) {
       return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", op->p_));
     }
@@ -462,32 +462,24 @@ class NormalizeOp : public Op {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
     const proto::Normalize& p = stage.normalize();
-    std::array<double, 3> mean = {0.485, 0.456, 0.406};
-    std::array<double, 3> std = {0.229, 0.224, 0.225};
-    if (p.mean_size() != 0) {
-      if (p.mean_size() != 3) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("mean: needs 3 values (R, G, B), got ", p.mean_size()));
-      }
-      for (int c = 0; c < 3; ++c) mean[c] = p.mean(c);
+    if (p.mean_size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mean: needs 3 values (R, G, B), got ", p.mean_size()));
     }
-    if (p.std_size() != 0) {
-      if (p.std_size() != 3) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("std: needs 3 values (R, G, B), got ", p.std_size()));
-      }
-      for (int c = 0; c < 3; ++c) std[c] = p.std(c);
+    if (p.std_size() != 3) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("std: needs 3 values (R, G, B), got ", p.std_size()));
     }
     auto op = std::make_unique<NormalizeOp>();
     for (int c = 0; c < 3; ++c) {
-      if (!(std[c] > 0) || !std::isfinite(mean[c])) {
+      if (!(p.std(c) > 0) || !std::isfinite(p.mean(c))) {
         return absl::InvalidArgumentError(
             absl::StrFormat("std: channel %d must be positive and mean finite, got mean %g std %g",
-                            c, mean[c], std[c]));
+                            c, p.mean(c), p.std(c)));
       }
       // torchvision holds mean and std as float32 tensors.
-      op->mean_[c] = static_cast<float>(mean[c]);
-      op->std_[c] = static_cast<float>(std[c]);
+      op->mean_[c] = static_cast<float>(p.mean(c));
+      op->std_[c] = static_cast<float>(p.std(c));
     }
     return op;
   }
@@ -547,11 +539,14 @@ std::vector<std::string> OpRegistry::Names() const {
   return names;
 }
 
-absl::StatusOr<std::unique_ptr<Op>> OpRegistry::Create(const Stage& stage) const {
-  if (stage.op_case() == Stage::OP_NOT_SET) {
+absl::StatusOr<std::unique_ptr<Op>> OpRegistry::Create(const Stage& given) const {
+  if (given.op_case() == Stage::OP_NOT_SET) {
     return absl::InvalidArgumentError(
         absl::StrCat("no op set; one of: ", absl::StrJoin(Names(), ", ")));
   }
+  // Factories see every unset field at its documented default.
+  Stage stage = given;
+  if (absl::Status s = ApplyDefaults(&stage); !s.ok()) return s;
   for (const auto& [op_case, factory] : factories_) {
     if (op_case == stage.op_case()) return factory(stage);
   }

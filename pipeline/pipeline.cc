@@ -11,6 +11,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "opencv2/core.hpp"
+#include "pipeline/op_schema.h"
 
 namespace prepflow {
 namespace {
@@ -68,7 +69,8 @@ absl::StatusOr<proto::PipelineSpec> ParseText(const std::string& text, const std
   ErrorCollector errors(origin);
   parser.RecordErrorsTo(&errors);
   if (!parser.ParseFromString(text, &spec)) {
-    return absl::InvalidArgumentError(absl::StrCat("bad pipeline: ", errors.first()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad pipeline: ", ExplainParseError(errors.first())));
   }
   return spec;
 }

@@ -26,6 +26,7 @@
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/op_schema.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
@@ -693,6 +694,45 @@ int ProbeCommand(int argc, char** argv) {
                                              timeout_seconds, " s (--timeout-seconds)")));
   }
   std::printf("%s accepts connections\n", address.c_str());
+  return kOk;
+}
+
+Json OpsJson() {
+  Json ops = Json::array();
+  for (const OpSchema& op : OpSchemas()) {
+    Json fields = Json::array();
+    for (const FieldSchema& f : op.fields) {
+      fields.push_back(Json{{"name", f.name},
+                            {"type", f.type},
+                            {"default", f.default_value},
+                            {"summary", f.summary},
+                            {"choices", f.choices}});
+    }
+    ops.push_back(Json{{"name", op.name},
+                       {"summary", op.summary},
+                       {"torchvision", op.torchvision},
+                       {"random", op.random},
+                       {"input", op.input},
+                       {"output", op.output},
+                       {"parity", op.parity},
+                       {"fields", std::move(fields)}});
+  }
+  return Json{{"command", "ops"}, {"ops", std::move(ops)}};
+}
+
+int OpsCommand(int argc, char** argv) {
+  bool markdown = false, json = false;
+  FlagSet flags("prepflow ops",
+                "Lists every op a pipeline may use, with its fields, their defaults and docs, and "
+                "what it matches in torchvision.");
+  flags.Bool("markdown", &markdown, "print docs/ops.md instead");
+  flags.Bool("json", &json, "print one JSON object instead");
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (json) {
+    PrintJson(OpsJson());
+  } else {
+    std::fputs((markdown ? OpsMarkdown() : OpsText()).c_str(), stdout);
+  }
   return kOk;
 }
 

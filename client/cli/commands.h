@@ -13,6 +13,7 @@ int PackCommand(int argc, char** argv);     // prepflow pack
 int PlanCommand(int argc, char** argv);     // prepflow plan
 int DemoCommand(int argc, char** argv);     // prepflow demo
 int ProbeCommand(int argc, char** argv);    // prepflow probe
+int OpsCommand(int argc, char** argv);      // prepflow ops
 
 // Runs a command. With --json among its flags, stdout ends with exactly one
 // JSON line whatever happens: the command's summary (with an "error" field

@@ -23,6 +23,7 @@ commands:
   plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
+  ops      list every op a pipeline may use, with its fields and defaults
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
                                 {"pack", prepflow::cli::PackCommand},
                                 {"plan", prepflow::cli::PlanCommand},
                                 {"demo", prepflow::cli::DemoCommand},
-                                {"probe", prepflow::cli::ProbeCommand}}) {
+                                {"probe", prepflow::cli::ProbeCommand},
+                                {"ops", prepflow::cli::OpsCommand}}) {
     if (command == name) return prepflow::cli::RunWithJsonContract(command, f, argc, argv);
   }
   std::fprintf(stderr, "prepflow: unknown command '%s'\n\n%s", command.c_str(), kUsage);

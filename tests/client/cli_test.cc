@@ -172,6 +172,23 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   EXPECT_THAT(help.out, HasSubstr("--on-error"));
 }
 
+// docs/ops.md is generated from the schema; regenerate it with
+//   build/bin/prepflow ops --markdown > docs/ops.md
+TEST_F(CliTest, OpsListsTheVocabularyAndDocsOpsMdIsCurrent) {
+  const CliRun text = Prepflow("ops", dir_);
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("random_resized_crop  (image -> image; random; torchvision "
+                                  "RandomResizedCrop)"));
+  const CliRun json = Prepflow("ops --json", dir_);
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.LastJson()["ops"][0]["name"], "decode");
+  const CliRun markdown = Prepflow("ops --markdown", dir_);
+  EXPECT_EQ(markdown.exit_code, 0) << markdown.err;
+  const std::vector<uint8_t> doc = testing::ReadFile(PREPFLOW_SOURCE_DIR "/docs/ops.md");
+  EXPECT_EQ(markdown.out, std::string(doc.begin(), doc.end()))
+      << "docs/ops.md is stale: build/bin/prepflow ops --markdown > docs/ops.md";
+}
+
 TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   // The hand-solved case of planner_test: 30 MB/s (240 Mbit/s) moves the cut
   // to the 150 KB boundary.

@@ -422,19 +422,22 @@ class CenterCropOp : public Op {
   int h_ = 0, w_ = 0;
 };
 
-// ------------------------------------------------- random_horizontal_flip
+// ---------------------------------- flips, grayscale, invert: "with probability p"
 
-class RandomHorizontalFlipOp : public Op {
- public:
-  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
-    const proto::RandomHorizontalFlip& p = stage.random_horizontal_flip();
-    auto op = std::make_unique<RandomHorizontalFlipOp>();
-    op->p_ = p.p();
-    if (!(op->p_ >= 0 && op->p_ <= 1)) {
-      return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", op->p_));
-    }
-    return op;
+// Checks p in [0, 1] (the field is optional with a default, so it is set).
+absl::StatusOr<double> Probability(double p) {
+  if (!(p >= 0 && p <= 1)) {
+    return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", p));
   }
+  return p;
+}
+
+// An op that changes an image in place of its shape with probability p: one
+// draw from the sample's stream for this stage, as torchvision draws
+// torch.rand(1) < p.
+class RandomImageOp : public Op {
+ public:
+  explicit RandomImageOp(double p) : p_(p) {}
 
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectImage(in); !s.ok()) return s;
@@ -446,14 +449,67 @@ class RandomHorizontalFlipOp : public Op {
     if (!(rng.Uniform() < p_)) return absl::OkStatus();
     uint8_t* out = ctx.Output(s.data, s.size);
     cv::Mat dst(s.height(), s.width(), CV_8UC3, out);
-    cv::flip(ImageMat(s), dst, 1);
+    Transform(ImageMat(s), dst);
     s.data = out;
     s.view = ImageView::Whole(s.width(), s.height());
     return absl::OkStatus();
   }
 
+ protected:
+  // Writes the changed image into `dst` (same size; never the same memory).
+  virtual void Transform(const cv::Mat& src, cv::Mat& dst) const = 0;
+
  private:
-  double p_ = 0.5;
+  double p_;
+};
+
+// `Op` built from a message with an optional probability `p`.
+template <typename OpT, typename Message>
+absl::StatusOr<std::unique_ptr<Op>> WithProbability(const Message& m) {
+  auto p = Probability(m.p());
+  if (!p.ok()) return p.status();
+  return std::make_unique<OpT>(*p);
+}
+
+class FlipOp : public RandomImageOp {
+ public:
+  FlipOp(double p, int axis) : RandomImageOp(p), axis_(axis) {}
+  void Transform(const cv::Mat& src, cv::Mat& dst) const override { cv::flip(src, dst, axis_); }
+
+ private:
+  int axis_;  // OpenCV's: 1 mirrors left to right, 0 top to bottom
+};
+
+class HorizontalFlipOp : public FlipOp {
+ public:
+  explicit HorizontalFlipOp(double p) : FlipOp(p, 1) {}
+};
+
+class VerticalFlipOp : public FlipOp {
+ public:
+  explicit VerticalFlipOp(double p) : FlipOp(p, 0) {}
+};
+
+class GrayscaleOp : public RandomImageOp {
+ public:
+  using RandomImageOp::RandomImageOp;
+  // Pillow's RGB to L (Convert.c, L24): fixed point with rounding.
+  void Transform(const cv::Mat& src, cv::Mat& dst) const override {
+    for (int y = 0; y < src.rows; ++y) {
+      const uint8_t* in = src.ptr<uint8_t>(y);
+      uint8_t* out = dst.ptr<uint8_t>(y);
+      for (int x = 0; x < src.cols; ++x, in += 3, out += 3) {
+        const uint32_t l = (in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16;
+        out[0] = out[1] = out[2] = static_cast<uint8_t>(l);
+      }
+    }
+  }
+};
+
+class InvertOp : public RandomImageOp {
+ public:
+  using RandomImageOp::RandomImageOp;
+  void Transform(const cv::Mat& src, cv::Mat& dst) const override { cv::bitwise_not(src, dst); }
 };
 
 // -------------------------------------------------------------- normalize
@@ -561,8 +617,19 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomResizedCrop, FactoryOf<RandomResizedCropOp>());
   registry->Register(Stage::kResize, FactoryOf<ResizeOp>());
   registry->Register(Stage::kCenterCrop, FactoryOf<CenterCropOp>());
-  registry->Register(Stage::kRandomHorizontalFlip, FactoryOf<RandomHorizontalFlipOp>());
+  registry->Register(Stage::kRandomHorizontalFlip, [](const Stage& stage) {
+    return WithProbability<HorizontalFlipOp>(stage.random_horizontal_flip());
+  });
   registry->Register(Stage::kNormalize, FactoryOf<NormalizeOp>());
+  registry->Register(Stage::kRandomVerticalFlip, [](const Stage& stage) {
+    return WithProbability<VerticalFlipOp>(stage.random_vertical_flip());
+  });
+  registry->Register(Stage::kRandomGrayscale, [](const Stage& stage) {
+    return WithProbability<GrayscaleOp>(stage.random_grayscale());
+  });
+  registry->Register(Stage::kRandomInvert, [](const Stage& stage) {
+    return WithProbability<InvertOp>(stage.random_invert());
+  });
 }
 
 }  // namespace prepflow

@@ -114,8 +114,7 @@ class OpRegistry {
 void NormalizeHwcToChw(const uint8_t* in, size_t pixels, const float* mean, const float* std,
                        float* out);
 
-// Registers every built-in op (decode, resize, center_crop,
-// random_resized_crop, random_horizontal_flip, normalize).
+// Registers every built-in op: one per field of proto::Stage (OpSchemas()).
 void RegisterBuiltinOps(OpRegistry* registry);
 
 }  // namespace prepflow

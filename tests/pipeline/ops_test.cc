@@ -335,5 +335,55 @@ TEST(PipelineSpec, TextFileErrorsHaveLineAndColumn) {
   EXPECT_EQ(ok->stages_size(), 2);
 }
 
+TEST(RandomVerticalFlip, MirrorsTopToBottomWithProbabilityOne) {
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_vertical_flip { p: 1 } })pb");
+  auto out = RunPipeline(*p, CoordinatePng(4, 3));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_EQ(out.bytes[(y * 4 + x) * 3 + 0], x);      // R = x
+      EXPECT_EQ(out.bytes[(y * 4 + x) * 3 + 1], 2 - y);  // G = the mirrored row
+    }
+  }
+  auto never = MakePipeline(R"pb(stages { decode {} }
+                                 stages { random_vertical_flip { p: 0 } })pb");
+  EXPECT_EQ(RunPipeline(*never, CoordinatePng(4, 3)).bytes[1], 0);  // row 0 stays
+}
+
+TEST(RandomGrayscale, IsPillowsLumaInEveryChannel) {
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_grayscale { p: 1 } })pb");
+  auto out = RunPipeline(*p, testing::SolidPng(2, 1, 3, 8, 0, 128, 255));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  // Image.new('RGB', (1, 1), (0, 128, 255)).convert('L') is 104.
+  EXPECT_EQ(out.bytes, std::vector<uint8_t>(6, 104));
+}
+
+TEST(RandomInvert, InvertsEveryValue) {
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_invert { p: 1 } })pb");
+  auto out = RunPipeline(*p, testing::SolidPng(1, 1, 3, 8, 0, 128, 255));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.bytes, (std::vector<uint8_t>{255, 127, 0}));
+}
+
+TEST(RandomImageOps, ProbabilityIsValidatedAndDrawnPerSample) {
+  EXPECT_THAT(CreateStatus(R"pb(stages { decode {} }
+                                stages { random_invert { p: 1.5 } })pb")
+                  .message(),
+              HasSubstr("stage 1 (random_invert): p: must be in [0, 1], got 1.5"));
+  // p = 0.3 over 2000 samples: the count of inverted ones is binomial
+  // (mean 600, sd 20.5); the draws are deterministic, so this cannot flake.
+  auto p = MakePipeline(R"pb(stages { decode {} }
+                             stages { random_invert { p: 0.3 } })pb",
+                        /*seed=*/5);
+  const std::vector<uint8_t> png = testing::SolidPng(1, 1, 3, 8, 10, 10, 10);
+  int inverted = 0;
+  for (int64_t i = 0; i < 2000; ++i) inverted += RunPipeline(*p, png, i).bytes[0] == 245;
+  EXPECT_GT(inverted, 600 - 4 * 21);
+  EXPECT_LT(inverted, 600 + 4 * 21);
+}
+
 }  // namespace
 }  // namespace prepflow

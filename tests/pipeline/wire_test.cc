@@ -2,7 +2,11 @@
 // its wire form gives bit-identical results.
 #include "pipeline/wire.h"
 
+#include <set>
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
 #include "pipeline/pipeline.h"
@@ -45,13 +49,48 @@ uint64_t RunSplit(const Pipeline& p, const std::vector<uint8_t>& bytes, int64_t 
 
 class CutAnywhere : public ::testing::TestWithParam<std::string> {};
 
+// A pipeline with every op (tests/pipeline/op_schema_test.cc checks that
+// the list below names each one): their random draws and types survive every
+// cut.
+constexpr char kEveryOp[] = R"pb(
+  name: "every-op"
+  stages { decode {} }
+  stages { resize { shorter_side: 160 } }
+  stages { center_crop { size: 144 } }
+  stages { random_resized_crop { size: 96 scale_min: 0.3 } }
+  stages { random_horizontal_flip {} }
+  stages { random_vertical_flip {} }
+  stages { random_grayscale { p: 0.5 } }
+  stages { random_invert {} }
+  stages { normalize {} }
+)pb";
+
+absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
+  if (name != "every-op") return LoadPipelineSpec(name);
+  proto::PipelineSpec spec;
+  if (!google::protobuf::TextFormat::ParseFromString(kEveryOp, &spec)) {
+    return absl::InvalidArgumentError("kEveryOp does not parse");
+  }
+  return spec;
+}
+
+TEST(EveryOp, NamesEveryRegisteredOp) {
+  auto spec = SpecOf("every-op");
+  ASSERT_TRUE(spec.ok());
+  std::set<std::string> used;
+  for (const proto::Stage& stage : spec->stages()) used.insert(OpRegistry::OpName(stage.op_case()));
+  for (const std::string& name : OpRegistry::Builtin().Names()) {
+    EXPECT_TRUE(used.count(name)) << name << " is missing from kEveryOp";
+  }
+}
+
 TEST_P(CutAnywhere, EveryCutGivesTheSameBytes) {
-  auto spec = LoadPipelineSpec(GetParam());
+  auto spec = SpecOf(GetParam());
   ASSERT_TRUE(spec.ok());
   PipelineOptions options;
   options.seed = 99;
   auto p = Pipeline::Create(*spec, options);
-  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.ok()) << p.status();
   const int n = (*p)->num_stages();
   std::vector<std::vector<uint8_t>> images = {
       testing::Jpeg(1600, 1200, 1),  // DCT scaling
@@ -72,7 +111,8 @@ TEST_P(CutAnywhere, EveryCutGivesTheSameBytes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, CutAnywhere, ::testing::Values("imagenet-train", "imagenet-eval"),
+INSTANTIATE_TEST_SUITE_P(Presets, CutAnywhere,
+                         ::testing::Values("imagenet-train", "imagenet-eval", "every-op"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;

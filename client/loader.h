@@ -45,7 +45,6 @@
 #include "absl/synchronization/mutex.h"
 #include "client/loader_options.h"
 #include "client/loader_stats.h"
-#include "client/received_message.h"
 #include "net/security.h"
 #include "pipeline/batch.h"
 #include "pipeline/checksum.h"
@@ -53,6 +52,7 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/text.h"
 #include "policy/replanner.h"
+#include "proto/worker.pb.h"
 
 namespace prepflow {
 

@@ -199,9 +199,10 @@ std::string ExplainParseError(const std::string& message) {
     return absl::StrCat(message, " There is no op '", name, "'; the ops are: ", OpNamesList(),
                         " (`prepflow ops` shows their fields).");
   }
-  for (const OpSchema& op : OpSchemas()) {
-    const FieldDescriptor* f = StageOps().containing_type()->FindFieldByName(op.name);
-    if (f->message_type()->name() != type) continue;
+  const OneofDescriptor& ops = StageOps();
+  for (int i = 0; i < ops.field_count(); ++i) {
+    if (ops.field(i)->message_type()->name() != type) continue;
+    const OpSchema& op = *FindOpSchema(ops.field(i)->name());
     std::vector<std::string> names;
     for (const FieldSchema& field : op.fields) names.push_back(field.name);
     return absl::StrCat(message, " ", op.name, " takes ",

@@ -424,20 +424,21 @@ class CenterCropOp : public Op {
 
 // ---------------------------------- flips, grayscale, invert: "with probability p"
 
-// Checks p in [0, 1] (the field is optional with a default, so it is set).
-absl::StatusOr<double> Probability(double p) {
-  if (!(p >= 0 && p <= 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", p));
-  }
-  return p;
-}
-
-// An op that changes an image in place of its shape with probability p: one
+// An op that changes an image, keeping its shape, with probability p: one
 // draw from the sample's stream for this stage, as torchvision draws
-// torch.rand(1) < p.
+// torch.rand(1) < p. The flips, grayscale and invert.
 class RandomImageOp : public Op {
  public:
-  explicit RandomImageOp(double p) : p_(p) {}
+  // Writes the changed image into `dst` (same size; never the same memory).
+  using Transform = void (*)(const cv::Mat& src, cv::Mat& dst);
+
+  // InvalidArgument unless 0 <= p <= 1 (NaN included).
+  static absl::StatusOr<std::unique_ptr<Op>> Create(double p, Transform transform) {
+    if (!(p >= 0 && p <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", p));
+    }
+    return std::unique_ptr<Op>(new RandomImageOp(p, transform));
+  }
 
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectImage(in); !s.ok()) return s;
@@ -449,68 +450,35 @@ class RandomImageOp : public Op {
     if (!(rng.Uniform() < p_)) return absl::OkStatus();
     uint8_t* out = ctx.Output(s.data, s.size);
     cv::Mat dst(s.height(), s.width(), CV_8UC3, out);
-    Transform(ImageMat(s), dst);
+    transform_(ImageMat(s), dst);
     s.data = out;
     s.view = ImageView::Whole(s.width(), s.height());
     return absl::OkStatus();
   }
 
- protected:
-  // Writes the changed image into `dst` (same size; never the same memory).
-  virtual void Transform(const cv::Mat& src, cv::Mat& dst) const = 0;
-
  private:
+  RandomImageOp(double p, Transform transform) : p_(p), transform_(transform) {}
+
   double p_;
+  Transform transform_;
 };
 
-// `Op` built from a message with an optional probability `p`.
-template <typename OpT, typename Message>
-absl::StatusOr<std::unique_ptr<Op>> WithProbability(const Message& m) {
-  auto p = Probability(m.p());
-  if (!p.ok()) return p.status();
-  return std::make_unique<OpT>(*p);
-}
+void FlipLeftRight(const cv::Mat& src, cv::Mat& dst) { cv::flip(src, dst, 1); }
+void FlipTopBottom(const cv::Mat& src, cv::Mat& dst) { cv::flip(src, dst, 0); }
+void Invert(const cv::Mat& src, cv::Mat& dst) { cv::bitwise_not(src, dst); }
 
-class FlipOp : public RandomImageOp {
- public:
-  FlipOp(double p, int axis) : RandomImageOp(p), axis_(axis) {}
-  void Transform(const cv::Mat& src, cv::Mat& dst) const override { cv::flip(src, dst, axis_); }
-
- private:
-  int axis_;  // OpenCV's: 1 mirrors left to right, 0 top to bottom
-};
-
-class HorizontalFlipOp : public FlipOp {
- public:
-  explicit HorizontalFlipOp(double p) : FlipOp(p, 1) {}
-};
-
-class VerticalFlipOp : public FlipOp {
- public:
-  explicit VerticalFlipOp(double p) : FlipOp(p, 0) {}
-};
-
-class GrayscaleOp : public RandomImageOp {
- public:
-  using RandomImageOp::RandomImageOp;
-  // Pillow's RGB to L (Convert.c, L24): fixed point with rounding.
-  void Transform(const cv::Mat& src, cv::Mat& dst) const override {
-    for (int y = 0; y < src.rows; ++y) {
-      const uint8_t* in = src.ptr<uint8_t>(y);
-      uint8_t* out = dst.ptr<uint8_t>(y);
-      for (int x = 0; x < src.cols; ++x, in += 3, out += 3) {
-        const uint32_t l = (in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16;
-        out[0] = out[1] = out[2] = static_cast<uint8_t>(l);
-      }
+// Pillow's RGB to L (Convert.c, L24): fixed point with rounding, written to
+// all three channels.
+void Grayscale(const cv::Mat& src, cv::Mat& dst) {
+  for (int y = 0; y < src.rows; ++y) {
+    const uint8_t* in = src.ptr<uint8_t>(y);
+    uint8_t* out = dst.ptr<uint8_t>(y);
+    for (int x = 0; x < src.cols; ++x, in += 3, out += 3) {
+      const uint32_t l = (in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16;
+      out[0] = out[1] = out[2] = static_cast<uint8_t>(l);
     }
   }
-};
-
-class InvertOp : public RandomImageOp {
- public:
-  using RandomImageOp::RandomImageOp;
-  void Transform(const cv::Mat& src, cv::Mat& dst) const override { cv::bitwise_not(src, dst); }
-};
+}
 
 // -------------------------------------------------------------- normalize
 
@@ -618,17 +586,17 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   registry->Register(Stage::kResize, FactoryOf<ResizeOp>());
   registry->Register(Stage::kCenterCrop, FactoryOf<CenterCropOp>());
   registry->Register(Stage::kRandomHorizontalFlip, [](const Stage& stage) {
-    return WithProbability<HorizontalFlipOp>(stage.random_horizontal_flip());
+    return RandomImageOp::Create(stage.random_horizontal_flip().p(), FlipLeftRight);
   });
   registry->Register(Stage::kNormalize, FactoryOf<NormalizeOp>());
   registry->Register(Stage::kRandomVerticalFlip, [](const Stage& stage) {
-    return WithProbability<VerticalFlipOp>(stage.random_vertical_flip());
+    return RandomImageOp::Create(stage.random_vertical_flip().p(), FlipTopBottom);
   });
   registry->Register(Stage::kRandomGrayscale, [](const Stage& stage) {
-    return WithProbability<GrayscaleOp>(stage.random_grayscale());
+    return RandomImageOp::Create(stage.random_grayscale().p(), Grayscale);
   });
   registry->Register(Stage::kRandomInvert, [](const Stage& stage) {
-    return WithProbability<InvertOp>(stage.random_invert());
+    return RandomImageOp::Create(stage.random_invert().p(), Invert);
   });
 }
 

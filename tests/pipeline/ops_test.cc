@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -373,6 +374,15 @@ TEST(RandomImageOps, ProbabilityIsValidatedAndDrawnPerSample) {
                                 stages { random_invert { p: 1.5 } })pb")
                   .message(),
               HasSubstr("stage 1 (random_invert): p: must be in [0, 1], got 1.5"));
+  // Hostile values: NaN compares false with everything, so it must be refused
+  // by the check's form, not let through to draw against.
+  for (const char* p : {"nan", "-inf", "inf", "-0.1"}) {
+    EXPECT_THAT(CreateStatus(
+                    absl::StrCat("stages { decode {} } stages { random_grayscale { p: ", p, " } }"))
+                    .message(),
+                HasSubstr("p: must be in [0, 1]"))
+        << p;
+  }
   // p = 0.3 over 2000 samples: the count of inverted ones is binomial
   // (mean 600, sd 20.5); the draws are deterministic, so this cannot flake.
   auto p = MakePipeline(R"pb(stages { decode {} }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/detail/image_op.h"
 #include "pipeline/op_schema.h"
 
 namespace prepflow {
@@ -69,21 +70,11 @@ namespace {
 
 using proto::Stage;
 
-absl::Status ExpectImage(const ValueType& in) {
-  if (in.kind == ValueKind::kImage) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));
-}
-
-cv::Mat ImageMat(const Sample& s) { return cv::Mat(s.height(), s.width(), CV_8UC3, s.data); }
-
-void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& view) {
-  s.kind = ValueKind::kImage;
-  s.data = data;
-  s.size = static_cast<size_t>(h) * w * 3;
-  s.shape = {h, w, 3};
-  s.view = view;
-}
+using detail::ExpectImage;
+using detail::FactoryOf;
+using detail::ImageMat;
+using detail::RandomImageOp;
+using detail::SetImage;
 
 // The part of a (possibly partially decoded, scaled) image buffer that covers
 // the source rectangle (x, y, w, h). Rounds to the nearest scaled pixel and
@@ -422,63 +413,10 @@ class CenterCropOp : public Op {
   int h_ = 0, w_ = 0;
 };
 
-// ---------------------------------- flips, grayscale, invert: "with probability p"
-
-// An op that changes an image, keeping its shape, with probability p: one
-// draw from the sample's stream for this stage, as torchvision draws
-// torch.rand(1) < p. The flips, grayscale and invert.
-class RandomImageOp : public Op {
- public:
-  // Writes the changed image into `dst` (same size; never the same memory).
-  using Transform = void (*)(const cv::Mat& src, cv::Mat& dst);
-
-  // InvalidArgument unless 0 <= p <= 1 (NaN included).
-  static absl::StatusOr<std::unique_ptr<Op>> Create(double p, Transform transform) {
-    if (!(p >= 0 && p <= 1)) {
-      return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", p));
-    }
-    return std::unique_ptr<Op>(new RandomImageOp(p, transform));
-  }
-
-  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
-    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
-    return in;
-  }
-
-  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    SampleRng rng = ctx.Rng(s);
-    if (!(rng.Uniform() < p_)) return absl::OkStatus();
-    uint8_t* out = ctx.Output(s.data, s.size);
-    cv::Mat dst(s.height(), s.width(), CV_8UC3, out);
-    transform_(ImageMat(s), dst);
-    s.data = out;
-    s.view = ImageView::Whole(s.width(), s.height());
-    return absl::OkStatus();
-  }
-
- private:
-  RandomImageOp(double p, Transform transform) : p_(p), transform_(transform) {}
-
-  double p_;
-  Transform transform_;
-};
+// ----------------------------------------------------------------- flips
 
 void FlipLeftRight(const cv::Mat& src, cv::Mat& dst) { cv::flip(src, dst, 1); }
 void FlipTopBottom(const cv::Mat& src, cv::Mat& dst) { cv::flip(src, dst, 0); }
-void Invert(const cv::Mat& src, cv::Mat& dst) { cv::bitwise_not(src, dst); }
-
-// Pillow's RGB to L (Convert.c, L24): fixed point with rounding, written to
-// all three channels.
-void Grayscale(const cv::Mat& src, cv::Mat& dst) {
-  for (int y = 0; y < src.rows; ++y) {
-    const uint8_t* in = src.ptr<uint8_t>(y);
-    uint8_t* out = dst.ptr<uint8_t>(y);
-    for (int x = 0; x < src.cols; ++x, in += 3, out += 3) {
-      const uint32_t l = (in[0] * 19595u + in[1] * 38470u + in[2] * 7471u + 0x8000u) >> 16;
-      out[0] = out[1] = out[2] = static_cast<uint8_t>(l);
-    }
-  }
-}
 
 // -------------------------------------------------------------- normalize
 
@@ -530,11 +468,6 @@ class NormalizeOp : public Op {
   float mean_[3];
   float std_[3];
 };
-
-template <typename T>
-OpFactory FactoryOf() {
-  return [](const Stage& stage) { return T::Create(stage); };
-}
 
 }  // namespace
 
@@ -592,12 +525,7 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomVerticalFlip, [](const Stage& stage) {
     return RandomImageOp::Create(stage.random_vertical_flip().p(), FlipTopBottom);
   });
-  registry->Register(Stage::kRandomGrayscale, [](const Stage& stage) {
-    return RandomImageOp::Create(stage.random_grayscale().p(), Grayscale);
-  });
-  registry->Register(Stage::kRandomInvert, [](const Stage& stage) {
-    return RandomImageOp::Create(stage.random_invert().p(), Invert);
-  });
+  detail::RegisterColorOps(registry);
 }
 
 }  // namespace prepflow

@@ -50,6 +50,13 @@ struct Workspace {
     }
     return &scratch[0];  // unreachable: `in` lies in at most one buffer
   }
+  // A scratch buffer that holds neither `a` nor `b` (an op's input and output).
+  Buffer* ScratchFor(const void* a, const void* b) {
+    for (Buffer& buf : scratch) {
+      if (!buf.Contains(a) && !buf.Contains(b)) return &buf;
+    }
+    return &scratch[0];  // unreachable: three buffers, two pointers
+  }
 };
 
 // What an op sees of the run it is part of.

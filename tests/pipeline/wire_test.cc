@@ -62,6 +62,13 @@ constexpr char kEveryOp[] = R"pb(
   stages { random_vertical_flip {} }
   stages { random_grayscale { p: 0.5 } }
   stages { random_invert {} }
+  stages { color_jitter { brightness: 0.4 contrast: 0.4 saturation: 0.4 hue: 0.1 } }
+  stages { gaussian_blur { kernel_size: 5 } }
+  stages { random_posterize { bits: 4 } }
+  stages { random_solarize { threshold: 128 } }
+  stages { random_adjust_sharpness { sharpness_factor: 2 } }
+  stages { random_autocontrast {} }
+  stages { random_equalize {} }
   stages { normalize {} }
 )pb";
 

@@ -16,6 +16,7 @@ import unittest
 import numpy as np
 
 import prepflow
+import testdata
 
 try:
     import torch
@@ -31,13 +32,7 @@ needs_torch = unittest.skipIf(torch is None, "torch is not installed (Debian: py
 def setUpModule():
     global TMP, DATA
     TMP = tempfile.mkdtemp(prefix="prepflow-py-")
-    out = subprocess.run([BIN / "prepflow", "demo", "--images", "40", "--local-workers", "0",
-                          "--keep", "--json", "--threads", "1"],
-                         capture_output=True, text=True, check=True)
-    generated = pathlib.Path(json.loads(out.stdout.strip().splitlines()[-1])["dataset"])
-    DATA = os.path.join(TMP, "data")
-    shutil.move(str(generated), DATA)
-    shutil.rmtree(generated.parent, ignore_errors=True)
+    DATA = testdata.demo_dataset(BIN, os.path.join(TMP, "data"))
 
 
 def tearDownModule():
@@ -229,36 +224,6 @@ class Errors(unittest.TestCase):
         self.assertIn("no CUDA device", logs.output[0])
         images, _ = next(iter(l))
         self.assertEqual(images.device.type, "cpu")
-
-
-class TorchvisionParity(unittest.TestCase):
-    """Ops whose parity is "exact" in docs/ops.md, against torchvision's own
-    transforms on the same files (ImageFolder's order is the loader's)."""
-
-    @needs_torch
-    def test_exact_ops_equal_torchvision(self):
-        import torchvision.transforms as T
-        from torchvision.datasets import ImageFolder
-        folder = ImageFolder(DATA)
-        cases = {
-            "random_horizontal_flip { p: 1 }": T.RandomHorizontalFlip(p=1),
-            "random_vertical_flip { p: 1 }": T.RandomVerticalFlip(p=1),
-            "random_grayscale { p: 1 }": T.Grayscale(num_output_channels=3),
-            "random_invert { p: 1 }": T.RandomInvert(p=1),
-        }
-        for stage, transform in cases.items():
-            with self.subTest(stage=stage):
-                pipeline = os.path.join(TMP, "parity.pbtxt")
-                with open(pipeline, "w") as f:
-                    f.write("stages { decode {} }\nstages { center_crop { size: 96 } }\n"
-                            "stages { %s }\nstages { normalize { mean: [0, 0, 0] "
-                            "std: [1, 1, 1] } }\n" % stage)
-                reference = T.Compose([T.CenterCrop(96), transform, T.ToTensor()])
-                for batch in loader(pipeline=pipeline, shuffle=False, as_numpy=True).batches():
-                    for image, index in zip(batch.images, batch.indices):
-                        expected = reference(folder[index][0]).numpy()
-                        self.assertTrue(np.array_equal(image, expected),
-                                        "%s differs on %s" % (stage, folder.samples[index][0]))
 
 
 class Gpu(unittest.TestCase):

@@ -1,0 +1,101 @@
+// What pipeline/'s image ops share (internal to pipeline/; the public
+// interface is ops.h). Ops are split by kind: ops.cc holds the registry, the
+// geometry ops and normalize, color_ops.cc the colour ops.
+#ifndef PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
+#define PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
+
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "opencv2/core.hpp"
+#include "pipeline/ops.h"
+
+namespace prepflow::detail {
+
+inline absl::Status ExpectImage(const ValueType& in) {
+  if (in.kind == ValueKind::kImage) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));
+}
+
+inline cv::Mat ImageMat(const Sample& s) { return cv::Mat(s.height(), s.width(), CV_8UC3, s.data); }
+
+inline void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& view) {
+  s.kind = ValueKind::kImage;
+  s.data = data;
+  s.size = static_cast<size_t>(h) * w * 3;
+  s.shape = {h, w, 3};
+  s.view = view;
+}
+
+// InvalidArgument naming `field` unless 0 <= p <= 1 (NaN included).
+inline absl::Status CheckProbability(const char* field, double p) {
+  if (p >= 0 && p <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat("%s: must be in [0, 1], got %g", field, p));
+}
+
+// An op whose output is an image of its input's shape.
+class SameShapeImageOp : public Op {
+ public:
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return in;
+  }
+
+ protected:
+  // `s` is now the image at `out`, whole (no decoded region left to map).
+  static void Replace(Sample& s, uint8_t* out) {
+    s.data = out;
+    s.view = ImageView::Whole(s.width(), s.height());
+  }
+};
+
+// An op that changes an image, keeping its shape, with probability p: one
+// draw from the sample's stream for this stage, as torchvision draws
+// torch.rand(1) < p. The flips, grayscale, invert and the ImageOps-style
+// colour ops.
+class RandomImageOp : public SameShapeImageOp {
+ public:
+  // Writes the changed image into `dst` (same size; never the same memory).
+  using Transform = std::function<void(const cv::Mat& src, cv::Mat& dst)>;
+
+  // InvalidArgument unless 0 <= p <= 1 (NaN included).
+  static absl::StatusOr<std::unique_ptr<Op>> Create(double p, Transform transform) {
+    if (absl::Status s = CheckProbability("p", p); !s.ok()) return s;
+    return std::unique_ptr<Op>(new RandomImageOp(p, std::move(transform)));
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    if (!(rng.Uniform() < p_)) return absl::OkStatus();
+    uint8_t* out = ctx.Output(s.data, s.size);
+    cv::Mat dst(s.height(), s.width(), CV_8UC3, out);
+    transform_(ImageMat(s), dst);
+    Replace(s, out);
+    return absl::OkStatus();
+  }
+
+ private:
+  RandomImageOp(double p, Transform transform) : p_(p), transform_(std::move(transform)) {}
+
+  double p_;
+  Transform transform_;
+};
+
+// The factory of an op class with `static StatusOr<unique_ptr<Op>> Create(const Stage&)`.
+template <typename T>
+OpFactory FactoryOf() {
+  return [](const proto::Stage& stage) { return T::Create(stage); };
+}
+
+// Registers color_ops.cc's ops.
+void RegisterColorOps(OpRegistry* registry);
+
+}  // namespace prepflow::detail
+
+#endif  // PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_

@@ -3,9 +3,10 @@
 Each op's parity in docs/ops.md is a claim this file checks: "exact" ops must
 give the same bytes as torchvision's PIL path for the same parameters (random
 ranges pinned to one value, p = 1), bounded ops stay within their bound. The
-images are `prepflow demo`'s JPEGs (photographic gradients and edges) and
-PNGs made here to reach the corners: noise, flat and two-level images,
-saturated colours, an image too small to filter.
+images are `prepflow demo`'s JPEGs, PNGs made here to reach the corners
+(noise, flat and two-level images, saturated colours, an image too small to
+filter) and, when ../shared/datasets is there, 24 real photographs of
+photos-512.
 
 Run by ctest with Debian's /usr/bin/python3 (torch and torchvision from
 python3-torch / python3-torchvision); skips without them.
@@ -30,6 +31,8 @@ except ImportError:
     T = None
 
 BUILD = pathlib.Path(os.environ.get("PREPFLOW_BUILD_DIR", "build")).resolve()
+# Real photographs, when the shared datasets are there (the tests pass without).
+PHOTOS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets" / "photos-512"
 
 
 def crafted_images(height, width, seed):
@@ -61,6 +64,12 @@ def setUpModule():
         for stem, array in crafted_images(h, w, seed=h).items():
             Image.fromarray(array.astype(np.uint8)).save(os.path.join(root, "images", stem + ".png"))
         SETS[name] = (root, h, w)
+    if PHOTOS.is_dir():
+        for path in sorted(PHOTOS.glob("*/*.jpg"))[:24]:
+            dest = pathlib.Path(TMP, "photos", path.parent.name)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest)
+        SETS["photos"] = (os.path.join(TMP, "photos"), 224, 224)
 
 
 def tearDownModule():
@@ -151,8 +160,8 @@ class Bounded(unittest.TestCase):
     def test_gaussian_blur_within_one_level(self):
         # torch pads by reflection only up to the image's side, so the large
         # kernel skips the tiny images (prepflow folds the reflection again).
-        for kernel, sigma, sets in [((5, 3), 1.5, None), ((23, 23), 4.0, ("demo", "crafted")),
-                                    ((1, 7), 0.6, ("demo", "crafted"))]:
+        for kernel, sigma, sets in [((5, 3), 1.5, None), ((23, 23), 4.0, ("demo", "crafted", "photos")),
+                                    ((1, 7), 0.6, ("demo", "crafted", "photos"))]:
             stage = "gaussian_blur { kernel_size: [%d, %d] sigma: %r }" % (kernel + (sigma,))
             with self.subTest(stage=stage):
                 fraction = compare(self, stage, T.GaussianBlur(kernel, sigma=sigma), max_diff=1,

@@ -5,6 +5,7 @@
 #include <new>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -82,6 +83,10 @@ std::vector<std::string> PresetPipelineNames() { return {"imagenet-train", "imag
 absl::StatusOr<proto::PipelineSpec> LoadPipelineSpec(absl::string_view name_or_path) {
   if (name_or_path == "imagenet-train") return ParseText(kImagenetTrain, "imagenet-train");
   if (name_or_path == "imagenet-eval") return ParseText(kImagenetEval, "imagenet-eval");
+  // No preset and no file name holds a brace; pipeline text always does.
+  if (absl::StrContains(name_or_path, '{')) {
+    return ParseText(std::string(name_or_path), "pipeline text");
+  }
   const std::string path(name_or_path);
   std::ifstream in(path);
   if (!in) {

@@ -79,9 +79,10 @@ class Pipeline {
 
 // Built-in pipelines by name ("imagenet-train", "imagenet-eval").
 std::vector<std::string> PresetPipelineNames();
-// A preset by name, or a protobuf text file at `name_or_path`. Errors:
+// A preset by name, pipeline text itself (anything with a '{': "stages {
+// decode {} } ..."), or a protobuf text file at `name_or_path`. Errors:
 // NotFound (neither a preset nor a readable file), InvalidArgument (parse
-// error with file:line:column).
+// error with file:line:column, or "pipeline text:line:column").
 absl::StatusOr<proto::PipelineSpec> LoadPipelineSpec(absl::string_view name_or_path);
 
 }  // namespace prepflow

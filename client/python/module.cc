@@ -31,6 +31,7 @@
 #include "gpu.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
+#include "pipeline/op_schema.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/text.h"
 
@@ -347,10 +348,29 @@ class PyNormalizer {
   std::unique_ptr<gpu::DeviceNormalizer> normalizer_;
 };
 
+// The schema of every op, for prepflow.ops and the torchvision translation.
+py::list OpsSchema() {
+  py::list ops;
+  for (const OpSchema& op : OpSchemas()) {
+    py::list fields;
+    for (const FieldSchema& f : op.fields) {
+      fields.append(py::dict(py::arg("name") = f.name, py::arg("type") = f.type,
+                             py::arg("summary") = f.summary, py::arg("default") = f.default_value,
+                             py::arg("choices") = f.choices));
+    }
+    ops.append(py::dict(py::arg("name") = op.name, py::arg("summary") = op.summary,
+                        py::arg("torchvision") = op.torchvision, py::arg("random") = op.random,
+                        py::arg("input") = op.input, py::arg("output") = op.output,
+                        py::arg("parity") = op.parity, py::arg("fields") = std::move(fields)));
+  }
+  return ops;
+}
+
 }  // namespace
 }  // namespace prepflow::python
 
 PYBIND11_MODULE(_prepflow, m) {
+  using prepflow::python::OpsSchema;
   using prepflow::python::PyBatch;
   using prepflow::python::PyLoader;
   using prepflow::python::PyNormalizer;
@@ -403,6 +423,8 @@ PYBIND11_MODULE(_prepflow, m) {
       });
 
   m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
+  m.def("ops_schema", &OpsSchema,
+        "Every op a pipeline may use, with its fields (as `prepflow ops --json`).");
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = gpu::Available(&why);

@@ -24,6 +24,7 @@ import prepflow
 import testdata
 
 try:
+    import torch
     import torchvision.transforms as T
     from PIL import Image
     from torchvision.datasets import ImageFolder
@@ -77,32 +78,38 @@ def tearDownModule():
 
 
 def compare(test, stage, transform, max_diff=0, sets=None):
-    """Runs `decode -> center_crop -> stage` over `sets` (default: all) and compares each
-    image with torchvision's CenterCrop -> transform on the same file.
-    Returns the fraction of values that differ."""
+    """Runs `decode -> center_crop -> stage` over `sets` (default: all) and
+    compares each image with torchvision's CenterCrop -> transform on the same
+    file; with `stage` None the loader gets the torchvision Compose itself
+    (translated by prepflow.transforms). Returns the fraction of values that
+    differ (uint8 levels; float tensors must be equal)."""
     differing = total = 0
     for name, (root, h, w) in SETS.items():
         if sets is not None and name not in sets:
             continue
-        pipeline = os.path.join(TMP, "parity.pbtxt")
-        with open(pipeline, "w") as f:
-            f.write("stages { decode {} }\nstages { center_crop { height: %d width: %d } }\n"
-                    "stages { %s }\n" % (h, w, stage))
-        folder = ImageFolder(root)
         reference = T.Compose([T.CenterCrop((h, w)), transform])
-        got = prepflow.Loader(root, pipeline=pipeline, batch_size=8, shuffle=False, seed=3,
-                              threads=2, as_numpy=True)
+        if stage is None:
+            source = dict(transform=reference)
+        else:
+            source = dict(pipeline="stages { decode {} }\nstages { center_crop { height: %d "
+                                   "width: %d } }\nstages { %s }\n" % (h, w, stage))
+        folder = ImageFolder(root)
+        got = prepflow.Loader(root, batch_size=8, shuffle=False, seed=3, threads=2,
+                              as_numpy=True, **source)
         for batch in got.batches():
             for image, index in zip(batch.images, batch.indices):
-                expected = np.asarray(reference(folder[index][0]), dtype=np.uint8)
-                diff = np.abs(image.astype(int) - expected.astype(int))
-                where = "%s on %s" % (stage, folder.samples[index][0])
+                expected = np.asarray(reference(folder[index][0]))
+                where = "%s on %s" % (stage or transform, folder.samples[index][0])
                 test.assertEqual(image.shape, expected.shape, where)
+                if expected.dtype != np.uint8:
+                    test.assertTrue(np.array_equal(image, expected), where)
+                    continue
+                diff = np.abs(image.astype(int) - expected.astype(int))
                 test.assertLessEqual(int(diff.max()), max_diff, where)
                 differing += int(np.count_nonzero(diff))
                 total += diff.size
         got.close()
-    return differing / total
+    return differing / max(total, 1)
 
 
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
@@ -110,9 +117,13 @@ class Exact(unittest.TestCase):
     """Ops documented as exact: the same bytes as torchvision."""
 
     def check(self, cases):
+        """Each case as pipeline text, and as the torchvision transform
+        translated by prepflow.transforms."""
         for stage, transform in cases.items():
             with self.subTest(stage=stage):
                 compare(self, stage, transform)
+            with self.subTest(transform=transform):
+                compare(self, None, transform)
 
     def test_flips_grayscale_invert(self):
         self.check({
@@ -148,9 +159,15 @@ class Exact(unittest.TestCase):
             "random_adjust_sharpness { sharpness_factor: %r p: 1 }" % f:
                 T.RandomAdjustSharpness(f, p=1) for f in [0, 0.5, 2, 3.7]})
 
+    def test_to_tensor_and_normalize_give_torchvision_floats(self):
+        compare(self, None, T.Compose([T.RandomInvert(p=1), T.ToTensor(),
+                                       T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
+        compare(self, None, T.Compose([T.PILToTensor(), T.ConvertImageDtype(torch.float),
+                                       T.Normalize([0.5], [0.25])]))
+
     def test_p_zero_changes_nothing(self):
-        self.check({"random_equalize { p: 0 }": T.Lambda(lambda x: x),
-                    "random_solarize { threshold: 9 p: 0 }": T.Lambda(lambda x: x)})
+        self.check({"random_equalize { p: 0 }": T.RandomEqualize(p=0),
+                    "random_solarize { threshold: 9 p: 0 }": T.RandomSolarize(9, p=0)})
 
 
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
@@ -167,6 +184,112 @@ class Bounded(unittest.TestCase):
                 fraction = compare(self, stage, T.GaussianBlur(kernel, sigma=sigma), max_diff=1,
                                    sets=sets)
                 self.assertLess(fraction, 1 / 10000, stage)
+
+
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class Translation(unittest.TestCase):
+    """prepflow.transforms: every supported torchvision transform, the errors
+    for the rest, and the other ways to give a pipeline from Python."""
+
+    def test_each_supported_transform_becomes_its_stages(self):
+        from prepflow.transforms import TRANSLATED, to_stages
+        cases = [
+            (T.RandomResizedCrop(176), "random_resized_crop { size: 176 scale_min: 0.08 "
+             "scale_max: 1.0 ratio_min: 0.75 ratio_max: 1.3333333333333333 interpolation: "
+             "INTERPOLATION_BILINEAR }"),
+            (T.RandomResizedCrop((32, 48), scale=(0.5, 0.9), interpolation=T.InterpolationMode.NEAREST),
+             "random_resized_crop { height: 32 width: 48 scale_min: 0.5 scale_max: 0.9 ratio_min: "
+             "0.75 ratio_max: 1.3333333333333333 interpolation: INTERPOLATION_NEAREST }"),
+            (T.Resize(256), "resize { shorter_side: 256 interpolation: INTERPOLATION_BILINEAR }"),
+            (T.Resize((20, 30)), "resize { height: 20 width: 30 interpolation: "
+             "INTERPOLATION_BILINEAR }"),
+            (T.CenterCrop(224), "center_crop { size: 224 }"),
+            (T.CenterCrop((5, 7)), "center_crop { height: 5 width: 7 }"),
+            (T.RandomHorizontalFlip(), "random_horizontal_flip { p: 0.5 }"),
+            (T.RandomVerticalFlip(0.25), "random_vertical_flip { p: 0.25 }"),
+            (T.RandomGrayscale(), "random_grayscale { p: 0.1 }"),
+            (T.Grayscale(3), "random_grayscale { p: 1.0 }"),
+            (T.RandomInvert(), "random_invert { p: 0.5 }"),
+            (T.ColorJitter(0.4, 0, (0.5, 1.5), 0.1), "color_jitter { brightness: [0.6, 1.4] "
+             "saturation: [0.5, 1.5] hue: [-0.1, 0.1] }"),
+            (T.GaussianBlur(5), "gaussian_blur { kernel_size: [5, 5] sigma: [0.1, 2.0] }"),
+            (T.GaussianBlur((3, 9), 1.5), "gaussian_blur { kernel_size: [3, 9] sigma: [1.5, 1.5] }"),
+            (T.RandomPosterize(4), "random_posterize { bits: 4 p: 0.5 }"),
+            (T.RandomSolarize(192, p=0.2), "random_solarize { threshold: 192.0 p: 0.2 }"),
+            (T.RandomAdjustSharpness(2), "random_adjust_sharpness { sharpness_factor: 2.0 p: 0.5 }"),
+            (T.RandomAutocontrast(), "random_autocontrast { p: 0.5 }"),
+            (T.RandomEqualize(), "random_equalize { p: 0.5 }"),
+            (T.ToTensor(), "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] }"),
+            ([T.ToTensor(), T.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.1))],
+             "normalize { mean: [0.5, 0.4, 0.3] std: [0.2, 0.2, 0.1] }"),
+            ([T.PILToTensor(), T.ConvertImageDtype(torch.float32), T.Normalize(0.5, 0.5)],
+             "normalize { mean: [0.5, 0.5, 0.5] std: [0.5, 0.5, 0.5] }"),
+        ]
+        covered = {"Compose"}
+        for transform, text in cases:
+            with self.subTest(transform=transform):
+                stages = to_stages(T.Compose(transform if isinstance(transform, list)
+                                             else [transform]))
+                self.assertEqual(stages[0].text(), "decode {}")
+                self.assertEqual(" ".join(s.text() for s in stages[1:]), text)
+                for t in (transform if isinstance(transform, list) else [transform]):
+                    covered.add(type(t).__name__)
+        self.assertEqual(covered, set(TRANSLATED))  # a case for every translated transform
+
+    def test_an_untranslatable_transform_is_named_with_what_translates(self):
+        root = SETS["demo"][0]
+        for transform, reason in [
+                (T.Compose([T.CenterCrop(8), T.RandomRotation(10)]), "no equivalent"),
+                (T.Compose([T.CenterCrop(8), T.Lambda(lambda x: x)]), "no equivalent"),
+                ([T.ToTensor(), T.RandomErasing()], "no equivalent"),
+                ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),
+                ([T.Normalize(0.5, 0.5)], "Normalize must follow ToTensor"),
+                (T.Grayscale(1), "use Grayscale(3)"),
+                (T.Resize(8, interpolation=T.InterpolationMode.BICUBIC), "bilinear or nearest"),
+                (T.Resize(8, max_size=10), "max_size"),
+        ]:
+            with self.subTest(transform=transform):
+                with self.assertRaises(ValueError) as e:
+                    prepflow.Loader(root, transform=transform)
+                message = str(e.exception)
+                self.assertIn("cannot translate", message)
+                self.assertIn(reason, message)
+                self.assertIn("RandomResizedCrop", message)  # the list of what translates
+
+    def test_ops_objects_text_and_files_give_the_same_batches(self):
+        from prepflow import ops
+        root = SETS["demo"][0]
+        objects = [ops.Decode(), ops.CenterCrop(size=64), ops.ColorJitter(brightness=0.4, hue=0.1),
+                   ops.RandomHorizontalFlip(), ops.Normalize()]
+        text = prepflow.ops.pipeline_text(objects)
+        path = os.path.join(TMP, "objects.pbtxt")
+        with open(path, "w") as f:
+            f.write(text)
+        composed = T.Compose([T.CenterCrop(64), T.ColorJitter(brightness=0.4, hue=0.1),
+                              T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(
+                                  [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+        checksums = []
+        for source in (dict(pipeline=objects), dict(pipeline=text), dict(pipeline=path),
+                       dict(transform=composed)):
+            loader = prepflow.Loader(root, batch_size=8, seed=5, threads=2, as_numpy=True,
+                                     **source)
+            for _ in loader:
+                pass
+            checksums.append(loader.stats()["checksum"])
+            loader.close()
+        self.assertEqual(len(set(checksums)), 1, checksums)
+
+    def test_bad_fields_and_values_are_named(self):
+        from prepflow import ops
+        with self.assertRaisesRegex(TypeError, "no field 'brightnes'; its fields are: brightness"):
+            ops.ColorJitter(brightnes=0.4)
+        with self.assertRaisesRegex(ValueError, "not one of INTERPOLATION_BILINEAR"):
+            ops.Resize(shorter_side=8, interpolation="lanczos")
+        with self.assertRaisesRegex(ValueError, r"hue: a single value must be in \[0, 0.5\]"):
+            prepflow.Loader(SETS["demo"][0], [ops.Decode(), ops.ColorJitter(hue=0.7),
+                                              ops.CenterCrop(size=8)])
+        with self.assertRaisesRegex(ValueError, "pass either pipeline or transform"):
+            prepflow.Loader(SETS["demo"][0], "imagenet-eval", transform=T.CenterCrop(8))
 
 
 if __name__ == "__main__":

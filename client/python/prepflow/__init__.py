@@ -23,7 +23,7 @@ when the last tensor viewing it is freed.
 import logging
 import os
 
-from . import _prepflow
+from . import _prepflow, ops, transforms
 
 try:
     import torch
@@ -31,7 +31,7 @@ try:
 except ImportError:  # NumPy only
     torch = None
 
-__all__ = ["Loader", "Batch"]
+__all__ = ["Loader", "Batch", "ops", "transforms"]
 _log = logging.getLogger("prepflow")
 
 # How many epochs a loader with epochs=None may run: in effect, unbounded.
@@ -43,6 +43,23 @@ def _check_int(name, value, minimum):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+
+
+def _pipeline_text(pipeline, transform):
+    """The `pipeline` option as the core reads it: a preset, a path or text."""
+    if transform is not None:
+        if pipeline is not None:
+            raise ValueError("pass either pipeline or transform, not both")
+        return transforms.to_pipeline_text(transform)
+    if pipeline is None:
+        return "imagenet-train"
+    if isinstance(pipeline, (str, os.PathLike)):
+        return os.fspath(pipeline)
+    if isinstance(pipeline, ops.Op):
+        pipeline = [pipeline]
+    if isinstance(pipeline, (list, tuple)) and all(isinstance(s, ops.Op) for s in pipeline):
+        return ops.pipeline_text(pipeline, name="python")
+    return transforms.to_pipeline_text(pipeline)  # a torchvision transform given as pipeline
 
 
 class Batch:
@@ -61,8 +78,12 @@ class Batch:
 
 class Loader:
     """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards)
-    through `pipeline` (a preset name or a pipeline file; see
-    docs/pipelines.md).
+    through `pipeline`: a preset name ("imagenet-train", the default, or
+    "imagenet-eval"), a pipeline file, pipeline text, or a list of
+    prepflow.ops objects (docs/pipelines.md). Or pass `transform`, a
+    torchvision transform (usually a `Compose`), translated into prepflow ops
+    by prepflow.transforms: a ValueError names a transform it cannot
+    translate.
 
     Offloading: `offload` is "off", "auto", "remote" or
     "cut=K[,remote_fraction=F]" (None: the PREPFLOW_OFFLOAD environment
@@ -100,7 +121,7 @@ class Loader:
     on_error="fail", a worker refusing the job).
     """
 
-    def __init__(self, data, pipeline="imagenet-train", batch_size=64, *, seed=0, epochs=None,
+    def __init__(self, data, pipeline=None, batch_size=64, *, transform=None, seed=0, epochs=None,
                  shuffle=True, drop_last=False, threads=0, prefetch=2, offload=None,
                  workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
                  device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
@@ -124,8 +145,9 @@ class Loader:
             raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
         if not isinstance(data, (str, os.PathLike)):
             raise TypeError(f"data: expected a path, got {type(data).__name__}")
+        pipeline = _pipeline_text(pipeline, transform)
         self._options = dict(
-            data=os.fspath(data), pipeline=str(pipeline), batch_size=batch_size, seed=seed,
+            data=os.fspath(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
             shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,
             prefetch=prefetch, offload=offload, workers=list(workers),
             scheduler=scheduler or "", weight=float(weight),

@@ -1,0 +1,197 @@
+"""torchvision transforms in, prepflow stages out.
+
+    import torchvision.transforms as T
+    transform = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(),
+                           T.ColorJitter(0.4, 0.4, 0.4), T.ToTensor(),
+                           T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    loader = prepflow.Loader(data, transform=transform)
+
+`to_stages` reads each transform's parameters from the object (what its
+constructor stored, after torchvision's own checks) and gives the prepflow ops
+that compute the same thing; a pipeline always starts with `decode` (what
+ImageFolder's loader does), and `ToTensor` (or `PILToTensor` +
+`ConvertImageDtype(torch.float)`) followed by `Normalize` becomes one
+`normalize` stage. What each op matches, and how closely, is in docs/ops.md.
+
+A transform with no prepflow equivalent is a ValueError naming it, its place
+in the Compose and the reason, and listing what translates. prepflow.ops
+objects may be mixed in and pass through unchanged.
+"""
+from . import ops
+
+__all__ = ["to_stages", "to_pipeline_text", "TRANSLATED"]
+
+
+class Untranslatable(ValueError):
+    pass
+
+
+def _flatten(transform):
+    if isinstance(transform, (list, tuple)):
+        out = []
+        for t in transform:
+            out.extend(_flatten(t))
+        return out
+    if type(transform).__name__ == "Compose" and hasattr(transform, "transforms"):
+        return _flatten(list(transform.transforms))
+    return [transform]
+
+
+def _size(size):
+    """torchvision's (h, w) or int as prepflow's size / height + width."""
+    if isinstance(size, int):
+        return {"size": size}
+    h, w = (size[0], size[0]) if len(size) == 1 else size
+    return {"size": h} if h == w else {"height": h, "width": w}
+
+
+def _interpolation(t):
+    mode = getattr(t.interpolation, "value", t.interpolation)
+    if mode not in ("bilinear", "nearest"):
+        raise Untranslatable(f"interpolation {mode!r}: prepflow resamples bilinear or nearest")
+    return mode
+
+
+def _random_resized_crop(t):
+    return [ops.RandomResizedCrop(**_size(t.size), scale_min=t.scale[0], scale_max=t.scale[1],
+                                  ratio_min=t.ratio[0], ratio_max=t.ratio[1],
+                                  interpolation=_interpolation(t))]
+
+
+def _resize(t):
+    if getattr(t, "max_size", None) is not None:
+        raise Untranslatable("max_size is not supported")
+    size = t.size
+    if isinstance(size, (list, tuple)) and len(size) == 1:
+        size = size[0]
+    shape = {"shorter_side": size} if isinstance(size, int) else {"height": size[0],
+                                                                   "width": size[1]}
+    return [ops.Resize(**shape, interpolation=_interpolation(t))]
+
+
+def _grayscale(t):
+    if t.num_output_channels != 3:
+        raise Untranslatable("prepflow images have 3 channels; use Grayscale(3)")
+    return [ops.RandomGrayscale(p=1.0)]
+
+
+def _range(value):
+    return None if value is None else [float(v) for v in value]
+
+
+def _color_jitter(t):
+    return [ops.ColorJitter(brightness=_range(t.brightness), contrast=_range(t.contrast),
+                            saturation=_range(t.saturation), hue=_range(t.hue))]
+
+
+def _to_tensor(t):
+    return [ops.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0])]
+
+
+def _convert_image_dtype(t):
+    import torch
+    if t.dtype != torch.float32:
+        raise Untranslatable("prepflow's tensors are float32")
+    return []  # the uint8 -> float step is already in the normalize before it
+
+
+def _three(values, name):
+    """Normalize's mean or std (a number, a sequence or a tensor) as 3 values."""
+    if hasattr(values, "tolist"):
+        values = values.tolist()
+    values = [float(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    if len(values) == 1:
+        return values * 3
+    if len(values) != 3:
+        raise Untranslatable(f"{name}: needs 1 or 3 values, got {len(values)}")
+    return values
+
+
+_TRANSLATORS = {
+    "RandomResizedCrop": _random_resized_crop,
+    "Resize": _resize,
+    "CenterCrop": lambda t: [ops.CenterCrop(**_size(t.size))],
+    "RandomHorizontalFlip": lambda t: [ops.RandomHorizontalFlip(p=t.p)],
+    "RandomVerticalFlip": lambda t: [ops.RandomVerticalFlip(p=t.p)],
+    "RandomGrayscale": lambda t: [ops.RandomGrayscale(p=t.p)],
+    "Grayscale": _grayscale,
+    "RandomInvert": lambda t: [ops.RandomInvert(p=t.p)],
+    "ColorJitter": _color_jitter,
+    "GaussianBlur": lambda t: [ops.GaussianBlur(kernel_size=list(t.kernel_size),
+                                                sigma=list(t.sigma))],
+    "RandomPosterize": lambda t: [ops.RandomPosterize(bits=t.bits, p=t.p)],
+    "RandomSolarize": lambda t: [ops.RandomSolarize(threshold=float(t.threshold), p=t.p)],
+    "RandomAdjustSharpness": lambda t: [ops.RandomAdjustSharpness(
+        sharpness_factor=float(t.sharpness_factor), p=t.p)],
+    "RandomAutocontrast": lambda t: [ops.RandomAutocontrast(p=t.p)],
+    "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
+    "ToTensor": _to_tensor,
+    "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it
+    "ConvertImageDtype": _convert_image_dtype,
+    "Normalize": None,  # folded into the normalize ToTensor made (see to_stages)
+}
+
+# The torchvision transforms to_stages translates.
+TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS))
+
+
+def _is_torchvision(t):
+    return type(t).__module__.startswith("torchvision.transforms")
+
+
+def _translate_one(t, stages, pending):
+    """Appends t's stages. `pending` holds the PILToTensor that still needs
+    its ConvertImageDtype."""
+    name = type(t).__name__
+    if not _is_torchvision(t) or name not in _TRANSLATORS:
+        raise Untranslatable("prepflow has no equivalent")
+    last = stages[-1] if stages else None
+    after_tensor = last is not None and last.name == "normalize"
+    if pending and name != "ConvertImageDtype":
+        raise Untranslatable("PILToTensor's uint8 tensor needs ConvertImageDtype(torch.float) "
+                             "before it")
+    if name == "Normalize":
+        if not (after_tensor and last.fields["mean"] == [0.0] * 3 and
+                last.fields["std"] == [1.0] * 3):
+            raise Untranslatable("Normalize must follow ToTensor (or PILToTensor + "
+                                 "ConvertImageDtype(torch.float))")
+        stages[-1] = ops.Normalize(mean=_three(t.mean, "mean"), std=_three(t.std, "std"))
+        return
+    if name == "ConvertImageDtype" and not after_tensor:
+        raise Untranslatable("only after ToTensor or PILToTensor")
+    if after_tensor and name != "ConvertImageDtype":
+        raise Untranslatable("prepflow has no tensor ops after ToTensor + Normalize yet")
+    stages.extend(_TRANSLATORS[name](t))
+    if name == "PILToTensor":
+        pending.append(t)
+    elif name == "ConvertImageDtype":
+        pending.clear()
+
+
+def to_stages(transform):
+    """The prepflow stages for a torchvision transform (a Compose, a list, or
+    one transform), starting with decode. ValueError for one it cannot
+    translate."""
+    items = _flatten(transform)
+    stages, pending = [ops.Decode()], []
+    for i, t in enumerate(items + [None]):
+        try:
+            if t is None:  # the end
+                if pending:
+                    t, i = pending[0], items.index(pending[0])
+                    raise Untranslatable("prepflow gives float32 CHW or uint8 HWC; add "
+                                         "ConvertImageDtype(torch.float) after it")
+            elif isinstance(t, ops.Op):
+                stages.append(t)
+            else:
+                _translate_one(t, stages, pending)
+        except Untranslatable as e:
+            raise ValueError(
+                f"transform: cannot translate {t!r} (item {i + 1} of {len(items)}): {e}. "
+                f"prepflow translates {', '.join(TRANSLATED)}, and prepflow.ops objects") from None
+    return stages
+
+
+def to_pipeline_text(transform, name="torchvision"):
+    """`to_stages` as pipeline text (what `prepflow run --pipeline` reads)."""
+    return ops.pipeline_text(to_stages(transform), name=name)

@@ -336,6 +336,16 @@ TEST(PipelineSpec, TextFileErrorsHaveLineAndColumn) {
   EXPECT_EQ(ok->stages_size(), 2);
 }
 
+TEST(PipelineSpec, TextItselfIsAPipeline) {
+  auto spec = LoadPipelineSpec("stages { decode {} } stages { center_crop { size: 8 } }");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->stages_size(), 2);
+  auto bad = LoadPipelineSpec("stages { decode {} }\nstages { colour_jitter {} }");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("pipeline text:2:"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("color_jitter"));  // the ops are listed
+}
+
 TEST(RandomVerticalFlip, MirrorsTopToBottomWithProbabilityOne) {
   auto p = MakePipeline(R"pb(stages { decode {} }
                              stages { random_vertical_flip { p: 1 } })pb");

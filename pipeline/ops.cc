@@ -526,6 +526,7 @@ void RegisterBuiltinOps(OpRegistry* registry) {
     return RandomImageOp::Create(stage.random_vertical_flip().p(), FlipTopBottom);
   });
   detail::RegisterColorOps(registry);
+  detail::RegisterGeometryOps(registry);
 }
 
 }  // namespace prepflow

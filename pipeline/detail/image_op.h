@@ -33,6 +33,18 @@ inline void SetImage(Sample& s, uint8_t* data, int h, int w, const ImageView& vi
   s.view = view;
 }
 
+// ResourceExhausted when an op would make a w x h image over --max-pixels
+// (an output size, a padding or an expansion from a hostile spec must not
+// exhaust memory).
+inline absl::Status CheckOutputArea(const StageContext& ctx, const char* op, int64_t w, int64_t h) {
+  if (ctx.decode == nullptr || static_cast<double>(w) * h <= ctx.decode->max_pixels) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("%s: a %dx%d output is over the limit of %d pixels (--max-pixels)", op, w, h,
+                      ctx.decode->max_pixels));
+}
+
 // InvalidArgument naming `field` unless 0 <= p <= 1 (NaN included).
 inline absl::Status CheckProbability(const char* field, double p) {
   if (p >= 0 && p <= 1) return absl::OkStatus();
@@ -93,8 +105,9 @@ OpFactory FactoryOf() {
   return [](const proto::Stage& stage) { return T::Create(stage); };
 }
 
-// Registers color_ops.cc's ops.
+// Register color_ops.cc's and geometry_ops.cc's ops.
 void RegisterColorOps(OpRegistry* registry);
+void RegisterGeometryOps(OpRegistry* registry);
 
 }  // namespace prepflow::detail
 

@@ -128,13 +128,6 @@ TEST(ColorKernels, GaussianBlurKeepsFlatImagesAndFoldsWideKernels) {
   EXPECT_GT(out[6], 3);
 }
 
-absl::Status CreateStatus(const std::string& stage) {
-  proto::PipelineSpec spec;
-  const std::string text = absl::StrCat("stages { decode {} } stages { ", stage, " }");
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
-  return Pipeline::Create(spec, PipelineOptions()).status();
-}
-
 TEST(ColorOps, BadParametersNameTheField) {
   const struct {
     const char* stage;
@@ -163,7 +156,7 @@ TEST(ColorOps, BadParametersNameTheField) {
       {"random_equalize { p: -inf }", "p: must be in [0, 1]"},
   };
   for (const auto& c : cases) {
-    EXPECT_THAT(CreateStatus(c.stage).message(), HasSubstr(c.message)) << c.stage;
+    EXPECT_THAT(testing::CreateAfterDecode(c.stage).message(), HasSubstr(c.message)) << c.stage;
   }
 }
 

@@ -159,6 +159,70 @@ class Exact(unittest.TestCase):
             "random_adjust_sharpness { sharpness_factor: %r p: 1 }" % f:
                 T.RandomAdjustSharpness(f, p=1) for f in [0, 0.5, 2, 3.7]})
 
+    def test_pad(self):
+        # The tiny 2x5 images take paddings far wider than themselves.
+        self.check({
+            "pad { padding: [3, 1, 0, 5] fill: [10, 20, 30] }": T.Pad((3, 1, 0, 5), fill=(10, 20, 30)),
+            "pad { padding: 7 padding_mode: PADDING_REFLECT }": T.Pad(7, padding_mode="reflect"),
+            "pad { padding: [2, 9] padding_mode: PADDING_SYMMETRIC }":
+                T.Pad((2, 9), padding_mode="symmetric"),
+            "pad { padding: 4 padding_mode: PADDING_EDGE }": T.Pad(4, padding_mode="edge"),
+        })
+
+    def test_rotation_and_affine(self):
+        I = T.InterpolationMode
+        self.check({
+            "random_rotation { degrees: [33, 33] }": T.RandomRotation((33, 33)),
+            "random_rotation { degrees: [90, 90] }": T.RandomRotation((90, 90)),
+            "random_rotation { degrees: [-180, -180] }": T.RandomRotation((-180, -180)),
+            "random_rotation { degrees: [17, 17] interpolation: INTERPOLATION_BILINEAR "
+            "fill: [1, 2, 3] }": T.RandomRotation((17, 17), interpolation=I.BILINEAR,
+                                                  fill=(1, 2, 3)),
+            "random_rotation { degrees: [-71, -71] interpolation: INTERPOLATION_BICUBIC "
+            "center: [3, 4] }": T.RandomRotation((-71, -71), interpolation=I.BICUBIC,
+                                                 center=(3, 4)),
+            # expand changes the size; a center crop after it makes batches.
+            "random_rotation { degrees: [-120, -120] expand: true } } stages { center_crop { "
+            "size: 30 }": T.Compose([T.RandomRotation((-120, -120), expand=True), T.CenterCrop(30)]),
+            "random_affine { degrees: [10, 10] shear: [5, 5, -7, -7] scale: [1.2, 1.2] }":
+                T.RandomAffine((10, 10), shear=(5, 5, -7, -7), scale=(1.2, 1.2)),
+            "random_affine { degrees: 0 shear: [20, 20] interpolation: INTERPOLATION_BILINEAR }":
+                T.RandomAffine(0, shear=(20, 20), interpolation=I.BILINEAR),
+            "random_affine { degrees: 0 scale: [0.7, 0.7] fill: 200 }":
+                T.RandomAffine(0, scale=(0.7, 0.7), fill=200),
+            "random_affine { degrees: [45, 45] interpolation: INTERPOLATION_BICUBIC }":
+                T.RandomAffine((45, 45), interpolation=I.BICUBIC),
+        })
+
+    def test_random_crop_is_a_window_of_torchvisions_padded_image(self):
+        import torchvision.transforms.functional as F
+        for name, (root, h, w) in SETS.items():
+            for ch, cw, mode in [(h + 3, w - 1, "reflect"), (h - 1, w + 6, "symmetric"),
+                                 (h, w + 2, "constant")]:
+                stage = ("random_crop { height: %d width: %d padding: [3, 1, 0, 2] pad_if_needed: "
+                         "true fill: 9 padding_mode: %s }" % (ch, cw, "PADDING_" + mode.upper()))
+                with self.subTest(set=name, stage=stage):
+                    pipeline = ("stages { decode {} } stages { center_crop { height: %d width: %d "
+                                "} } stages { %s }" % (h, w, stage))
+                    folder = ImageFolder(root)
+                    got = prepflow.Loader(root, pipeline=pipeline, batch_size=8, shuffle=False,
+                                          threads=2, as_numpy=True)
+                    for batch in got.batches():
+                        for image, index in zip(batch.images, batch.indices):
+                            # RandomCrop.forward up to get_params.
+                            img = F.pad(T.CenterCrop((h, w))(folder[index][0]), [3, 1, 0, 2], 9,
+                                        mode)
+                            if img.width < cw:
+                                img = F.pad(img, [cw - img.width, 0], 9, mode)
+                            if img.height < ch:
+                                img = F.pad(img, [0, ch - img.height], 9, mode)
+                            padded = np.asarray(img)
+                            found = any(np.array_equal(padded[i:i + ch, j:j + cw], image)
+                                        for i in range(padded.shape[0] - ch + 1)
+                                        for j in range(padded.shape[1] - cw + 1))
+                            self.assertTrue(found, "%s on %s" % (stage, folder.samples[index][0]))
+                    got.close()
+
     def test_to_tensor_and_normalize_give_torchvision_floats(self):
         compare(self, None, T.Compose([T.RandomInvert(p=1), T.ToTensor(),
                                        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
@@ -205,6 +269,21 @@ class Translation(unittest.TestCase):
              "INTERPOLATION_BILINEAR }"),
             (T.CenterCrop(224), "center_crop { size: 224 }"),
             (T.CenterCrop((5, 7)), "center_crop { height: 5 width: 7 }"),
+            (T.Pad((1, 2), fill=(1, 2, 3), padding_mode="edge"),
+             "pad { padding: [1, 2] fill: [1, 2, 3] padding_mode: PADDING_EDGE }"),
+            (T.RandomCrop(32, padding=4), "random_crop { size: 32 padding: [4] pad_if_needed: "
+             "false fill: [0] padding_mode: PADDING_CONSTANT }"),
+            (T.RandomCrop((8, 9), pad_if_needed=True, padding_mode="reflect"),
+             "random_crop { height: 8 width: 9 pad_if_needed: true fill: [0] padding_mode: "
+             "PADDING_REFLECT }"),
+            (T.RandomRotation(10), "random_rotation { degrees: [-10.0, 10.0] interpolation: "
+             "INTERPOLATION_NEAREST expand: false fill: [0] }"),
+            (T.RandomRotation((5, 20), T.InterpolationMode.BICUBIC, True, (1, 2), 7),
+             "random_rotation { degrees: [5.0, 20.0] interpolation: INTERPOLATION_BICUBIC "
+             "expand: true center: [1.0, 2.0] fill: [7] }"),
+            (T.RandomAffine(10, translate=(0.1, 0.2), scale=(0.9, 1.1), shear=5),
+             "random_affine { degrees: [-10.0, 10.0] translate: [0.1, 0.2] scale: [0.9, 1.1] "
+             "shear: [-5.0, 5.0] interpolation: INTERPOLATION_NEAREST fill: [0] }"),
             (T.RandomHorizontalFlip(), "random_horizontal_flip { p: 0.5 }"),
             (T.RandomVerticalFlip(0.25), "random_vertical_flip { p: 0.25 }"),
             (T.RandomGrayscale(), "random_grayscale { p: 0.1 }"),
@@ -239,7 +318,7 @@ class Translation(unittest.TestCase):
     def test_an_untranslatable_transform_is_named_with_what_translates(self):
         root = SETS["demo"][0]
         for transform, reason in [
-                (T.Compose([T.CenterCrop(8), T.RandomRotation(10)]), "no equivalent"),
+                (T.Compose([T.CenterCrop(8), T.RandomPerspective()]), "no equivalent"),
                 (T.Compose([T.CenterCrop(8), T.Lambda(lambda x: x)]), "no equivalent"),
                 ([T.ToTensor(), T.RandomErasing()], "no equivalent"),
                 ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),

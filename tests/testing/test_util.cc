@@ -13,6 +13,7 @@
 #include <functional>
 #include <iterator>
 
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
@@ -156,6 +157,13 @@ Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, 
     out.view = s.view;
   }
   return out;
+}
+
+absl::Status CreateAfterDecode(const std::string& stage) {
+  proto::PipelineSpec spec;
+  const std::string text = absl::StrCat("stages { decode {} } stages { ", stage, " }");
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
+  return Pipeline::Create(spec, PipelineOptions()).status();
 }
 
 std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed,

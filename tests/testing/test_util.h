@@ -64,6 +64,10 @@ struct Output {
 Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, int64_t index = 0,
                    uint64_t epoch = 0, int end = -1);
 
+// Pipeline::Create's status for `stages { decode {} } stages { <stage> }`:
+// how an op's validation answers a spec.
+absl::Status CreateAfterDecode(const std::string& stage);
+
 // A pipeline from text-format stages; fails the test on error.
 std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed = 0,
                                        DecodeOptions decode = DecodeOptions());

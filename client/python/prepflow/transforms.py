@@ -45,11 +45,60 @@ def _size(size):
     return {"size": h} if h == w else {"height": h, "width": w}
 
 
-def _interpolation(t):
+def _interpolation(t, allowed=("bilinear", "nearest")):
     mode = getattr(t.interpolation, "value", t.interpolation)
-    if mode not in ("bilinear", "nearest"):
-        raise Untranslatable(f"interpolation {mode!r}: prepflow resamples bilinear or nearest")
+    if mode not in allowed:
+        raise Untranslatable(f"interpolation {mode!r}: prepflow resamples here with "
+                             f"{' or '.join(allowed)}")
     return mode
+
+
+def _fill(fill):
+    """torchvision's fill as _parse_fill reads it for a PIL image: ints."""
+    if fill is None:
+        return [0]
+    return [int(v) for v in (fill if isinstance(fill, (list, tuple)) else [fill])]
+
+
+def _padding(padding):
+    return [padding] if isinstance(padding, int) else list(padding)
+
+
+_PADDING_MODES = {"constant": "PADDING_CONSTANT", "edge": "PADDING_EDGE",
+                  "reflect": "PADDING_REFLECT", "symmetric": "PADDING_SYMMETRIC"}
+
+
+def _pad(t):
+    return [ops.Pad(padding=_padding(t.padding), fill=_fill(t.fill),
+                    padding_mode=_PADDING_MODES[t.padding_mode])]
+
+
+def _random_crop(t):
+    padding = None if t.padding is None else _padding(t.padding)
+    return [ops.RandomCrop(**_size(t.size), padding=padding, pad_if_needed=bool(t.pad_if_needed),
+                           fill=_fill(t.fill), padding_mode=_PADDING_MODES[t.padding_mode])]
+
+
+_RESAMPLERS = ("nearest", "bilinear", "bicubic")
+
+
+def _center(center):
+    return None if center is None else [float(c) for c in center]
+
+
+def _random_rotation(t):
+    return [ops.RandomRotation(degrees=[float(d) for d in t.degrees],
+                               interpolation=_interpolation(t, _RESAMPLERS), expand=bool(t.expand),
+                               center=_center(t.center), fill=_fill(t.fill))]
+
+
+def _random_affine(t):
+    return [ops.RandomAffine(
+        degrees=[float(d) for d in t.degrees],
+        translate=None if t.translate is None else [float(v) for v in t.translate],
+        scale=None if t.scale is None else [float(v) for v in t.scale],
+        shear=None if t.shear is None else [float(v) for v in t.shear],
+        interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill), center=_center(t.center))]
 
 
 def _random_resized_crop(t):
@@ -111,6 +160,10 @@ _TRANSLATORS = {
     "RandomResizedCrop": _random_resized_crop,
     "Resize": _resize,
     "CenterCrop": lambda t: [ops.CenterCrop(**_size(t.size))],
+    "Pad": _pad,
+    "RandomCrop": _random_crop,
+    "RandomRotation": _random_rotation,
+    "RandomAffine": _random_affine,
     "RandomHorizontalFlip": lambda t: [ops.RandomHorizontalFlip(p=t.p)],
     "RandomVerticalFlip": lambda t: [ops.RandomVerticalFlip(p=t.p)],
     "RandomGrayscale": lambda t: [ops.RandomGrayscale(p=t.p)],

@@ -1,0 +1,207 @@
+// The geometry kernels against values NumPy and Pillow give (computed with
+// Debian's python3-numpy and python3-pil), the geometry ops' validation, limits
+// and draws. tests/python/test_parity.py holds every op to torchvision on
+// whole images.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "opencv2/core.hpp"
+#include "opencv2/imgcodecs.hpp"
+#include "pipeline/geometry.h"
+#include "pipeline/pipeline.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::MakePipeline;
+using ::prepflow::testing::RunPipeline;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+std::vector<int> PadAxis(int before, int n, int after, PadMode mode) {
+  std::vector<int> out;
+  for (int i = 0; i < before + n + after; ++i) out.push_back(PadIndex(i, before, n, mode));
+  return out;
+}
+
+TEST(GeometryKernels, PadIndexIsNumpysPad) {
+  // np.pad(np.arange(3), (7, 5), mode) for each mode; -1 is the constant.
+  EXPECT_THAT(PadAxis(7, 3, 5, PadMode::kReflect),
+              ElementsAreArray({1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1}));
+  EXPECT_THAT(PadAxis(7, 3, 5, PadMode::kSymmetric),
+              ElementsAreArray({0, 0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0, 0, 1}));
+  EXPECT_THAT(PadAxis(2, 3, 1, PadMode::kEdge), ElementsAreArray({0, 0, 0, 1, 2, 2}));
+  EXPECT_THAT(PadAxis(2, 3, 1, PadMode::kConstant), ElementsAreArray({-1, -1, 0, 1, 2, -1}));
+  // One pixel reflects onto itself.
+  EXPECT_THAT(PadAxis(2, 1, 2, PadMode::kReflect), ElementsAreArray({0, 0, 0, 0, 0}));
+}
+
+TEST(GeometryKernels, RotationPlansFollowPillowsShortcuts) {
+  EXPECT_EQ(PlanRotation(0, 4, 3, false).kind, RotationPlan::kCopy);
+  EXPECT_EQ(PlanRotation(-360, 4, 3, false).kind, RotationPlan::kCopy);  // Python's %
+  EXPECT_EQ(PlanRotation(180, 4, 3, false).kind, RotationPlan::kRotate180);
+  // 90 degrees transposes a square image, or any image with expand...
+  EXPECT_EQ(PlanRotation(90, 3, 3, false).kind, RotationPlan::kRotate90);
+  const RotationPlan expanded = PlanRotation(-90, 4, 3, true);
+  EXPECT_EQ(expanded.kind, RotationPlan::kRotate270);
+  EXPECT_EQ(expanded.out_w, 3);
+  EXPECT_EQ(expanded.out_h, 4);
+  // ...but resamples a non-square one kept at its size.
+  EXPECT_EQ(PlanRotation(90, 4, 3, false).kind, RotationPlan::kAffine);
+  // A center turns the shortcuts off.
+  const std::pair<double, double> center{1, 1};
+  EXPECT_EQ(PlanRotation(180, 4, 3, false, &center).kind, RotationPlan::kAffine);
+  // Image.new('RGB', (40, 30)).rotate(30, expand=True).size is (50, 46).
+  const RotationPlan grown = PlanRotation(30, 40, 30, true);
+  EXPECT_EQ(grown.out_w, 50);
+  EXPECT_EQ(grown.out_h, 46);
+}
+
+TEST(GeometryKernels, TransposesMoveEveryPixel) {
+  // A 3x2 image (w 3, h 2) with distinct pixels, rotated counter-clockwise.
+  std::vector<uint8_t> in(6 * 3, 0);
+  for (int i = 0; i < 6; ++i) in[3 * i] = static_cast<uint8_t>(i);
+  std::vector<uint8_t> out(in.size());
+  Rotate(PlanRotation(90, 3, 2, true), in.data(), 2, 3, out.data(), Resample::kNearest, {});
+  // np.rot90([[0, 1, 2], [3, 4, 5]]) is [[2, 5], [1, 4], [0, 3]].
+  std::vector<int> got;
+  for (size_t i = 0; i < out.size(); i += 3) got.push_back(out[i]);
+  EXPECT_THAT(got, ElementsAreArray({2, 5, 1, 4, 0, 3}));
+}
+
+TEST(GeometryKernels, AffineFillsWhatItDoesNotCover) {
+  // Scaling by 2 about the origin covers the top-left quarter of the output
+  // with the input's top-left quarter; translated away, only the fill is left.
+  std::vector<uint8_t> in(4 * 4 * 3, 50), out(in.size());
+  const std::array<uint8_t, 3> fill = {1, 2, 3};
+  AffineTransform(in.data(), 4, 4, out.data(), 4, 4, {1, 0, 100, 0, 1, 0}, Resample::kNearest,
+                  fill);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], fill[i % 3]) << i;
+  for (Resample r : {Resample::kNearest, Resample::kBilinear, Resample::kBicubic}) {
+    AffineTransform(in.data(), 4, 4, out.data(), 4, 4, {1, 0, 0, 0, 1, 0}, r, fill);
+    EXPECT_EQ(out, in) << static_cast<int>(r);  // the identity, on any filter
+  }
+}
+
+TEST(GeometryOps, BadParametersNameTheField) {
+  const struct {
+    const char* stage;
+    const char* message;
+  } cases[] = {
+      {"pad {}", "padding: one value, two ([left/right, top/bottom]) or four"},
+      {"pad { padding: [1, 2, 3] }", "got 3"},
+      {"pad { padding: -1 }", "padding: each side must be 0 to 65536, got -1"},
+      {"pad { padding: 70000 }", "padding: each side must be 0 to 65536, got 70000"},
+      {"pad { padding: 1 fill: 256 }", "fill: must be 0 to 255, got 256"},
+      {"pad { padding: 1 fill: [1, 2] }", "fill: one value (gray) or three (R, G, B), got 2"},
+      {"random_crop {}", "size: set a positive size, or height and width"},
+      {"random_crop { size: 8 height: 4 }", "size: set a positive size, or height and width"},
+      {"random_crop { size: 8 padding: [1, 2, 3] }", "padding: one value"},
+      {"random_rotation {}", "degrees: one finite value d >= 0"},
+      {"random_rotation { degrees: -5 }", "degrees: one finite value d >= 0"},
+      {"random_rotation { degrees: [10, 5] }", "got [10, 5]"},
+      {"random_rotation { degrees: nan }", "degrees: one finite value"},
+      {"random_rotation { degrees: [0, inf] }", "degrees: one finite value"},
+      {"random_rotation { degrees: 5 center: [1] }", "center: two finite values [x, y]"},
+      {"random_rotation { degrees: 5 center: [1, nan] }", "center: two finite values"},
+      {"random_affine { degrees: 5 translate: [0.5, 1.5] }", "translate: two values [a, b]"},
+      {"random_affine { degrees: 5 scale: [0, 1] }", "scale: two values [min, max], 0 < min"},
+      {"random_affine { degrees: 5 scale: [1] }", "scale: two values"},
+      {"random_affine { degrees: 5 shear: [1, 2, 3] }", "shear: one finite value d >= 0"},
+      {"random_affine { degrees: 5 shear: [1, 2, 4, 3] }", "got [4, 3]"},
+      {"random_affine { degrees: 5 interpolation: INTERPOLATION_NEAREST fill: -1 }", "fill:"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(testing::CreateAfterDecode(c.stage).message(), HasSubstr(c.message)) << c.stage;
+  }
+}
+
+TEST(GeometryOps, OutputsOverMaxPixelsAreRefusedBeforeAllocating) {
+  const std::vector<uint8_t> png = testing::SolidPng(4, 4, 3, 8, 1, 2, 3);
+  DecodeOptions decode;
+  decode.max_pixels = 10'000;
+  // A fixed output size over the limit is refused when the pipeline is built
+  // (Pipeline::Create); sizes that depend on the image, when it runs.
+  proto::PipelineSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "stages { decode {} } stages { random_crop { size: 5000 pad_if_needed: true } }", &spec));
+  PipelineOptions options;
+  options.decode = decode;
+  EXPECT_THAT(Pipeline::Create(spec, options).status().message(), HasSubstr("--max-pixels"));
+  for (const char* stage :
+       {"pad { padding: 60000 }",
+        "random_rotation { degrees: [30, 30] expand: true } } stages { pad { padding: 48 }"}) {
+    auto p = MakePipeline(absl::StrCat("stages { decode {} } stages { ", stage, " }"), 0, decode);
+    auto out = RunPipeline(*p, png);
+    EXPECT_EQ(out.status.code(), absl::StatusCode::kResourceExhausted) << stage;
+    EXPECT_THAT(out.status.message(), HasSubstr("--max-pixels")) << stage;
+  }
+}
+
+TEST(RandomCrop, ATooSmallImageIsAnErrorUnlessPadded) {
+  const std::vector<uint8_t> png = testing::SolidPng(4, 3, 3, 8, 1, 2, 3);
+  auto strict = MakePipeline("stages { decode {} } stages { random_crop { size: 5 } }");
+  auto out = RunPipeline(*strict, png);
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status.message(),
+              HasSubstr("the image is 4x3 after padding, smaller than the 5x5 crop"));
+  auto padded = MakePipeline(
+      "stages { decode {} } stages { random_crop { size: 5 pad_if_needed: true fill: 9 } }");
+  auto ok = RunPipeline(*padded, png);
+  ASSERT_TRUE(ok.status.ok()) << ok.status;
+  EXPECT_EQ(ok.bytes.size(), 5u * 5 * 3);
+}
+
+TEST(RandomCrop, DrawsEveryPositionUniformly) {
+  // A 6x1 strip whose red channel is x, cropped to 4x1: left is uniform on
+  // {0, 1, 2}; 3000 draws give about 1000 each (sd 26).
+  cv::Mat strip(1, 6, CV_8UC3);
+  for (int x = 0; x < 6; ++x) strip.at<cv::Vec3b>(0, x) = cv::Vec3b(0, 0, x);
+  std::vector<uint8_t> png;
+  ASSERT_TRUE(cv::imencode(".png", strip, png));
+  auto p = MakePipeline("stages { decode {} } stages { random_crop { height: 1 width: 4 } }",
+                        /*seed=*/2);
+  int counts[3] = {};
+  for (int64_t i = 0; i < 3000; ++i) {
+    const int left = RunPipeline(*p, png, i).bytes[0];
+    ASSERT_LE(left, 2);
+    ++counts[left];
+  }
+  for (int c : counts) {
+    EXPECT_GT(c, 1000 - 4 * 26);
+    EXPECT_LT(c, 1000 + 4 * 26);
+  }
+}
+
+TEST(RandomRotation, DrawsTheAngleUniformly) {
+  // A 60x6 strip rotated by an angle uniform in [0, 360), with expand: its
+  // bounding box (60|cos| + 6|sin| by 60|sin| + 6|cos|) is wider than tall
+  // exactly when the angle is within 45 degrees of 0 or 180, half the
+  // circle; of 1000 draws the wide and the tall ones differ by about 0
+  // (sd 32). Many distinct sizes show many distinct angles.
+  auto p = MakePipeline(
+      "stages { decode {} } stages { random_rotation { degrees: [0, 360] expand: true } }",
+      /*seed=*/8);
+  const std::vector<uint8_t> png = testing::SolidPng(60, 6, 3, 8, 200, 200, 200);
+  std::set<std::pair<int64_t, int64_t>> sizes;
+  int wide = 0, tall = 0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    auto out = RunPipeline(*p, png, i);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    sizes.insert({out.shape[0], out.shape[1]});
+    wide += out.shape[1] > out.shape[0];
+    tall += out.shape[1] < out.shape[0];
+  }
+  EXPECT_GT(sizes.size(), 50u);
+  EXPECT_GT(wide + tall, 950);
+  EXPECT_LT(std::abs(wide - tall), 4 * 32);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -12,13 +12,8 @@
 #include "pipeline/geometry.h"
 
 namespace prepflow::detail {
-namespace {
 
-using proto::Stage;
-using Fill3 = std::array<uint8_t, 3>;
-using google::protobuf::RepeatedField;
-
-absl::StatusOr<Fill3> ReadFill(const RepeatedField<int32_t>& fill) {
+absl::StatusOr<Fill3> ReadFill(const google::protobuf::RepeatedField<int32_t>& fill) {
   if (fill.size() != 1 && fill.size() != 3) {
     return absl::InvalidArgumentError(
         absl::StrFormat("fill: one value (gray) or three (R, G, B), got %d", fill.size()));
@@ -33,6 +28,25 @@ absl::StatusOr<Fill3> ReadFill(const RepeatedField<int32_t>& fill) {
   }
   return out;
 }
+
+absl::StatusOr<Resample> ReadResample(proto::Interpolation interp) {
+  switch (interp) {
+    case proto::INTERPOLATION_NEAREST:
+      return Resample::kNearest;
+    case proto::INTERPOLATION_BILINEAR:
+      return Resample::kBilinear;
+    case proto::INTERPOLATION_BICUBIC:
+      return Resample::kBicubic;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("interpolation: unknown value ", static_cast<int>(interp)));
+  }
+}
+
+namespace {
+
+using google::protobuf::RepeatedField;
+using proto::Stage;
 
 // Left, top, right, bottom.
 struct Padding {
@@ -80,20 +94,6 @@ PadMode ToPadMode(proto::PaddingMode mode) {
       return PadMode::kSymmetric;
     default:
       return PadMode::kConstant;
-  }
-}
-
-absl::StatusOr<Resample> ReadResample(proto::Interpolation interp) {
-  switch (interp) {
-    case proto::INTERPOLATION_NEAREST:
-      return Resample::kNearest;
-    case proto::INTERPOLATION_BILINEAR:
-      return Resample::kBilinear;
-    case proto::INTERPOLATION_BICUBIC:
-      return Resample::kBicubic;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("interpolation: unknown value ", static_cast<int>(interp)));
   }
 }
 

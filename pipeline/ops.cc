@@ -527,6 +527,7 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   });
   detail::RegisterColorOps(registry);
   detail::RegisterGeometryOps(registry);
+  detail::RegisterAugmentOps(registry);
 }
 
 }  // namespace prepflow

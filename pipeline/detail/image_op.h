@@ -4,6 +4,7 @@
 #ifndef PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 #define PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "opencv2/core.hpp"
+#include "pipeline/geometry.h"
 #include "pipeline/ops.h"
 
 namespace prepflow::detail {
@@ -99,15 +101,23 @@ class RandomImageOp : public SameShapeImageOp {
   Transform transform_;
 };
 
+using Fill3 = std::array<uint8_t, 3>;
+
+// A `fill` field (one gray value or R, G, B; each 0 to 255) as a colour.
+absl::StatusOr<Fill3> ReadFill(const google::protobuf::RepeatedField<int32_t>& fill);
+// An interpolation field as the resampler of Pillow's transforms.
+absl::StatusOr<Resample> ReadResample(proto::Interpolation interp);
+
 // The factory of an op class with `static StatusOr<unique_ptr<Op>> Create(const Stage&)`.
 template <typename T>
 OpFactory FactoryOf() {
   return [](const proto::Stage& stage) { return T::Create(stage); };
 }
 
-// Register color_ops.cc's and geometry_ops.cc's ops.
+// Register color_ops.cc's, geometry_ops.cc's and augment_ops.cc's ops.
 void RegisterColorOps(OpRegistry* registry);
 void RegisterGeometryOps(OpRegistry* registry);
+void RegisterAugmentOps(OpRegistry* registry);
 
 }  // namespace prepflow::detail
 

@@ -250,6 +250,138 @@ class Bounded(unittest.TestCase):
                 self.assertLess(fraction, 1 / 10000, stage)
 
 
+def linspace(start, end, n, i):
+    """torch.linspace(start, end, n)[i] by its scalar formula in float32, as
+    prepflow computes the policies' magnitude tables."""
+    start, end = np.float32(start), np.float32(end)
+    step = (end - start) / np.float32(n - 1)
+    if i < n // 2:
+        return float(start + step * np.float32(i))
+    return float(end - step * np.float32(n - i - 1))
+
+
+def policy_space(kind, bins, h, w):
+    """{op: (magnitudes, signed)} as torchvision's _augmentation_space, with
+    linspace's values by the scalar formula."""
+    lin = lambda a, b: [linspace(a, b, bins, i) for i in range(bins)]  # noqa: E731
+    d = 6 if kind == "wide" else 4
+    posterize = [float(8 - int(np.round(np.float32(i) / np.float32((bins - 1) / d))))
+                 for i in range(bins)]
+    if kind == "wide":
+        space = {"Identity": None, "ShearX": lin(0, 0.99), "ShearY": lin(0, 0.99),
+                 "TranslateX": lin(0, 32), "TranslateY": lin(0, 32), "Rotate": lin(0, 135)}
+        colour = lin(0, 0.99)
+    else:
+        space = {"Identity": None, "ShearX": lin(0, 0.3), "ShearY": lin(0, 0.3),
+                 "TranslateX": lin(0, 150 / 331 * w), "TranslateY": lin(0, 150 / 331 * h),
+                 "Rotate": lin(0, 30)}
+        colour = lin(0, 0.9)
+    for name in ("Brightness", "Color", "Contrast", "Sharpness"):
+        space[name] = colour
+    space.update({"Posterize": posterize, "Solarize": lin(255, 0), "AutoContrast": None,
+                  "Equalize": None, "Invert": None})
+    signed = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color",
+              "Contrast", "Sharpness"}
+    return space, signed
+
+
+def step_candidates(space, signed, name, bins):
+    """Every (name, magnitude) a draw of `name` over `bins` can give."""
+    if space[name] is None:
+        return [(name, 0.0)]
+    out = []
+    for b in bins:
+        m = space[name][b]
+        out.extend([(name, m), (name, -m)] if name in signed else [(name, m)])
+    return out
+
+
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class Policies(unittest.TestCase):
+    """Each policy's output must be what torchvision's _apply_op gives for
+    one of the draws the policy can make: every candidate sequence is tried
+    until one matches the image exactly. The ops chosen are counted."""
+
+    def run_policy(self, stage, candidates, sets=("demo", "crafted"), limit=24):
+        from torchvision.transforms.autoaugment import _apply_op
+        from torchvision.transforms import InterpolationMode
+        chosen = {}
+        for name in sets:
+            if name not in SETS:  # photos, without ../shared/datasets
+                continue
+            root, h, w = SETS[name]
+            pipeline = ("stages { decode {} } stages { center_crop { height: %d width: %d } } "
+                        "stages { %s }" % (h, w, stage))
+            folder = ImageFolder(root)
+            got = prepflow.Loader(root, pipeline=pipeline, batch_size=8, shuffle=False, seed=11,
+                                  threads=2, as_numpy=True)
+            seen = 0
+            for batch in got.batches():
+                for image, index in zip(batch.images, batch.indices):
+                    if seen >= limit:
+                        break
+                    seen += 1
+                    original = T.CenterCrop((h, w))(folder[index][0])
+                    match = None
+                    for sequence in candidates(h, w):
+                        img = original
+                        for op, magnitude in sequence:
+                            img = _apply_op(img, op, magnitude, InterpolationMode.NEAREST, None)
+                        if np.array_equal(np.asarray(img), image):
+                            match = sequence
+                            break
+                    self.assertIsNotNone(match, "%s on %s: no draw of torchvision's gives it"
+                                         % (stage, folder.samples[index][0]))
+                    key = " + ".join(op for op, _ in match) or "nothing"
+                    chosen[key] = chosen.get(key, 0) + 1
+            got.close()
+        return chosen
+
+    def test_trivial_augment_wide(self):
+        def candidates(h, w):
+            space, signed = policy_space("wide", 31, h, w)
+            names = [n for n in space if n != "Invert"]
+            for name in names:
+                for step in step_candidates(space, signed, name, range(31)):
+                    yield [step]
+        chosen = self.run_policy("trivial_augment_wide {}", candidates,
+                                 sets=("demo", "crafted", "photos"))
+        self.assertGreaterEqual(len(chosen), 6, chosen)  # many different ops were drawn
+
+    def test_rand_augment(self):
+        def candidates(h, w):
+            space, signed = policy_space("standard", 31, h, w)
+            names = [n for n in space if n != "Invert"]
+            steps = [s for n in names for s in step_candidates(space, signed, n, [15])]
+            for first in steps:
+                for second in steps:
+                    yield [first, second]
+        chosen = self.run_policy("rand_augment { magnitude: 15 }", candidates,
+                                 sets=("crafted", "demo"), limit=12)
+        self.assertGreaterEqual(len(chosen), 6, chosen)
+
+    def test_auto_augment_imagenet(self):
+        from torchvision.transforms import AutoAugment, AutoAugmentPolicy
+        policies = AutoAugment(AutoAugmentPolicy.IMAGENET).policies
+
+        def candidates(h, w):
+            space, signed = policy_space("standard", 10, h, w)
+            yield []
+            for sub in policies:
+                options = []
+                for op, _, bin_ in sub:
+                    options.append(step_candidates(space, signed, op,
+                                                   [bin_] if bin_ is not None else []))
+                for a in options[0]:
+                    yield [a]
+                    for b in options[1]:
+                        yield [a, b]
+                for b in options[1]:
+                    yield [b]
+        chosen = self.run_policy("auto_augment {}", candidates)
+        self.assertGreaterEqual(len(chosen), 6, chosen)
+
+
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
 class Translation(unittest.TestCase):
     """prepflow.transforms: every supported torchvision transform, the errors
@@ -298,6 +430,14 @@ class Translation(unittest.TestCase):
             (T.RandomAdjustSharpness(2), "random_adjust_sharpness { sharpness_factor: 2.0 p: 0.5 }"),
             (T.RandomAutocontrast(), "random_autocontrast { p: 0.5 }"),
             (T.RandomEqualize(), "random_equalize { p: 0.5 }"),
+            (T.TrivialAugmentWide(), "trivial_augment_wide { num_magnitude_bins: 31 "
+             "interpolation: INTERPOLATION_NEAREST fill: [0] }"),
+            (T.RandAugment(num_ops=3, magnitude=5, fill=[1, 2, 3]), "rand_augment { num_ops: 3 "
+             "magnitude: 5 num_magnitude_bins: 31 interpolation: INTERPOLATION_NEAREST "
+             "fill: [1, 2, 3] }"),
+            (T.AutoAugment(T.AutoAugmentPolicy.SVHN, T.InterpolationMode.BILINEAR),
+             "auto_augment { policy: AUTO_AUGMENT_SVHN interpolation: INTERPOLATION_BILINEAR "
+             "fill: [0] }"),
             (T.ToTensor(), "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] }"),
             ([T.ToTensor(), T.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.1))],
              "normalize { mean: [0.5, 0.4, 0.3] std: [0.2, 0.2, 0.1] }"),

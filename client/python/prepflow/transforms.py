@@ -156,6 +156,24 @@ def _three(values, name):
     return values
 
 
+def _trivial_augment_wide(t):
+    return [ops.TrivialAugmentWide(num_magnitude_bins=t.num_magnitude_bins,
+                                   interpolation=_interpolation(t, _RESAMPLERS),
+                                   fill=_fill(t.fill))]
+
+
+def _rand_augment(t):
+    return [ops.RandAugment(num_ops=t.num_ops, magnitude=t.magnitude,
+                            num_magnitude_bins=t.num_magnitude_bins,
+                            interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))]
+
+
+def _auto_augment(t):
+    policy = getattr(t.policy, "value", t.policy)  # AutoAugmentPolicy.IMAGENET -> "imagenet"
+    return [ops.AutoAugment(policy="AUTO_AUGMENT_" + str(policy).upper(),
+                            interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))]
+
+
 _TRANSLATORS = {
     "RandomResizedCrop": _random_resized_crop,
     "Resize": _resize,
@@ -177,6 +195,9 @@ _TRANSLATORS = {
     "RandomAdjustSharpness": lambda t: [ops.RandomAdjustSharpness(
         sharpness_factor=float(t.sharpness_factor), p=t.p)],
     "RandomAutocontrast": lambda t: [ops.RandomAutocontrast(p=t.p)],
+    "TrivialAugmentWide": _trivial_augment_wide,
+    "RandAugment": _rand_augment,
+    "AutoAugment": _auto_augment,
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
     "ToTensor": _to_tensor,
     "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it

@@ -1,0 +1,78 @@
+// The automatic augmentation policies of torchvision.transforms.autoaugment:
+// TrivialAugmentWide, RandAugment and AutoAugment (ImageNet, CIFAR-10, SVHN).
+//
+// Each policy draws a short list of steps (an augmentation and its magnitude)
+// from the sample's stream, in the order and with the ranges torchvision
+// draws them; ApplyAugment runs one step with the colour and geometry
+// kernels (color.h, geometry.h), exactly as torchvision's _apply_op does on a
+// PIL image. Magnitude tables are torch.linspace's values by its scalar
+// formula in float32 (start + step * i below the halfway point, end - step *
+// (n - 1 - i) from it); torch's vectorized CPU kernel rounds a few of them
+// one float32 ulp differently, depending on the CPU.
+//
+// Thread-safe: pure functions.
+#ifndef PREPFLOW_PIPELINE_AUGMENT_H_
+#define PREPFLOW_PIPELINE_AUGMENT_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/container/inlined_vector.h"
+#include "pipeline/geometry.h"
+#include "pipeline/rng.h"
+#include "pipeline/sample.h"
+
+namespace prepflow {
+
+// _apply_op's operations, in torchvision's augmentation-space order.
+enum class AugmentOp {
+  kIdentity,
+  kShearX,
+  kShearY,
+  kTranslateX,
+  kTranslateY,
+  kRotate,
+  kBrightness,
+  kColor,
+  kContrast,
+  kSharpness,
+  kPosterize,
+  kSolarize,
+  kAutoContrast,
+  kEqualize,
+  kInvert,
+};
+const char* AugmentOpName(AugmentOp op);  // torchvision's name: "ShearX"
+
+struct AugmentStep {
+  AugmentOp op = AugmentOp::kIdentity;
+  double magnitude = 0;  // signed; a float32 value, as torch's tables hold
+};
+
+// The steps one sample gets (no allocation for the usual one or two).
+using AugmentSteps = absl::InlinedVector<AugmentStep, 2>;
+
+enum class AutoAugmentPolicy { kImageNet, kCifar10, kSvhn };
+
+// TrivialAugmentWide.forward's draws: one op of 14, a magnitude bin of
+// `num_bins`, a sign.
+AugmentStep DrawTrivialAugmentWide(SampleRng& rng, int num_bins);
+// RandAugment.forward's draws for `num_ops` ops at bin `magnitude` of
+// `num_bins`; the translation range depends on the image's size.
+AugmentSteps DrawRandAugment(SampleRng& rng, int num_ops, int magnitude, int num_bins, int height,
+                             int width);
+// AutoAugment.forward's draws: a sub-policy of 25, then each of its two
+// steps with its probability (steps not taken are left out).
+AugmentSteps DrawAutoAugment(SampleRng& rng, AutoAugmentPolicy policy, int height, int width);
+
+// _apply_op(img, op, magnitude, interpolation, fill) on an RGB image: `in`
+// and `out` are height x width and distinct.
+void ApplyAugment(const AugmentStep& step, const uint8_t* in, uint8_t* out, int height, int width,
+                  Resample resample, const std::array<uint8_t, 3>& fill);
+
+// torch.linspace(start, end, steps)[i] in float32, by the scalar formula.
+float Linspace(float start, float end, int steps, int i);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_AUGMENT_H_

@@ -1,0 +1,129 @@
+// The automatic augmentation policies: their magnitude tables (values NumPy
+// gives for torch.linspace's scalar formula in float32, written here), the
+// distribution of their draws, and the ops' validation.
+// tests/python/test_parity.py checks that every image a policy op makes is
+// what torchvision's _apply_op gives for one of the policy's draws.
+#include "pipeline/augment.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Augment, LinspaceIsTorchsScalarFormulaInFloat32) {
+  EXPECT_EQ(Linspace(0, 0.99f, 31, 7), 0x1.d91688p-3f);
+  EXPECT_EQ(Linspace(0, 0.99f, 31, 20), 0x1.51eb86p-1f);
+  EXPECT_EQ(Linspace(0, 32, 31, 13), 0x1.bbbbbep+3f);
+  EXPECT_EQ(Linspace(255, 0, 31, 16), 119.0f);
+  EXPECT_EQ(Linspace(0, static_cast<float>(150.0 / 331.0 * 224), 31, 9), 0x1.e74032p+4f);
+  EXPECT_EQ(Linspace(0, 0.3f, 10, 0), 0.0f);
+  EXPECT_EQ(Linspace(0, 0.3f, 10, 9), 0.3f);  // both ends exact
+}
+
+TEST(Augment, TrivialAugmentWideDrawsOpsBinsAndSignsUniformly) {
+  // 14000 draws: each of the 14 ops about 1000 times (sd 30); the signed
+  // ones negative about half the time; bins spread over all 31.
+  std::map<std::string, int> ops;
+  int signed_draws = 0, negative = 0;
+  std::map<double, int> rotations;
+  for (int64_t i = 0; i < 14000; ++i) {
+    SampleRng rng(3, 0, i, 0);
+    const AugmentStep step = DrawTrivialAugmentWide(rng, 31);
+    ++ops[AugmentOpName(step.op)];
+    if (step.op == AugmentOp::kRotate) ++rotations[std::abs(step.magnitude)];
+    if (step.op >= AugmentOp::kShearX && step.op <= AugmentOp::kSharpness) {
+      ++signed_draws;
+      negative += step.magnitude < 0;
+    }
+  }
+  EXPECT_EQ(ops.size(), 14u);
+  EXPECT_EQ(ops.count("Invert"), 0u);
+  for (const auto& [name, n] : ops) {
+    EXPECT_GT(n, 1000 - 4 * 30) << name;
+    EXPECT_LT(n, 1000 + 4 * 30) << name;
+  }
+  EXPECT_NEAR(negative, signed_draws / 2.0, 4 * std::sqrt(signed_draws / 4.0));
+  EXPECT_EQ(rotations.size(), 31u);  // every bin of linspace(0, 135, 31)
+  EXPECT_EQ(rotations.rbegin()->first, 135.0);
+}
+
+TEST(Augment, RandAugmentUsesItsBinAndTheImageSize) {
+  std::map<AugmentOp, std::set<double>> magnitudes;
+  for (int64_t i = 0; i < 2000; ++i) {
+    SampleRng rng(5, 0, i, 0);
+    const AugmentSteps steps = DrawRandAugment(rng, 2, 30, 31, 100, 200);
+    ASSERT_EQ(steps.size(), 2u);
+    for (const AugmentStep& s : steps) magnitudes[s.op].insert(std::abs(s.magnitude));
+  }
+  EXPECT_EQ(magnitudes.size(), 14u);
+  // The last bin is the range's end: 150/331 of the width for TranslateX.
+  EXPECT_EQ(*magnitudes[AugmentOp::kTranslateX].begin(), static_cast<float>(150.0 / 331.0 * 200));
+  EXPECT_EQ(*magnitudes[AugmentOp::kTranslateY].begin(), static_cast<float>(150.0 / 331.0 * 100));
+  EXPECT_EQ(*magnitudes[AugmentOp::kPosterize].begin(), 4);  // 8 - round(30 / 7.5)
+  EXPECT_EQ(*magnitudes[AugmentOp::kSolarize].begin(), 0);
+  EXPECT_EQ(magnitudes[AugmentOp::kRotate].size(), 1u);
+}
+
+TEST(Augment, AutoAugmentTakesEachStepWithItsProbability) {
+  // The expected count of each op over N draws is N / 25 times the sum of
+  // the probabilities with which the ImageNet sub-policies use it; Equalize
+  // (in 14 sub-policy steps) is the most common.
+  const std::map<std::string, double> expected_per_draw = {
+      {"Equalize", (0.8 + 0.6 + 0.4 + 0.4 + 0.6 + 1.0 + 0.6 + 0.6 + 0.0 + 0.8 + 1.0 + 1.0 + 0.6 +
+                    0.4 + 1.0 + 0.8 + 0.6) /
+                       25},
+      {"Invert", (0.6 + 0.6 + 0.6) / 25},
+      {"ShearX", 0.6 / 25},
+  };
+  const int n = 25000;
+  std::map<std::string, int> counts;
+  for (int64_t i = 0; i < n; ++i) {
+    SampleRng rng(9, 0, i, 0);
+    for (const AugmentStep& s : DrawAutoAugment(rng, AutoAugmentPolicy::kImageNet, 64, 64)) {
+      ++counts[AugmentOpName(s.op)];
+    }
+  }
+  for (const auto& [name, per_draw] : expected_per_draw) {
+    const double mean = n * per_draw;
+    EXPECT_NEAR(counts[name], mean, 4 * std::sqrt(mean) + 1) << name;
+  }
+  EXPECT_EQ(counts.count("Brightness"), 0u);  // not in the ImageNet policy
+}
+
+TEST(AugmentOps, BadParametersNameTheField) {
+  const struct {
+    const char* stage;
+    const char* message;
+  } cases[] = {
+      {"trivial_augment_wide { num_magnitude_bins: 1 }", "num_magnitude_bins: must be 2 to 1024"},
+      {"rand_augment { num_magnitude_bins: 5000 }", "num_magnitude_bins: must be 2 to 1024"},
+      {"rand_augment { magnitude: 31 }", "magnitude: must be 0 to num_magnitude_bins - 1 (30)"},
+      {"rand_augment { magnitude: -1 }", "magnitude: must be 0 to"},
+      {"rand_augment { num_ops: 65 }", "num_ops: must be 0 to 64, got 65"},
+      {"auto_augment { fill: [1, 2] }", "fill: one value (gray) or three"},
+      {"trivial_augment_wide { fill: 300 }", "fill: must be 0 to 255, got 300"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(testing::CreateAfterDecode(c.stage).message(), HasSubstr(c.message)) << c.stage;
+  }
+  EXPECT_TRUE(testing::CreateAfterDecode("rand_augment { num_ops: 0 }").ok());
+}
+
+TEST(AugmentOps, ZeroOpsOrIdentityLeaveTheImage) {
+  const std::vector<uint8_t> png = testing::Jpeg(40, 30, 3);
+  auto plain = testing::MakePipeline("stages { decode {} }");
+  auto none = testing::MakePipeline("stages { decode {} } stages { rand_augment { num_ops: 0 } }");
+  EXPECT_EQ(testing::RunPipeline(*none, png, 4).bytes, testing::RunPipeline(*plain, png, 4).bytes);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -528,6 +528,7 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   detail::RegisterColorOps(registry);
   detail::RegisterGeometryOps(registry);
   detail::RegisterAugmentOps(registry);
+  detail::RegisterTensorOps(registry);
 }
 
 }  // namespace prepflow

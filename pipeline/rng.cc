@@ -1,5 +1,7 @@
 #include "pipeline/rng.h"
 
+#include <cmath>
+
 namespace prepflow {
 namespace {
 
@@ -65,6 +67,12 @@ uint64_t SampleRng::NextU64() {
 }
 
 double SampleRng::Uniform() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
+
+double SampleRng::Normal() {
+  const double u1 = 1.0 - Uniform();  // (0, 1]: the logarithm is finite
+  const double u2 = Uniform();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
 
 int64_t SampleRng::UniformInt(int64_t lo, int64_t hi) {
   const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;

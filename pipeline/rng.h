@@ -35,6 +35,8 @@ class SampleRng {
   double Uniform();
   // Uniform in [lo, hi).
   double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
+  // Standard normal, by Box-Muller from two uniforms (the sine half unused).
+  double Normal();
   // Uniform integer in [lo, hi], unbiased. REQUIRES: lo <= hi.
   int64_t UniformInt(int64_t lo, int64_t hi);
 

@@ -114,10 +114,12 @@ OpFactory FactoryOf() {
   return [](const proto::Stage& stage) { return T::Create(stage); };
 }
 
-// Register color_ops.cc's, geometry_ops.cc's and augment_ops.cc's ops.
+// Register color_ops.cc's, geometry_ops.cc's, augment_ops.cc's and
+// tensor_ops.cc's ops.
 void RegisterColorOps(OpRegistry* registry);
 void RegisterGeometryOps(OpRegistry* registry);
 void RegisterAugmentOps(OpRegistry* registry);
+void RegisterTensorOps(OpRegistry* registry);
 
 }  // namespace prepflow::detail
 

@@ -6,10 +6,13 @@
 #include "pipeline/augment.h"
 
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_util.h"
@@ -123,6 +126,65 @@ TEST(AugmentOps, ZeroOpsOrIdentityLeaveTheImage) {
   auto plain = testing::MakePipeline("stages { decode {} }");
   auto none = testing::MakePipeline("stages { decode {} } stages { rand_augment { num_ops: 0 } }");
   EXPECT_EQ(testing::RunPipeline(*none, png, 4).bytes, testing::RunPipeline(*plain, png, 4).bytes);
+}
+
+TEST(RandomErasing, BadParametersNameTheField) {
+  const struct {
+    const char* stage;
+    const char* message;
+  } cases[] = {
+      {"random_erasing { p: 2 }", "p: must be in [0, 1], got 2"},
+      {"random_erasing { scale_min: 0.5 scale_max: 0.1 }", "scale_min, scale_max: need 0 <="},
+      {"random_erasing { scale_max: 1.5 }", "scale_min, scale_max"},
+      {"random_erasing { ratio_min: 0 }", "ratio_min, ratio_max: need 0 < ratio_min"},
+      {"random_erasing { ratio_max: inf }", "ratio_min, ratio_max"},
+      {"random_erasing { value: nan }", "value: one finite value or one per channel"},
+      {"random_erasing { value: [1, 2] }", "value: 2 values for 3 channels"},
+      {"random_erasing {}", "expects a float32 CHW tensor (put it after normalize)"},
+  };
+  for (const auto& c : cases) {
+    std::string stage = c.stage;
+    // All but the last follow a normalize, as the op needs.
+    if (&c != &cases[std::size(cases) - 1]) {
+      stage = absl::StrCat("center_crop { size: 8 } } stages { normalize {} } stages { ", stage);
+    }
+    EXPECT_THAT(testing::CreateAfterDecode(stage).message(), HasSubstr(c.message)) << c.stage;
+  }
+}
+
+TEST(RandomErasing, ErasesOneRectangleWithTheValueOrNoise) {
+  const std::vector<uint8_t> png = testing::Jpeg(64, 48, 7);
+  const char* base =
+      "stages { decode {} } stages { center_crop { size: 32 } } stages { normalize {} }";
+  auto plain = testing::MakePipeline(base);
+  auto fixed = testing::MakePipeline(
+      absl::StrCat(base, " stages { random_erasing { p: 1 value: [7, 8, 9] } }"));
+  auto noisy = testing::MakePipeline(
+      absl::StrCat(base, " stages { random_erasing { p: 1 random_value: true } }"));
+  auto never = testing::MakePipeline(absl::StrCat(base, " stages { random_erasing { p: 0 } }"));
+  double sum = 0, sum_sq = 0;
+  size_t noise_values = 0;
+  for (int64_t i = 0; i < 50; ++i) {
+    const std::vector<uint8_t> before = testing::RunPipeline(*plain, png, i).bytes;
+    EXPECT_EQ(testing::RunPipeline(*never, png, i).bytes, before);
+    std::vector<float> a(before.size() / 4), f(a.size()), n(a.size());
+    std::memcpy(a.data(), before.data(), before.size());
+    std::memcpy(f.data(), testing::RunPipeline(*fixed, png, i).bytes.data(), before.size());
+    std::memcpy(n.data(), testing::RunPipeline(*noisy, png, i).bytes.data(), before.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+      const float want = 7.0f + static_cast<float>(k / (32 * 32));  // the channel's value
+      ASSERT_TRUE(f[k] == a[k] || f[k] == want) << k;
+      if (n[k] != a[k]) {
+        ASSERT_TRUE(std::isfinite(n[k]));
+        sum += n[k], sum_sq += n[k] * n[k], ++noise_values;
+      }
+    }
+  }
+  // Standard normal noise: mean 0 and variance 1, within 5 standard errors.
+  ASSERT_GT(noise_values, 10000u);
+  const double mean = sum / noise_values, var = sum_sq / noise_values - mean * mean;
+  EXPECT_NEAR(mean, 0, 5 / std::sqrt(noise_values));
+  EXPECT_NEAR(var, 1, 5 * std::sqrt(2.0 / noise_values));
 }
 
 }  // namespace

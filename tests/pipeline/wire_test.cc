@@ -77,6 +77,7 @@ constexpr char kEveryOp[] = R"pb(
   stages { rand_augment { interpolation: INTERPOLATION_BILINEAR } }
   stages { auto_augment { policy: AUTO_AUGMENT_CIFAR10 } }
   stages { normalize {} }
+  stages { random_erasing { random_value: true } }
 )pb";
 
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {

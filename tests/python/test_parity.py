@@ -382,6 +382,85 @@ class Policies(unittest.TestCase):
         self.assertGreaterEqual(len(chosen), 6, chosen)
 
 
+def ks_statistic(a, b):
+    """The two-sample Kolmogorov-Smirnov statistic: the largest gap between
+    the empirical distribution functions."""
+    a, b = np.sort(a), np.sort(b)
+    grid = np.concatenate([a, b])
+    return float(np.max(np.abs(np.searchsorted(a, grid, side="right") / len(a) -
+                               np.searchsorted(b, grid, side="right") / len(b))))
+
+
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class Distributions(unittest.TestCase):
+    """Random parameters drawn by prepflow against torchvision's own draws
+    (each side seeded, so the statistics are fixed numbers, not flaky). With
+    1000 draws a side, a Kolmogorov-Smirnov gap above 0.1 would mean the
+    distributions differ (p < 0.001)."""
+
+    def test_random_erasing_rectangles(self):
+        root, h, w = SETS["demo"]
+        mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+        # An asymmetric ratio range, so that a height/width mix-up would show.
+        pipeline = ("stages { decode {} } stages { center_crop { size: %d } } stages { normalize "
+                    "{} } stages { random_erasing { p: 1 value: [100] ratio_min: 0.5 } }" % h)
+        folder = ImageFolder(root)
+        plain = T.Compose([T.CenterCrop(h), T.ToTensor(), T.Normalize(mean, std)])
+        ours = []
+        loader = prepflow.Loader(root, pipeline=pipeline, batch_size=8, seed=2, threads=2,
+                                 as_numpy=True, epochs=25)
+        for epoch in range(25):
+            loader.set_epoch(epoch)
+            for batch in loader.batches():
+                for image, index in zip(batch.images, batch.indices):
+                    erased = np.all(image == 100, axis=0)
+                    rows, cols = np.nonzero(erased.any(axis=1))[0], np.nonzero(erased.any(axis=0))[0]
+                    eh, ew = (rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1) if rows.size else (h, w)
+                    if rows.size:  # one full rectangle, and nothing else changed
+                        self.assertEqual(int(erased.sum()), eh * ew)
+                        expected = plain(folder[index][0]).numpy()
+                        self.assertTrue(np.array_equal(image[:, ~erased], expected[:, ~erased]))
+                    ours.append((eh, ew))
+        loader.close()
+        torch.manual_seed(0)
+        theirs = []
+        for _ in range(len(ours)):
+            _, _, eh, ew, _ = T.RandomErasing.get_params(torch.zeros(3, h, w), scale=(0.02, 0.33),
+                                                         ratio=(0.5, 3.3), value=[100])
+            theirs.append((eh, ew))
+        ours, theirs = np.array(ours, float), np.array(theirs, float)
+        self.assertGreaterEqual(len(ours), 1000)
+        area = lambda r: r[:, 0] * r[:, 1] / (h * w)  # noqa: E731
+        aspect = lambda r: np.log(r[:, 0] / r[:, 1])  # noqa: E731
+        self.assertLess(ks_statistic(area(ours), area(theirs)), 0.1)
+        self.assertLess(ks_statistic(aspect(ours), aspect(theirs)), 0.1)
+
+    def test_color_jitter_factors(self):
+        # On a flat gray image only brightness shows (contrast, saturation and
+        # hue leave gray alone): the value is trunc(77 * factor).
+        root = os.path.join(TMP, "gray")
+        os.makedirs(os.path.join(root, "gray"), exist_ok=True)
+        for i in range(40):
+            Image.fromarray(np.full((4, 4, 3), 77, np.uint8)).save(
+                os.path.join(root, "gray", "%02d.png" % i))
+        jitter = dict(brightness=0.4, contrast=0.4, saturation=0.4, hue=0.1)
+        loader = prepflow.Loader(root, transform=T.Compose([T.CenterCrop(4), T.ColorJitter(**jitter)]),
+                                 batch_size=40, seed=4, threads=2, as_numpy=True, epochs=25)
+        ours = []
+        for epoch in range(25):
+            loader.set_epoch(epoch)
+            for batch in loader.batches():
+                ours.extend(int(image[0, 0, 0]) for image in batch.images)
+        loader.close()
+        torch.manual_seed(0)
+        gray = Image.fromarray(np.full((4, 4, 3), 77, np.uint8))
+        reference = T.ColorJitter(**jitter)
+        theirs = [int(np.asarray(reference(gray))[0, 0, 0]) for _ in range(len(ours))]
+        self.assertEqual(len(ours), 1000)
+        self.assertLess(ks_statistic(np.array(ours), np.array(theirs)), 0.1)
+        self.assertEqual((min(ours), max(ours)), (min(theirs), max(theirs)))
+
+
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
 class Translation(unittest.TestCase):
     """prepflow.transforms: every supported torchvision transform, the errors
@@ -439,6 +518,13 @@ class Translation(unittest.TestCase):
              "auto_augment { policy: AUTO_AUGMENT_SVHN interpolation: INTERPOLATION_BILINEAR "
              "fill: [0] }"),
             (T.ToTensor(), "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] }"),
+            ([T.ToTensor(), T.RandomErasing(0.25, value="random")],
+             "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] } random_erasing { p: 0.25 "
+             "scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: 3.3 random_value: true }"),
+            ([T.ToTensor(), T.RandomErasing(value=(1, 2, 3))],
+             "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] } random_erasing { p: 0.5 "
+             "scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: 3.3 value: [1.0, 2.0, "
+             "3.0] random_value: false }"),
             ([T.ToTensor(), T.Normalize((0.5, 0.4, 0.3), (0.2, 0.2, 0.1))],
              "normalize { mean: [0.5, 0.4, 0.3] std: [0.2, 0.2, 0.1] }"),
             ([T.PILToTensor(), T.ConvertImageDtype(torch.float32), T.Normalize(0.5, 0.5)],
@@ -460,7 +546,8 @@ class Translation(unittest.TestCase):
         for transform, reason in [
                 (T.Compose([T.CenterCrop(8), T.RandomPerspective()]), "no equivalent"),
                 (T.Compose([T.CenterCrop(8), T.Lambda(lambda x: x)]), "no equivalent"),
-                ([T.ToTensor(), T.RandomErasing()], "no equivalent"),
+                ([T.ToTensor(), T.RandomHorizontalFlip()], "comes after ToTensor"),
+                ([T.RandomErasing()], "put it after ToTensor"),
                 ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),
                 ([T.Normalize(0.5, 0.5)], "Normalize must follow ToTensor"),
                 (T.Grayscale(1), "use Grayscale(3)"),

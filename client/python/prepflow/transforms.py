@@ -174,6 +174,19 @@ def _auto_augment(t):
                             interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))]
 
 
+def _random_erasing(t):
+    value = t.value
+    random = isinstance(value, str)  # "random": torchvision refuses any other string
+    values = None if random else [float(v) for v in (value if isinstance(value, (list, tuple))
+                                                     else [value])]
+    return [ops.RandomErasing(p=t.p, scale_min=t.scale[0], scale_max=t.scale[1],
+                              ratio_min=t.ratio[0], ratio_max=t.ratio[1], value=values,
+                              random_value=random)]
+
+
+# The transforms that take a tensor (after ToTensor); the rest take images.
+_TENSOR_TRANSFORMS = {"Normalize", "ConvertImageDtype", "RandomErasing"}
+
 _TRANSLATORS = {
     "RandomResizedCrop": _random_resized_crop,
     "Resize": _resize,
@@ -199,6 +212,7 @@ _TRANSLATORS = {
     "RandAugment": _rand_augment,
     "AutoAugment": _auto_augment,
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
+    "RandomErasing": _random_erasing,
     "ToTensor": _to_tensor,
     "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it
     "ConvertImageDtype": _convert_image_dtype,
@@ -221,6 +235,7 @@ def _translate_one(t, stages, pending):
         raise Untranslatable("prepflow has no equivalent")
     last = stages[-1] if stages else None
     after_tensor = last is not None and last.name == "normalize"
+    tensor = any(stage.name == "normalize" for stage in stages)
     if pending and name != "ConvertImageDtype":
         raise Untranslatable("PILToTensor's uint8 tensor needs ConvertImageDtype(torch.float) "
                              "before it")
@@ -233,8 +248,10 @@ def _translate_one(t, stages, pending):
         return
     if name == "ConvertImageDtype" and not after_tensor:
         raise Untranslatable("only after ToTensor or PILToTensor")
-    if after_tensor and name != "ConvertImageDtype":
-        raise Untranslatable("prepflow has no tensor ops after ToTensor + Normalize yet")
+    if tensor and name not in _TENSOR_TRANSFORMS:
+        raise Untranslatable("prepflow runs it on images, and this comes after ToTensor")
+    if not tensor and name in _TENSOR_TRANSFORMS - {"Normalize"}:
+        raise Untranslatable("it takes a tensor: put it after ToTensor")
     stages.extend(_TRANSLATORS[name](t))
     if name == "PILToTensor":
         pending.append(t)

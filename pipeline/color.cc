@@ -33,11 +33,11 @@ std::array<Histogram, 3> Histograms(const uint8_t* in, size_t pixels) {
 
 // Image.blend(a, b, alpha) for one value: a + alpha (b - a) in float32,
 // truncated toward zero and clamped, as Pillow's Blend.c computes it.
+// The clamp is written with min and max (the same result as Pillow's
+// comparisons) so that loops over it vectorize.
 inline uint8_t Blend(int a, int b, float alpha) {
   const float t = static_cast<float>(a) + alpha * static_cast<float>(b - a);
-  if (t <= 0.0f) return 0;
-  if (t >= 255.0f) return 255;
-  return static_cast<uint8_t>(t);
+  return static_cast<uint8_t>(static_cast<int>(std::min(std::max(t, 0.0f), 255.0f)));
 }
 
 // Blending every value with the constant `a`.
@@ -189,7 +189,8 @@ void AdjustSharpness(const uint8_t* in, uint8_t* out, int height, int width, dou
     }
     for (size_t i = 3; i < row - 3; ++i) {
       // Pillow's order: the row below, this row, the row above, each summed
-      // left to right in float32, plus 0.5 to round.
+      // left to right in float32, plus 0.5 to round. The sum lies in
+      // [0.5, 255.5], so truncation alone is Pillow's clip8.
       float ss = 0.5f;
       ss += static_cast<float>(below[i - 3]) * k1 + static_cast<float>(below[i]) * k1 +
             static_cast<float>(below[i + 3]) * k1;
@@ -197,8 +198,7 @@ void AdjustSharpness(const uint8_t* in, uint8_t* out, int height, int width, dou
             static_cast<float>(mid[i + 3]) * k1;
       ss += static_cast<float>(above[i - 3]) * k1 + static_cast<float>(above[i]) * k1 +
             static_cast<float>(above[i + 3]) * k1;
-      const uint8_t smooth = ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : static_cast<uint8_t>(ss);
-      o[i] = Blend(smooth, mid[i], alpha);
+      o[i] = Blend(static_cast<int>(ss), mid[i], alpha);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace prepflow {
 namespace {
@@ -150,19 +151,49 @@ bool Bicubic(const uint8_t* in, int h, int w, double x_in, double y_in, uint8_t*
 }
 
 // ImagingGenericTransform with affine_transform: each output pixel centre
-// mapped, then filtered.
+// (x + 0.5, y + 0.5) mapped to (a0 x + a1 y + a2, a3 x + a4 y + a5), then
+// filtered. The products are hoisted out of the loops (each is the same
+// value wherever it is computed), the sums stay in Pillow's order.
+template <bool kBicubic>
 void FilteredAffine(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
-                    const AffineMatrix& a, Resample resample) {
-  const auto filter = resample == Resample::kBicubic ? Bicubic : Bilinear;
+                    const AffineMatrix& a, double* column_terms) {
+  double* ax = column_terms;          // a0 (x + 0.5)
+  double* dx = column_terms + out_w;  // a3 (x + 0.5)
+  for (int x = 0; x < out_w; ++x) {
+    ax[x] = a[0] * (x + 0.5);
+    dx[x] = a[3] * (x + 0.5);
+  }
   for (int y = 0; y < out_h; ++y) {
-    const double yc = y + 0.5;
+    const double by = a[1] * (y + 0.5), ey = a[4] * (y + 0.5);
     uint8_t* row = out + static_cast<size_t>(y) * out_w * 3;
     for (int x = 0; x < out_w; ++x) {
-      const double xc = x + 0.5;
-      const double xx = a[0] * xc + a[1] * yc + a[2];
-      const double yy = a[3] * xc + a[4] * yc + a[5];
-      filter(in, in_h, in_w, xx, yy, row + 3 * x);  // outside: the fill stays
+      const double xx = ax[x] + by + a[2];
+      const double yy = dx[x] + ey + a[5];
+      if (kBicubic) {
+        Bicubic(in, in_h, in_w, xx, yy, row + 3 * x);  // outside: the fill stays
+      } else {
+        Bilinear(in, in_h, in_w, xx, yy, row + 3 * x);
+      }
     }
+  }
+}
+
+// A map that only moves the image by whole pixels: every filter then reads
+// one source pixel with zero weights on the others, so each is a copy.
+bool IsWholePixelShift(const AffineMatrix& m) {
+  return m[0] == 1 && m[1] == 0 && m[3] == 0 && m[4] == 1 && m[2] == std::floor(m[2]) &&
+         m[5] == std::floor(m[5]) && std::fabs(m[2]) < (1 << 30) && std::fabs(m[5]) < (1 << 30);
+}
+
+void ShiftedCopy(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w, int tx,
+                 int ty) {
+  for (int y = 0; y < out_h; ++y) {
+    const int sy = y + ty;
+    if (sy < 0 || sy >= in_h) continue;
+    const int x0 = std::max(0, -tx), x1 = std::min(out_w, in_w - tx);
+    if (x0 >= x1) continue;
+    std::memcpy(out + (static_cast<size_t>(y) * out_w + x0) * 3, Pixel(in, in_w, x0 + tx, sy),
+                static_cast<size_t>(x1 - x0) * 3);
   }
 }
 
@@ -228,8 +259,15 @@ void Remap(const uint8_t* in, int in_width, const int* row_map, int rows, const 
 void AffineTransform(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
                      const AffineMatrix& m, Resample resample, const std::array<uint8_t, 3>& fill) {
   FillAll(out, static_cast<size_t>(out_h) * out_w, fill);
-  if (resample != Resample::kNearest) {
-    FilteredAffine(in, in_h, in_w, out, out_h, out_w, m, resample);
+  if (IsWholePixelShift(m)) {
+    ShiftedCopy(in, in_h, in_w, out, out_h, out_w, static_cast<int>(m[2]), static_cast<int>(m[5]));
+  } else if (resample != Resample::kNearest) {
+    std::vector<double> column_terms(2 * static_cast<size_t>(out_w));
+    if (resample == Resample::kBicubic) {
+      FilteredAffine<true>(in, in_h, in_w, out, out_h, out_w, m, column_terms.data());
+    } else {
+      FilteredAffine<false>(in, in_h, in_w, out, out_h, out_w, m, column_terms.data());
+    }
   } else if (m[1] == 0 && m[3] == 0) {
     ScaleAffine(in, in_h, in_w, out, out_h, out_w, m);
   } else if (FitsFixedPoint(m, 0, 0) && FitsFixedPoint(m, out_w, out_h) &&

@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Training recipes as users write them: one torchvision Compose, run by
+prepflow.Loader(transform=...) and by torch's DataLoader over ImageFolder,
+side by side (a program, not a test; prints one JSON line).
+
+Recipes:
+  resnet50-v2   torchvision's ResNet-50 v2 recipe, per-sample part:
+                RandomResizedCrop(176), RandomHorizontalFlip,
+                TrivialAugmentWide(bilinear), PILToTensor, ConvertImageDtype,
+                Normalize, RandomErasing(0.1)  (its MixUp/CutMix act on
+                batches and are not in either loader here)
+  randaugment   RandomResizedCrop(224), RandomHorizontalFlip,
+                RandAugment(2, 9), ToTensor, Normalize, RandomErasing(0.25)
+                (torchvision's RandAugment; timm's rand-m9-mstd0.5-inc1 adds
+                magnitude noise and other op ranges)
+  imagenet-train  RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,
+                Normalize
+
+Both loaders get one CPU: prepflow threads=1, DataLoader num_workers=0, torch
+with one thread; pin the process with taskset for a per-core figure. "Per
+core" is images per CPU-second of the process (time.process_time) over the
+timed epochs; rounds alternate the two and ratios are taken per round, then
+the median.
+
+    PYTHONPATH=build/python taskset -c 0 /usr/bin/python3 bench/recipe_bench.py \\
+        --data ../shared/datasets/photos-512 --recipe resnet50-v2 --rounds 3
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torchvision.transforms as T
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+
+import prepflow
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def recipe(name):
+    if name == "resnet50-v2":
+        return T.Compose([
+            T.RandomResizedCrop(176), T.RandomHorizontalFlip(),
+            T.TrivialAugmentWide(interpolation=T.InterpolationMode.BILINEAR),
+            T.PILToTensor(), T.ConvertImageDtype(torch.float), T.Normalize(MEAN, STD),
+            T.RandomErasing(0.1)])
+    if name == "randaugment":
+        return T.Compose([
+            T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.RandAugment(2, 9),
+            T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(0.25)])
+    return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                      T.Normalize(MEAN, STD)])
+
+
+def timed(batches):
+    images = 0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for images_batch in batches:
+        images += images_batch.shape[0]
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"images": images, "images_per_cpu_s": images / cpu, "images_per_s": images / wall}
+
+
+def run_prepflow(args, transform):
+    loader = prepflow.Loader(args.data, transform=transform, batch_size=args.batch, seed=1,
+                             threads=1)
+    for _ in loader:  # the first epoch warms up (thread start, buffers)
+        break
+
+    def batches():
+        for epoch in range(args.epochs):
+            loader.set_epoch(epoch + 1)
+            for images, _ in loader:
+                yield images
+    result = timed(batches())
+    loader.close()
+    return result
+
+
+def run_torchvision(args, transform):
+    loader = DataLoader(ImageFolder(args.data, transform=transform), batch_size=args.batch,
+                        shuffle=True, num_workers=0)
+
+    def batches():
+        for _ in range(args.epochs):
+            for images, _ in loader:
+                yield images
+    return timed(batches())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--recipe", default="resnet50-v2",
+                    choices=["resnet50-v2", "randaugment", "imagenet-train"])
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    transform = recipe(args.recipe)
+    rounds = []
+    for _ in range(args.rounds):
+        rounds.append({"prepflow": run_prepflow(args, transform),
+                       "torchvision": run_torchvision(args, transform)})
+    med = lambda side, key: statistics.median(r[side][key] for r in rounds)  # noqa: E731
+    print(json.dumps({
+        "benchmark": "recipe", "recipe": args.recipe, "data": args.data, "rounds": args.rounds,
+        "pipeline": prepflow.transforms.to_pipeline_text(transform).strip().splitlines()[1:],
+        "prepflow_images_per_cpu_s": round(med("prepflow", "images_per_cpu_s"), 1),
+        "torchvision_images_per_cpu_s": round(med("torchvision", "images_per_cpu_s"), 1),
+        "ratio_per_core": round(statistics.median(
+            r["prepflow"]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"]
+            for r in rounds), 2),
+        "prepflow_images_per_s": round(med("prepflow", "images_per_s"), 1),
+        "torchvision_images_per_s": round(med("torchvision", "images_per_s"), 1),
+    }))
+
+
+if __name__ == "__main__":
+    main()

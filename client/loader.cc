@@ -16,6 +16,7 @@
 #include "client/remote_worker.h"
 #include "client/sample_runner.h"
 #include "client/scheduler_grants.h"
+#include "pipeline/batch_ops.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/rng.h"
 #include "spdlog/spdlog.h"
@@ -64,6 +65,13 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   auto dataset = OpenDataset(options_.dataset);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
+  auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
+                                  static_cast<int64_t>(dataset_->classes().size()));
+  if (!batch_ops.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline ", pipeline_->name(), ": ", batch_ops.status().message()));
+  }
+  batch_ops_ = *std::move(batch_ops);
 
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   const int64_t size = dataset_->size();
@@ -469,6 +477,14 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     return s;
   }
   for (uint64_t h : batch->hashes()) checksum_.Add(h);
+  if (batch_ops_ != nullptr) {
+    if (absl::Status s = batch_ops_->Apply(options_.seed, batch); !s.ok()) {
+      delete batch;
+      failure_ = s;
+      EndRun();
+      return s;
+    }
+  }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
   bytes_ += batch->bytes();

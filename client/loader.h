@@ -56,6 +56,7 @@
 
 namespace prepflow {
 
+class MixupCutmix;
 class RemotePool;
 class SampleRunner;
 class SchedulerGrants;
@@ -143,6 +144,7 @@ class Loader {
   OffloadMode offload_;  // *options_.offload
   std::unique_ptr<Dataset> dataset_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<MixupCutmix> batch_ops_;  // null without batch stages
   std::shared_ptr<FreeBatches> free_batches_;
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;

@@ -25,7 +25,15 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   hashes_.assign(indices.size(), 0);
   ok_.assign(indices.size(), 0);
   remote_.assign(indices.size(), 0);
+  num_classes_ = 0;
+  soft_labels_.clear();
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
+}
+
+float* Batch::ResetSoftLabels(int64_t num_classes) {
+  num_classes_ = num_classes;
+  soft_labels_.assign(static_cast<size_t>(size() * num_classes), 0.0f);
+  return soft_labels_.data();
 }
 
 bool Batch::Finish() { return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1; }

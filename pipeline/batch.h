@@ -63,6 +63,14 @@ class Batch {
   const float* floats() const { return reinterpret_cast<const float*>(storage_.data()); }
   const std::vector<int64_t>& indices() const { return indices_; }
   const std::vector<int64_t>& labels() const { return labels_; }
+  // Soft labels, [size(), num_classes()] float32, when a batch op (MixUp,
+  // CutMix) made them; num_classes() is 0 otherwise.
+  int64_t num_classes() const { return num_classes_; }
+  const std::vector<float>& soft_labels() const { return soft_labels_; }
+  // For batch ops: the samples as mutable floats, and the soft labels to
+  // write (sized [size(), num_classes]).
+  float* mutable_floats() { return reinterpret_cast<float*>(storage_.data()); }
+  float* ResetSoftLabels(int64_t num_classes);
   const std::vector<uint64_t>& hashes() const { return hashes_; }
   // Delivered samples that ran (partly) on a worker.
   int64_t remote_samples() const;
@@ -79,6 +87,8 @@ class Batch {
   int64_t number_ = 0;
   std::vector<int64_t> indices_;
   std::vector<int64_t> labels_;
+  int64_t num_classes_ = 0;
+  std::vector<float> soft_labels_;
   std::vector<uint64_t> hashes_;
   std::vector<SampleError> slot_errors_;
   std::vector<uint8_t> ok_;

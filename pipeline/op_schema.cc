@@ -17,6 +17,9 @@ using google::protobuf::OneofDescriptor;
 using google::protobuf::Reflection;
 
 const OneofDescriptor& StageOps() { return *proto::Stage::descriptor()->FindOneofByName("op"); }
+const OneofDescriptor& BatchStageOps() {
+  return *proto::BatchStage::descriptor()->FindOneofByName("op");
+}
 
 std::string TypeName(const FieldDescriptor& f) {
   std::string type;
@@ -52,11 +55,12 @@ FieldSchema FieldOf(const FieldDescriptor& f) {
   return out;
 }
 
-OpSchema OpOf(const FieldDescriptor& stage_field) {
+OpSchema OpOf(const FieldDescriptor& stage_field, bool batch) {
   const Descriptor& m = *stage_field.message_type();
   const proto::OpDoc& doc = m.options().GetExtension(proto::op);
-  OpSchema op{stage_field.name(), doc.summary(), doc.torchvision(), doc.input(),
-              doc.output(),       doc.parity(),  doc.random(),      {}};
+  OpSchema op{stage_field.name(), doc.summary(), doc.torchvision(),
+              doc.input(),        doc.output(),  doc.parity(),
+              doc.random(),       batch,         {}};
   for (int i = 0; i < m.field_count(); ++i) op.fields.push_back(FieldOf(*m.field(i)));
   return op;
 }
@@ -99,7 +103,11 @@ const std::vector<OpSchema>& OpSchemas() {
   static const std::vector<OpSchema>* const kSchemas = [] {
     auto* schemas = new std::vector<OpSchema>;
     const OneofDescriptor& ops = StageOps();
-    for (int i = 0; i < ops.field_count(); ++i) schemas->push_back(OpOf(*ops.field(i)));
+    for (int i = 0; i < ops.field_count(); ++i) schemas->push_back(OpOf(*ops.field(i), false));
+    const OneofDescriptor& batch_ops = BatchStageOps();
+    for (int i = 0; i < batch_ops.field_count(); ++i) {
+      schemas->push_back(OpOf(*batch_ops.field(i), true));
+    }
     return schemas;
   }();
   return *kSchemas;
@@ -112,17 +120,21 @@ const OpSchema* FindOpSchema(absl::string_view name) {
   return nullptr;
 }
 
-std::string OpNamesList() {
+std::string OpNamesList(bool batch) {
   std::vector<std::string> names;
-  for (const OpSchema& op : OpSchemas()) names.push_back(op.name);
+  for (const OpSchema& op : OpSchemas()) {
+    if (op.batch == batch) names.push_back(op.name);
+  }
   return absl::StrJoin(names, ", ");
 }
 
-absl::Status ApplyDefaults(proto::Stage* stage) {
-  const FieldDescriptor* which =
-      stage->GetReflection()->GetOneofFieldDescriptor(*stage, &StageOps());
+namespace {
+
+// The defaults of the op set in `stage`'s oneof `ops`.
+absl::Status ApplyDefaultsTo(Message* stage, const OneofDescriptor& ops, bool batch) {
+  const FieldDescriptor* which = stage->GetReflection()->GetOneofFieldDescriptor(*stage, &ops);
   if (which == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("no op set (one of: ", OpNamesList(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("no op set (one of: ", OpNamesList(batch), ")"));
   }
   Message* op = stage->GetReflection()->MutableMessage(stage, which);
   const Descriptor& m = *op->GetDescriptor();
@@ -138,6 +150,15 @@ absl::Status ApplyDefaults(proto::Stage* stage) {
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyDefaults(proto::Stage* stage) {
+  return ApplyDefaultsTo(stage, StageOps(), false);
+}
+absl::Status ApplyDefaults(proto::BatchStage* stage) {
+  return ApplyDefaultsTo(stage, BatchStageOps(), true);
 }
 
 std::string OpsText() {
@@ -195,16 +216,18 @@ std::string ExplainParseError(const std::string& message) {
   const std::string type = Quoted(message, "Message type \"prepflow.proto.");
   const std::string name = Quoted(message, "has no field named \"");
   if (type.empty() || name.empty()) return message;
-  if (type == "Stage") {
-    return absl::StrCat(message, " There is no op '", name, "'; the ops are: ", OpNamesList(),
+  if (type == "Stage" || type == "BatchStage") {
+    return absl::StrCat(message, " There is no ", type == "Stage" ? "op" : "batch op", " '", name,
+                        "'; the ", type == "Stage" ? "ops" : "batch ops",
+                        " are: ", OpNamesList(type == "BatchStage"),
                         " (`prepflow ops` shows their fields).");
   }
-  const OneofDescriptor& ops = StageOps();
-  for (int i = 0; i < ops.field_count(); ++i) {
-    if (ops.field(i)->message_type()->name() != type) continue;
-    const OpSchema& op = *FindOpSchema(ops.field(i)->name());
+  for (const OpSchema& op : OpSchemas()) {
+    const OneofDescriptor& ops = op.batch ? BatchStageOps() : StageOps();
+    const FieldDescriptor* field = ops.containing_type()->FindFieldByName(op.name);
+    if (field == nullptr || field->message_type()->name() != type) continue;
     std::vector<std::string> names;
-    for (const FieldSchema& field : op.fields) names.push_back(field.name);
+    for (const FieldSchema& f : op.fields) names.push_back(f.name);
     return absl::StrCat(message, " ", op.name, " takes ",
                         names.empty() ? "no fields" : absl::StrJoin(names, ", "), ".");
   }

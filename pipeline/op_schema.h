@@ -39,19 +39,22 @@ struct OpSchema {
   std::string output;
   std::string parity;   // how close to torchvision it comes
   bool random = false;  // draws random numbers
+  bool batch = false;   // a batch op (proto::BatchStage), run on the trainer after batching
   std::vector<FieldSchema> fields;
 };
 
-// Every op of proto::Stage, in field order.
+// Every op of proto::Stage, then every batch op of proto::BatchStage, in
+// field order.
 const std::vector<OpSchema>& OpSchemas();
 // The op named `name`, or null.
 const OpSchema* FindOpSchema(absl::string_view name);
-// "decode, random_resized_crop, ...".
-std::string OpNamesList();
+// "decode, random_resized_crop, ..." (or the batch ops).
+std::string OpNamesList(bool batch = false);
 
 // Sets every field of the stage's op that is unset (and every empty list) to
 // its default_value. InvalidArgument when no op is set.
 absl::Status ApplyDefaults(proto::Stage* stage);
+absl::Status ApplyDefaults(proto::BatchStage* stage);
 
 // `prepflow ops`: every op with its fields, defaults and docs, as text.
 std::string OpsText();

@@ -20,6 +20,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "spdlog/spdlog.h"
+
 #include <memory>
 #include <string>
 #include <variant>
@@ -120,6 +122,11 @@ LoaderOptions ToOptions(const py::dict& d) {
 std::optional<gpu::NormalizeParams> SplitForGpu(LoaderOptions& o) {
   const int n = o.pipeline.stages_size();
   if (n == 0 || !o.pipeline.stages(n - 1).has_normalize()) return std::nullopt;
+  // Batch ops (MixUp, CutMix) mix normalized floats on the CPU.
+  if (o.pipeline.batch_stages_size() > 0) {
+    spdlog::info("the pipeline has batch ops: normalize stays on the CPU, batches are copied");
+    return std::nullopt;
+  }
   gpu::NormalizeParams params;  // the op's defaults: ImageNet's
   const proto::Normalize& p = o.pipeline.stages(n - 1).normalize();
   for (int c = 0; c < 3 && c < p.mean_size(); ++c) params.mean[c] = static_cast<float>(p.mean(c));
@@ -180,7 +187,14 @@ class PyBatch {
     return ToDLPack(std::move(view), const_cast<uint8_t*>(batch_->data()),
                     DTypeOf(batch_->sample_type()));
   }
+  // int64 [n], or float32 [n, classes] soft labels after MixUp/CutMix.
   py::capsule labels_dlpack() const {
+    if (batch_->num_classes() > 0) {
+      auto view =
+          std::make_unique<BatchView>(BatchView{batch_, {batch_->size(), batch_->num_classes()}});
+      return ToDLPack(std::move(view), const_cast<float*>(batch_->soft_labels().data()),
+                      {kDLFloat, 32, 1});
+    }
     auto view = std::make_unique<BatchView>(BatchView{batch_, {batch_->size()}});
     return ToDLPack(std::move(view), const_cast<int64_t*>(batch_->labels().data()),
                     {kDLInt, 64, 1});
@@ -195,8 +209,11 @@ class PyBatch {
     return py::array_t<uint8_t>(shape, batch_->data(), owner);
   }
   py::array labels_numpy() const {
+    const bool soft = batch_->num_classes() > 0;
     auto* view = new BatchView{batch_, {batch_->size()}};
+    if (soft) view->shape.push_back(batch_->num_classes());
     py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    if (soft) return py::array_t<float>(view->shape, batch_->soft_labels().data(), owner);
     return py::array_t<int64_t>(view->shape, batch_->labels().data(), owner);
   }
   const BatchPtr& batch() const { return batch_; }
@@ -361,7 +378,8 @@ py::list OpsSchema() {
     ops.append(py::dict(py::arg("name") = op.name, py::arg("summary") = op.summary,
                         py::arg("torchvision") = op.torchvision, py::arg("random") = op.random,
                         py::arg("input") = op.input, py::arg("output") = op.output,
-                        py::arg("parity") = op.parity, py::arg("fields") = std::move(fields)));
+                        py::arg("parity") = op.parity, py::arg("batch") = op.batch,
+                        py::arg("fields") = std::move(fields)));
   }
   return ops;
 }

@@ -462,6 +462,50 @@ class Distributions(unittest.TestCase):
 
 
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class BatchOps(unittest.TestCase):
+    """MixUp and CutMix against torch's arithmetic (torchvision's classification
+    reference: batch.mul_(lambda).add_(batch.roll(1, 0).mul_(1 - lambda)), and
+    the pasted box), with lambda read back from the soft labels."""
+
+    def test_mixup_and_cutmix(self):
+        from prepflow import ops
+        root = SETS["demo"][0]
+        base = [ops.Decode(), ops.CenterCrop(size=32), ops.Normalize()]
+        plain = prepflow.Loader(root, base, 8, seed=6, threads=2, as_numpy=True)
+        mixed = prepflow.Loader(root, base, 8, seed=6, threads=2, as_numpy=True,
+                                batch_ops=[ops.MixupCutmix(mixup_alpha=0.4, cutmix_alpha=1.0)])
+        classes = len(ImageFolder(root).classes)
+        modes = {"mixup": 0, "cutmix": 0}
+        for (x, label), (z, soft) in zip(plain, mixed):
+            self.assertEqual(soft.shape, (x.shape[0], classes))  # the dataset's classes
+            self.assertEqual(soft.dtype, np.float32)
+            rolled, prev = np.roll(x, 1, axis=0), np.roll(label, 1)
+            rows = [i for i in range(len(label)) if label[i] != prev[i]]
+            if not rows:
+                continue
+            keep, take = soft[rows[0], label[rows[0]]], soft[rows[0], prev[rows[0]]]
+            changed = np.any(z != x, axis=(0, 1))  # pixels changed in any sample
+            if changed.all():
+                modes["mixup"] += 1
+                self.assertTrue(np.array_equal(z, x * keep + rolled * take))
+            else:
+                modes["cutmix"] += 1
+                ys, xs = np.nonzero(changed)
+                box = (slice(ys.min(), ys.max() + 1), slice(xs.min(), xs.max() + 1))
+                self.assertTrue(np.array_equal(z[:, :, box[0], box[1]],
+                                               rolled[:, :, box[0], box[1]]))
+                area = (ys.max() - ys.min() + 1) * (xs.max() - xs.min() + 1)
+                self.assertEqual(keep, np.float32(1.0 - area / (32 * 32)))
+            one_hot = np.eye(classes, dtype=np.float32)
+            expected = one_hot[label] * keep + one_hot[prev] * take
+            self.assertTrue(np.array_equal(soft, expected))
+        self.assertGreater(modes["mixup"], 0, modes)
+        self.assertGreater(modes["cutmix"], 0, modes)
+        plain.close()
+        mixed.close()
+
+
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
 class Translation(unittest.TestCase):
     """prepflow.transforms: every supported torchvision transform, the errors
     for the rest, and the other ways to give a pipeline from Python."""

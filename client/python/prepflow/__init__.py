@@ -45,8 +45,16 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name}: must be at least {minimum}, got {value}")
 
 
-def _pipeline_text(pipeline, transform):
+def _pipeline_text(pipeline, transform, batch_ops=()):
     """The `pipeline` option as the core reads it: a preset, a path or text."""
+    if batch_ops:
+        if not all(isinstance(op, ops.Op) and op.schema["batch"] for op in batch_ops):
+            raise TypeError("batch_ops: expected batch ops such as prepflow.ops.MixupCutmix(...)")
+        text = _pipeline_text(pipeline, transform)
+        if "{" not in text:  # a preset or a file: its text is read here
+            raise ValueError("batch_ops: give the pipeline as a transform, ops or text to add "
+                             "batch ops to it")
+        return text + ops.pipeline_text(batch_ops)
     if transform is not None:
         if pipeline is not None:
             raise ValueError("pass either pipeline or transform, not both")
@@ -83,7 +91,9 @@ class Loader:
     prepflow.ops objects (docs/pipelines.md). Or pass `transform`, a
     torchvision transform (usually a `Compose`), translated into prepflow ops
     by prepflow.transforms: a ValueError names a transform it cannot
-    translate.
+    translate. `batch_ops` ([prepflow.ops.MixupCutmix(mixup_alpha=0.2,
+    cutmix_alpha=1.0)]) run on each assembled batch; labels then come as
+    float32 [batch, num_classes] soft labels.
 
     Offloading: `offload` is "off", "auto", "remote" or
     "cut=K[,remote_fraction=F]" (None: the PREPFLOW_OFFLOAD environment
@@ -121,7 +131,8 @@ class Loader:
     on_error="fail", a worker refusing the job).
     """
 
-    def __init__(self, data, pipeline=None, batch_size=64, *, transform=None, seed=0, epochs=None,
+    def __init__(self, data, pipeline=None, batch_size=64, *, transform=None, batch_ops=(),
+                 seed=0, epochs=None,
                  shuffle=True, drop_last=False, threads=0, prefetch=2, offload=None,
                  workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
                  device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
@@ -145,7 +156,7 @@ class Loader:
             raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
         if not isinstance(data, (str, os.PathLike)):
             raise TypeError(f"data: expected a path, got {type(data).__name__}")
-        pipeline = _pipeline_text(pipeline, transform)
+        pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(
             data=os.fspath(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
             shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,

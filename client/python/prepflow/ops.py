@@ -87,12 +87,14 @@ def _field_text(field, value, where):
 
 
 def pipeline_text(stages, name=None):
-    """Pipeline text for a sequence of Op objects."""
+    """Pipeline text for a sequence of Op objects; batch ops (MixupCutmix) go
+    to `batch_stages`, run on the trainer after batching."""
     lines = [f'name: "{name}"'] if name else []
     for stage in stages:
         if not isinstance(stage, Op):
             raise TypeError(f"expected prepflow.ops objects, got {stage!r}")
-        lines.append("stages { %s }" % stage.text())
+        field = "batch_stages" if stage.schema["batch"] else "stages"
+        lines.append("%s { %s }" % (field, stage.text()))
     return "\n".join(lines) + "\n"
 
 
@@ -102,6 +104,8 @@ def _class_name(op_name):
 
 def _make_class(schema):
     lines = [schema["summary"], ""]
+    if schema["batch"]:
+        lines.append("A batch op: pass it in Loader(batch_ops=[...]) or in a pipeline list.")
     if schema["torchvision"]:
         lines.append(f"torchvision: {schema['torchvision']}. Parity: {schema['parity']}.")
     for f in schema["fields"]:

@@ -4,11 +4,12 @@ prepflow.Loader(transform=...) and by torch's DataLoader over ImageFolder,
 side by side (a program, not a test; prints one JSON line).
 
 Recipes:
-  resnet50-v2   torchvision's ResNet-50 v2 recipe, per-sample part:
-                RandomResizedCrop(176), RandomHorizontalFlip,
-                TrivialAugmentWide(bilinear), PILToTensor, ConvertImageDtype,
-                Normalize, RandomErasing(0.1)  (its MixUp/CutMix act on
-                batches and are not in either loader here)
+  resnet50-v2   torchvision's ResNet-50 v2 recipe: RandomResizedCrop(176),
+                RandomHorizontalFlip, TrivialAugmentWide(bilinear),
+                PILToTensor, ConvertImageDtype, Normalize, RandomErasing(0.1),
+                and on batches MixUp(0.2) or CutMix(1.0), one chosen per
+                batch (torchvision's reference does it in the DataLoader's
+                collate_fn; prepflow with batch_ops)
   randaugment   RandomResizedCrop(224), RandomHorizontalFlip,
                 RandAugment(2, 9), ToTensor, Normalize, RandomErasing(0.25)
                 (torchvision's RandAugment; timm's rand-m9-mstd0.5-inc1 adds
@@ -38,6 +39,7 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import ImageFolder
 
 import prepflow
+from torch.utils.data import default_collate
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -57,6 +59,30 @@ def recipe(name):
                       T.Normalize(MEAN, STD)])
 
 
+def reference_mix(batch, target, num_classes, generator):
+    """torchvision's classification reference: RandomChoice of RandomMixup(alpha
+    0.2) and RandomCutmix(alpha 1.0), each with p 1, on a collated batch."""
+    target = torch.nn.functional.one_hot(target, num_classes=num_classes).to(batch.dtype)
+    cutmix = torch.rand(1, generator=generator).item() < 0.5
+    alpha = 1.0 if cutmix else 0.2
+    lam = float(torch._sample_dirichlet(torch.tensor([alpha, alpha]))[0])
+    batch_rolled, target_rolled = batch.roll(1, 0), target.roll(1, 0)
+    if cutmix:
+        _, h, w = batch.shape[-3:]
+        r_x, r_y = int(torch.randint(w, (1,))), int(torch.randint(h, (1,)))
+        r = 0.5 * (1.0 - lam) ** 0.5
+        rw, rh = int(r * w), int(r * h)
+        x1, y1, x2, y2 = max(r_x - rw, 0), max(r_y - rh, 0), min(r_x + rw, w), min(r_y + rh, h)
+        batch[:, :, y1:y2, x1:x2] = batch_rolled[:, :, y1:y2, x1:x2]
+        lam = 1.0 - (x2 - x1) * (y2 - y1) / (w * h)
+    else:
+        batch_rolled.mul_(1.0 - lam)
+        batch.mul_(lam).add_(batch_rolled)
+    target_rolled.mul_(1.0 - lam)
+    target.mul_(lam).add_(target_rolled)
+    return batch, target
+
+
 def timed(make_batches):
     """Times a loader's whole life, construction included, so that neither
     start-up nor prefetch falls outside the span: a bounded prepflow loader
@@ -70,9 +96,12 @@ def timed(make_batches):
 
 
 def run_prepflow(args, transform):
+    batch_ops = [prepflow.ops.MixupCutmix(mixup_alpha=0.2, cutmix_alpha=1.0)] \
+        if args.recipe == "resnet50-v2" else []
+
     def batches():
         loader = prepflow.Loader(args.data, transform=transform, batch_size=args.batch, seed=1,
-                                 threads=1, epochs=args.epochs)
+                                 threads=1, epochs=args.epochs, batch_ops=batch_ops)
         for _ in range(args.epochs):  # each pass is one epoch
             for images, _ in loader:
                 yield images
@@ -82,8 +111,14 @@ def run_prepflow(args, transform):
 
 def run_torchvision(args, transform):
     def batches():
-        loader = DataLoader(ImageFolder(args.data, transform=transform), batch_size=args.batch,
-                            shuffle=True, num_workers=0)
+        folder = ImageFolder(args.data, transform=transform)
+        collate = None
+        if args.recipe == "resnet50-v2":
+            generator = torch.Generator().manual_seed(1)
+            collate = lambda b: reference_mix(*default_collate(b), len(folder.classes),  # noqa
+                                              generator)
+        loader = DataLoader(folder, batch_size=args.batch, shuffle=True, num_workers=0,
+                            collate_fn=collate)
         for _ in range(args.epochs):
             for images, _ in loader:
                 yield images

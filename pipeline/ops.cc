@@ -10,6 +10,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
 #include "pipeline/detail/image_op.h"
+#include "pipeline/geometry.h"
 #include "pipeline/op_schema.h"
 
 namespace prepflow {
@@ -97,10 +98,17 @@ cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, 
 // identical on every platform, measured 2.7x slower here). When shrinking by 2x
 // or more it first halves with 2x2 averaging (as DCT scaling does for JPEG),
 // which keeps the result antialiased.
+// Nearest is Pillow's: Image.resize(NEAREST) is its affine scale walk
+// (geometry.h), exact against torchvision when the source is decoded at full
+// scale (PlanDecode asks for that).
 absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) {
   try {
     if (interp == proto::INTERPOLATION_NEAREST) {
-      cv::resize(src, dst, dst.size(), 0, 0, cv::INTER_NEAREST_EXACT);
+      if (!src.isContinuous()) src = src.clone();  // a crop's rows are strided
+      const AffineMatrix scale = {static_cast<double>(src.cols) / dst.cols, 0, 0, 0,
+                                  static_cast<double>(src.rows) / dst.rows, 0};
+      AffineTransform(src.data, src.rows, src.cols, dst.data, dst.rows, dst.cols, scale,
+                      Resample::kNearest, {0, 0, 0});
       return absl::OkStatus();
     }
     cv::Mat halved;
@@ -226,7 +234,15 @@ class RandomResizedCropOp : public Op {
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const override {
     const cv::Rect r = Draw(src_w, src_h, rng);
-    return DecodeHint{r.x, r.y, r.width, r.height, w_, h_, /*carries_crop=*/true};
+    // Nearest picks source pixels: they must be the full-scale ones.
+    const bool full = interp_ == proto::INTERPOLATION_NEAREST;
+    return DecodeHint{r.x,
+                      r.y,
+                      r.width,
+                      r.height,
+                      full ? r.width : w_,
+                      full ? r.height : h_,
+                      /*carries_crop=*/true};
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
@@ -329,6 +345,9 @@ class ResizeOp : public Op {
 
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
+    if (interp_ == proto::INTERPOLATION_NEAREST) {  // full scale: see ResizeInto
+      return DecodeHint{0, 0, src_w, src_h, src_w, src_h, false};
+    }
     const cv::Size t = Target(src_w, src_h);
     return DecodeHint{0, 0, src_w, src_h, t.width, t.height, false};
   }

@@ -223,6 +223,20 @@ class Exact(unittest.TestCase):
                             self.assertTrue(found, "%s on %s" % (stage, folder.samples[index][0]))
                     got.close()
 
+    def test_nearest_resize_from_a_planned_decode(self):
+        # decode -> resize: resize plans the decode (a full-scale one for
+        # nearest), unlike the cases above where center_crop comes first.
+        I = T.InterpolationMode
+        for name in ("demo", "photos"):
+            if name not in SETS:
+                continue
+            root = SETS[name][0]
+            for h, w in [(37, 53), (160, 160)]:
+                stage = "resize { height: %d width: %d interpolation: INTERPOLATION_NEAREST }" % (
+                    h, w)
+                with self.subTest(set=name, stage=stage):
+                    self.assertEqual(max_difference(root, stage, T.Resize((h, w), I.NEAREST)), 0)
+
     def test_to_tensor_and_normalize_give_torchvision_floats(self):
         compare(self, None, T.Compose([T.RandomInvert(p=1), T.ToTensor(),
                                        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
@@ -234,9 +248,44 @@ class Exact(unittest.TestCase):
                     "random_solarize { threshold: 9 p: 0 }": T.RandomSolarize(9, p=0)})
 
 
+def max_difference(root, stage, reference, stats=None):
+    """decode -> `stage` over `root` against `reference` on ImageFolder's
+    image: the largest absolute difference; `stats` gets every difference."""
+    folder = ImageFolder(root)
+    loader = prepflow.Loader(root, pipeline="stages { decode {} } stages { %s }" % stage,
+                             batch_size=8, shuffle=False, threads=2, as_numpy=True)
+    worst = 0
+    for batch in loader.batches():
+        for image, index in zip(batch.images, batch.indices):
+            diff = np.abs(image.astype(int) - np.asarray(reference(folder[index][0])).astype(int))
+            worst = max(worst, int(diff.max()))
+            if stats is not None:
+                stats.append(diff.ravel())
+    loader.close()
+    return worst
+
+
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
 class Bounded(unittest.TestCase):
     """Ops with a documented bound: within it, and rarely at it."""
+
+    def test_bilinear_resize_within_its_documented_bound(self):
+        # docs/ops.md: mean 0.2 to 1.3 levels, 99th percentile up to 10
+        # (DCT-scaled decode and OpenCV's kernel against Pillow's antialiased
+        # filter). Measured: photos 0.39-0.55, demo 0.66-1.22.
+        for name in ("demo", "photos"):
+            if name not in SETS:
+                continue
+            for stage, reference in [
+                    ("resize { height: 224 width: 224 }", T.Resize((224, 224))),
+                    ("resize { shorter_side: 256 } } stages { center_crop { size: 224 }",
+                     T.Compose([T.Resize(256), T.CenterCrop(224)]))]:
+                with self.subTest(set=name, stage=stage):
+                    stats = []
+                    max_difference(SETS[name][0], stage, reference, stats)
+                    diffs = np.concatenate(stats)
+                    self.assertLess(diffs.mean(), 1.3)
+                    self.assertLessEqual(np.percentile(diffs, 99), 10)
 
     def test_gaussian_blur_within_one_level(self):
         # torch pads by reflection only up to the image's side, so the large

@@ -150,6 +150,8 @@ def main():
         "ratio_per_core": round(statistics.median(
             r["prepflow"]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"]
             for r in rounds), 2),
+        "ratios": [round(r["prepflow"]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"], 2)
+                   for r in rounds],
         "prepflow_images_per_s": round(med("prepflow", "images_per_s"), 1),
         "torchvision_images_per_s": round(med("torchvision", "images_per_s"), 1),
     }))

@@ -48,6 +48,12 @@ absl::StatusOr<FactorRange> ReadRange(const char* field,
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: one value (an amount) or two ([min, max]), got %d", field, v.size()));
   }
+  // Factors are float32 (as torch draws them): a bound past float's range
+  // would blend with infinity.
+  if (!std::isfinite(static_cast<float>(r.lo)) || !std::isfinite(static_cast<float>(r.hi))) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: [%g, %g] is beyond float32's range", field, r.lo, r.hi));
+  }
   r.on = !(r.lo == center && r.hi == center);
   return r;
 }
@@ -149,9 +155,12 @@ class GaussianBlurOp : public SameShapeImageOp {
     }
     op->sigma_.lo = p.sigma(0);
     op->sigma_.hi = p.sigma(p.sigma_size() - 1);
-    if (!(op->sigma_.lo > 0 && op->sigma_.lo <= op->sigma_.hi && std::isfinite(op->sigma_.hi))) {
+    // sigma is used as float32: it must stay positive and finite there.
+    if (!(static_cast<float>(op->sigma_.lo) > 0 && op->sigma_.lo <= op->sigma_.hi &&
+          std::isfinite(static_cast<float>(op->sigma_.hi)))) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "sigma: need 0 < min <= max < infinity, got [%g, %g]", op->sigma_.lo, op->sigma_.hi));
+          "sigma: need 0 < min <= max, positive and finite as float32, got [%g, %g]", op->sigma_.lo,
+          op->sigma_.hi));
     }
     return op;
   }
@@ -202,7 +211,7 @@ absl::StatusOr<std::unique_ptr<Op>> CreateSolarize(const Stage& stage) {
 absl::StatusOr<std::unique_ptr<Op>> CreateSharpness(const Stage& stage) {
   const proto::RandomAdjustSharpness& p = stage.random_adjust_sharpness();
   const double factor = p.sharpness_factor();
-  if (!p.has_sharpness_factor() || !(factor >= 0 && std::isfinite(factor))) {
+  if (!p.has_sharpness_factor() || !(factor >= 0 && std::isfinite(static_cast<float>(factor)))) {
     return absl::InvalidArgumentError(
         p.has_sharpness_factor()
             ? absl::StrFormat("sharpness_factor: must be finite and >= 0, got %g", factor)

@@ -1,6 +1,7 @@
 #include "pipeline/geometry.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,9 +14,17 @@ namespace {
 using Fill3 = std::array<uint8_t, 3>;
 
 // Pillow's COORD and FLOOR (Geometry.c): COORD sends every negative
-// coordinate to -1; FLOOR truncates non-negatives.
-inline int Coord(double v) { return v < 0.0 ? -1 : static_cast<int>(v); }
+// coordinate to -1; FLOOR truncates non-negatives. Both saturate where
+// Pillow's casts would overflow (a hostile shear or scale maps pixels past
+// any int) and send NaN outside the image; the pixel is then the fill.
+constexpr double kIntLimit = 2147483647.0;
+inline int Coord(double v) {
+  if (!(v >= 0.0)) return -1;  // negative or NaN
+  return v < kIntLimit ? static_cast<int>(v) : INT_MAX;
+}
 inline int Floor(double v) {
+  if (!(v > -kIntLimit)) return INT_MIN;  // very negative or NaN
+  if (v >= kIntLimit) return INT_MAX;
   return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v);
 }
 
@@ -90,7 +99,7 @@ inline int Clip(int v, int n) { return v < 0 ? 0 : v < n ? v : n - 1; }
 
 // bilinear_filter32RGB: false when (x, y) is outside the image.
 bool Bilinear(const uint8_t* in, int h, int w, double x_in, double y_in, uint8_t* out) {
-  if (x_in < 0.0 || x_in >= w || y_in < 0.0 || y_in >= h) return false;
+  if (!(x_in >= 0.0 && x_in < w && y_in >= 0.0 && y_in < h)) return false;  // NaN too
   x_in -= 0.5;
   y_in -= 0.5;
   const int x = Floor(x_in), y = Floor(y_in);
@@ -123,7 +132,7 @@ inline double Cubic(double v1, double v2, double v3, double v4, double d) {
 
 // bicubic_filter32RGB: false when (x, y) is outside the image.
 bool Bicubic(const uint8_t* in, int h, int w, double x_in, double y_in, uint8_t* out) {
-  if (x_in < 0.0 || x_in >= w || y_in < 0.0 || y_in >= h) return false;
+  if (!(x_in >= 0.0 && x_in < w && y_in >= 0.0 && y_in < h)) return false;  // NaN too
   x_in -= 0.5;
   y_in -= 0.5;
   int x = Floor(x_in), y = Floor(y_in);

@@ -379,9 +379,13 @@ class RandomAffineOp : public SameShapeImageOp {
     }
     const auto& sc = p.scale();
     if (!sc.empty()) {
-      if (sc.size() != 2 || !(sc[0] > 0 && sc[0] <= sc[1] && std::isfinite(sc[1]))) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "scale: two values [min, max], 0 < min <= max, got [%s]", absl::StrJoin(sc, ", ")));
+      // Drawn as float32: both ends must be positive and finite there.
+      if (sc.size() != 2 || !(static_cast<float>(sc[0]) > 0 && sc[0] <= sc[1] &&
+                              std::isfinite(static_cast<float>(sc[1])))) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("scale: two values [min, max], 0 < min <= max, positive and finite as "
+                            "float32, got [%s]",
+                            absl::StrJoin(sc, ", ")));
       }
       scale_ = std::pair{sc[0], sc[1]};
     }

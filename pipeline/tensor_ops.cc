@@ -30,8 +30,9 @@ class RandomErasingOp : public Op {
           p.ratio_min(), p.ratio_max()));
     }
     if (!p.random_value()) {
-      if (p.value().empty() || !std::all_of(p.value().begin(), p.value().end(),
-                                            [](double v) { return std::isfinite(v); })) {
+      if (p.value().empty() || !std::all_of(p.value().begin(), p.value().end(), [](double v) {
+            return std::isfinite(static_cast<float>(v));
+          })) {
         return absl::InvalidArgumentError(
             absl::StrFormat("value: one finite value or one per channel, got [%s]",
                             absl::StrJoin(p.value(), ", ")));

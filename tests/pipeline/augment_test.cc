@@ -139,6 +139,7 @@ TEST(RandomErasing, BadParametersNameTheField) {
       {"random_erasing { ratio_min: 0 }", "ratio_min, ratio_max: need 0 < ratio_min"},
       {"random_erasing { ratio_max: inf }", "ratio_min, ratio_max"},
       {"random_erasing { value: nan }", "value: one finite value or one per channel"},
+      {"random_erasing { value: 1e300 }", "value: one finite value or one per channel"},
       {"random_erasing { value: [1, 2] }", "value: 2 values for 3 channels"},
       {"random_erasing {}", "expects a float32 CHW tensor (put it after normalize)"},
   };

@@ -143,9 +143,15 @@ TEST(ColorOps, BadParametersNameTheField) {
       {"gaussian_blur { kernel_size: 4 }", "kernel_size: must be odd and in [1, 255], got 4"},
       {"gaussian_blur { kernel_size: [3, 257] }", "kernel_size: must be odd and in [1, 255]"},
       {"gaussian_blur { kernel_size: -3 }", "kernel_size: must be odd and in [1, 255]"},
-      {"gaussian_blur { kernel_size: 3 sigma: 0 }", "sigma: need 0 < min <= max < infinity"},
+      {"gaussian_blur { kernel_size: 3 sigma: 0 }", "sigma: need 0 < min <= max"},
       {"gaussian_blur { kernel_size: 3 sigma: [2, 1] }", "sigma: need 0 < min <= max"},
       {"gaussian_blur { kernel_size: 3 sigma: [1, inf] }", "sigma: need 0 < min <= max"},
+      // Hostile magnitudes: past float32's range they would blend with
+      // infinity or divide by zero.
+      {"gaussian_blur { kernel_size: 3 sigma: 1e-300 }", "positive and finite as float32"},
+      {"color_jitter { brightness: 1e300 }", "brightness: [0, 1e+300] is beyond float32's range"},
+      {"color_jitter { contrast: [0, 1e39] }", "beyond float32's range"},
+      {"random_adjust_sharpness { sharpness_factor: 1e300 }", "sharpness_factor: must be finite"},
       {"random_posterize {}", "bits: required"},
       {"random_posterize { bits: 9 }", "bits: must be in [0, 8], got 9"},
       {"random_solarize { p: 1 }", "threshold: required"},

@@ -2,6 +2,7 @@
 // Debian's python3-numpy and python3-pil), the geometry ops' validation, limits
 // and draws. tests/python/test_parity.py holds every op to torchvision on
 // whole images.
+#include <cmath>
 #include <set>
 #include <string>
 #include <vector>
@@ -113,6 +114,7 @@ TEST(GeometryOps, BadParametersNameTheField) {
       {"random_affine { degrees: 5 translate: [0.5, 1.5] }", "translate: two values [a, b]"},
       {"random_affine { degrees: 5 scale: [0, 1] }", "scale: two values [min, max], 0 < min"},
       {"random_affine { degrees: 5 scale: [1] }", "scale: two values"},
+      {"random_affine { degrees: 5 scale: [1e-300, 1] }", "positive and finite as float32"},
       {"random_affine { degrees: 5 shear: [1, 2, 3] }", "shear: one finite value d >= 0"},
       {"random_affine { degrees: 5 shear: [1, 2, 4, 3] }", "got [4, 3]"},
       {"random_affine { degrees: 5 interpolation: INTERPOLATION_NEAREST fill: -1 }", "fill:"},
@@ -120,6 +122,30 @@ TEST(GeometryOps, BadParametersNameTheField) {
   for (const auto& c : cases) {
     EXPECT_THAT(testing::CreateAfterDecode(c.stage).message(), HasSubstr(c.message)) << c.stage;
   }
+}
+
+TEST(GeometryKernels, HostileMatricesGiveTheFill) {
+  // Coordinates past any int (a shear near 90 degrees, a far centre) or NaN:
+  // Pillow's casts would overflow; here every such pixel is the fill.
+  std::vector<uint8_t> in(6 * 5 * 3, 50), out(in.size());
+  const std::array<uint8_t, 3> fill = {9, 9, 9};
+  const double kHuge = 1e20, kNan = std::nan("");
+  for (const AffineMatrix& m :
+       {AffineMatrix{kHuge, 0, 0, 0, 1, 0}, AffineMatrix{1, kHuge, -kHuge, kHuge, 1, 0},
+        AffineMatrix{kNan, 0, 0, 0, 1, 0}, AffineMatrix{1, 0, kNan, 0, 1, kNan},
+        AffineMatrix{-kHuge, 0.5, 0, 0.5, -kHuge, 0}}) {
+    for (Resample r : {Resample::kNearest, Resample::kBilinear, Resample::kBicubic}) {
+      AffineTransform(in.data(), 5, 6, out.data(), 5, 6, m, r, fill);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_TRUE(out[i] == 9 || out[i] == 50) << i;  // never garbage
+      }
+    }
+  }
+  auto p = MakePipeline(
+      "stages { decode {} } stages { random_affine { degrees: 0 shear: [89.99999999, "
+      "89.99999999] } } stages { random_rotation { degrees: 10 center: [1e300, -1e300] } }");
+  auto result = RunPipeline(*p, testing::SolidPng(7, 5, 3, 8, 1, 2, 3));
+  EXPECT_TRUE(result.status.ok()) << result.status;
 }
 
 TEST(GeometryOps, OutputsOverMaxPixelsAreRefusedBeforeAllocating) {

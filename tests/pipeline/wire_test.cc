@@ -69,9 +69,21 @@ constexpr char kEveryOp[] = R"pb(
   stages { random_adjust_sharpness { sharpness_factor: 2 } }
   stages { random_autocontrast {} }
   stages { random_equalize {} }
-  stages { pad { padding: [3, 5] padding_mode: PADDING_REFLECT } }
+  stages {
+    pad {
+      padding: [ 3, 5 ]
+      padding_mode: PADDING_REFLECT
+    }
+  }
   stages { random_rotation { degrees: 30 interpolation: INTERPOLATION_BILINEAR } }
-  stages { random_affine { degrees: 10 translate: [0.1, 0.1] scale: [0.9, 1.1] shear: 5 } }
+  stages {
+    random_affine {
+      degrees: 10
+      translate: [ 0.1, 0.1 ]
+      scale: [ 0.9, 1.1 ]
+      shear: 5
+    }
+  }
   stages { random_crop { size: 80 padding: 4 pad_if_needed: true } }
   stages { trivial_augment_wide {} }
   stages { rand_augment { interpolation: INTERPOLATION_BILINEAR } }

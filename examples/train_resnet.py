@@ -3,10 +3,12 @@
 prepflow or, for comparison, by PyTorch's stock DataLoader.
 
 The two lines that change in a training script are the import and the
-loader; the rest is an ordinary PyTorch loop:
+loader; the transform stays the user's torchvision Compose, and the rest is
+an ordinary PyTorch loop:
 
     import prepflow
-    loader = prepflow.Loader(data, batch_size=..., seed=..., offload="auto")
+    loader = prepflow.Loader(data, transform=transform, batch_size=..., seed=...,
+                             offload="auto")
 
 Run it with Debian's python3 (where python3-torch is) and the built package:
 
@@ -14,6 +16,7 @@ Run it with Debian's python3 (where python3-torch is) and the built package:
         --data ../shared/datasets/photos-512 --steps 20
     ... --loader torch                   # the same loop on torch.utils.data.DataLoader
     ... --offload remote --workers host:7070   # preprocessing on prepflow workers
+    ... --recipe resnet50-v2             # TrivialAugmentWide, RandomErasing, MixUp/CutMix
 
 It prints one line per step and a JSON summary last: images/s, the share of
 time spent waiting for data, and the first and last loss.
@@ -29,22 +32,33 @@ import torch
 import torchvision
 
 
+def transform(recipe):
+    """The per-sample transform, one torchvision Compose for both loaders."""
+    t = torchvision.transforms
+    normalize = t.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    if recipe == "resnet50-v2":  # torchvision's ResNet-50 v2 recipe, per sample
+        return t.Compose([t.RandomResizedCrop(176), t.RandomHorizontalFlip(),
+                          t.TrivialAugmentWide(interpolation=t.InterpolationMode.BILINEAR),
+                          t.ToTensor(), normalize, t.RandomErasing(0.1)])
+    return t.Compose([t.RandomResizedCrop(224), t.RandomHorizontalFlip(), t.ToTensor(),
+                      normalize])
+
+
 def prepflow_batches(args):
     import prepflow
-    loader = prepflow.Loader(args.data, "imagenet-train", args.batch, seed=args.seed,
-                             threads=args.threads, offload=args.offload,
+    # The recipe's MixUp 0.2 / CutMix 1.0 on each batch: soft labels come out,
+    # which CrossEntropyLoss takes as class probabilities.
+    batch_ops = [prepflow.ops.MixupCutmix(mixup_alpha=0.2, cutmix_alpha=1.0)] \
+        if args.recipe == "resnet50-v2" else []
+    loader = prepflow.Loader(args.data, transform=transform(args.recipe), batch_size=args.batch,
+                             seed=args.seed, threads=args.threads, offload=args.offload,
                              workers=args.workers.split(",") if args.workers else (),
-                             scheduler=args.scheduler, device=args.device)
+                             scheduler=args.scheduler, device=args.device, batch_ops=batch_ops)
     return loader, len(loader)
 
 
 def torch_batches(args):
-    # torchvision's equivalent of the imagenet-train preset.
-    t = torchvision.transforms
-    transform = t.Compose([
-        t.RandomResizedCrop(224), t.RandomHorizontalFlip(), t.ToTensor(),
-        t.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])])
-    dataset = torchvision.datasets.ImageFolder(args.data, transform)
+    dataset = torchvision.datasets.ImageFolder(args.data, transform(args.recipe))
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=args.batch, shuffle=True, num_workers=args.threads,
         generator=torch.Generator().manual_seed(args.seed), persistent_workers=args.threads > 0)
@@ -55,6 +69,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="an ImageFolder")
     p.add_argument("--loader", choices=["prepflow", "torch"], default="prepflow")
+    p.add_argument("--recipe", choices=["imagenet-train", "resnet50-v2"], default="imagenet-train",
+                   help="the transform (resnet50-v2 adds MixUp/CutMix on prepflow's batches)")
     p.add_argument("--steps", type=int, default=20, help="optimizer steps (across epochs)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=os.cpu_count(),

@@ -283,11 +283,13 @@ class Example(unittest.TestCase):
             import torchvision  # noqa: F401
         except ImportError:
             self.skipTest("torchvision is not installed (Debian: python3-torchvision)")
-        for which in ("prepflow", "torch"):
-            with self.subTest(loader=which):
+        for which, recipe in (("prepflow", "imagenet-train"), ("torch", "imagenet-train"),
+                              ("prepflow", "resnet50-v2")):
+            with self.subTest(loader=which, recipe=recipe):
                 out = subprocess.run(
                     [sys.executable, SOURCE / "examples/train_resnet.py", "--data", DATA,
-                     "--loader", which, "--steps", "3", "--batch", "8", "--threads", "1"],
+                     "--loader", which, "--recipe", recipe, "--steps", "3", "--batch", "8",
+                     "--threads", "1"],
                     capture_output=True, text=True, env=dict(os.environ))
                 self.assertEqual(out.returncode, 0, out.stderr[-2000:])
                 summary = json.loads(out.stdout.strip().splitlines()[-1])

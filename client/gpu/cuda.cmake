@@ -11,8 +11,11 @@ if(NOT PREPFLOW_DISABLE_CUDA)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      # Ampere and Hopper as machine code, plus PTX for later GPUs.
-      set(CMAKE_CUDA_ARCHITECTURES 80-real 90)
+      # Machine code for every architecture CUDA 13 supports (Turing to
+      # Blackwell), and PTX for the oldest, which the driver compiles for GPUs
+      # newer than this toolkit. DeviceNormalizer::Create checks that the
+      # kernel can run on the device and says so if not.
+      set(CMAKE_CUDA_ARCHITECTURES 75 80-real 86-real 89-real 90-real 100-real 120-real)
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit)

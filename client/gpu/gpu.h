@@ -49,9 +49,11 @@ void NormalizeReference(const uint8_t* hwc, int64_t n, int h, int w, const Norma
 
 // Copies batches of up to `max_samples` h x w x 3 uint8 images from host
 // memory (pinned for asynchronous copies) to the device and normalizes them
-// into float32 CHW, on its own CUDA stream, two batches in flight: the copy
-// of one overlaps the kernel of the other, and a batch's host memory is
-// handed back (its `release` runs) once its copy is done.
+// into float32 CHW. Copies run on one CUDA stream and kernels on another,
+// two batches in flight: the copy of batch k + 1 overlaps the kernel of
+// batch k and the consumer's work, and a batch's host memory is handed back
+// (its `release` runs) once its copy is done. Every call makes its device
+// current and restores the caller's after.
 class DeviceNormalizer {
  public:
   // Null, with `*error`, if the device cannot be used.
@@ -62,19 +64,23 @@ class DeviceNormalizer {
   DeviceNormalizer(const DeviceNormalizer&) = delete;
   DeviceNormalizer& operator=(const DeviceNormalizer&) = delete;
 
-  // Enqueues: once the work enqueued so far on `after` (a cudaStream_t, e.g.
-  // the trainer's current stream, so that `out` is free; null: none) is
-  // done, copy n images from `host` and normalize them into `out` (device
-  // memory for n * 3 * h * w floats on this device). Returns false with
-  // `*error` for bad arguments or a CUDA error. `release` runs (on this
-  // thread, in a later Submit or in the destructor) once `host` may be
-  // reused. The consumer waits on stream() before reading `out`.
-  bool Submit(const uint8_t* host, int64_t n, float* out, void* after,
+  // Enqueues: copy n images from `host`, and once that copy and the work
+  // enqueued so far on `consumer` (a cudaStream_t on this device, e.g. the
+  // trainer's current stream, whose earlier work may still use the memory
+  // `out` reuses; null is the legacy default stream, torch's usual one) are
+  // done, normalize them into `out` (device memory for n * 3 * h * w floats).
+  // n = 0 does nothing (release runs at once). Returns false with `*error`
+  // for bad arguments or a CUDA error of this call (errors left by earlier
+  // calls are cleared first). `release` runs (on this thread, in a later
+  // Submit or in the destructor) once `host` may be reused, also when the
+  // call fails after its copy was enqueued. The consumer waits on stream()
+  // before reading `out`.
+  bool Submit(const uint8_t* host, int64_t n, float* out, void* consumer,
               std::function<void()> release, std::string* error);
   // Waits for everything enqueued. False with `*error` on a CUDA error.
   bool Synchronize(std::string* error);
 
-  void* stream() const;      // cudaStream_t
+  void* stream() const;  // cudaStream_t of the kernels
   int device() const { return device_; }
   int64_t max_samples() const { return max_samples_; }
   int height() const { return h_; }

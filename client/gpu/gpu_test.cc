@@ -6,12 +6,14 @@
 //                     hand-back; exits 77 (skipped) without a usable device
 #include "gpu.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef PREPFLOW_GPU_HAVE_CUDA
@@ -68,6 +70,75 @@ void CpuTests() {
 }
 
 #ifdef PREPFLOW_GPU_HAVE_CUDA
+void CUDART_CB Sleep(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+}
+
+// The race of defect 1: the consumer (torch on its legacy default stream)
+// still writes the memory `out` reuses when the batch is submitted. Here the
+// consumer's stream is held for 200 ms and then fills `out` with 0xFF bytes;
+// the normalize kernel must run after that, so `out` ends up normalized.
+// Without the wait on the legacy stream the kernel runs first and the fill
+// lands on top.
+void ConsumerOrderTest() {
+  const int h = 16, w = 16;
+  std::string error;
+  auto normalizer = DeviceNormalizer::Create(0, 1, h, w, NormalizeParams(), &error);
+  EXPECT(normalizer != nullptr);
+  if (normalizer == nullptr) return;
+  const std::vector<uint8_t> image = RandomImages(1, h, w, 7);
+  auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(image.size()));
+  std::memcpy(host, image.data(), image.size());
+  float* out = nullptr;
+  EXPECT(cudaMalloc(&out, image.size() * sizeof(float)) == cudaSuccess);
+  int before = -1;
+  cudaGetDevice(&before);
+  EXPECT(cudaLaunchHostFunc(nullptr, Sleep, reinterpret_cast<void*>(200)) == cudaSuccess);
+  EXPECT(cudaMemsetAsync(out, 0xFF, image.size() * sizeof(float), nullptr) == cudaSuccess);
+  EXPECT(normalizer->Submit(host, 1, out, nullptr, nullptr, &error));
+  EXPECT(normalizer->Synchronize(&error));
+  int after = -2;
+  cudaGetDevice(&after);
+  EXPECT(before == after);  // the caller's device is restored
+  std::vector<float> got(image.size()), want(image.size());
+  EXPECT(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
+         cudaSuccess);
+  prepflow::gpu::NormalizeReference(image.data(), 1, h, w, NormalizeParams(), want.data());
+  EXPECT(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  normalizer.reset();
+  prepflow::gpu::FreePinned(host);
+  cudaFree(out);
+  std::printf("device: the kernel waited for the consumer's legacy default stream\n");
+}
+
+// Defects 3 and 4: an error left by an earlier CUDA call is not this
+// Submit's, and an empty batch (on_error=skip can deliver one) succeeds and
+// hands its memory back at once.
+void EmptyAndStaleErrorTest() {
+  std::string error;
+  auto normalizer = DeviceNormalizer::Create(0, 2, 4, 4, NormalizeParams(), &error);
+  EXPECT(normalizer != nullptr);
+  if (normalizer == nullptr) return;
+  bool released = false;
+  EXPECT(normalizer->Submit(
+      nullptr, 0, nullptr, nullptr, [&] { released = true; }, &error));
+  EXPECT(released);
+  void* huge = nullptr;
+  EXPECT(cudaMalloc(&huge, size_t{1} << 62) != cudaSuccess);  // leaves a (non-sticky) error
+  const std::vector<uint8_t> image = RandomImages(1, 4, 4, 3);
+  auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(image.size()));
+  std::memcpy(host, image.data(), image.size());
+  float* out = nullptr;
+  EXPECT(cudaMalloc(&out, image.size() * sizeof(float)) == cudaSuccess);
+  EXPECT(normalizer->Submit(host, 1, out, nullptr, nullptr, &error));
+  if (!error.empty()) std::fprintf(stderr, "stale error reported: %s\n", error.c_str());
+  EXPECT(normalizer->Synchronize(&error));
+  normalizer.reset();
+  prepflow::gpu::FreePinned(host);
+  cudaFree(out);
+  std::printf("device: empty batch and a stale error handled\n");
+}
+
 int DeviceTests() {
   std::string why;
   if (!prepflow::gpu::Available(&why)) {
@@ -122,6 +193,8 @@ int DeviceTests() {
     cudaFree(outs[b]);
   }
   std::printf("device: %d batches bit-exact against the CPU reference\n", batches);
+  ConsumerOrderTest();
+  EmptyAndStaleErrorTest();
   return failures == 0 ? 0 : 1;
 }
 #endif

@@ -69,12 +69,36 @@ void FreePinned(void* p) {
   if (p != nullptr) cudaFreeHost(p);
 }
 
+// Makes `device` current for the scope and restores the caller's device
+// after: a loader on cuda:1 must not move torch's current device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    status_ = cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
+
+// Two streams: copies on one, kernels on the other, so that the copy of
+// batch k + 1 overlaps the kernel of batch k and the training step. Each
+// slot's events order its reuse on the device, never by blocking the CPU,
+// except that its host memory goes back once its copy is done.
 struct DeviceNormalizer::Impl {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t consumer = nullptr;  // recorded on `after`, waited on by `stream`
+  cudaStream_t copy_stream = nullptr;
+  cudaStream_t stream = nullptr;   // kernels; the consumer waits on this one
+  cudaEvent_t consumer = nullptr;  // recorded on the consumer's stream each Submit
   struct Slot {
-    uint8_t* staging = nullptr;  // device copy of the batch's uint8 images
-    cudaEvent_t done = nullptr;  // its copy and kernel are done: host and staging are free
+    uint8_t* staging = nullptr;    // device copy of the batch's uint8 images
+    cudaEvent_t copied = nullptr;  // its copy is done: the host memory is free
+    cudaEvent_t done = nullptr;    // its kernel is done: the staging buffer is free
     std::function<void()> release;
   } slots[kSlots];
   int next = 0;
@@ -96,6 +120,18 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
     if (error != nullptr) *error = why;
     return nullptr;
   }
+  cudaGetLastError();  // an earlier failure is not this one's
+  DeviceGuard guard(device);
+  if (!Check(guard.status(), "cudaSetDevice", error)) return nullptr;
+  // A GPU this build has no code for (and no PTX it can compile) fails here,
+  // not at the first batch.
+  cudaFuncAttributes attributes;
+  if (!Check(cudaFuncGetAttributes(&attributes, NormalizeKernel),
+             "no normalize kernel for this GPU (prepflow's CUDA architectures do not cover it)",
+             error)) {
+    cudaGetLastError();
+    return nullptr;
+  }
   std::unique_ptr<DeviceNormalizer> n(new DeviceNormalizer(device, max_samples, h, w));
   Impl& m = *n->impl_;
   for (int c = 0; c < 3; ++c) {
@@ -103,7 +139,8 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
     m.params.std[c] = params.std[c];
   }
   const size_t bytes = static_cast<size_t>(max_samples) * h * w * 3;
-  if (!Check(cudaSetDevice(device), "cudaSetDevice", error) ||
+  if (!Check(cudaStreamCreateWithFlags(&m.copy_stream, cudaStreamNonBlocking), "cudaStreamCreate",
+             error) ||
       !Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate",
              error) ||
       !Check(cudaEventCreateWithFlags(&m.consumer, cudaEventDisableTiming), "cudaEventCreate",
@@ -112,6 +149,8 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
   }
   for (Impl::Slot& s : m.slots) {
     if (!Check(cudaMalloc(&s.staging, bytes), "cudaMalloc", error) ||
+        !Check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "cudaEventCreate",
+               error) ||
         !Check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate",
                error)) {
       return nullptr;
@@ -122,62 +161,81 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
 
 DeviceNormalizer::~DeviceNormalizer() {
   Impl& m = *impl_;
-  cudaSetDevice(device_);
+  DeviceGuard guard(device_);
+  if (m.copy_stream != nullptr) cudaStreamSynchronize(m.copy_stream);
   if (m.stream != nullptr) cudaStreamSynchronize(m.stream);
   for (Impl::Slot& s : m.slots) {
     if (s.release) s.release();
     if (s.staging != nullptr) cudaFree(s.staging);
+    if (s.copied != nullptr) cudaEventDestroy(s.copied);
     if (s.done != nullptr) cudaEventDestroy(s.done);
   }
   if (m.consumer != nullptr) cudaEventDestroy(m.consumer);
   if (m.stream != nullptr) cudaStreamDestroy(m.stream);
+  if (m.copy_stream != nullptr) cudaStreamDestroy(m.copy_stream);
+  cudaGetLastError();  // errors here have no one to go to
 }
 
-bool DeviceNormalizer::Submit(const uint8_t* host, int64_t n, float* out, void* after,
+bool DeviceNormalizer::Submit(const uint8_t* host, int64_t n, float* out, void* consumer,
                               std::function<void()> release, std::string* error) {
-  if (n < 1 || n > max_samples_ || host == nullptr || out == nullptr) {
+  if (n < 0 || n > max_samples_ || (n > 0 && (host == nullptr || out == nullptr))) {
     if (error != nullptr) {
-      *error = "DeviceNormalizer::Submit: need 1 <= n <= " + std::to_string(max_samples_) +
+      *error = "DeviceNormalizer::Submit: need 0 <= n <= " + std::to_string(max_samples_) +
                " and non-null buffers, got n = " + std::to_string(n);
     }
     return false;
   }
+  if (n == 0) {  // an empty batch (on_error=skip can deliver one): nothing to copy
+    if (release) release();
+    return true;
+  }
+  cudaGetLastError();  // a failure before this call is not this call's
   Impl& m = *impl_;
+  DeviceGuard guard(device_);
+  if (!Check(guard.status(), "cudaSetDevice", error)) return false;
   Impl::Slot& slot = m.slots[m.next];
   m.next = (m.next + 1) % kSlots;
-  if (!Check(cudaSetDevice(device_), "cudaSetDevice", error)) return false;
-  // The slot's previous batch: its staging buffer must be free, and its host
-  // memory can go back to its owner once copied.
-  if (!Check(cudaEventSynchronize(slot.done), "cudaEventSynchronize", error)) return false;
+  // The slot's previous batch: its host memory goes back once its copy is
+  // done (the CPU waits for that copy only); its staging buffer is reused
+  // once its kernel is done (the copy stream waits for that on the device).
+  if (!Check(cudaEventSynchronize(slot.copied), "cudaEventSynchronize", error)) return false;
   if (slot.release) std::exchange(slot.release, nullptr)();
-  if (after != nullptr) {
-    // `out` may still be read by the consumer's earlier work.
-    auto* consumer = static_cast<cudaStream_t>(after);
-    if (!Check(cudaEventRecord(m.consumer, consumer), "cudaEventRecord", error) ||
-        !Check(cudaStreamWaitEvent(m.stream, m.consumer, 0), "cudaStreamWaitEvent", error)) {
-      return false;
-    }
+  if (!Check(cudaStreamWaitEvent(m.copy_stream, slot.done, 0), "cudaStreamWaitEvent", error)) {
+    return false;
   }
   const int64_t plane = static_cast<int64_t>(h_) * w_;
   const size_t bytes = static_cast<size_t>(n * plane * 3);
-  if (!Check(cudaMemcpyAsync(slot.staging, host, bytes, cudaMemcpyHostToDevice, m.stream),
+  if (!Check(cudaMemcpyAsync(slot.staging, host, bytes, cudaMemcpyHostToDevice, m.copy_stream),
              "cudaMemcpyAsync", error)) {
+    return false;
+  }
+  // From here the copy may read `host`: whatever fails below, it goes back
+  // only after the copy (a later Submit, Synchronize's caller or the
+  // destructor).
+  slot.release = std::move(release);
+  if (!Check(cudaEventRecord(slot.copied, m.copy_stream), "cudaEventRecord", error)) return false;
+  // The kernel writes `out`: after the consumer's work enqueued so far
+  // (which may still read the memory `out` reuses; a null stream is the
+  // legacy default stream, torch's usual one) and after the copy.
+  auto* consumer_stream = static_cast<cudaStream_t>(consumer);
+  if (!Check(cudaEventRecord(m.consumer, consumer_stream), "cudaEventRecord (consumer)", error) ||
+      !Check(cudaStreamWaitEvent(m.stream, m.consumer, 0), "cudaStreamWaitEvent", error) ||
+      !Check(cudaStreamWaitEvent(m.stream, slot.copied, 0), "cudaStreamWaitEvent", error)) {
     return false;
   }
   const int64_t total = n * plane * 3;
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65535));
   NormalizeKernel<<<blocks, threads, 0, m.stream>>>(slot.staging, out, plane, total, m.params);
-  if (!Check(cudaGetLastError(), "normalize kernel launch", error) ||
-      !Check(cudaEventRecord(slot.done, m.stream), "cudaEventRecord", error)) {
-    return false;
-  }
-  slot.release = std::move(release);
-  return true;
+  return Check(cudaGetLastError(), "normalize kernel launch", error) &&
+         Check(cudaEventRecord(slot.done, m.stream), "cudaEventRecord", error);
 }
 
 bool DeviceNormalizer::Synchronize(std::string* error) {
-  return Check(cudaSetDevice(device_), "cudaSetDevice", error) &&
+  cudaGetLastError();
+  DeviceGuard guard(device_);
+  return Check(guard.status(), "cudaSetDevice", error) &&
+         Check(cudaStreamSynchronize(impl_->copy_stream), "cudaStreamSynchronize", error) &&
          Check(cudaStreamSynchronize(impl_->stream), "cudaStreamSynchronize", error);
 }
 

@@ -20,8 +20,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "spdlog/spdlog.h"
-
 #include <memory>
 #include <string>
 #include <variant>
@@ -34,8 +32,10 @@
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/op_schema.h"
+#include "pipeline/ops.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/text.h"
+#include "spdlog/spdlog.h"
 
 namespace py = pybind11;
 
@@ -119,9 +119,15 @@ LoaderOptions ToOptions(const py::dict& d) {
 
 // With gpu_normalize: the pipeline's last stage (a normalize) is taken off
 // and returned, to run on the GPU; batches go to page-locked memory.
+// The normalize is validated here, as Loader::Create would validate it had it
+// stayed in the pipeline (wrong counts or a zero std must not reach the GPU).
 std::optional<gpu::NormalizeParams> SplitForGpu(LoaderOptions& o) {
   const int n = o.pipeline.stages_size();
   if (n == 0 || !o.pipeline.stages(n - 1).has_normalize()) return std::nullopt;
+  if (auto op = OpRegistry::Builtin().Create(o.pipeline.stages(n - 1)); !op.ok()) {
+    Raise(absl::InvalidArgumentError(
+        absl::StrCat("pipeline: stage ", n - 1, " (normalize): ", op.status().message())));
+  }
   // Batch ops (MixUp, CutMix) mix normalized floats on the CPU.
   if (o.pipeline.batch_stages_size() > 0) {
     spdlog::info("the pipeline has batch ops: normalize stays on the CPU, batches are copied");
@@ -278,9 +284,14 @@ class PyLoader {
   explicit PyLoader(const py::dict& options) {
     LoaderOptions o = ToOptions(options);
     if (Get<bool>(options, "gpu_normalize", false)) {
+      // Validate first: a bad normalize is the same error with or without a
+      // device.
+      LoaderOptions split = o;
+      std::optional<gpu::NormalizeParams> normalize = SplitForGpu(split);
       std::string why;
       if (!gpu::Available(&why)) Raise(absl::FailedPreconditionError(why));
-      normalize_ = SplitForGpu(o);
+      o = std::move(split);
+      normalize_ = normalize;
     }
     absl::StatusOr<std::unique_ptr<Loader>> loader;
     {

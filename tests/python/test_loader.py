@@ -227,6 +227,17 @@ class Errors(unittest.TestCase):
 
 
 class Gpu(unittest.TestCase):
+    def test_the_gpu_path_validates_normalize_with_or_without_a_device(self):
+        # The normalize taken off for the GPU is checked as the CPU's would be,
+        # before the device is looked at: a wrong count is not padded.
+        bad = ("stages { decode {} } stages { center_crop { size: 8 } } "
+               "stages { normalize { mean: [0.5, 0.5] std: [1, 1, 1] } }")
+        with self.assertRaisesRegex(ValueError, r"stage 2 \(normalize\): mean: needs 3 values"):
+            prepflow._prepflow.Loader({"data": DATA, "gpu_normalize": True, "pipeline": bad})
+        zero = bad.replace("mean: [0.5, 0.5] std: [1, 1, 1]", "std: [1, 0, 1]")
+        with self.assertRaisesRegex(ValueError, "std: channel 1 must be positive"):
+            prepflow._prepflow.Loader({"data": DATA, "gpu_normalize": True, "pipeline": zero})
+
     def test_without_a_device_the_gpu_path_says_why(self):
         ok, why = prepflow._prepflow.gpu_available()
         if ok:

@@ -289,6 +289,9 @@ class Loader:
             n, h, w, _ = b.image_shape
             images = torch.empty((n, 3, h, w), dtype=torch.float32, device=self._device)
             current = torch.cuda.current_stream(self._device)
+            # The current stream, even the default one (cuda_stream 0): the
+            # kernel waits for the work on it, which may still use the memory
+            # torch.empty handed back. An empty batch enqueues nothing.
             self._normalizer.submit(b, images.data_ptr(), current.cuda_stream)
             current.wait_stream(torch.cuda.ExternalStream(self._normalizer.stream,
                                                           device=self._device))

@@ -149,8 +149,10 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
   }
   for (Impl::Slot& s : m.slots) {
     if (!Check(cudaMalloc(&s.staging, bytes), "cudaMalloc", error) ||
-        !Check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming), "cudaEventCreate",
-               error) ||
+        // The CPU waits on `copied` (to hand host memory back): blocking,
+        // so that the wait does not spin a core the pipeline needs.
+        !Check(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming | cudaEventBlockingSync),
+               "cudaEventCreate", error) ||
         !Check(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming), "cudaEventCreate",
                error)) {
       return nullptr;

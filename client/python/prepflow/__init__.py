@@ -262,9 +262,18 @@ class Loader:
                 _, h, w, _ = first.image_shape
                 index = self._device.index if self._device.index is not None \
                     else torch.cuda.current_device()
-                self._normalizer = _prepflow.DeviceNormalizer(
-                    index, self._options["batch_size"], h, w, list(normalize[0]),
-                    list(normalize[1]))
+                try:
+                    self._normalizer = _prepflow.DeviceNormalizer(
+                        index, self._options["batch_size"], h, w, list(normalize[0]),
+                        list(normalize[1]))
+                except RuntimeError as e:  # e.g. a GPU this build has no code for
+                    # Normalize on the CPU instead: a new core from the same
+                    # position (the uint8 batch taken here was not delivered).
+                    _log.warning("device %s: prepflow's GPU normalizer cannot run (%s); "
+                                 "normalizing on the CPU", self._device, e)
+                    self._options["gpu_normalize"] = False
+                    self._core, self._core_at = None, None
+                    return self._ensure_core()
             self._pending = first
 
     def _retire_core(self):

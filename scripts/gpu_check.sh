@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The GPU checklist as one command, for a machine with a GPU and the CUDA
+# toolkit (the device machines lent to some sessions have CUDA, CMake and
+# Python, but none of prepflow's Debian libraries, so this builds client/gpu
+# on its own):
+#
+#   1. builds client/gpu standalone (build-gpu/, or $BUILD);
+#   2. gpu_test cpu, then gpu_test device: the kernel bit-exact against the
+#      CPU reference, double buffering, the consumer-stream race, the empty
+#      batch, the stale error;
+#   3. gpu_test device again under compute-sanitizer's memcheck, racecheck
+#      and synccheck (where compute-sanitizer is installed);
+#   4. gpu_bench: the normalizer against plain pinned cudaMemcpy.
+#
+# Prints one JSON line per step ({"step", "passed", "seconds", "detail"}) and
+# a summary line last; exits 1 if any step failed. No usable GPU is a
+# failure, not a skip: a checklist that could not run has not passed.
+#
+#   scripts/gpu_check.sh            env: BUILD (build-gpu), BENCH_ARGS
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build-gpu}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+passed=0
+failed=0
+
+# step NAME COMMAND...: runs it, prints its JSON line.
+step() {
+  local name=$1
+  shift
+  local start end rc detail
+  start=$(date +%s.%N)
+  "$@" >"$log/$name" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  detail=$(tail -c 600 "$log/$name" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))')
+  if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); ok=true; else failed=$((failed + 1)); ok=false; fi
+  printf '{"step": "%s", "passed": %s, "exit": %d, "seconds": %.1f, "detail": %s}\n' \
+    "$name" "$ok" "$rc" "$(awk "BEGIN { print $end - $start }")" "$detail"
+  return "$rc"
+}
+
+step build sh -c "cmake -S client/gpu -B '$build' -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build '$build' -j" \
+  || { echo '{"summary": "the build failed"}'; exit 1; }
+step gpu_test_cpu "$build/gpu_test" cpu
+# gpu_test exits 77 without a usable device; here that is a failure.
+step gpu_test_device "$build/gpu_test" device
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$sanitizer" ]; then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitizer_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/gpu_test" device
+  done
+else
+  failed=$((failed + 1))
+  echo '{"step": "sanitizer", "passed": false, "detail": "compute-sanitizer not found"}'
+fi
+# shellcheck disable=SC2086
+step gpu_bench "$build/gpu_bench" ${BENCH_ARGS:-}
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null \
+  | sed 's/^/{"device": "/; s/$/"}/'
+printf '{"summary": "%d passed, %d failed"}\n' "$passed" "$failed"
+[ "$failed" -eq 0 ]

@@ -117,7 +117,8 @@ class Loader:
     token to send).
 
     `device`: "cpu", or "cuda[:N]" to receive batches in GPU memory (falls
-    back to CPU, with a log line, where no GPU is present). On a GPU, a
+    back to CPU, with a log line, where no GPU is present; "cuda" is the
+    current device when the loader is created, for its whole life). On a GPU, a
     pipeline ending in `normalize` runs up to it on the CPUs (and workers),
     and its uint8 batches, in page-locked memory, are copied to the GPU and
     normalized there on prepflow's own CUDA stream, which the trainer's
@@ -212,7 +213,12 @@ class Loader:
             _log.warning("device %s: no CUDA device is available; delivering batches on the CPU",
                          device)
             return None
-        return torch.device(device)
+        device = torch.device(device)
+        if device.index is None:
+            # "cuda" is the current device now, fixed for the loader's life
+            # (its normalizer and pinned memory belong to one device).
+            device = torch.device("cuda", torch.cuda.current_device())
+        return device
 
     def set_epoch(self, epoch):
         """The epoch the next pass delivers (each pass otherwise delivers the
@@ -253,15 +259,20 @@ class Loader:
             raise ValueError(f"epoch {self._epoch}: the loader has only {self._epochs} epochs")
         options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
                        epochs=remaining)
-        self._core = _prepflow.Loader(options)
+        if self._device is not None and self._options.get("gpu_normalize"):
+            # The pinned batch memory is allocated now: on the loader's device,
+            # not on GPU 0 (which would make a context there in every rank).
+            with torch.cuda.device(self._device):
+                self._core = _prepflow.Loader(options)
+        else:
+            self._core = _prepflow.Loader(options)
         self._core_at = (self._epoch, self._position)
         normalize = self._core.gpu_normalize
         if normalize is not None and self._normalizer is None:
             first = self._core.next()  # for the image size
             if first is not None:
                 _, h, w, _ = first.image_shape
-                index = self._device.index if self._device.index is not None \
-                    else torch.cuda.current_device()
+                index = self._device.index
                 try:
                     self._normalizer = _prepflow.DeviceNormalizer(
                         index, self._options["batch_size"], h, w, list(normalize[0]),

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "pipeline/geometry.h"
+
 namespace prepflow {
 namespace {
 
@@ -93,16 +95,6 @@ void HsvToRgb(const uint8_t* hsv, uint8_t* rgb) {
   const uint8_t t = Clip8(static_cast<int>(std::round(fv * (1.0 - fs * (1.0 - f)))));
   const uint8_t table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
   std::memcpy(rgb, table[i % 6], 3);
-}
-
-// Reflection without repeating the edge ("reflect" in torch, REFLECT_101 in
-// OpenCV), folded as often as needed for a kernel wider than the image.
-int Reflect(int i, int n) {
-  if (n == 1) return 0;
-  const int period = 2 * (n - 1);
-  i %= period;
-  if (i < 0) i += period;
-  return i < n ? i : period - i;
 }
 
 // _get_gaussian_kernel1d in float32: exp(-0.5 (x / sigma)^2) at the integer
@@ -274,8 +266,10 @@ void GaussianBlur(const uint8_t* in, uint8_t* out, int height, int width, int kx
   auto* tmp = reinterpret_cast<float*>(mem);
   int* cols = reinterpret_cast<int*>(tmp + row * height);
   int* rows = cols + n_cols;
-  for (size_t i = 0; i < n_cols; ++i) cols[i] = 3 * Reflect(static_cast<int>(i) - kx / 2, width);
-  for (size_t i = 0; i < n_rows; ++i) rows[i] = Reflect(static_cast<int>(i) - ky / 2, height);
+  for (size_t i = 0; i < n_cols; ++i)
+    cols[i] = 3 * PadIndex(static_cast<int>(i), kx / 2, width, PadMode::kReflect);
+  for (size_t i = 0; i < n_rows; ++i)
+    rows[i] = PadIndex(static_cast<int>(i), ky / 2, height, PadMode::kReflect);
 
   for (int y = 0; y < height; ++y) {
     const uint8_t* src = in + y * row;

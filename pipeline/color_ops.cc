@@ -58,12 +58,6 @@ absl::StatusOr<FactorRange> ReadRange(const char* field,
   return r;
 }
 
-// torch draws factors as float32 (torch.empty(1).uniform_), then hands them
-// on as Python floats.
-double DrawFactor(SampleRng& rng, const FactorRange& r) {
-  return static_cast<float>(rng.Uniform(r.lo, r.hi));
-}
-
 class ColorJitterOp : public SameShapeImageOp {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
@@ -98,7 +92,7 @@ class ColorJitterOp : public SameShapeImageOp {
     bool any = false;
     for (int i = 0; i < kAdjustments; ++i) {
       if (!ranges_[i].on) continue;
-      factor[i] = DrawFactor(rng, ranges_[i]);
+      factor[i] = DrawFloat32(rng, ranges_[i].lo, ranges_[i].hi);
       any = true;
     }
     if (!any) return absl::OkStatus();
@@ -167,7 +161,7 @@ class GaussianBlurOp : public SameShapeImageOp {
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     SampleRng rng = ctx.Rng(s);
-    const double sigma = DrawFactor(rng, sigma_);
+    const double sigma = DrawFloat32(rng, sigma_.lo, sigma_.hi);
     uint8_t* out = ctx.Output(s.data, s.size);
     GaussianBlur(s.data, out, s.height(), s.width(), kx_, ky_, sigma, sigma,
                  ctx.ws->ScratchFor(s.data, out));

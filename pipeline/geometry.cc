@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 namespace prepflow {
 namespace {
@@ -161,23 +160,17 @@ bool Bicubic(const uint8_t* in, int h, int w, double x_in, double y_in, uint8_t*
 
 // ImagingGenericTransform with affine_transform: each output pixel centre
 // (x + 0.5, y + 0.5) mapped to (a0 x + a1 y + a2, a3 x + a4 y + a5), then
-// filtered. The products are hoisted out of the loops (each is the same
-// value wherever it is computed), the sums stay in Pillow's order.
+// filtered. The row's products are hoisted (each is the same value wherever
+// it is computed); the sums stay in Pillow's order.
 template <bool kBicubic>
 void FilteredAffine(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
-                    const AffineMatrix& a, double* column_terms) {
-  double* ax = column_terms;          // a0 (x + 0.5)
-  double* dx = column_terms + out_w;  // a3 (x + 0.5)
-  for (int x = 0; x < out_w; ++x) {
-    ax[x] = a[0] * (x + 0.5);
-    dx[x] = a[3] * (x + 0.5);
-  }
+                    const AffineMatrix& a) {
   for (int y = 0; y < out_h; ++y) {
     const double by = a[1] * (y + 0.5), ey = a[4] * (y + 0.5);
     uint8_t* row = out + static_cast<size_t>(y) * out_w * 3;
     for (int x = 0; x < out_w; ++x) {
-      const double xx = ax[x] + by + a[2];
-      const double yy = dx[x] + ey + a[5];
+      const double xx = a[0] * (x + 0.5) + by + a[2];
+      const double yy = a[3] * (x + 0.5) + ey + a[5];
       if (kBicubic) {
         Bicubic(in, in_h, in_w, xx, yy, row + 3 * x);  // outside: the fill stays
       } else {
@@ -271,11 +264,10 @@ void AffineTransform(const uint8_t* in, int in_h, int in_w, uint8_t* out, int ou
   if (IsWholePixelShift(m)) {
     ShiftedCopy(in, in_h, in_w, out, out_h, out_w, static_cast<int>(m[2]), static_cast<int>(m[5]));
   } else if (resample != Resample::kNearest) {
-    std::vector<double> column_terms(2 * static_cast<size_t>(out_w));
     if (resample == Resample::kBicubic) {
-      FilteredAffine<true>(in, in_h, in_w, out, out_h, out_w, m, column_terms.data());
+      FilteredAffine<true>(in, in_h, in_w, out, out_h, out_w, m);
     } else {
-      FilteredAffine<false>(in, in_h, in_w, out, out_h, out_w, m, column_terms.data());
+      FilteredAffine<false>(in, in_h, in_w, out, out_h, out_w, m);
     }
   } else if (m[1] == 0 && m[3] == 0) {
     ScaleAffine(in, in_h, in_w, out, out_h, out_w, m);

@@ -119,11 +119,6 @@ absl::StatusOr<std::optional<std::pair<double, double>>> ReadCenter(
   return std::pair{v[0], v[1]};
 }
 
-// torch draws every parameter as float32.
-double DrawFloat32(SampleRng& rng, double lo, double hi) {
-  return static_cast<float>(rng.Uniform(lo, hi));
-}
-
 // Scratch for an index map of `n` ints that holds neither `a` nor `b`.
 int* IndexMap(const StageContext& ctx, const void* a, const void* b, size_t n) {
   return reinterpret_cast<int*>(ctx.ws->ScratchFor(a, b)->Reserve(n * sizeof(int)));

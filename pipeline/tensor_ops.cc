@@ -71,9 +71,10 @@ class RandomErasingOp : public Op {
               w = static_cast<int>(s.shape[2]);
     const double area = static_cast<double>(h) * w;
     for (int attempt = 0; attempt < 10; ++attempt) {
-      const double erase_area = area * static_cast<float>(rng.Uniform(scale_.first, scale_.second));
+      const double erase_area = area * DrawFloat32(rng, scale_.first, scale_.second);
+      // torch.exp of the float32 draw: a float32 exponential.
       const double aspect =
-          std::exp(static_cast<float>(rng.Uniform(log_ratio_.first, log_ratio_.second)));
+          std::exp(static_cast<float>(DrawFloat32(rng, log_ratio_.first, log_ratio_.second)));
       // Python's round(): half to even; compared as doubles (no int overflow).
       const double eh = std::nearbyint(std::sqrt(erase_area * aspect));
       const double ew = std::nearbyint(std::sqrt(erase_area / aspect));

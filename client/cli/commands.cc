@@ -39,6 +39,9 @@
 namespace prepflow::cli {
 namespace {
 
+constexpr char kPipelineHelp[] =
+    "imagenet-train | imagenet-eval | a pipeline text file | the text itself ('stages { ... }')";
+
 using Json = nlohmann::ordered_json;
 
 constexpr int kOk = 0;
@@ -148,7 +151,7 @@ struct RunFlags {
                  ? "dataset: ImageFolder folder, or WebDataset .tar file or folder of shards"
                  : "dataset to use instead of a generated one");
     f.String("format", &format, "auto | imagefolder | wds");
-    f.String("pipeline", &pipeline, "imagenet-train | imagenet-eval | a pipeline text file");
+    f.String("pipeline", &pipeline, kPipelineHelp);
     f.Int("batch", &batch, "samples per batch");
     f.Int("threads", &threads, "preprocessing threads (0: every available CPU)");
     f.Int("epochs", &epochs, "passes over the dataset");
@@ -398,7 +401,7 @@ struct ProfileFlags {
   void Register(FlagSet& f, const char* data_help, const char* samples_help) {
     f.String("data", &data, data_help);
     f.String("format", &format, "auto | imagefolder | wds");
-    f.String("pipeline", &pipeline, "imagenet-train | imagenet-eval | a pipeline text file");
+    f.String("pipeline", &pipeline, kPipelineHelp);
     f.Int("samples", &samples, samples_help);
     f.Uint("seed", &seed, "job seed");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");

@@ -47,6 +47,13 @@ inline absl::Status CheckOutputArea(const StageContext& ctx, const char* op, int
                       ctx.decode->max_pixels));
 }
 
+// A uniform draw in [lo, hi) rounded to float32: torch draws its random
+// parameters as float32 tensors (torch.empty(1).uniform_) and hands them on
+// as Python floats.
+inline double DrawFloat32(SampleRng& rng, double lo, double hi) {
+  return static_cast<float>(rng.Uniform(lo, hi));
+}
+
 // InvalidArgument naming `field` unless 0 <= p <= 1 (NaN included).
 inline absl::Status CheckProbability(const char* field, double p) {
   if (p >= 0 && p <= 1) return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace prepflow {
@@ -154,6 +155,37 @@ TEST(MixupCutmix, BadSpecsAndLabelsAreNamed) {
   const absl::Status s = (*op)->Apply(1, batch.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("sample 102 has label 2, outside [0, num_classes = 2)"));
+}
+
+TEST(MixupCutmix, PipelineBatchStagesAreCheckedAsTheyComeIn) {
+  // From pipeline text: more than one batch stage, an empty one, a class
+  // count past the limit, and a pipeline without batch stages (none built).
+  const struct {
+    const char* text;
+    const char* message;  // empty: accepted
+  } cases[] = {
+      {"batch_stages { mixup_cutmix { mixup_alpha: 1 } } "
+       "batch_stages { mixup_cutmix { cutmix_alpha: 1 } }",
+       "batch_stages: one is supported (mixup_cutmix does both), got 2"},
+      {"batch_stages {}", "batch_stages: no op set (one of: mixup_cutmix)"},
+      {"batch_stages { mixup_cutmix { mixup_alpha: 1 num_classes: 2000000 } }",
+       "batch stage 0 (mixup_cutmix): num_classes: must be 1 to 1000000"},
+      {"batch_stages { mixup_cutmix { mixup_alpha: 1 num_classes: -3 } }",
+       "num_classes: must be 1 to 1000000"},
+      {"batch_stages { mixup_cutmix { mixup_alpha: inf } }", "mixup_alpha: must be 0 (off)"},
+      {"batch_stages { mixup_cutmix { mixup_alpha: 1 switch_prob: nan } }",
+       "switch_prob: must be in [0, 1]"},
+  };
+  for (const auto& c : cases) {
+    proto::PipelineSpec spec;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c.text, &spec)) << c.text;
+    auto op = CreateBatchOps(spec, TensorType(), 10);
+    EXPECT_THAT(op.status().message(), HasSubstr(c.message)) << c.text;
+  }
+  proto::PipelineSpec none;
+  auto op = CreateBatchOps(none, TensorType(), 10);
+  ASSERT_TRUE(op.ok());
+  EXPECT_EQ(*op, nullptr);
 }
 
 }  // namespace

@@ -91,10 +91,7 @@ TEST(GeometryKernels, AffineFillsWhatItDoesNotCover) {
 }
 
 TEST(GeometryOps, BadParametersNameTheField) {
-  const struct {
-    const char* stage;
-    const char* message;
-  } cases[] = {
+  testing::ExpectSpecErrors({
       {"pad {}", "padding: one value, two ([left/right, top/bottom]) or four"},
       {"pad { padding: [1, 2, 3] }", "got 3"},
       {"pad { padding: -1 }", "padding: each side must be 0 to 65536, got -1"},
@@ -118,10 +115,7 @@ TEST(GeometryOps, BadParametersNameTheField) {
       {"random_affine { degrees: 5 shear: [1, 2, 3] }", "shear: one finite value d >= 0"},
       {"random_affine { degrees: 5 shear: [1, 2, 4, 3] }", "got [4, 3]"},
       {"random_affine { degrees: 5 interpolation: INTERPOLATION_NEAREST fill: -1 }", "fill:"},
-  };
-  for (const auto& c : cases) {
-    EXPECT_THAT(testing::CreateAfterDecode(c.stage).message(), HasSubstr(c.message)) << c.stage;
-  }
+  });
 }
 
 TEST(GeometryKernels, HostileMatricesGiveTheFill) {

@@ -553,6 +553,19 @@ class BatchOps(unittest.TestCase):
         plain.close()
         mixed.close()
 
+    def test_batch_ops_are_refused_where_they_cannot_go(self):
+        from prepflow import ops
+        root = SETS["demo"][0]
+        mix = ops.MixupCutmix(mixup_alpha=0.2)
+        with self.assertRaisesRegex(ValueError, "give the pipeline as a transform, ops or text"):
+            prepflow.Loader(root, "imagenet-train", batch_ops=[mix])
+        with self.assertRaisesRegex(TypeError, "batch_ops: expected batch ops"):
+            prepflow.Loader(root, transform=T.CenterCrop(8), batch_ops=[ops.Normalize()])
+        # On uint8 images (no normalize) MixUp has nothing to mix: refused
+        # with the reason, not run.
+        with self.assertRaisesRegex(ValueError, "needs fixed-size float32 CHW samples"):
+            prepflow.Loader(root, transform=T.CenterCrop(8), batch_ops=[mix])
+
 
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
 class Translation(unittest.TestCase):

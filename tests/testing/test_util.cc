@@ -166,6 +166,14 @@ absl::Status CreateAfterDecode(const std::string& stage) {
   return Pipeline::Create(spec, PipelineOptions()).status();
 }
 
+void ExpectSpecErrors(std::initializer_list<SpecError> cases) {
+  for (const SpecError& c : cases) {
+    const std::string message(CreateAfterDecode(c.stage).message());
+    EXPECT_NE(message.find(c.message), std::string::npos)
+        << c.stage << "\n  says: " << message << "\n  wanted: " << c.message;
+  }
+}
+
 std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed,
                                        DecodeOptions decode) {
   proto::PipelineSpec spec;

@@ -4,6 +4,7 @@
 #define PREPFLOW_TESTS_TESTING_TEST_UTIL_H_
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,14 @@ Output RunPipeline(const Pipeline& pipeline, const std::vector<uint8_t>& bytes, 
 // Pipeline::Create's status for `stages { decode {} } stages { <stage> }`:
 // how an op's validation answers a spec.
 absl::Status CreateAfterDecode(const std::string& stage);
+
+// A spec an op must refuse, and a part of the message that names the field.
+struct SpecError {
+  const char* stage;
+  const char* message;
+};
+// Expects CreateAfterDecode(stage) to fail with each message.
+void ExpectSpecErrors(std::initializer_list<SpecError> cases);
 
 // A pipeline from text-format stages; fails the test on error.
 std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed = 0,

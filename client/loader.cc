@@ -112,7 +112,7 @@ void Loader::MakeBatches() {
   // batches do not pay for page faults.
   absl::MutexLock free_lock(&free_batches_->mu);
   const ValueType& out = pipeline_->output_type();
-  for (int i = 0; i <= prefetch_; ++i) {
+  for (int i = 0; i <= prefetch_ + options_.held_batches; ++i) {
     auto batch = std::make_unique<Batch>(out, options_.batch_size, options_.batch_allocator);
     std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
     free_batches_->free.push_back(std::move(batch));

@@ -51,6 +51,9 @@ absl::Status CheckNumbers(const LoaderOptions& o) {
   if (o.prefetch_batches < 1) {
     return Invalid("--prefetch: must be at least 1, got ", o.prefetch_batches);
   }
+  if (o.held_batches < 0 || o.held_batches > 64) {
+    return Invalid("held_batches: must be in [0, 64], got ", o.held_batches);
+  }
   if (o.max_pixels < 1) return Invalid("--max-pixels: must be positive, got ", o.max_pixels);
   if (o.max_jpeg_scans < 1) return Invalid("--max-jpeg-scans: must be positive");
   if (o.item_samples < 1) return Invalid("--item-samples: must be at least 1");

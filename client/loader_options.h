@@ -98,6 +98,10 @@ struct LoaderOptions {
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;
+  // Batches the trainer keeps while it asks for the next one (a GPU
+  // normalizer's copies in flight): made up front with the others, so that
+  // batch_allocator is not called mid-training.
+  int held_batches = 0;
 };
 
 // LoaderOptions after validation, with the environment applied: `offload` is

@@ -10,15 +10,21 @@
 #      batch, the stale error;
 #   3. gpu_test device again under compute-sanitizer's memcheck, racecheck
 #      and synccheck (where compute-sanitizer is installed);
-#   4. gpu_bench: the normalizer against plain pinned cudaMemcpy.
+#   4. the torch hand-off (prepflow/_gpu.py, the code the Loader runs) over
+#      the standalone ctypes shim: torch's default stream, a side stream, an
+#      external stream, a DLPack reader, a training loop, an empty batch and
+#      a second GPU, plain and under memcheck and synccheck (needs python3
+#      with a CUDA torch and numpy: $PYTHON);
+#   5. gpu_bench: the normalizer against plain pinned cudaMemcpy, and how
+#      much of a copy hides behind the consumer's step.
 #
 # Prints one JSON line per step ({"step", "passed", "seconds", "detail"}) and
 # a summary line last; exits 1 if any step failed. No usable GPU is a
 # failure, not a skip: a checklist that could not run has not passed.
 #
-#   scripts/gpu_check.sh            env: BUILD (build-gpu), BENCH_ARGS
+#   scripts/gpu_check.sh            env: BUILD (build-gpu), PYTHON (python3), BENCH_ARGS
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build-gpu}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
@@ -54,6 +60,15 @@ if [ -x "$sanitizer" ]; then
 else
   failed=$((failed + 1))
   echo '{"step": "sanitizer", "passed": false, "detail": "compute-sanitizer not found"}'
+fi
+python=${PYTHON:-python3}
+export PREPFLOW_GPU_LIB="$build/libprepflow_gpu_c.so"
+handoff=("$python" client/gpu/python/test_torch_handoff.py)
+step torch_handoff "${handoff[@]}"
+if [ -x "$sanitizer" ]; then
+  for tool in memcheck synccheck; do
+    step "torch_handoff_$tool" "$sanitizer" --tool "$tool" --error-exitcode 1 "${handoff[@]}"
+  done
 fi
 # shellcheck disable=SC2086
 step gpu_bench "$build/gpu_bench" ${BENCH_ARGS:-}

@@ -31,6 +31,12 @@ namespace prepflow::gpu {
 // driver's error).
 bool Available(std::string* why);
 
+// Whether a CUDA driver is installed at all. With a driver but no usable
+// device (a driver older than this build's runtime, a broken install) the
+// machine has a GPU that prepflow cannot use: a test that needs one fails
+// loudly instead of skipping.
+bool DriverInstalled();
+
 // Page-locked host memory (cudaHostAlloc), which the GPU copies from
 // asynchronously at full speed; null (with `*error`) on failure or without
 // CUDA. Plain function pointers, so that code with no CUDA in it can take
@@ -56,6 +62,12 @@ void NormalizeReference(const uint8_t* hwc, int64_t n, int h, int w, const Norma
 // current and restores the caller's after.
 class DeviceNormalizer {
  public:
+  // Batches whose host memory a normalizer keeps after Submit returns (their
+  // copies may still be running); a loader feeding one makes that many more
+  // batch buffers up front, so that no page-locked memory is allocated
+  // mid-training (allocating or freeing it synchronises the device).
+  static constexpr int kBatchesInFlight = 2;
+
   // Null, with `*error`, if the device cannot be used.
   static std::unique_ptr<DeviceNormalizer> Create(int device, int64_t max_samples, int h, int w,
                                                   const NormalizeParams& params,

@@ -3,9 +3,13 @@
 //
 //   gpu_test cpu      the CPU reference and the no-device behaviour; always runs
 //   gpu_test device   the kernel against the reference, double buffering and
-//                     hand-back; exits 77 (skipped) without a usable device
+//                     hand-back, the consumer-stream race, copies overlapping
+//                     the consumer's work, a second device; exits 77 (skipped)
+//                     on a machine with no CUDA driver, and fails where a
+//                     driver is installed but no device can be used
 #include "gpu.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -111,6 +115,133 @@ void ConsumerOrderTest() {
   std::printf("device: the kernel waited for the consumer's legacy default stream\n");
 }
 
+// Batches of random images in pinned memory, each with its own output on
+// the current device, checked bit for bit against the CPU reference.
+struct Batches {
+  Batches(int count, int64_t n, int h, int w) : n(n), h(h), w(w) {
+    for (int b = 0; b < count; ++b) {
+      inputs.push_back(RandomImages(n, h, w, 1000 + b));
+      auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(inputs[b].size()));
+      EXPECT(host != nullptr);
+      if (host != nullptr) std::memcpy(host, inputs[b].data(), inputs[b].size());
+      float* out = nullptr;
+      EXPECT(cudaMalloc(&out, inputs[b].size() * sizeof(float)) == cudaSuccess);
+      hosts.push_back(host);
+      outs.push_back(out);
+    }
+  }
+  ~Batches() {
+    for (uint8_t* host : hosts) prepflow::gpu::FreePinned(host);
+    for (float* out : outs) cudaFree(out);
+  }
+  bool Exact(int b) const {
+    std::vector<float> got(inputs[b].size()), want(inputs[b].size());
+    if (cudaMemcpy(got.data(), outs[b], got.size() * sizeof(float), cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+      return false;
+    }
+    prepflow::gpu::NormalizeReference(inputs[b].data(), n, h, w, NormalizeParams(), want.data());
+    return std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+  }
+  int64_t n;
+  int h, w;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<uint8_t*> hosts;
+  std::vector<float*> outs;
+};
+
+// Holds a stream until Open() (or a deadline, which is a failure): a
+// training step that takes as long as the test wants, with no timing in it.
+struct Gate {
+  static void CUDART_CB Wait(void* self) {
+    auto* gate = static_cast<Gate*>(self);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!gate->open.load()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        gate->expired.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::atomic<bool> open{false};
+  std::atomic<bool> expired{false};
+};
+
+// Defect 2: the copies of the next batches run while the consumer is still
+// busy with its step; only the kernels wait for it. The consumer's stream
+// is held shut after the first batch; the next four are submitted against
+// it. Each Submit waits (on the CPU) for the copy of the batch two before,
+// so the fifth returns only if the second and third were copied while the
+// consumer was held. A copy queued behind the consumer would keep the gate
+// shut until its deadline, and the test fails.
+void CopiesOverlapTheConsumerTest() {
+  const int h = 32, w = 48;
+  std::string error;
+  auto normalizer = DeviceNormalizer::Create(0, 4, h, w, NormalizeParams(), &error);
+  EXPECT(normalizer != nullptr);
+  if (normalizer == nullptr) return;
+  Batches batches(5, 4, h, w);
+  cudaStream_t consumer = nullptr;
+  EXPECT(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking) == cudaSuccess);
+  Gate gate;
+  std::vector<int> released;
+  for (int b = 0; b < 5; ++b) {
+    EXPECT(normalizer->Submit(
+        batches.hosts[b], batches.n, batches.outs[b], consumer,
+        [&released, b] { released.push_back(b); }, &error));
+    if (b == 0) EXPECT(cudaLaunchHostFunc(consumer, Gate::Wait, &gate) == cudaSuccess);
+  }
+  EXPECT(released == (std::vector<int>{0, 1, 2}));
+  EXPECT(cudaStreamQuery(consumer) == cudaErrorNotReady);  // still held
+  gate.open.store(true);
+  EXPECT(normalizer->Synchronize(&error));
+  EXPECT(!gate.expired.load());
+  for (int b = 0; b < 5; ++b) EXPECT(batches.Exact(b));
+  normalizer.reset();
+  cudaStreamDestroy(consumer);
+  std::printf("device: the next batches were copied while the consumer was busy\n");
+}
+
+// A loader on the second GPU while the first is current (DDP's rank 1 with
+// torch's current device left alone): the work runs on device 1, the
+// caller's device stays 0, the bits are the reference's.
+void SecondDeviceTest() {
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  if (count < 2) {
+    std::printf("device: one GPU, the second-device test did not run\n");
+    return;
+  }
+  EXPECT(cudaSetDevice(0) == cudaSuccess);
+  const int h = 8, w = 12;
+  std::string error;
+  auto normalizer = DeviceNormalizer::Create(1, 2, h, w, NormalizeParams(), &error);
+  EXPECT(normalizer != nullptr);
+  if (normalizer == nullptr) return;
+  int current = -1;
+  EXPECT(cudaGetDevice(&current) == cudaSuccess && current == 0);
+  {
+    EXPECT(cudaSetDevice(1) == cudaSuccess);
+    Batches batches(3, 2, h, w);  // outputs on device 1
+    EXPECT(cudaSetDevice(0) == cudaSuccess);
+    for (int b = 0; b < 3; ++b) {
+      EXPECT(normalizer->Submit(batches.hosts[b], batches.n, batches.outs[b], nullptr, nullptr,
+                                &error));
+    }
+    EXPECT(normalizer->Synchronize(&error));
+    EXPECT(cudaGetDevice(&current) == cudaSuccess && current == 0);
+    cudaPointerAttributes attributes{};
+    EXPECT(cudaPointerGetAttributes(&attributes, batches.outs[0]) == cudaSuccess &&
+           attributes.device == 1);
+    for (int b = 0; b < 3; ++b) EXPECT(batches.Exact(b));
+    normalizer.reset();
+    EXPECT(cudaSetDevice(1) == cudaSuccess);  // the outputs are freed on their device
+  }
+  EXPECT(cudaSetDevice(0) == cudaSuccess);
+  std::printf("device: a normalizer on GPU 1 with GPU 0 current\n");
+}
+
 // Defects 3 and 4: an error left by an earlier CUDA call is not this
 // Submit's, and an empty batch (on_error=skip can deliver one) succeeds and
 // hands its memory back at once.
@@ -142,6 +273,10 @@ void EmptyAndStaleErrorTest() {
 int DeviceTests() {
   std::string why;
   if (!prepflow::gpu::Available(&why)) {
+    if (prepflow::gpu::DriverInstalled()) {  // a GPU that cannot be used is a failure
+      std::fprintf(stderr, "FAILED: a CUDA driver is installed but %s\n", why.c_str());
+      return 1;
+    }
     std::printf("skipped: %s\n", why.c_str());
     return 77;
   }
@@ -194,7 +329,9 @@ int DeviceTests() {
   }
   std::printf("device: %d batches bit-exact against the CPU reference\n", batches);
   ConsumerOrderTest();
+  CopiesOverlapTheConsumerTest();
   EmptyAndStaleErrorTest();
+  SecondDeviceTest();
   return failures == 0 ? 0 : 1;
 }
 #endif

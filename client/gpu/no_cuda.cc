@@ -9,6 +9,8 @@ bool Available(std::string* why) {
   return false;
 }
 
+bool DriverInstalled() { return false; }
+
 void* AllocatePinned(size_t) { return nullptr; }
 void FreePinned(void*) {}
 

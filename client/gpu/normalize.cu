@@ -10,7 +10,7 @@
 namespace prepflow::gpu {
 namespace {
 
-constexpr int kSlots = 2;  // batches in flight: double buffering
+constexpr int kSlots = DeviceNormalizer::kBatchesInFlight;  // double buffering
 
 bool Check(cudaError_t e, const char* what, std::string* error) {
   if (e == cudaSuccess) return true;
@@ -39,14 +39,31 @@ __global__ void NormalizeKernel(const uint8_t* __restrict__ in, float* __restric
   }
 }
 
+// 13000 -> "13.0".
+std::string CudaVersion(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
 }  // namespace
 
 bool Available(std::string* why) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    if (why != nullptr) *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
     cudaGetLastError();  // clear it
+    if (why == nullptr) return false;
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    if (driver == 0) {
+      *why = "no CUDA driver is installed (no NVIDIA GPU here)";
+    } else if (driver < runtime) {
+      *why = "the CUDA driver (" + CudaVersion(driver) +
+             ") is older than prepflow's CUDA runtime (" + CudaVersion(runtime) +
+             "): update the NVIDIA driver";
+    } else {
+      *why = std::string("no usable CUDA device: ") + cudaGetErrorString(e);
+    }
     return false;
   }
   if (count == 0) {
@@ -54,6 +71,11 @@ bool Available(std::string* why) {
     return false;
   }
   return true;
+}
+
+bool DriverInstalled() {
+  int version = 0;
+  return cudaDriverGetVersion(&version) == cudaSuccess && version > 0;
 }
 
 void* AllocatePinned(size_t bytes) {

@@ -139,6 +139,10 @@ std::optional<gpu::NormalizeParams> SplitForGpu(LoaderOptions& o) {
   for (int c = 0; c < 3 && c < p.std_size(); ++c) params.std[c] = static_cast<float>(p.std(c));
   o.pipeline.mutable_stages()->RemoveLast();
   o.batch_allocator = {gpu::AllocatePinned, gpu::FreePinned};
+  // The normalizer's copies in flight and the batch prepflow/__init__.py
+  // keeps aside (the first, for the image size, and one past an epoch's
+  // end): made up front, no page-locked allocation mid-training.
+  o.held_batches = gpu::DeviceNormalizer::kBatchesInFlight + 1;
   return params;
 }
 

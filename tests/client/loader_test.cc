@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <set>
 
 #include "gmock/gmock.h"
@@ -318,6 +319,38 @@ TEST(Loader, BatchMemoryComesFromTheGivenAllocator) {
   EXPECT_LT(frees.load(), allocations.load());  // the kept batch is still alive
   kept.reset();
   EXPECT_EQ(frees.load(), allocations.load());
+}
+
+// Allocations after Create when the trainer keeps `held` batches while it
+// asks for the next one, through a whole epoch.
+int AllocationsWhileHolding(LoaderOptions o, int held) {
+  o.batch_allocator = {CountingAllocate, CountingFree};
+  auto loader = Loader::Create(o);
+  EXPECT_TRUE(loader.ok()) << loader.status();
+  if (!loader.ok()) return -1;
+  const int before = allocations.load();
+  std::deque<BatchPtr> kept;
+  for (;;) {
+    auto batch = (*loader)->Next();
+    EXPECT_TRUE(batch.ok()) << batch.status();
+    if (!batch.ok() || *batch == nullptr) break;
+    kept.push_back(*std::move(batch));
+    if (static_cast<int>(kept.size()) > held) kept.pop_front();
+  }
+  return allocations.load() - before;
+}
+
+// A GPU normalizer keeps batches whose copies are running; with
+// held_batches they are made up front, so page-locked memory (whose
+// allocation synchronises the device) is never allocated mid-training.
+TEST(Loader, HeldBatchesAreMadeUpFront) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 20, "imagenet-eval");
+  o.threads = 1;
+  o.prefetch_batches = 1;
+  EXPECT_GT(AllocationsWhileHolding(o, 3), 0);  // the trainer keeps more than the loader made
+  o.held_batches = 3;
+  EXPECT_EQ(AllocationsWhileHolding(o, 3), 0);
 }
 
 TEST(Loader, BatchesOutliveTheLoader) {

@@ -28,6 +28,7 @@ from . import _prepflow, ops, transforms
 try:
     import torch
     from torch.utils import dlpack as _torch_dlpack
+    from . import _gpu
 except ImportError:  # NumPy only
     torch = None
 
@@ -306,15 +307,7 @@ class Loader:
         if self._as_numpy:
             images, labels = b.images_numpy(), b.labels_numpy()
         elif self._normalizer is not None:
-            n, h, w, _ = b.image_shape
-            images = torch.empty((n, 3, h, w), dtype=torch.float32, device=self._device)
-            current = torch.cuda.current_stream(self._device)
-            # The current stream, even the default one (cuda_stream 0): the
-            # kernel waits for the work on it, which may still use the memory
-            # torch.empty handed back. An empty batch enqueues nothing.
-            self._normalizer.submit(b, images.data_ptr(), current.cuda_stream)
-            current.wait_stream(torch.cuda.ExternalStream(self._normalizer.stream,
-                                                          device=self._device))
+            images = _gpu.normalize_on_gpu(self._normalizer, b, self._device)
             labels = _torch_dlpack.from_dlpack(b.labels_dlpack()).to(self._device,
                                                                         non_blocking=True)
         else:

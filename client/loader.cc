@@ -378,9 +378,13 @@ Batch* Loader::StartBatch() {
 void Loader::Place(Batch* b) {
   // Remote samples go out in items of one cut each.
   const int64_t limit = remote_ ? remote_->item_bytes_limit() : kMaxReplyBytes;
+  // Workers without a custom op's plugin run up to it; results are the same
+  // at every cut.
+  const int stage_limit = remote_ ? remote_->StageLimit() : 0;
   std::map<int, RemoteItem> open_items;
   for (int64_t slot = 0; slot < b->size(); ++slot) {
-    const int cut = PlacementOf(b->epoch(), b->index_at(slot));
+    int cut = PlacementOf(b->epoch(), b->index_at(slot));
+    if (cut > stage_limit) cut = stage_limit;
     if (cut < 0) {
       runner_->RunLocal(b, slot);
       continue;

@@ -100,6 +100,12 @@ void RemotePool::OnOpened(int w, const proto::JobOpened& opened) {
     item_bytes_limit_ = std::min(item_bytes_limit_, opened.max_item_bytes());
   }
   worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
+  if (!opened.unavailable().empty()) {
+    worker.stages = std::max(0, opened.num_stages());
+    worker.unavailable = SafeText(opened.unavailable());
+    spdlog::warn("worker {} runs stages [0, {}) of job {} only ({}): the stages after run here",
+                 worker.member.address, worker.stages, open_.job_id(), worker.unavailable);
+  }
   worker.credits = CreditsFor(worker);
   worker.last_heard_nanos = clock_();
   const bool granted = !worker.member.worker_id.empty();
@@ -126,11 +132,16 @@ void RemotePool::Dispatch() {
   while (!queued_.empty()) {
     int best = -1;
     int best_free = 0;
-    bool any_usable = false;
+    bool any_usable = false, any_capable = false;
+    const int cut = items_.at(queued_.front()).item.cut;
     for (size_t w = 0; w < workers_.size(); ++w) {
       const Worker& worker = workers_[w];
       if (!worker.member.usable()) continue;
       any_usable = true;
+      // A worker that lacks a stage's op (JobOpened.unavailable) takes no
+      // item cut past it.
+      if (worker.stages < cut) continue;
+      any_capable = true;
       const int free = FreeCredits(worker);
       if (free > best_free) {
         best = static_cast<int>(w);
@@ -150,6 +161,16 @@ void RemotePool::Dispatch() {
       }
       queued_.clear();
       return;
+    }
+    if (!any_capable) {
+      // Cut past what every worker left can run (the loader cuts new items
+      // at StageLimit(); this one was cut before such a worker came): here.
+      const uint64_t id = queued_.front();
+      queued_.pop_front();
+      auto it = items_.find(id);
+      if (callbacks_.run_locally) callbacks_.run_locally(std::move(it->second.item));
+      items_.erase(it);
+      continue;
     }
     if (best < 0) return;  // every worker is at its credit limit
     const uint64_t id = queued_.front();
@@ -199,7 +220,8 @@ void RemotePool::MaybeHedge() {
     uint64_t pick = 0;
     int64_t oldest = due;
     for (const auto& [id, p] : items_) {
-      if (p.worker >= 0 && p.worker != idle && p.hedge < 0 && p.sent_nanos <= oldest) {
+      if (p.worker >= 0 && p.worker != idle && p.hedge < 0 && p.sent_nanos <= oldest &&
+          p.item.cut <= workers_[idle].stages) {
         oldest = p.sent_nanos;
         pick = id;
       }
@@ -487,6 +509,15 @@ double RemotePool::UsableCores() const {
   return cores;
 }
 
+int RemotePool::StageLimit() const {
+  absl::MutexLock lock(&mu_);
+  int limit = std::numeric_limits<int>::max();
+  for (const Worker& w : workers_) {
+    if (w.member.usable()) limit = std::min(limit, w.stages);
+  }
+  return limit;
+}
+
 int64_t RemotePool::item_bytes_limit() const {
   absl::MutexLock lock(&mu_);
   return item_bytes_limit_;
@@ -504,6 +535,11 @@ void RemotePool::FillSnapshot(policy::Snapshot* snapshot) const {
     t.cpu_seconds = w.cpu_seconds;
     t.results = w.results;
     t.saturated_results = w.saturated_results;
+    if (t.usable && w.stages < std::numeric_limits<int>::max() &&
+        (snapshot->max_cut < 0 || w.stages < snapshot->max_cut)) {
+      snapshot->max_cut = w.stages;
+      snapshot->max_cut_why = absl::StrCat(w.member.address, ": ", w.unavailable);
+    }
     if (!w.stream) continue;
     snapshot->received_bytes += static_cast<double>(w.stream->received_bytes());
     snapshot->receive_cpu_seconds += w.stream->receive_cpu_nanos() * 1e-9;

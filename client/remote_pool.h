@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -155,6 +156,9 @@ class RemotePool {
   int UsableCredits() const;
   // Cores of the usable workers this job may count on.
   double UsableCores() const;
+  // The last cut every usable worker can run (some lack a custom op's
+  // plugin); INT_MAX when none is limited. Items cut past it run here.
+  int StageLimit() const;
   // The most bytes one item may carry: the least any worker takes.
   int64_t item_bytes_limit() const;
   // Per-worker counters and the transport's totals, for the re-planner.
@@ -188,6 +192,10 @@ class RemotePool {
     // dropped, but until they come the worker still holds their credits.
     std::vector<uint64_t> abandoned;
     double latency = 0;  // smoothed seconds from sending an item to its answer
+    // Stages it can run (JobOpened.num_stages): items sent to it are cut
+    // there at most.
+    int stages = std::numeric_limits<int>::max();
+    std::string unavailable;  // why it stops there (JobOpened.unavailable)
     // What the re-planner reads its link from: answers taken, their bytes,
     // the CPU the worker reported for them, and those that arrived with
     // every credit out.

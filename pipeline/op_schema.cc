@@ -22,6 +22,7 @@ const OneofDescriptor& BatchStageOps() {
 }
 
 std::string TypeName(const FieldDescriptor& f) {
+  if (f.is_map()) return "map of string to string";
   std::string type;
   switch (f.cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:

@@ -12,6 +12,7 @@
 #include "pipeline/detail/image_op.h"
 #include "pipeline/geometry.h"
 #include "pipeline/op_schema.h"
+#include "pipeline/plugins.h"
 
 namespace prepflow {
 
@@ -548,6 +549,9 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   detail::RegisterGeometryOps(registry);
   detail::RegisterAugmentOps(registry);
   detail::RegisterTensorOps(registry);
+  // Ops of plugins (--plugin), looked up by name when a stage is built.
+  registry->Register(Stage::kCustom,
+                     [](const Stage& stage) { return CreatePluginOp(stage.custom()); });
 }
 
 }  // namespace prepflow

@@ -104,6 +104,10 @@ absl::Status Validate(const PlanInput& in) {
           absl::StrCat("plan input: transport cost per byte must be finite and >= 0, got ", v));
     }
   }
+  if (in.max_cut < -1 || in.max_cut > static_cast<int>(in.local_cost.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("plan input: max_cut ", in.max_cut,
+                                                   " is outside [-1, ", in.local_cost.size(), "]"));
+  }
   if (!(in.cores_per_worker > 0)) {
     return absl::InvalidArgumentError("plan input: cores_per_worker must be positive");
   }
@@ -154,6 +158,37 @@ absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<doubl
   return rate;
 }
 
+namespace {
+
+// The plan in one line, for logs and `prepflow plan`.
+std::string Explain(const PlanInput& in, const Plan& plan) {
+  const size_t n = in.local_cost.size();
+  std::vector<std::string> parts;
+  for (size_t k = 0; k <= n; ++k) {
+    if (plan.rate[k] <= 1e-9 * std::max(1.0, plan.throughput)) continue;
+    const std::string where = k == 0   ? "all local"
+                              : k == n ? "all remote"
+                                       : absl::StrCat("cut ", k);
+    parts.push_back(absl::StrFormat("%s %.0f%%", where, 100 * plan.rate[k] / plan.throughput));
+  }
+  std::vector<std::string> binding;
+  for (Binding b : plan.binding) binding.push_back(BindingName(b));
+  std::string out = absl::StrFormat(
+      "%.1f samples/s: %s; %.2f local + %.2f remote cores (%d worker%s), %.1f MB/s on the "
+      "network; bound by %s",
+      plan.throughput, parts.empty() ? "nothing runs" : absl::StrJoin(parts, ", "),
+      plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.workers == 1 ? "" : "s",
+      plan.network_bytes_per_s / 1e6,
+      binding.empty() ? "nothing" : absl::StrJoin(binding, " and "));
+  if (in.max_cut >= 0 && in.max_cut < static_cast<int>(n)) {
+    absl::StrAppend(&out, "; no cut past ", in.max_cut,
+                    in.max_cut_why.empty() ? "" : absl::StrCat(" (", in.max_cut_why, ")"));
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   if (absl::Status s = Validate(in); !s.ok()) return s;
   const size_t n = in.local_cost.size();
@@ -165,7 +200,12 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   for (int r = 0; r < kRows; ++r) {
     if (cap[r] < kUnlimited) finite_rows.push_back(r);
   }
+  // The cuts that can run: none past a local-only stage.
+  std::vector<int> allowed;
   for (size_t k = 0; k < paths; ++k) {
+    if (in.max_cut < 0 || static_cast<int>(k) <= in.max_cut) allowed.push_back(static_cast<int>(k));
+  }
+  for (int k : allowed) {
     bool bounded = false;
     for (int r : finite_rows) bounded = bounded || use[k][r] > 0;
     if (!bounded) {
@@ -192,7 +232,7 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
       int row = 0;
       for (int t = 0; t < f; ++t) {
         if (!(mask & (1 << t))) continue;
-        for (int j = 0; j < s; ++j) m[row][j] = use[support[j]][finite_rows[t]];
+        for (int j = 0; j < s; ++j) m[row][j] = use[allowed[support[j]]][finite_rows[t]];
         rhs[row] = cap[finite_rows[t]];
         ++row;
       }
@@ -203,14 +243,14 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
       std::array<double, kRows> used{};
       for (int j = 0; j < s; ++j) {
         x[j] = std::max(0.0, x[j]);
-        for (int r = 0; r < kRows; ++r) used[r] += use[support[j]][r] * x[j];
+        for (int r = 0; r < kRows; ++r) used[r] += use[allowed[support[j]]][r] * x[j];
       }
       for (int r : finite_rows) {
         if (used[r] > cap[r] * (1 + 1e-9) + 1e-12) feasible = false;
       }
       if (!feasible) continue;
       std::fill(cand.rate.begin(), cand.rate.end(), 0.0);
-      for (int j = 0; j < s; ++j) cand.rate[support[j]] = x[j];
+      for (int j = 0; j < s; ++j) cand.rate[allowed[support[j]]] = x[j];
       cand.throughput = used[3];
       cand.remote = used[1];
       cand.bytes = used[2];
@@ -218,15 +258,15 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
     }
   };
   // Supports of size 1..min(finite rows, paths), in lexicographic order.
-  const int max_support =
-      std::min({static_cast<int>(finite_rows.size()), kRows, static_cast<int>(paths)});
+  const int choices = static_cast<int>(allowed.size());
+  const int max_support = std::min({static_cast<int>(finite_rows.size()), kRows, choices});
   for (int s = 1; s <= max_support; ++s) {
     support.assign(s, 0);
     for (int j = 0; j < s; ++j) support[j] = j;
     while (true) {
       consider_support();
       int j = s - 1;
-      while (j >= 0 && support[j] == static_cast<int>(paths) - s + j) --j;
+      while (j >= 0 && support[j] == choices - s + j) --j;
       if (j < 0) break;
       ++support[j];
       for (int t = j + 1; t < s; ++t) support[t] = support[t - 1] + 1;
@@ -251,23 +291,7 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
     if (cap[r] == 0) plan.binding.push_back(kinds[r]);
   }
 
-  std::vector<std::string> parts;
-  for (size_t k = 0; k < paths; ++k) {
-    if (plan.rate[k] <= 1e-9 * std::max(1.0, plan.throughput)) continue;
-    const std::string where = k == 0   ? "all local"
-                              : k == n ? "all remote"
-                                       : absl::StrCat("cut ", k);
-    parts.push_back(absl::StrFormat("%s %.0f%%", where, 100 * plan.rate[k] / plan.throughput));
-  }
-  std::vector<std::string> binding;
-  for (Binding b : plan.binding) binding.push_back(BindingName(b));
-  plan.explanation = absl::StrFormat(
-      "%.1f samples/s: %s; %.2f local + %.2f remote cores (%d worker%s), %.1f MB/s on the "
-      "network; bound by %s",
-      plan.throughput, parts.empty() ? "nothing runs" : absl::StrJoin(parts, ", "),
-      plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.workers == 1 ? "" : "s",
-      plan.network_bytes_per_s / 1e6,
-      binding.empty() ? "nothing" : absl::StrJoin(binding, " and "));
+  plan.explanation = Explain(in, plan);
   return plan;
 }
 

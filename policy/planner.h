@@ -49,6 +49,10 @@ struct PlanInput {
   double cores_per_worker = 1;         // to turn remote cores into workers
   double local_cost_per_byte = 0;      // t_l, CPU-s per byte received here
   double remote_cost_per_byte = 0;     // t_r, CPU-s per byte a worker sends
+  // The last cut workers can take: stages from max_cut on are local-only (a
+  // custom op a worker lacks, a Python tail). -1: any cut.
+  int max_cut = -1;
+  std::string max_cut_why;  // for the explanation
 };
 
 enum class Binding { kLocalCpu, kRemoteCpu, kNetwork, kDemand };

@@ -191,6 +191,10 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.local_cost_per_byte = receive_cost_.value_or(options_.prior_receive_cost_per_byte);
   in.remote_cost_per_byte = options_.send_cost_per_byte;
   in.local_cores = s.local_cores;
+  if (s.max_cut >= 0 && s.max_cut < static_cast<int>(in.local_cost.size())) {
+    in.max_cut = s.max_cut;
+    in.max_cut_why = s.max_cut_why;
+  }
   double remote_cores = 0, links = 0;
   int usable = 0;
   bool every_link_binds = true;

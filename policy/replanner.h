@@ -129,6 +129,9 @@ struct Snapshot {
   double delivered_samples = 0;            // to the trainer
   double busy_seconds = 0;                 // the trainer's time not waiting for data
   std::vector<WorkerTotals> workers;       // every stream, dead ones too
+  // The last cut workers can take (PlanInput::max_cut) and why; -1: any.
+  int max_cut = -1;
+  std::string max_cut_why;
 };
 
 struct ReplanOptions {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
 #include "spdlog/spdlog.h"
@@ -45,6 +46,23 @@ void WorkerCore::RefuseStream(const absl::Status& status, const std::string& pee
   spdlog::warn("refused a job stream from {}: {}", peer, status.ToString());
 }
 
+namespace {
+
+// The job's pipeline up to its first custom op whose plugin this worker
+// lacks (all of it when none): the worker runs those stages and says in
+// `*unavailable` why it stops there; items cut past it are refused.
+proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, std::string* unavailable) {
+  proto::PipelineSpec runnable = open.pipeline();
+  if (const int missing = FirstMissingOp(runnable, unavailable); missing >= 0) {
+    runnable.mutable_stages()->DeleteSubrange(missing, runnable.stages_size() - missing);
+    runnable.clear_batch_stages();  // the trainer's, never run here
+    spdlog::info("job {}: {}; running stages [0, {}) only", open.job_id(), *unavailable, missing);
+  }
+  return runnable;
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
                                                                const std::string& client,
                                                                proto::JobOpened* opened) {
@@ -69,7 +87,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   popts.decode.max_pixels = open.max_pixels() > 0 ? open.max_pixels() : options_.max_pixels_limit;
   popts.decode.max_jpeg_scans =
       open.max_jpeg_scans() > 0 ? open.max_jpeg_scans() : options_.max_jpeg_scans_limit;
-  auto pipeline = Pipeline::Create(open.pipeline(), popts);
+  std::string unavailable;
+  auto pipeline = Pipeline::Create(RunnablePrefix(open, &unavailable), popts);
   if (!pipeline.ok()) {
     return refuse(absl::InvalidArgumentError(
         absl::StrCat("job open: pipeline: ", pipeline.status().message())));
@@ -116,6 +135,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   opened->set_cores(std::min<double>(pool_->size(), EffectiveCpus()));
   opened->set_max_items_in_flight(job->max_items_in_flight_);
   opened->set_num_stages(job->pipeline_->num_stages());
+  opened->set_unavailable(unavailable);
+  job->unavailable_ = unavailable;
   // Enough for every thread to hold an item at once, within one reply.
   opened->set_max_item_bytes(std::min(
       item_cap, std::max(job->max_sample_bytes_[n], options_.max_memory_bytes / threads())));
@@ -152,6 +173,11 @@ void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {
 absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
                                 std::function<void(ItemOutput)> done) {
   const int64_t n = job->dataset().size();
+  if (item.cut() > job->pipeline().num_stages() && !job->unavailable_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("work item ", item.item_id(), ": cut ", item.cut(),
+                     " needs a stage this worker cannot run: ", job->unavailable_));
+  }
   if (item.cut() < 0 || item.cut() > job->pipeline().num_stages()) {
     return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": cut ",
                                                    item.cut(), " is outside [0, ",

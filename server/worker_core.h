@@ -86,6 +86,8 @@ class WorkerJob {
   std::string client_;  // host, for the per-client stream count
   std::shared_ptr<const Dataset> dataset_;
   std::unique_ptr<Pipeline> pipeline_;
+  // Why the pipeline stops short of the job's (a custom op not loaded here), or "".
+  std::string unavailable_;
   std::vector<prometheus::Histogram*> stage_histograms_;
   int max_items_in_flight_ = 0;
   std::vector<int64_t> max_sample_bytes_;

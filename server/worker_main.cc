@@ -11,14 +11,19 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "net/daemon.h"
 #include "net/daemon_server.h"
 #include "net/flags.h"
 #include "net/registration.h"
 #include "net/security.h"
 #include "pipeline/executor.h"
+#include "pipeline/plugins.h"
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
 #include "server/worker_core.h"
@@ -38,6 +43,7 @@ struct WorkerFlags {
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   double open_timeout_seconds = 10;
+  std::string plugins;
   SecurityOptions security;
 
   void Register(cli::FlagSet& f) {
@@ -75,6 +81,9 @@ struct WorkerFlags {
              "host:port clients should dial, as told to the scheduler (default: --listen, or "
              "this host's name when listening on every address, with the bound port)");
     f.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
+    f.String("plugin", &plugins,
+             "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
+             "naming an op none provides runs here only up to that op");
   }
 
   // The error to print (exit 2), or "" when every flag is usable.
@@ -88,6 +97,11 @@ struct WorkerFlags {
     auto parsed = cli::ParseKeyValues(labels, "labels");
     if (!parsed.ok()) return std::string(parsed.status().message());
     parsed_labels = {parsed->begin(), parsed->end()};
+    std::vector<std::string> paths;
+    for (absl::string_view p : absl::StrSplit(plugins, ',', absl::SkipWhitespace())) {
+      paths.emplace_back(absl::StripAsciiWhitespace(p));
+    }
+    if (absl::Status s = LoadPlugins(paths); !s.ok()) return std::string(s.message());
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||

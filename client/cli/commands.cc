@@ -28,6 +28,7 @@
 #include "pipeline/epoch_order.h"
 #include "pipeline/op_schema.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
 #include "pipeline/text.h"
@@ -43,6 +44,18 @@ constexpr char kPipelineHelp[] =
     "imagenet-train | imagenet-eval | a pipeline text file | the text itself ('stages { ... }')";
 
 using Json = nlohmann::ordered_json;
+
+constexpr char kPluginHelp[] =
+    "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]";
+
+// Loads the --plugin list.
+absl::Status LoadPluginFlag(const std::string& list) {
+  std::vector<std::string> paths;
+  for (absl::string_view p : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    paths.emplace_back(absl::StripAsciiWhitespace(p));
+  }
+  return LoadPlugins(paths);
+}
 
 constexpr int kOk = 0;
 constexpr int kFailed = 1;
@@ -138,7 +151,7 @@ struct RunFlags {
   int max_jpeg_scans = kDefaultMaxJpegScans;
   bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
-  std::string scheduler, labels;
+  std::string scheduler, labels, plugins;
   double weight = 1, max_remote_cores = 0;
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0, hedge_after = 3;
   int item_samples = 8;
@@ -152,6 +165,7 @@ struct RunFlags {
                  : "dataset to use instead of a generated one");
     f.String("format", &format, "auto | imagefolder | wds");
     f.String("pipeline", &pipeline, kPipelineHelp);
+    f.String("plugin", &plugins, kPluginHelp);
     f.Int("batch", &batch, "samples per batch");
     f.Int("threads", &threads, "preprocessing threads (0: every available CPU)");
     f.Int("epochs", &epochs, "passes over the dataset");
@@ -206,6 +220,7 @@ struct RunFlags {
     if (!fmt.ok()) return fmt.status();
     o.dataset.set_format(*fmt);
     o.dataset.set_max_file_bytes(max_file_bytes);
+    if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return s;
     auto spec = LoadPipelineSpec(pipeline);
     if (!spec.ok())
       return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
@@ -393,7 +408,7 @@ struct Profile {
 
 // What `prepflow profile` and `prepflow plan --data` profile.
 struct ProfileFlags {
-  std::string data, format = "auto", pipeline = "imagenet-train";
+  std::string data, format = "auto", pipeline = "imagenet-train", plugins;
   int64_t samples = 0;
   uint64_t seed = 0;
   int64_t max_pixels = DecodeOptions().max_pixels;
@@ -402,6 +417,7 @@ struct ProfileFlags {
     f.String("data", &data, data_help);
     f.String("format", &format, "auto | imagefolder | wds");
     f.String("pipeline", &pipeline, kPipelineHelp);
+    f.String("plugin", &plugins, kPluginHelp);
     f.Int("samples", &samples, samples_help);
     f.Uint("seed", &seed, "job seed");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");
@@ -414,6 +430,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   auto fmt = ParseDatasetFormat(pf.format);
   if (!fmt.ok()) return fmt.status();
   dspec.set_format(*fmt);
+  if (absl::Status s = LoadPluginFlag(pf.plugins); !s.ok()) return s;
   auto spec = LoadPipelineSpec(pf.pipeline);
   if (!spec.ok()) return absl::InvalidArgumentError(spec.status().message());
   PipelineOptions popts;
@@ -580,6 +597,10 @@ int PlanCommand(int argc, char** argv) {
   flags.Double("receive-ns-per-byte", &receive_ns_per_byte,
                "CPU ns this trainer spends per byte it receives");
   flags.Double("send-ns-per-byte", &send_ns_per_byte, "CPU ns a worker spends per byte it sends");
+  int max_cut = -1;
+  flags.Int("max-cut", &max_cut,
+            "the last cut workers can take: stages from it on run here (e.g. a custom op the "
+            "workers lack); -1: any");
   flags.Bool("json", &json, "print JSON");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
 
@@ -619,6 +640,10 @@ int PlanCommand(int argc, char** argv) {
   in.remote_cost_per_byte = send_ns_per_byte * 1e-9;
   if (bandwidth_mbps > 0) in.bandwidth = bandwidth_mbps * 1e6 / 8;
   if (demand > 0) in.demand = demand;
+  in.max_cut = max_cut;
+  if (max_cut >= 0 && max_cut < static_cast<int>(names.size())) {
+    in.max_cut_why = absl::StrCat("--max-cut: ", names[max_cut], " and after run here");
+  }
   auto plan = policy::MakePlan(in);
   if (!plan.ok()) return Failure("plan", plan.status());
   PrintPlan(in, names, *plan, json);
@@ -720,7 +745,27 @@ Json OpsJson() {
                        {"parity", op.parity},
                        {"fields", std::move(fields)}});
   }
-  return Json{{"command", "ops"}, {"ops", std::move(ops)}};
+  Json plugin_ops = Json::array();
+  for (const PluginOpInfo& op : LoadedPluginOps()) {
+    plugin_ops.push_back(Json{{"name", op.name},
+                              {"summary", SafeText(op.summary)},
+                              {"random", op.random},
+                              {"plugin", SafeText(op.file)}});
+  }
+  return Json{{"command", "ops"}, {"ops", std::move(ops)}, {"plugin_ops", std::move(plugin_ops)}};
+}
+
+// The loaded plugins' ops, as `prepflow ops` lists them after the built-in ones.
+std::string PluginOpsText() {
+  const std::vector<PluginOpInfo> ops = LoadedPluginOps();
+  if (ops.empty()) return "";
+  std::string out =
+      "\nplugin ops (stages { custom { name: \"...\" params { key: ... value: ... } } }):\n";
+  for (const PluginOpInfo& op : ops) {
+    absl::StrAppend(&out, "\n", op.name, op.random ? "  (random)" : "", "  from ",
+                    SafeText(op.file), "\n    ", SafeText(op.summary), "\n");
+  }
+  return out;
 }
 
 int OpsCommand(int argc, char** argv) {
@@ -728,13 +773,17 @@ int OpsCommand(int argc, char** argv) {
   FlagSet flags("prepflow ops",
                 "Lists every op a pipeline may use, with its fields, their defaults and docs, and "
                 "what it matches in torchvision.");
+  std::string plugins;
   flags.Bool("markdown", &markdown, "print docs/ops.md instead");
   flags.Bool("json", &json, "print one JSON object instead");
+  flags.String("plugin", &plugins, "also list these plugins' ops (FILE[,FILE...])");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return Failure("ops", s);
   if (json) {
     PrintJson(OpsJson());
   } else {
     std::fputs((markdown ? OpsMarkdown() : OpsText()).c_str(), stdout);
+    if (!markdown) std::fputs(PluginOpsText().c_str(), stdout);
   }
   return kOk;
 }
@@ -751,8 +800,9 @@ int RunDemoOffloaded(RunFlags& rf, const std::string& offload_mode, int local_wo
   std::vector<std::unique_ptr<WorkerProcess>> workers;
   std::vector<std::string> addresses;
   for (int i = 0; i < local_workers && code == kOk; ++i) {
-    auto w = WorkerProcess::Start(SiblingBinary("prepflow-worker"), root,
-                                  {"--threads", absl::StrCat(worker_threads)});
+    std::vector<std::string> args = {"--threads", absl::StrCat(worker_threads)};
+    if (!rf.plugins.empty()) args.insert(args.end(), {"--plugin", rf.plugins});
+    auto w = WorkerProcess::Start(SiblingBinary("prepflow-worker"), root, args);
     if (!w.ok()) {
       code = Failure("demo", w.status());
       break;

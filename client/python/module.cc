@@ -34,6 +34,7 @@
 #include "pipeline/op_schema.h"
 #include "pipeline/ops.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/plugins.h"
 #include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
@@ -458,6 +459,24 @@ PYBIND11_MODULE(_prepflow, m) {
   m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
   m.def("ops_schema", &OpsSchema,
         "Every op a pipeline may use, with its fields (as `prepflow ops --json`).");
+  m.def(
+      "load_plugin",
+      [](const std::string& path) {
+        if (absl::Status s = prepflow::LoadPlugin(path); !s.ok()) prepflow::python::Raise(s);
+      },
+      "Loads a plugin of custom ops (pipeline/plugin_api.h).");
+  m.def("plugin_ops", [] {
+    py::list out;
+    for (const prepflow::PluginOpInfo& op : prepflow::LoadedPluginOps()) {
+      py::dict d;
+      d["name"] = op.name;
+      d["summary"] = prepflow::SafeText(op.summary);
+      d["random"] = op.random;
+      d["plugin"] = prepflow::SafeText(op.file);
+      out.append(d);
+    }
+    return out;
+  });
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = gpu::Available(&why);

@@ -189,6 +189,31 @@ TEST_F(CliTest, OpsListsTheVocabularyAndDocsOpsMdIsCurrent) {
       << "docs/ops.md is stale: build/bin/prepflow ops --markdown > docs/ops.md";
 }
 
+TEST_F(CliTest, PluginsListTheirOpsAndRunInPipelines) {
+  const std::string plugin = PREPFLOW_CUTOUT_PLUGIN;
+  const CliRun ops = Prepflow("ops --plugin " + plugin, dir_);
+  EXPECT_EQ(ops.exit_code, 0) << ops.err;
+  EXPECT_THAT(ops.out, HasSubstr("cutout  (random)  from " + plugin));
+  const CliRun json = Prepflow("ops --json --plugin " + plugin, dir_);
+  EXPECT_EQ(json.LastJson()["plugin_ops"][0]["name"], "cutout");
+
+  const std::string pipeline = PREPFLOW_SOURCE_DIR "/examples/plugin/cutout.txt";
+  const std::string run = absl::StrCat("run --json --epochs 1 --batch 5 --threads 1 --data ",
+                                       dir_.Join("data"), " --pipeline ", pipeline);
+  const CliRun with = Prepflow(run + " --plugin " + plugin, dir_);
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_EQ(with.LastJson()["images"], 15);
+  EXPECT_EQ(with.LastJson()["pipeline"], "cutout-train");
+
+  const CliRun without = Prepflow(run, dir_);
+  EXPECT_EQ(without.exit_code, 2);
+  EXPECT_THAT(without.err, HasSubstr("custom op 'cutout' is not loaded (load its plugin with "
+                                     "--plugin FILE; none is loaded)"));
+  const CliRun missing = Prepflow(run + " --plugin /nonexistent/libx.so", dir_);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("--plugin: plugin /nonexistent/libx.so: no such file"));
+}
+
 TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   // The hand-solved case of planner_test: 30 MB/s (240 Mbit/s) moves the cut
   // to the 150 KB boundary.
@@ -202,6 +227,17 @@ TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   EXPECT_NEAR(g["rate_per_cut"][2].get<double>(), 200, 1e-6);
   EXPECT_EQ(g["workers"], 2);
   EXPECT_THAT(g["explanation"].get<std::string>(), HasSubstr("bound by local CPU and network"));
+  // With stage 1 local-only (a plugin's op the workers lack), cut 1 is the last.
+  const CliRun capped = Prepflow(
+      "plan --stage-ms 8,1,1 --stage-bytes 600000,150000,600000 --remote-cores 4 "
+      "--bandwidth-mbps 240 --receive-ns-per-byte 0 --send-ns-per-byte 0 --max-cut 1 --json",
+      dir_);
+  ASSERT_EQ(capped.exit_code, 0) << capped.err;
+  const nlohmann::json c = capped.LastJson();
+  EXPECT_EQ(c["rate_per_cut"][2].get<double>(), 0);
+  EXPECT_EQ(c["rate_per_cut"][3].get<double>(), 0);
+  EXPECT_THAT(c["explanation"].get<std::string>(),
+              HasSubstr("no cut past 1 (--max-cut: stage 1 and after run here)"));
 
   const CliRun profiled = Prepflow(
       absl::StrCat("plan --data ", dir_.Join("data"), " --samples 8 --remote-cores 2 --json"),

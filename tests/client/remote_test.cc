@@ -14,12 +14,14 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "client/loader.h"
 #include "client/metrics.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "pipeline/plugins.h"
 #include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
 #include "tests/testing/loader_util.h"
@@ -110,6 +112,45 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
       EXPECT_EQ(r.stats.remote_images, 96) << mode;
     }
     EXPECT_EQ(r.stats.workers_alive, 2) << mode;
+  }
+}
+
+// The example plugin's cutout between the flip and normalize. A worker with
+// the plugin runs any cut; one without it runs the stages before cutout,
+// and the rest runs here; the checksum is the local run's either way.
+TEST_F(RemoteTest, PluginOpsRunOnWorkersThatHaveThemAndHereOtherwise) {
+  ASSERT_TRUE(LoadPlugin(PREPFLOW_CUTOUT_PLUGIN).ok());
+  auto spec = LoadPipelineSpec(
+      "stages { decode {} } stages { random_resized_crop { size: 64 } } "
+      "stages { random_horizontal_flip {} } "
+      "stages { custom { name: \"cutout\" params { key: \"size\" value: \"24\" } } } "
+      "stages { normalize {} }");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto with_cutout = [&](const std::vector<std::string>& workers, const std::string& mode) {
+    LoaderOptions o = Options(workers, mode);
+    o.pipeline = *spec;
+    return o;
+  };
+  const uint64_t local = RunWith(with_cutout({}, "off")).stats.checksum;
+  EXPECT_NE(local, LocalChecksum());  // cutout changed something
+  WorkerProcess with_plugin(dir_->Join("root"),
+                            {"--threads", "1", "--plugin", PREPFLOW_CUTOUT_PLUGIN});
+  WorkerProcess without(dir_->Join("root"), {"--threads", "1"});
+  for (const auto& [workers, mode] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{with_plugin.address()}, "remote"},
+           {{without.address()}, "remote"},
+           {{without.address()}, "cut=4"},
+           {{with_plugin.address(), without.address()}, "remote"},
+           {{without.address()}, "auto"}}) {
+    const std::string what = absl::StrCat(absl::StrJoin(workers, ","), " ", mode);
+    const RunResult r = RunWith(with_cutout(workers, mode));
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, local) << what;
+    EXPECT_EQ(r.stats.reissued_items, 0) << what;
+    EXPECT_EQ(r.stats.workers_alive, static_cast<int>(workers.size())) << what;
+    if (mode != "auto") {
+      EXPECT_EQ(r.stats.remote_images, 96) << what;
+    }
   }
 }
 

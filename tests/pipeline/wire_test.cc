@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/plugins.h"
 #include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
 
@@ -85,6 +86,12 @@ constexpr char kEveryOp[] = R"pb(
     }
   }
   stages { random_crop { size: 80 padding: 4 pad_if_needed: true } }
+  stages {
+    custom {
+      name: "cutout"
+      params { key: "size" value: "20" }
+    }
+  }
   stages { trivial_augment_wide {} }
   stages { rand_augment { interpolation: INTERPOLATION_BILINEAR } }
   stages { auto_augment { policy: AUTO_AUGMENT_CIFAR10 } }
@@ -92,8 +99,10 @@ constexpr char kEveryOp[] = R"pb(
   stages { random_erasing { random_value: true } }
 )pb";
 
+// kEveryOp's custom stage is the example plugin's cutout.
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
   if (name != "every-op") return LoadPipelineSpec(name);
+  if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
   proto::PipelineSpec spec;
   if (!google::protobuf::TextFormat::ParseFromString(kEveryOp, &spec)) {
     return absl::InvalidArgumentError("kEveryOp does not parse");

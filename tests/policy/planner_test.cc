@@ -57,6 +57,30 @@ TEST(Planner, UsesEveryCoreAndSendsTheSmallerBoundary) {
   EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kRemoteCpu));
 }
 
+TEST(Planner, NoCutPastALocalOnlyStage) {
+  // As above, but stage 1 (the crop, say a plugin's op the workers lack)
+  // must run here: cut 2 is out, so cut 1 carries the remote share, with its
+  // larger boundary; 300/s is still reached.
+  PlanInput in = TwoStages();
+  in.remote_cores = 2;
+  in.max_cut = 1;
+  in.max_cut_why = "stage 1: custom op 'crop' is not loaded on w1";
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 300, kTol);
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear(50, kTol), DoubleNear(250, kTol), DoubleNear(0, kTol)));
+  EXPECT_THAT(plan->explanation,
+              HasSubstr("no cut past 1 (stage 1: custom op 'crop' is not loaded on w1)"));
+  in.max_cut = 0;  // nothing remote at all
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 100, kTol);
+  EXPECT_EQ(plan->remote_fraction, 0);
+  in.max_cut = 3;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("max_cut 3 is outside [-1, 2]"));
+}
+
 TEST(Planner, ATightNetworkMovesTheCutToFewerBytes) {
   // normalize makes the sample 4x bigger again: all-remote sends 600 KB, cut 2
   // (normalize here) 150 KB. 30 MB/s then allows 200/s through cut 2, using

@@ -287,6 +287,33 @@ class Remote(unittest.TestCase):
             worker.stdout.close()
 
 
+class Plugins(unittest.TestCase):
+    PLUGIN = BUILD / "examples" / "plugin" / "libprepflow_cutout.so"
+
+    def test_a_plugin_op_runs_from_python_as_from_the_cli(self):
+        from prepflow import ops
+        stages = [ops.Decode(), ops.RandomResizedCrop(size=224), ops.RandomHorizontalFlip(),
+                  ops.Custom("cutout", size=56), ops.Normalize()]
+        self.assertEqual(stages[3].text(),
+                         'custom { name: "cutout" params { key: "size" value: "56" } }')
+        self.assertEqual(repr(stages[3]), "Custom('cutout', size=56)")
+        with self.assertRaisesRegex(FileNotFoundError, "/nonexistent/libx.so"):
+            loader(pipeline=stages, plugins=["/nonexistent/libx.so"])
+        got = loader(pipeline=stages, plugins=[self.PLUGIN], as_numpy=True)
+        self.assertIn("cutout", [op["name"] for op in prepflow.plugin_ops()])
+        for _ in got:
+            pass
+        text = os.path.join(TMP, "cutout.txt")
+        with open(text, "w") as f:
+            f.write(prepflow.ops.pipeline_text(stages, name="cutout"))
+        self.assertEqual(got.stats()["checksum"],
+                         cli_checksum("--batch", "8", "--seed", "7", "--pipeline", text,
+                                      "--plugin", str(self.PLUGIN)))
+        bad = [ops.Decode(), ops.CenterCrop(size=8), ops.Custom("cutout", size=0)]
+        with self.assertRaisesRegex(ValueError, "custom op 'cutout': size"):
+            loader(pipeline=bad)
+
+
 class Example(unittest.TestCase):
     @needs_torch
     def test_train_resnet_trains_with_either_loader(self):

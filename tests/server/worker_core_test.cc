@@ -156,6 +156,32 @@ TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
   core_->CloseJob(*job);
 }
 
+// No plugin is loaded in this process: a job whose stage 2 is a plugin's op
+// opens with the stages before it, says why, and refuses items cut past it
+// with FAILED_PRECONDITION naming the op.
+TEST_F(WorkerCoreTest, AJobWithAnOpNotLoadedHereRunsUpToItAndRefusesPast) {
+  proto::JobOpen open = Open(root_ + "/data");
+  *open.mutable_pipeline() = *LoadPipelineSpec(
+      "stages { decode {} } stages { center_crop { size: 16 } } "
+      "stages { custom { name: \"cutout\" } } stages { normalize {} }");
+  proto::JobOpened opened;
+  auto job = core_->OpenJob(open, "client-a", &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(opened.num_stages(), 2);
+  EXPECT_THAT(opened.unavailable(), HasSubstr("stage 2: custom op 'cutout' is not loaded here"));
+  proto::WorkItem item;
+  item.set_item_id(7);
+  item.set_cut(3);
+  item.add_indices(0);
+  const absl::Status past = core_->Submit(*job, item, [](ItemOutput) {});
+  EXPECT_EQ(past.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(past.message(), HasSubstr("custom op 'cutout'"));
+  const ItemOutput output = RunItem(*job, {0, 1}, 2);
+  ASSERT_EQ(output.result.samples_size(), 2);
+  EXPECT_EQ(output.result.samples(0).code(), 0) << output.result.samples(0).error();
+  core_->CloseJob(*job);
+}
+
 TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   proto::JobOpened opened;
   proto::JobOpen bad_pipeline = Open(root_ + "/data");

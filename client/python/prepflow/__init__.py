@@ -32,11 +32,23 @@ try:
 except ImportError:  # NumPy only
     torch = None
 
-__all__ = ["Loader", "Batch", "ops", "transforms"]
+__all__ = ["Loader", "Batch", "ops", "transforms", "load_plugin", "plugin_ops"]
 _log = logging.getLogger("prepflow")
 
 # How many epochs a loader with epochs=None may run: in effect, unbounded.
 _UNBOUNDED_EPOCHS = 1 << 30
+
+
+def load_plugin(path):
+    """Loads a plugin of custom ops (a shared library built against
+    pipeline/plugin_api.h), as `--plugin` does; loading it again does
+    nothing. FileNotFoundError or ValueError naming the file."""
+    _prepflow.load_plugin(os.fspath(path))
+
+
+def plugin_ops():
+    """The loaded plugins' ops: [{"name", "summary", "random", "plugin"}]."""
+    return _prepflow.plugin_ops()
 
 
 def _check_int(name, value, minimum):
@@ -127,6 +139,12 @@ class Loader:
     covers the uint8 images: `prepflow run` with the pipeline minus its
     normalize gives the same.
 
+    Custom C++ ops (pipeline/plugin_api.h): `plugins`, shared libraries to
+    load (as `--plugin`), whose ops the pipeline names as
+    `prepflow.ops.Custom("name", param=value)`. Workers need the same plugin
+    (`prepflow-worker --plugin`); one without it runs the stages before the op
+    and the rest runs here.
+
     Errors arrive as exceptions carrying prepflow's message: ValueError for
     bad arguments or a bad pipeline, FileNotFoundError and PermissionError for
     the dataset, RuntimeError for the rest (a sample failing under
@@ -141,7 +159,7 @@ class Loader:
                  max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
                  hedge_after=3.0, fallback_local=False, max_jpeg_scans=100,
                  item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, auth_token_file=None, as_numpy=False):
+                 tls_server_name=None, auth_token_file=None, plugins=(), as_numpy=False):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -158,6 +176,10 @@ class Loader:
             raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
         if not isinstance(data, (str, os.PathLike)):
             raise TypeError(f"data: expected a path, got {type(data).__name__}")
+        if isinstance(plugins, (str, os.PathLike)):
+            plugins = [plugins]
+        for plugin in plugins:  # before the pipeline, which may name their ops
+            load_plugin(plugin)
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(
             data=os.fspath(data), pipeline=pipeline, batch_size=batch_size, seed=seed,

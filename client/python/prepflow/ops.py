@@ -79,6 +79,12 @@ def _scalar_text(kind, value, field, where):
 
 def _field_text(field, value, where):
     kind = field["type"]
+    if kind.startswith("map of "):
+        if not isinstance(value, dict):
+            raise TypeError(f"{where}: {field['name']}: expected a dict, got {value!r}")
+        return " ".join(f"{field['name']} {{ key: {_scalar_text('string', k, field, where)} "
+                        f"value: {_scalar_text('string', v, field, where)} }}"
+                        for k, v in sorted(value.items()))
     if kind.startswith("list of "):
         items = value if isinstance(value, (list, tuple)) else [value]
         inner = ", ".join(_scalar_text(kind[8:], v, field, where) for v in items)
@@ -123,3 +129,23 @@ for _schema in _prepflow.ops_schema():
     names.append(_cls.__name__)
     __all__.append(_cls.__name__)
 del _schema, _cls
+
+
+class Custom(Custom):  # noqa: F821 (the generated class)
+    """An op from a plugin (Loader(plugins=[...]), pipeline/plugin_api.h):
+    Custom("sepia", strength=0.8). Parameters go to the plugin as text."""
+
+    def __init__(self, name, **params):
+        super().__init__(name=name, params={k: _param_text(v) for k, v in params.items()})
+
+    def __repr__(self):
+        args = "".join(f", {k}={v}" for k, v in sorted(self.fields["params"].items()))
+        return f"Custom({self.fields['name']!r}{args})"
+
+
+def _param_text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)

@@ -261,6 +261,25 @@ class Gpu(unittest.TestCase):
         self.assertEqual(n, 40)
 
 
+def python_tail_stays_here(test, address):
+    """prepflow's part offloaded, the Python tail run here: the batches
+    are the local run's, bit for bit."""
+    if torch is None:
+        return
+    try:
+        import torchvision.transforms as T
+    except ImportError:
+        return
+    tf = T.Compose([T.RandomResizedCrop(48), T.ToTensor(), _Noise()])
+    got = []
+    for kw in ({"offload": "remote", "workers": [address]}, {}):
+        with loader(transform=tf, python_tail="process", tail_workers=2, **kw) as one:
+            got.append(torch.cat([images for images, _ in one]))
+            if kw:
+                test.assertEqual(one.stats()["remote_images"], 40)
+    test.assertTrue(torch.equal(got[0], got[1]))
+
+
 class Remote(unittest.TestCase):
     def test_remote_workers_give_the_local_checksum(self):
         worker = subprocess.Popen([BIN / "prepflow-worker", "--data-root", TMP, "--port", "0",
@@ -281,10 +300,106 @@ class Remote(unittest.TestCase):
                 pass
             self.assertEqual(st["checksum"], local.stats()["checksum"])
             remote.close()
+            python_tail_stays_here(self, address)
         finally:
             worker.terminate()
             worker.wait(30)
             worker.stdout.close()
+
+
+class _Noise:
+    """A transform prepflow cannot translate: Gaussian noise on a tensor,
+    from torch's global generator."""
+
+    def __call__(self, x):
+        return x + 0.05 * torch.randn_like(x)
+
+    def __repr__(self):
+        return "Noise()"
+
+
+class _Fails:
+    def __call__(self, x):
+        raise OSError("the disk is on fire")
+
+    def __repr__(self):
+        return "Fails()"
+
+
+@needs_torch
+class PythonTail(unittest.TestCase):
+    def compose(self, *middle):
+        import torchvision.transforms as T
+        return T.Compose([T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(),
+                          *middle, T.Normalize([0.5] * 3, [0.25] * 3)])
+
+    def setUp(self):
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            self.skipTest("torchvision is not installed (Debian: python3-torchvision)")
+
+    def run_all(self, **kw):
+        got = loader(transform=self.compose(_Noise()), python_tail="process", **kw)
+        try:
+            return [(b.images, b.labels, b.epoch, b.indices) for b in got.batches()], got.stats()
+        finally:
+            got.close()
+
+    def test_untranslatable_transforms_are_an_error_that_names_the_option(self):
+        with self.assertRaisesRegex(ValueError, r"cannot translate Noise\(\) \(item 4 of 5\).*"
+                                                r"python_tail='process'"):
+            loader(transform=self.compose(_Noise()))
+
+    def test_split_keeps_the_translatable_prefix(self):
+        import torchvision.transforms as T
+        stages, tail = prepflow.transforms.split(self.compose(_Noise()))
+        self.assertEqual([s.name for s in stages],
+                         ["decode", "random_resized_crop", "random_horizontal_flip", "normalize"])
+        self.assertEqual(repr(tail), "[Noise(), Normalize(mean=[0.5, 0.5, 0.5], "
+                                     "std=[0.25, 0.25, 0.25])]")
+        # A PILToTensor waiting for its ConvertImageDtype goes with the tail.
+        stages, tail = prepflow.transforms.split(
+            [T.CenterCrop(32), T.PILToTensor(), _Noise()])
+        self.assertEqual([s.name for s in stages], ["decode", "center_crop"])
+        self.assertEqual(len(tail.transforms), 2)
+        self.assertIsNone(prepflow.transforms.split([T.CenterCrop(32), T.ToTensor()])[1])
+
+    def test_the_tail_runs_on_prepflows_output_seeded_per_sample(self):
+        batches, stats = self.run_all(tail_workers=2)
+        self.assertEqual(stats["images"], 40)
+        self.assertEqual(tuple(batches[0][0].shape), (8, 3, 48, 48))
+        # The same by hand: prepflow's part as ops, then the tail on each
+        # sample with its seed.
+        from prepflow import _tail
+        stages, tail = prepflow.transforms.split(self.compose(_Noise()))
+        native = loader(pipeline=stages, as_numpy=True)
+        for (images, _, epoch, indices), b in zip(batches, native.batches()):
+            self.assertEqual(list(indices), list(b.indices))
+            want = _tail.run_chunk(b.images, epoch, b.indices, 7, tail)
+            self.assertTrue(torch.equal(images, torch.from_numpy(want)))
+
+    def test_the_output_does_not_depend_on_the_worker_count(self):
+        one, _ = self.run_all(tail_workers=1)
+        three, _ = self.run_all(tail_workers=3)
+        for a, b in zip(one, three):
+            self.assertTrue(torch.equal(a[0], b[0]))
+            self.assertTrue(torch.equal(a[1], b[1]))
+
+    def test_errors_in_the_tail_name_the_transform_and_sample(self):
+        got = loader(transform=self.compose(_Fails()), python_tail="thread", tail_workers=1)
+        with self.assertRaisesRegex(RuntimeError, r"python tail: .*Fails\(\).* failed on sample "
+                                                  r"\d+ of epoch 0: OSError: the disk is on fire"):
+            next(iter(got))
+        got.close()
+        import torchvision.transforms as T
+        with self.assertRaisesRegex(ValueError, "no fixed shape"):
+            loader(transform=[T.Resize(40), _Noise()], python_tail="process")
+        with self.assertRaisesRegex(ValueError, "batch_ops: .* ends in Python"):
+            loader(transform=self.compose(_Noise()), python_tail="process",
+                   batch_ops=[prepflow.ops.MixupCutmix(mixup_alpha=0.2, num_classes=2)])
+        with self.assertRaisesRegex(ValueError, "python_tail: 'fork'"):
+            loader(transform=self.compose(_Noise()), python_tail="fork")
 
 
 class Plugins(unittest.TestCase):

@@ -20,6 +20,7 @@ sharing the loader's memory through DLPack, or as NumPy arrays when torch is
 not installed (or `as_numpy=True`). A batch's memory returns to the loader
 when the last tensor viewing it is freed.
 """
+import collections
 import logging
 import os
 
@@ -28,7 +29,7 @@ from . import _prepflow, ops, transforms
 try:
     import torch
     from torch.utils import dlpack as _torch_dlpack
-    from . import _gpu
+    from . import _gpu, _tail
 except ImportError:  # NumPy only
     torch = None
 
@@ -139,6 +140,20 @@ class Loader:
     covers the uint8 images: `prepflow run` with the pipeline minus its
     normalize gives the same.
 
+    Transforms prepflow cannot translate: by default a ValueError naming the
+    transform and listing what translates. With `python_tail="process"` (or
+    "thread"), the first such transform of a `transform=` Compose and
+    everything after it run here in Python, per sample, as in a DataLoader
+    worker: prepflow runs (and may offload) the stages before it, and a pool
+    of `tail_workers` processes (default: half the CPUs) or threads runs the
+    tail, a batch or more ahead of the trainer. In "process" mode torch's,
+    Python's and NumPy's random generators are seeded from (seed, epoch,
+    sample) before each sample, so the tail's output does not depend on the
+    worker count if the transforms draw only from them; "thread" mode is not
+    reproducible. The tail never runs on workers and is not in the checksum
+    (which covers prepflow's part), and the part before it must end in a
+    fixed size. Not with batch_ops (they would run before the tail).
+
     Custom C++ ops (pipeline/plugin_api.h): `plugins`, shared libraries to
     load (as `--plugin`), whose ops the pipeline names as
     `prepflow.ops.Custom("name", param=value)`. Workers need the same plugin
@@ -159,7 +174,8 @@ class Loader:
                  max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
                  hedge_after=3.0, fallback_local=False, max_jpeg_scans=100,
                  item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, auth_token_file=None, plugins=(), as_numpy=False):
+                 tls_server_name=None, auth_token_file=None, plugins=(), python_tail=None,
+                 tail_workers=None, as_numpy=False):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -180,6 +196,8 @@ class Loader:
             plugins = [plugins]
         for plugin in plugins:  # before the pipeline, which may name their ops
             load_plugin(plugin)
+        pipeline, transform, tail = self._split_tail(pipeline, transform, batch_ops,
+                                                     python_tail)
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(
             data=os.fspath(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
@@ -199,7 +217,15 @@ class Loader:
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)
         self._normalizer = None  # GPU delivery, made with the first C++ loader
-        if self._device is not None:
+        self._tail = None
+        if tail is not None:
+            if tail_workers is None:
+                tail_workers = max(1, (os.cpu_count() or 2) // 2)
+            _check_int("tail_workers", tail_workers, 1)
+            self._tail = _tail.Tail(tail, python_tail, tail_workers, seed)
+            _log.info("python tail (%s, %d workers): %r", python_tail, tail_workers, tail)
+            self._options["gpu_normalize"] = False  # the tail needs the batch on the CPU
+        elif self._device is not None:
             ok, why = _prepflow.gpu_available()
             self._options["gpu_normalize"] = ok
             if not ok:
@@ -223,6 +249,29 @@ class Loader:
         self._ensure_core()
 
     # -- configuration -------------------------------------------------
+
+    @staticmethod
+    def _split_tail(pipeline, transform, batch_ops, python_tail):
+        """(pipeline, transform, tail): with python_tail, a torchvision
+        transform is split into the stages prepflow runs and the tail."""
+        if python_tail is None:
+            return pipeline, transform, None
+        if python_tail not in ("process", "thread"):
+            raise ValueError(f"python_tail: '{python_tail}' is not 'process', 'thread' or None")
+        if torch is None:
+            raise ValueError("python_tail: needs torch (Debian: python3-torch)")
+        source = transform if transform is not None else pipeline
+        if source is None or isinstance(source, (str, os.PathLike, ops.Op)) or (
+                isinstance(source, (list, tuple)) and
+                all(isinstance(x, ops.Op) for x in source)):
+            return pipeline, transform, None  # nothing of Python's to run
+        if transform is not None and pipeline is not None:
+            raise ValueError("pass either pipeline or transform, not both")
+        stages, tail = transforms.split(source)
+        if tail is not None and batch_ops:
+            raise ValueError("batch_ops: they run after the whole pipeline, and this one ends "
+                             f"in Python ({tail!r}); apply them in Python after the loader")
+        return stages, None, tail
 
     def _resolve_device(self, device):
         device = str(device)
@@ -349,21 +398,54 @@ class Loader:
             return
         self._ensure_core()
         epoch = self._epoch
+        if self._tail is None:
+            for b in self._core_batches(epoch):
+                yield self._deliver(b)
+        else:
+            # The tail of batch k + 1 (and of `prefetch` more) runs while
+            # batch k is being trained on.
+            ahead = collections.deque()
+            for b in self._core_batches(epoch):
+                ahead.append((b, self._tail.submit(b.images_numpy(), b.epoch, b.indices)))
+                if len(ahead) > self._options["prefetch"]:
+                    yield self._deliver(*ahead.popleft())
+            while ahead:
+                yield self._deliver(*ahead.popleft())
+        # The epoch is over: the next pass delivers the one after it.
+        self._epoch, self._position = epoch + 1, 0
+        self._core_at = (self._epoch, 0) if self._pending is not None else None
+
+    def _core_batches(self, epoch):
+        """The C++ loader's batches of `epoch`, in order; the first of the
+        next epoch is kept for later."""
         while True:
             b = self._next_core_batch()
             if b is None or b.epoch != epoch:
                 self._pending = b
-                break
-            self._position = b.number + 1
-            self._core_at = (epoch, self._position)
-            self._checksum = (self._checksum + b.checksum) % (1 << 64)
-            self._images += b.size
-            self._remote_images += b.remote_samples
-            self._batches += 1
-            yield self._convert(b)
-        # The epoch is over: the next pass delivers the one after it.
-        self._epoch, self._position = epoch + 1, 0
-        self._core_at = (self._epoch, 0) if self._pending is not None else None
+                return
+            self._core_at = (epoch, b.number + 1)
+            yield b
+
+    def _deliver(self, b, tail_result=None):
+        """Batch `b` as handed out, counted; with the tail's output, if any."""
+        self._position = b.number + 1
+        self._checksum = (self._checksum + b.checksum) % (1 << 64)
+        self._images += b.size
+        self._remote_images += b.remote_samples
+        self._batches += 1
+        if tail_result is None:
+            return self._convert(b)
+        images = tail_result()
+        if images is None:  # an empty batch
+            import numpy as np
+            images = np.empty((0,), np.float32)
+        labels = b.labels_numpy()
+        if not self._as_numpy:
+            images, labels = torch.from_numpy(images), torch.from_numpy(labels)
+            if self._device is not None:
+                images = images.to(self._device, non_blocking=True)
+                labels = labels.to(self._device, non_blocking=True)
+        return Batch(images, labels, b.epoch, b.number, b.indices)
 
     def __iter__(self):
         for batch in self.batches():
@@ -400,8 +482,11 @@ class Loader:
         return st
 
     def close(self):
-        """Stops the workers' streams now rather than when garbage-collected."""
+        """Stops the workers' streams (and the Python tail's pool) now rather
+        than when garbage-collected."""
         self._retire_core()
+        if self._tail is not None:
+            self._tail.close()
 
     def __enter__(self):
         return self

@@ -14,12 +14,14 @@ ImageFolder's loader does), and `ToTensor` (or `PILToTensor` +
 `normalize` stage. What each op matches, and how closely, is in docs/ops.md.
 
 A transform with no prepflow equivalent is a ValueError naming it, its place
-in the Compose and the reason, and listing what translates. prepflow.ops
-objects may be mixed in and pass through unchanged.
+in the Compose and the reason, and listing what translates; or, with
+Loader(python_tail=...), it and everything after it run in Python on the
+trainer (`split`). prepflow.ops objects may be mixed in and pass through
+unchanged.
 """
 from . import ops
 
-__all__ = ["to_stages", "to_pipeline_text", "TRANSLATED"]
+__all__ = ["to_stages", "to_pipeline_text", "split", "TRANSLATED"]
 
 
 class Untranslatable(ValueError):
@@ -279,8 +281,57 @@ def to_stages(transform):
         except Untranslatable as e:
             raise ValueError(
                 f"transform: cannot translate {t!r} (item {i + 1} of {len(items)}): {e}. "
-                f"prepflow translates {', '.join(TRANSLATED)}, and prepflow.ops objects") from None
+                f"prepflow translates {', '.join(TRANSLATED)}, and prepflow.ops objects; "
+                f"or give Loader python_tail='process' to run it, and what follows it, in "
+                f"Python") from None
     return stages
+
+
+def split(transform):
+    """(stages, tail): the prepflow stages for the longest translatable
+    prefix of `transform`, and the rest of it (a Compose of the transforms
+    from the first one prepflow cannot translate on, or None when every one
+    translates). The tail is what Loader(python_tail=...) runs in Python."""
+    items = _flatten(transform)
+    stages, pending = [ops.Decode()], []
+    for i, t in enumerate(items):
+        if isinstance(t, ops.Op):
+            stages.append(t)
+            continue
+        try:
+            before = list(stages)
+            _translate_one(t, stages, pending)
+        except Untranslatable:
+            stages[:] = before
+            if pending:  # a PILToTensor waiting for its ConvertImageDtype goes too
+                i = items.index(pending[0])
+                stages.pop()
+            tail = items[i:]
+            if any(isinstance(x, ops.Op) for x in tail):
+                raise ValueError(f"transform: prepflow.ops objects cannot follow {items[i]!r}, "
+                                 f"which runs in Python (the tail)") from None
+            return stages, _Compose(tail)
+    if pending:
+        i = items.index(pending[0])
+        stages.pop()
+        return stages, _Compose(items[i:])
+    return stages, None
+
+
+class _Compose:
+    """The tail: its transforms in order (torchvision's Compose, without
+    needing torchvision here)."""
+
+    def __init__(self, transforms):
+        self.transforms = list(transforms)
+
+    def __call__(self, x):
+        for t in self.transforms:
+            x = t(x)
+        return x
+
+    def __repr__(self):
+        return "[" + ", ".join(repr(t) for t in self.transforms) + "]"
 
 
 def to_pipeline_text(transform, name="torchvision"):

@@ -1,0 +1,121 @@
+"""The Python tail: the transforms of a Compose that prepflow cannot
+translate, and everything after the first of them, run here on the trainer
+after prepflow's native stages (Loader(python_tail="process" | "thread")).
+
+Each sample goes through the tail alone, as in a DataLoader worker: a PIL
+image when prepflow's part ends in an image (what torchvision transforms
+before ToTensor expect), a float32 CHW tensor when it ends in a tensor.
+Before each sample, torch's, Python's and NumPy's global random generators
+are seeded from (seed, epoch, sample index), so in "process" mode (a pool of
+worker processes, each running whole samples) the tail's output does not
+depend on the number of workers or on which one ran a sample, as long as the
+user's transforms draw only from those generators. In "thread" mode the
+threads share those generators with each other and with the trainer: fast to
+start, nothing to pickle, but not reproducible.
+
+The tail never runs on remote workers and is not covered by prepflow's
+checksum (which covers what the native stages made).
+"""
+import concurrent.futures
+import multiprocessing
+import random
+
+import numpy as np
+import torch
+
+_MASK = (1 << 64) - 1
+_tail = None  # the transforms, in a worker process (set by _init)
+
+
+def sample_seed(seed, epoch, index):
+    """A 64-bit seed for one sample: splitmix64 over (seed, epoch, index)."""
+    x = seed & _MASK
+    for v in (epoch, index):
+        x = (x ^ (v & _MASK)) + 0x9E3779B97F4A7C15 & _MASK
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
+        x ^= x >> 31
+    return x
+
+
+def _init(tail):
+    global _tail
+    _tail = tail
+    torch.set_num_threads(1)  # one sample at a time per process, like DataLoader's workers
+
+
+def _to_array(y, where):
+    if isinstance(y, torch.Tensor):
+        return y.detach().cpu().contiguous().numpy()
+    if isinstance(y, np.ndarray):
+        return y
+    try:
+        return np.asarray(y)  # a PIL image: HWC uint8
+    except Exception as e:  # noqa: BLE001 (what the user's transform returned)
+        raise TypeError(f"{where}: returned {type(y).__name__}, not a tensor, array or "
+                        f"image") from e
+
+
+def run_chunk(images, epoch, indices, seed, tail=None):
+    """The tail over some samples of a batch: a stacked array."""
+    from PIL import Image  # torchvision's dependency; imported where it runs
+
+    tail = tail if tail is not None else _tail
+    out = []
+    for image, index in zip(images, indices):
+        s = sample_seed(seed, epoch, int(index))
+        torch.manual_seed(s)
+        random.seed(s)
+        np.random.seed(s & 0xFFFFFFFF)
+        x = Image.fromarray(image) if image.dtype == np.uint8 else torch.from_numpy(image.copy())
+        try:
+            y = tail(x)
+        except Exception as e:
+            raise RuntimeError(f"python tail: {tail!r} failed on sample {int(index)} of epoch "
+                               f"{epoch}: {type(e).__name__}: {e}") from e
+        out.append(_to_array(y, f"python tail on sample {int(index)}"))
+    shapes = {a.shape for a in out}
+    if len(shapes) > 1:
+        raise ValueError(f"python tail: its outputs differ in shape ({sorted(shapes)}): end it "
+                         f"with a fixed-size crop or resize so that samples can be batched")
+    return np.stack(out)
+
+
+class Tail:
+    """Runs `tail` (a callable) over batches in a pool of `workers` processes
+    or threads; submit() returns a future of the stacked output."""
+
+    def __init__(self, tail, mode, workers, seed):
+        if mode not in ("process", "thread"):
+            raise ValueError(f"python_tail: '{mode}' is not 'process' or 'thread'")
+        self.tail, self.mode, self.workers, self.seed = tail, mode, workers, seed
+        if mode == "thread":
+            self._pool = concurrent.futures.ThreadPoolExecutor(workers,
+                                                               thread_name_prefix="prepflow-tail")
+        else:
+            # fork, as DataLoader does, so that any callable works; spawn once
+            # CUDA is initialized here (a forked child cannot use it).
+            method = "spawn" if torch.cuda.is_initialized() else "fork"
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context(method), initializer=_init,
+                initargs=(tail,))
+
+    def submit(self, images, epoch, indices):
+        """The tail over one batch (NHWC uint8 or NCHW float32 numpy), in
+        chunks over the workers; a callable that returns the stacked result."""
+        n = len(indices)
+        if n == 0:  # on_error="skip" can empty a batch
+            return lambda: None
+        step = max(1, -(-n // self.workers))
+        tail = self.tail if self.mode == "thread" else None
+        futures = [self._pool.submit(run_chunk, images[i:i + step], epoch, indices[i:i + step],
+                                     self.seed, tail)
+                   for i in range(0, n, step)]
+
+        def result():
+            parts = [f.result() for f in futures]
+            return np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return result
+
+    def close(self):
+        self._pool.shutdown(wait=True, cancel_futures=True)

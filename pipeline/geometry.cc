@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace prepflow {
 namespace {
@@ -180,6 +181,30 @@ void FilteredAffine(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out
   }
 }
 
+// ImagingGenericTransform with perspective_transform.
+void FilteredPerspective(const uint8_t* in, int h, int w, uint8_t* out, const PerspectiveCoeffs& a,
+                         Resample resample) {
+  for (int y = 0; y < h; ++y) {
+    uint8_t* row = out + static_cast<size_t>(y) * w * 3;
+    const double yin = y + 0.5;
+    for (int x = 0; x < w; ++x) {
+      const double xin = x + 0.5;
+      const double d = a[6] * xin + a[7] * yin + 1;
+      const double xx = (a[0] * xin + a[1] * yin + a[2]) / d;
+      const double yy = (a[3] * xin + a[4] * yin + a[5]) / d;
+      if (resample == Resample::kBicubic) {
+        Bicubic(in, h, w, xx, yy, row + 3 * x);  // outside: the fill stays
+      } else if (resample == Resample::kBilinear) {
+        Bilinear(in, h, w, xx, yy, row + 3 * x);
+      } else {
+        const int xi = Coord(xx), yi = Coord(yy);
+        if (xi >= 0 && xi < w && yi >= 0 && yi < h)
+          std::memcpy(row + 3 * x, Pixel(in, w, xi, yi), 3);
+      }
+    }
+  }
+}
+
 // A map that only moves the image by whole pixels: every filter then reads
 // one source pixel with zero weights on the others, so each is a copy.
 bool IsWholePixelShift(const AffineMatrix& m) {
@@ -217,6 +242,43 @@ double PyMod(double v, double m) {
 inline double Radians(double degrees) { return degrees * (M_PI / 180.0); }
 
 }  // namespace
+
+void PerspectiveTransform(const uint8_t* in, int h, int w, uint8_t* out, const PerspectiveCoeffs& c,
+                          Resample resample, const std::array<uint8_t, 3>& fill) {
+  FillAll(out, static_cast<size_t>(h) * w, fill);
+  FilteredPerspective(in, h, w, out, c, resample);
+}
+
+bool PerspectiveCoefficients(const std::array<std::array<int, 2>, 4>& startpoints,
+                             const std::array<std::array<int, 2>, 4>& endpoints,
+                             PerspectiveCoeffs* c) {
+  // The rows _get_perspective_coeffs builds, solved by Gaussian elimination
+  // with partial pivoting (the system is square: least squares is exact).
+  double m[8][9];
+  for (int i = 0; i < 4; ++i) {
+    const double x = endpoints[i][0], y = endpoints[i][1];
+    const double u = startpoints[i][0], v = startpoints[i][1];
+    const double r0[9] = {x, y, 1, 0, 0, 0, -u * x, -u * y, u};
+    const double r1[9] = {0, 0, 0, x, y, 1, -v * x, -v * y, v};
+    std::copy(r0, r0 + 9, m[2 * i]);
+    std::copy(r1, r1 + 9, m[2 * i + 1]);
+  }
+  for (int col = 0; col < 8; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < 8; ++r) {
+      if (std::fabs(m[r][col]) > std::fabs(m[pivot][col])) pivot = r;
+    }
+    if (!(std::fabs(m[pivot][col]) > 1e-12)) return false;
+    std::swap(m[col], m[pivot]);
+    for (int r = 0; r < 8; ++r) {
+      if (r == col) continue;
+      const double f = m[r][col] / m[col][col];
+      for (int k = col; k < 9; ++k) m[r][k] -= f * m[col][k];
+    }
+  }
+  for (int i = 0; i < 8; ++i) (*c)[i] = static_cast<float>(m[i][8] / m[i][i]);
+  return true;
+}
 
 int PadIndex(int i, int before, int n, PadMode mode) {
   const int j = i - before;

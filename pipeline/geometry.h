@@ -44,6 +44,25 @@ using AffineMatrix = std::array<double, 6>;
 void AffineTransform(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
                      const AffineMatrix& m, Resample resample, const std::array<uint8_t, 3>& fill);
 
+// Pillow's PERSPECTIVE data: output pixel (x, y) samples the input at
+// ((a0 X + a1 Y + a2) / (a6 X + a7 Y + 1), (a3 X + a4 Y + a5) / (same)),
+// X = x + 0.5, Y = y + 0.5.
+using PerspectiveCoeffs = std::array<double, 8>;
+
+// Image.transform((w, h), PERSPECTIVE, c, resample, fillcolor=fill) on a
+// w x h RGB image: Pillow's generic transform with its nearest, bilinear or
+// bicubic filter. Samples outside the input are `fill`.
+void PerspectiveTransform(const uint8_t* in, int h, int w, uint8_t* out, const PerspectiveCoeffs& c,
+                          Resample resample, const std::array<uint8_t, 3>& fill);
+
+// torchvision's _get_perspective_coeffs(startpoints, endpoints): the c with
+// which each endpoint maps to its startpoint, solved in double and rounded
+// to float32 (torch solves the 8 x 8 system in float32). False when the
+// corners make the system singular.
+bool PerspectiveCoefficients(const std::array<std::array<int, 2>, 4>& startpoints,
+                             const std::array<std::array<int, 2>, 4>& endpoints,
+                             PerspectiveCoeffs* c);
+
 // What Image.rotate(angle, expand=expand, center=center) does to a w x h
 // image: without a center, a plain copy or transpose for multiples of 90
 // degrees where Pillow takes that shortcut; else an affine transform into

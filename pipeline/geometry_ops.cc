@@ -405,6 +405,57 @@ class RandomAffineOp : public SameShapeImageOp {
   ResampleParams params_;
 };
 
+class RandomPerspectiveOp : public SameShapeImageOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::RandomPerspective& p = stage.random_perspective();
+    auto op = std::make_unique<RandomPerspectiveOp>();
+    if (!(p.distortion_scale() >= 0 && p.distortion_scale() <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("distortion_scale: must be in [0, 1], got %g", p.distortion_scale()));
+    }
+    if (absl::Status s = CheckProbability("p", p.p()); !s.ok()) return s;
+    absl::StatusOr<Resample> resample = ReadResample(p.interpolation());
+    if (!resample.ok()) return resample.status();
+    absl::StatusOr<Fill3> fill = ReadFill(p.fill());
+    if (!fill.ok()) return fill.status();
+    op->distortion_ = p.distortion_scale();
+    op->p_ = p.p();
+    op->resample_ = *resample;
+    op->fill_ = *fill;
+    return op;
+  }
+
+  // RandomPerspective.forward: torch.rand(1) < p, then get_params' eight
+  // randint draws (top-left x, y; top-right; bottom-right; bottom-left).
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    if (!(rng.Uniform() < p_)) return absl::OkStatus();
+    const int h = s.height(), w = s.width();
+    const int dx = static_cast<int>(distortion_ * (w / 2));
+    const int dy = static_cast<int>(distortion_ * (h / 2));
+    auto draw = [&rng](int lo, int hi) { return static_cast<int>(rng.UniformInt(lo, hi)); };
+    std::array<std::array<int, 2>, 4> end;
+    end[0] = {draw(0, dx), draw(0, dy)};
+    end[1] = {draw(w - dx - 1, w - 1), draw(0, dy)};
+    end[2] = {draw(w - dx - 1, w - 1), draw(h - dy - 1, h - 1)};
+    end[3] = {draw(0, dx), draw(h - dy - 1, h - 1)};
+    const std::array<std::array<int, 2>, 4> start = {
+        {{0, 0}, {w - 1, 0}, {w - 1, h - 1}, {0, h - 1}}};
+    PerspectiveCoeffs c;
+    if (!PerspectiveCoefficients(start, end, &c)) return absl::OkStatus();  // a 1-pixel side
+    uint8_t* out = ctx.Output(s.data, s.size);
+    PerspectiveTransform(s.data, h, w, out, c, resample_, fill_);
+    Replace(s, out);
+    return absl::OkStatus();
+  }
+
+ private:
+  double distortion_ = 0.5, p_ = 0.5;
+  Resample resample_ = Resample::kBilinear;
+  Fill3 fill_{};
+};
+
 }  // namespace
 
 void RegisterGeometryOps(OpRegistry* registry) {
@@ -412,6 +463,7 @@ void RegisterGeometryOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomCrop, FactoryOf<RandomCropOp>());
   registry->Register(Stage::kRandomRotation, FactoryOf<RandomRotationOp>());
   registry->Register(Stage::kRandomAffine, FactoryOf<RandomAffineOp>());
+  registry->Register(Stage::kRandomPerspective, FactoryOf<RandomPerspectiveOp>());
 }
 
 }  // namespace prepflow::detail

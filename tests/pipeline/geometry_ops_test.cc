@@ -2,6 +2,7 @@
 // Debian's python3-numpy and python3-pil), the geometry ops' validation, limits
 // and draws. tests/python/test_parity.py holds every op to torchvision on
 // whole images.
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
@@ -90,6 +91,51 @@ TEST(GeometryKernels, AffineFillsWhatItDoesNotCover) {
   }
 }
 
+TEST(GeometryKernels, PerspectiveCoefficientsMapEndpointsToStartpoints) {
+  // Every corner moved by (+2, +1): the map back is a translation by (-2, -1).
+  const std::array<std::array<int, 2>, 4> start = {{{0, 0}, {9, 0}, {9, 7}, {0, 7}}};
+  std::array<std::array<int, 2>, 4> end = start;
+  for (auto& p : end) p = {p[0] + 2, p[1] + 1};
+  PerspectiveCoeffs c;
+  ASSERT_TRUE(PerspectiveCoefficients(start, end, &c));
+  const PerspectiveCoeffs want = {1, 0, -2, 0, 1, -1, 0, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(c[i], want[i], 1e-6) << i;
+  // A true perspective: each endpoint lands on its startpoint (float32 rounding).
+  end = {{{1, 2}, {8, 0}, {7, 6}, {2, 7}}};
+  ASSERT_TRUE(PerspectiveCoefficients(start, end, &c));
+  for (int k = 0; k < 4; ++k) {
+    const double x = end[k][0], y = end[k][1];
+    const double d = c[6] * x + c[7] * y + 1;
+    EXPECT_NEAR((c[0] * x + c[1] * y + c[2]) / d, start[k][0], 1e-4) << k;
+    EXPECT_NEAR((c[3] * x + c[4] * y + c[5]) / d, start[k][1], 1e-4) << k;
+  }
+  // Collinear corners (a one-pixel-wide image): no map, and no NaN.
+  const std::array<std::array<int, 2>, 4> line = {{{0, 0}, {0, 0}, {0, 7}, {0, 7}}};
+  EXPECT_FALSE(PerspectiveCoefficients(line, line, &c));
+}
+
+TEST(GeometryKernels, PerspectiveIdentityCopiesAndHostileMapsGiveTheFill) {
+  std::vector<uint8_t> in(5 * 6 * 3), out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(7 * i);
+  const std::array<uint8_t, 3> fill = {9, 9, 9};
+  for (Resample r : {Resample::kNearest, Resample::kBilinear, Resample::kBicubic}) {
+    PerspectiveTransform(in.data(), 5, 6, out.data(), {1, 0, 0, 0, 1, 0, 0, 0}, r, fill);
+    EXPECT_EQ(out, in) << static_cast<int>(r);
+    const double kNan = std::nan("");
+    // A zero denominator on the line x + y = 2, NaN, and coordinates past any int.
+    for (const PerspectiveCoeffs& c : {PerspectiveCoeffs{1, 0, 0, 0, 1, 0, -0.5, -0.5},
+                                       PerspectiveCoeffs{kNan, 0, 0, 0, 1, 0, 0, 0},
+                                       PerspectiveCoeffs{1e20, 0, 0, 0, 1, 0, 0, 0}}) {
+      PerspectiveTransform(in.data(), 5, 6, out.data(), c, r, fill);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_TRUE(out[i] == 9 || std::count(in.begin(), in.end(), out[i]) > 0 ||
+                    r != Resample::kNearest)
+            << i;
+      }
+    }
+  }
+}
+
 TEST(GeometryOps, BadParametersNameTheField) {
   testing::ExpectSpecErrors({
       {"pad {}", "padding: one value, two ([left/right, top/bottom]) or four"},
@@ -115,6 +161,10 @@ TEST(GeometryOps, BadParametersNameTheField) {
       {"random_affine { degrees: 5 shear: [1, 2, 3] }", "shear: one finite value d >= 0"},
       {"random_affine { degrees: 5 shear: [1, 2, 4, 3] }", "got [4, 3]"},
       {"random_affine { degrees: 5 interpolation: INTERPOLATION_NEAREST fill: -1 }", "fill:"},
+      {"random_perspective { distortion_scale: 1.5 }", "distortion_scale: must be in [0, 1]"},
+      {"random_perspective { distortion_scale: nan }", "distortion_scale: must be in [0, 1]"},
+      {"random_perspective { p: -1 }", "p: must be in [0, 1], got -1"},
+      {"random_perspective { fill: [1, 2] }", "fill: one value (gray) or three"},
   });
 }
 

@@ -85,6 +85,7 @@ constexpr char kEveryOp[] = R"pb(
       shear: 5
     }
   }
+  stages { random_perspective { p: 0.7 interpolation: INTERPOLATION_BICUBIC } }
   stages { random_crop { size: 80 padding: 4 pad_if_needed: true } }
   stages {
     custom {

@@ -197,6 +197,9 @@ _TRANSLATORS = {
     "RandomCrop": _random_crop,
     "RandomRotation": _random_rotation,
     "RandomAffine": _random_affine,
+    "RandomPerspective": lambda t: [ops.RandomPerspective(
+        distortion_scale=float(t.distortion_scale), p=float(t.p),
+        interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))],
     "RandomHorizontalFlip": lambda t: [ops.RandomHorizontalFlip(p=t.p)],
     "RandomVerticalFlip": lambda t: [ops.RandomVerticalFlip(p=t.p)],
     "RandomGrayscale": lambda t: [ops.RandomGrayscale(p=t.p)],

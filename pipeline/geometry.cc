@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 namespace prepflow {
 namespace {
@@ -205,6 +206,70 @@ void FilteredPerspective(const uint8_t* in, int h, int w, uint8_t* out, const Pe
   }
 }
 
+// Resample.c's filters and fixed point.
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+double BilinearWeight(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double BicubicWeight(double x) {
+  constexpr double a = -0.5;
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+// precompute_coeffs + normalize_coeffs_8bpc for one axis: output i reads
+// `ksize` fixed-point weights from first[i] on (count[i] of them non-zero).
+struct AxisCoeffs {
+  int ksize = 0;
+  std::vector<int> first, count;
+  std::vector<int32_t> k;
+};
+
+AxisCoeffs Coefficients(int in_size, int out_size, Resample resample) {
+  const bool cubic = resample == Resample::kBicubic;
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filterscale = std::max(scale, 1.0);
+  const double support = (cubic ? 2.0 : 1.0) * filterscale;
+  AxisCoeffs c;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.first.resize(out_size);
+  c.count.resize(out_size);
+  c.k.assign(static_cast<size_t>(out_size) * c.ksize, 0);
+  std::vector<double> w(c.ksize);
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const double ss = 1.0 / filterscale;
+    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size) - xmin;
+    double ww = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      const double t = (x + xmin - center + 0.5) * ss;
+      w[x] = cubic ? BicubicWeight(t) : BilinearWeight(t);
+      ww += w[x];
+    }
+    int32_t* k = &c.k[static_cast<size_t>(xx) * c.ksize];
+    for (int x = 0; x < xmax; ++x) {
+      const double v = ww != 0.0 ? w[x] / ww : w[x];
+      k[x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits)
+                                        : 0.5 + v * (1 << kPrecisionBits));
+    }
+    c.first[xx] = xmin;
+    c.count[xx] = std::max(xmax, 0);
+  }
+  return c;
+}
+
+inline uint8_t Clip8(int32_t v) {
+  if (v >= (1 << kPrecisionBits << 8)) return 255;
+  if (v <= 0) return 0;
+  return static_cast<uint8_t>(v >> kPrecisionBits);
+}
+
 // A map that only moves the image by whole pixels: every filter then reads
 // one source pixel with zero weights on the others, so each is a copy.
 bool IsWholePixelShift(const AffineMatrix& m) {
@@ -242,6 +307,59 @@ double PyMod(double v, double m) {
 inline double Radians(double degrees) { return degrees * (M_PI / 180.0); }
 
 }  // namespace
+
+void PillowResize(const uint8_t* in, int in_h, int in_w, size_t in_stride, uint8_t* out, int out_h,
+                  int out_w, Resample resample) {
+  const AxisCoeffs horiz = Coefficients(in_w, out_w, resample);
+  const AxisCoeffs vert = Coefficients(in_h, out_h, resample);
+  // The rows the vertical pass reads, and the horizontal pass into them.
+  const int y_first = vert.first[0];
+  const int y_last = vert.first[out_h - 1] + vert.count[out_h - 1];
+  const bool need_horizontal = out_w != in_w, need_vertical = out_h != in_h;
+  std::vector<uint8_t> temp;
+  const uint8_t* rows = in + static_cast<size_t>(y_first) * in_stride;
+  size_t stride = in_stride;
+  if (need_horizontal) {
+    const int n = y_last - y_first;
+    temp.resize(static_cast<size_t>(n) * out_w * 3);
+    for (int y = 0; y < n; ++y) {
+      const uint8_t* src = rows + static_cast<size_t>(y) * in_stride;
+      uint8_t* dst = temp.data() + static_cast<size_t>(y) * out_w * 3;
+      for (int xx = 0; xx < out_w; ++xx) {
+        const int32_t* k = &horiz.k[static_cast<size_t>(xx) * horiz.ksize];
+        const uint8_t* p = src + 3 * horiz.first[xx];
+        int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+        for (int x = 0; x < horiz.count[xx]; ++x, p += 3) {
+          s0 += p[0] * k[x];
+          s1 += p[1] * k[x];
+          s2 += p[2] * k[x];
+        }
+        dst[3 * xx] = Clip8(s0);
+        dst[3 * xx + 1] = Clip8(s1);
+        dst[3 * xx + 2] = Clip8(s2);
+      }
+    }
+    rows = temp.data();
+    stride = static_cast<size_t>(out_w) * 3;
+  }
+  const size_t width = static_cast<size_t>(out_w) * 3;
+  if (!need_vertical) {  // the rows are the output's (y_first is 0 then)
+    for (int y = 0; y < out_h; ++y) std::memcpy(out + y * width, rows + y * stride, width);
+    return;
+  }
+  std::vector<int32_t> acc(width);
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int32_t* k = &vert.k[static_cast<size_t>(yy) * vert.ksize];
+    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    for (int y = 0; y < vert.count[yy]; ++y) {
+      const uint8_t* src = rows + static_cast<size_t>(vert.first[yy] - y_first + y) * stride;
+      const int32_t weight = k[y];
+      for (size_t i = 0; i < width; ++i) acc[i] += src[i] * weight;
+    }
+    uint8_t* dst = out + static_cast<size_t>(yy) * width;
+    for (size_t i = 0; i < width; ++i) dst[i] = Clip8(acc[i]);
+  }
+}
 
 void PerspectiveTransform(const uint8_t* in, int h, int w, uint8_t* out, const PerspectiveCoeffs& c,
                           Resample resample, const std::array<uint8_t, 3>& fill) {

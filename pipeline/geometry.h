@@ -12,6 +12,7 @@
 #define PREPFLOW_PIPELINE_GEOMETRY_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -43,6 +44,16 @@ using AffineMatrix = std::array<double, 6>;
 // the input are `fill`.
 void AffineTransform(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
                      const AffineMatrix& m, Resample resample, const std::array<uint8_t, 3>& fill);
+
+// Image.resize((out_w, out_h), BILINEAR or BICUBIC) on an RGB image, which
+// torchvision's Resize and RandomResizedCrop call on PIL images: Pillow's
+// separable antialiased filter (support widened by the scale when
+// shrinking), its coefficients in 22-bit fixed point, the horizontal pass
+// rounded to 8 bits before the vertical one. `in` rows are `in_stride`
+// bytes apart (a crop's); `out` is packed. REQUIRES: resample is not
+// kNearest, every size >= 1.
+void PillowResize(const uint8_t* in, int in_h, int in_w, size_t in_stride, uint8_t* out, int out_h,
+                  int out_w, Resample resample);
 
 // Pillow's PERSPECTIVE data: output pixel (x, y) samples the input at
 // ((a0 X + a1 Y + a2) / (a6 X + a7 Y + 1), (a3 X + a4 Y + a5) / (same)),

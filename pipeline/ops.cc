@@ -103,6 +103,11 @@ cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, 
 // (geometry.h), exact against torchvision when the source is decoded at full
 // scale (PlanDecode asks for that).
 absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) {
+  if (interp == proto::INTERPOLATION_BICUBIC) {  // Pillow's own filter, exactly
+    PillowResize(src.data, src.rows, src.cols, src.step, dst.data, dst.rows, dst.cols,
+                 Resample::kBicubic);
+    return absl::OkStatus();
+  }
   try {
     if (interp == proto::INTERPOLATION_NEAREST) {
       if (!src.isContinuous()) src = src.clone();  // a crop's rows are strided
@@ -130,12 +135,14 @@ absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) 
 }
 
 absl::Status CheckInterpolation(proto::Interpolation interp) {
-  if (interp == proto::INTERPOLATION_BILINEAR || interp == proto::INTERPOLATION_NEAREST) {
+  if (interp == proto::INTERPOLATION_BILINEAR || interp == proto::INTERPOLATION_NEAREST ||
+      interp == proto::INTERPOLATION_BICUBIC) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("interpolation: ", proto::Interpolation_Name(interp),
-                   " is not supported (use INTERPOLATION_BILINEAR or INTERPOLATION_NEAREST)"));
+                   " is not supported (use INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or "
+                   "INTERPOLATION_BICUBIC)"));
 }
 
 // Output size from `size` or (`height`, `width`).
@@ -235,8 +242,9 @@ class RandomResizedCropOp : public Op {
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const override {
     const cv::Rect r = Draw(src_w, src_h, rng);
-    // Nearest picks source pixels: they must be the full-scale ones.
-    const bool full = interp_ == proto::INTERPOLATION_NEAREST;
+    // Nearest picks source pixels and bicubic is Pillow's exact filter: both
+    // from the full-scale ones.
+    const bool full = interp_ != proto::INTERPOLATION_BILINEAR;
     return DecodeHint{r.x,
                       r.y,
                       r.width,
@@ -346,7 +354,7 @@ class ResizeOp : public Op {
 
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
-    if (interp_ == proto::INTERPOLATION_NEAREST) {  // full scale: see ResizeInto
+    if (interp_ != proto::INTERPOLATION_BILINEAR) {  // full scale: see ResizeInto
       return DecodeHint{0, 0, src_w, src_h, src_w, src_h, false};
     }
     const cv::Size t = Target(src_w, src_h);

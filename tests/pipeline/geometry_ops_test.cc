@@ -136,6 +136,26 @@ TEST(GeometryKernels, PerspectiveIdentityCopiesAndHostileMapsGiveTheFill) {
   }
 }
 
+TEST(GeometryKernels, PillowResizeKeepsFlatImagesAndCopiesAtTheSameSize) {
+  // Pillow's weights sum to 1 in fixed point: a flat image stays flat at any
+  // size, both filters, up and down, from a crop (rows wider than it).
+  std::vector<uint8_t> in(9 * 11 * 3);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = i % 3 == 0 ? 200 : i % 3 == 1 ? 17 : 255;
+  for (Resample r : {Resample::kBilinear, Resample::kBicubic}) {
+    for (auto [h, w] : {std::pair{3, 4}, std::pair{9, 5}, std::pair{30, 2}, std::pair{1, 1}}) {
+      std::vector<uint8_t> out(static_cast<size_t>(h) * w * 3);
+      PillowResize(in.data() + 3 * 2, 7, 8, 11 * 3, out.data(), h, w, r);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_EQ(out[i], in[i % 3]) << static_cast<int>(r) << " " << h << "x" << w << " " << i;
+      }
+    }
+    std::vector<uint8_t> varied(in.size()), copy(in.size());
+    for (size_t i = 0; i < varied.size(); ++i) varied[i] = static_cast<uint8_t>(i * 37);
+    PillowResize(varied.data(), 9, 11, 11 * 3, copy.data(), 9, 11, r);
+    EXPECT_EQ(copy, varied);
+  }
+}
+
 TEST(GeometryOps, BadParametersNameTheField) {
   testing::ExpectSpecErrors({
       {"pad {}", "padding: one value, two ([left/right, top/bottom]) or four"},

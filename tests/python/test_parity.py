@@ -238,6 +238,35 @@ class Exact(unittest.TestCase):
                 with self.subTest(set=name, stage=stage):
                     self.assertEqual(max_difference(root, stage, T.Resize((h, w), I.NEAREST)), 0)
 
+    def test_bicubic_resize_is_pillows_filter(self):
+        # Pillow's antialiased bicubic, in its fixed point, on a full-scale
+        # decode (resize plans one for bicubic): up, down, one axis, a
+        # shorter side, and RandomResizedCrop with its crop pinned to the
+        # whole image.
+        I = T.InterpolationMode
+        for name in ("demo", "crafted", "photos"):
+            if name not in SETS:
+                continue
+            root, h, w = SETS[name]
+            cases = [("resize { height: 37 width: 53 interpolation: INTERPOLATION_BICUBIC }",
+                      T.Resize((37, 53), I.BICUBIC)),
+                     ("resize { height: 300 width: 211 interpolation: INTERPOLATION_BICUBIC }",
+                      T.Resize((300, 211), I.BICUBIC)),
+                     ("resize { height: %d width: 17 interpolation: INTERPOLATION_BICUBIC }" % h,
+                      T.Resize((h, 17), I.BICUBIC)),
+                     ("resize { shorter_side: 64 interpolation: INTERPOLATION_BICUBIC } } "
+                      "stages { center_crop { size: 56 }",
+                      T.Compose([T.Resize(64, I.BICUBIC), T.CenterCrop(56)]))]
+            for stage, reference in cases:
+                with self.subTest(set=name, stage=stage):
+                    self.assertEqual(max_difference(root, stage, reference), 0)
+            ratio = w / h
+            with self.subTest(set=name, op="random_resized_crop"):
+                compare(self, "random_resized_crop { size: 40 scale_min: 1 scale_max: 1 "
+                              "ratio_min: %r ratio_max: %r interpolation: INTERPOLATION_BICUBIC }"
+                        % (ratio, ratio),
+                        T.RandomResizedCrop(40, (1, 1), (ratio, ratio), I.BICUBIC), sets=[name])
+
     def test_to_tensor_and_normalize_give_torchvision_floats(self):
         compare(self, None, T.Compose([T.RandomInvert(p=1), T.ToTensor(),
                                        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
@@ -710,7 +739,7 @@ class Translation(unittest.TestCase):
                 ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),
                 ([T.Normalize(0.5, 0.5)], "Normalize must follow ToTensor"),
                 (T.Grayscale(1), "use Grayscale(3)"),
-                (T.Resize(8, interpolation=T.InterpolationMode.BICUBIC), "bilinear or nearest"),
+                (T.Resize(8, interpolation=T.InterpolationMode.BOX), "bicubic"),
                 (T.Resize(8, max_size=10), "max_size"),
         ]:
             with self.subTest(transform=transform):

@@ -106,7 +106,7 @@ def _random_affine(t):
 def _random_resized_crop(t):
     return [ops.RandomResizedCrop(**_size(t.size), scale_min=t.scale[0], scale_max=t.scale[1],
                                   ratio_min=t.ratio[0], ratio_max=t.ratio[1],
-                                  interpolation=_interpolation(t))]
+                                  interpolation=_interpolation(t, _RESAMPLERS))]
 
 
 def _resize(t):
@@ -117,7 +117,7 @@ def _resize(t):
         size = size[0]
     shape = {"shorter_side": size} if isinstance(size, int) else {"height": size[0],
                                                                    "width": size[1]}
-    return [ops.Resize(**shape, interpolation=_interpolation(t))]
+    return [ops.Resize(**shape, interpolation=_interpolation(t, _RESAMPLERS))]
 
 
 def _grayscale(t):

@@ -11,7 +11,9 @@
 #
 #   scripts/bench_offload.sh [DATA]
 #   env: EPOCHS (16), BW_MBIT (unset), TELL_BW (0), CPU (0.5), ROUNDS (3),
-#        KILL_EPOCHS (40), KILL_AFTER (4)
+#        KILL_EPOCHS (40), KILL_AFTER (4), PIPELINE (imagenet-train; a preset or
+#        a pipeline file, e.g. bench/resnet50_v2.pbtxt: cut=K then sweeps K up
+#        to its stage count)
 # Needs root (network namespaces, cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,10 @@ tell_bw=""
 kill_epochs=${KILL_EPOCHS:-40}
 kill_after=${KILL_AFTER:-4}
 rounds=${ROUNDS:-3}
+pipeline=${PIPELINE:-imagenet-train}
+# Its stages: the cuts to sweep (the presets have 4).
+stages=4
+[ -f "$pipeline" ] && stages=$(grep -c '^stages' "$pipeline")
 scripts/setup.sh >&2
 tb=scripts/testbed.sh
 work=$(mktemp -d)
@@ -45,12 +51,12 @@ done
 find "$data" -type f -exec cat {} + >/dev/null
 
 run() {  # mode epochs -> JSON line (the log goes to $work/run.log)
-  "$tb" exec trainer build/bin/prepflow run --data "$data" --threads 1 --epochs "$2" \
+  "$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" --threads 1 --epochs "$2" \
     --offload "$1" --workers "$workers" --worker-timeout 60 ${tell_bw:+--bandwidth-mbps "$tell_bw"} \
     --json 2>"$work/run.log" | tail -n 1
 }
 modes=(off auto remote)
-for k in 1 2 3 4; do for f in 0.25 0.5 0.75 1; do modes+=("cut=$k,remote_fraction=$f"); done; done
+for k in $(seq 1 "$stages"); do for f in 0.25 0.5 0.75 1; do modes+=("cut=$k,remote_fraction=$f"); done; done
 for m in "${modes[@]}"; do
   echo "bench_offload: $m" >&2
   printf '%s\t%s\n' "$m" "$(run "$m" "$epochs")" >>"$work/results.tsv"
@@ -85,7 +91,7 @@ run auto "$kill_epochs" >"$work/kill.json"
 wait "$killer" || true
 cp "$work/run.log" "$work/kill.log"
 
-python3 - "$work/results.tsv" "$cpu" "${bw:-0}" "$work/kill.time" "$work/kill.log" "$work/kill.json" "$epochs" "$kill_epochs" "$work/rounds.tsv" <<'PY'
+python3 - "$work/results.tsv" "$cpu" "${bw:-0}" "$work/kill.time" "$work/kill.log" "$work/kill.json" "$epochs" "$kill_epochs" "$work/rounds.tsv" "$pipeline" <<'PY'
 import datetime, json, re, sys
 def stamp(text):
     return datetime.datetime.strptime(text.strip()[:26], "%Y-%m-%d %H:%M:%S.%f")
@@ -118,7 +124,7 @@ median = {m: sorted(v)[len(v) // 2] for m, v in runs.items()}
 static = {m: v for m, v in median.items() if m not in ("off", "auto")}
 best = max(static, key=static.get)
 print(json.dumps({
-    "benchmark": "offload_end_to_end", "cpu_per_host": float(sys.argv[2]),
+    "benchmark": "offload_end_to_end", "pipeline": sys.argv[10], "cpu_per_host": float(sys.argv[2]),
     "bandwidth_mbit": float(sys.argv[3]) or None, "rounds": len(runs["auto"]),
     "off_images_per_s": round(median["off"], 1), "auto_images_per_s": round(median["auto"], 1),
     "best_static": best, "best_static_images_per_s": round(static[best], 1),

@@ -327,6 +327,7 @@ void Loader::MaybeReplan() {
   s.process_cpu_nanos = ProcessCpuNanos();
   s.local_cores = LocalCores();
   runner_->Measure(&s);
+  s.batch_ops = {batch_ops_cpu_nanos_ * 1e-9, 0, static_cast<double>(batch_ops_samples_)};
   s.delivered_samples = static_cast<double>(images_);
   s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
   std::vector<std::string> notes;
@@ -482,12 +483,16 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   }
   for (uint64_t h : batch->hashes()) checksum_.Add(h);
   if (batch_ops_ != nullptr) {
+    const int64_t cpu = ThreadCpuNanos();
     if (absl::Status s = batch_ops_->Apply(options_.seed, batch); !s.ok()) {
       delete batch;
       failure_ = s;
       EndRun();
       return s;
     }
+    // The planner counts it against this machine's CPU on every path.
+    batch_ops_cpu_nanos_ += ThreadCpuNanos() - cpu;
+    batch_ops_samples_ += batch->size();
   }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();

@@ -172,6 +172,9 @@ class Loader {
   int64_t end_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t wait_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t images_ ABSL_GUARDED_BY(mu_) = 0;
+  // CPU the batch ops took here, and the samples they ran on (for the planner).
+  int64_t batch_ops_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t batch_ops_samples_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remote_images_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;

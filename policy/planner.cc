@@ -98,6 +98,10 @@ absl::Status Validate(const PlanInput& in) {
           absl::StrCat("plan input: ", names[r], " must be >= 0, got ", cap[r]));
     }
   }
+  if (!(in.fixed_local_cost >= 0) || !std::isfinite(in.fixed_local_cost)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan input: fixed_local_cost must be finite and >= 0, got ", in.fixed_local_cost));
+  }
   for (double v : {in.local_cost_per_byte, in.remote_cost_per_byte}) {
     if (!(v >= 0) || !std::isfinite(v)) {
       return absl::InvalidArgumentError(
@@ -124,8 +128,8 @@ std::vector<std::array<double, kRows>> PathUse(const PlanInput& in) {
     for (size_t i = 0; i < n; ++i)
       (i >= k ? local : rem) += (i >= k ? in.local_cost[i] : remote[i]);
     const double bytes = k == 0 ? 0.0 : in.boundary_bytes[k - 1];
-    use[k] = {local + in.local_cost_per_byte * bytes, rem + in.remote_cost_per_byte * bytes, bytes,
-              1.0};
+    use[k] = {in.fixed_local_cost + local + in.local_cost_per_byte * bytes,
+              rem + in.remote_cost_per_byte * bytes, bytes, 1.0};
   }
   return use;
 }

@@ -21,7 +21,8 @@
 //              Σ_k y_k · b_k          <= B       (network)
 //              Σ_k y_k                <= D       (demand)
 //
-// and, among plans reaching the best T, use the fewest remote cores, then the
+// (c_i includes, on every path, the trainer's fixed per-sample work: batch
+// ops), and, among plans reaching the best T, use the fewest remote cores, then the
 // fewest network bytes. It is a linear programme with four constraints, so an
 // optimum (lexicographic too) lies at a vertex with at most four paths in use;
 // the planner enumerates those vertices and so solves it exactly, in
@@ -49,6 +50,9 @@ struct PlanInput {
   double cores_per_worker = 1;         // to turn remote cores into workers
   double local_cost_per_byte = 0;      // t_l, CPU-s per byte received here
   double remote_cost_per_byte = 0;     // t_r, CPU-s per byte a worker sends
+  // CPU-s per sample spent here on every path, whatever the cut: batch ops
+  // (MixUp/CutMix) on the assembled batch.
+  double fixed_local_cost = 0;
   // The last cut workers can take: stages from max_cut on are local-only (a
   // custom op a worker lacks, a Python tail). -1: any cut.
   int max_cut = -1;

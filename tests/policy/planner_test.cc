@@ -81,6 +81,22 @@ TEST(Planner, NoCutPastALocalOnlyStage) {
   EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("max_cut 3 is outside [-1, 2]"));
 }
 
+TEST(Planner, FixedLocalWorkCountsOnEveryPath) {
+  // 10 ms of batch ops here per sample, on every path: one local core caps
+  // everything at 100/s however many remote cores there are, and the plan
+  // sends what it can to them.
+  PlanInput in = TwoStages();
+  in.remote_cores = 8;
+  in.fixed_local_cost = 0.010;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 100, kTol);
+  EXPECT_NEAR(plan->local_cores_used, 1, kTol);
+  EXPECT_NEAR(plan->rate[0], 0, kTol);  // no local stages: the CPU here is the batch ops'
+  in.fixed_local_cost = -1;
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("fixed_local_cost"));
+}
+
 TEST(Planner, ATightNetworkMovesTheCutToFewerBytes) {
   // normalize makes the sample 4x bigger again: all-remote sends 600 KB, cut 2
   // (normalize here) 150 KB. 30 MB/s then allows 200/s through cut 2, using

@@ -115,6 +115,23 @@ TEST(Replanner, TheFirstPlanOffloadsAndIsExplained) {
   EXPECT_GT(*r.WantedRemoteCores(), 0);
 }
 
+TEST(Replanner, BatchOpsHereCountOnEveryPath) {
+  // MixUp/CutMix cost 5 ms a sample here, wherever its stages ran: the plan
+  // must leave room for them on the 2 local cores, so it promises less than
+  // without them and keeps more of this machine's CPU free.
+  Job job;
+  job.remote_cores = 1;
+  Replanner plain(Options(), Placement::Cut(2, 0, 0));
+  ASSERT_TRUE(plain.Update(job.At(1, 100), nullptr).has_value());
+  Replanner mixing(Options(), Placement::Cut(2, 0, 0));
+  Snapshot s = job.At(1, 100);
+  s.batch_ops = {0.005 * 100, 0, 100};
+  ASSERT_TRUE(mixing.Update(s, nullptr).has_value());
+  // 2 cores / (11 ms + 5 ms) locally, plus 1 remote core's worth.
+  EXPECT_LT(mixing.State().throughput, plain.State().throughput);
+  EXPECT_LE(mixing.State().throughput, 2 / 0.005 + 1e-6);  // the batch ops alone bind
+}
+
 TEST(Replanner, KeepsTheRunningPlanWhenNothingBetterComes) {
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;

@@ -139,10 +139,12 @@ absl::Status CheckInterpolation(proto::Interpolation interp) {
       interp == proto::INTERPOLATION_BICUBIC) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("interpolation: ", proto::Interpolation_Name(interp),
-                   " is not supported (use INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or "
-                   "INTERPOLATION_BICUBIC)"));
+  // A value no filter has (a client on a newer proto, or a crafted job) has no name.
+  const std::string& name = proto::Interpolation_Name(interp);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "interpolation: ", name.empty() ? std::to_string(static_cast<int>(interp)) : name,
+      " is not supported (use INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or "
+      "INTERPOLATION_BICUBIC)"));
 }
 
 // Output size from `size` or (`height`, `width`).

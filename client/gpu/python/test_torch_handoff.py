@@ -18,6 +18,7 @@ import unittest
 
 import numpy as np
 import torch
+import torch.utils.dlpack
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prepflow_gpu  # noqa: E402
@@ -113,9 +114,11 @@ class HandOff(unittest.TestCase):
         b = self.batch(7)
         out = handoff.normalize_on_gpu(self.normalizer, b, self.device)
         reader = torch.cuda.Stream()
+        # Asked for on the producer's (current) stream: DLPack makes the
+        # reader's stream wait for it, which waits for the kernel.
+        capsule = out.__dlpack__(stream=reader.cuda_stream)
         with torch.cuda.stream(reader):
-            imported = torch.from_dlpack(out.__dlpack__(stream=reader.cuda_stream))
-            result = imported.clone()
+            result = torch.utils.dlpack.from_dlpack(capsule).clone()
         torch.cuda.synchronize()
         self.expect_exact(result, b)
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -327,7 +328,7 @@ void Loader::MaybeReplan() {
   s.process_cpu_nanos = ProcessCpuNanos();
   s.local_cores = LocalCores();
   runner_->Measure(&s);
-  s.batch_ops = {batch_ops_cpu_nanos_ * 1e-9, 0, static_cast<double>(batch_ops_samples_)};
+  s.trainer_work = {trainer_cpu_nanos_ * 1e-9, 0, static_cast<double>(images_)};
   s.delivered_samples = static_cast<double>(images_);
   s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
   std::vector<std::string> notes;
@@ -491,8 +492,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
       return s;
     }
     // The planner counts it against this machine's CPU on every path.
-    batch_ops_cpu_nanos_ += ThreadCpuNanos() - cpu;
-    batch_ops_samples_ += batch->size();
+    trainer_cpu_nanos_ += ThreadCpuNanos() - cpu;
   }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
@@ -506,6 +506,17 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     absl::MutexLock lock(&free->mu);
     free->free.emplace_back(const_cast<Batch*>(b));
   });
+}
+
+void Loader::AddTrainerWork(double cpu_seconds) {
+  if (!(cpu_seconds > 0) || !std::isfinite(cpu_seconds)) return;
+  absl::MutexLock lock(&mu_);
+  trainer_cpu_nanos_ += static_cast<int64_t>(cpu_seconds * 1e9);
+}
+
+double Loader::trainer_cpu_seconds() const {
+  absl::MutexLock lock(&mu_);
+  return trainer_cpu_nanos_ * 1e-9;
 }
 
 LoaderStats Loader::Stats() const {

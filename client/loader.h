@@ -80,6 +80,13 @@ class Loader {
   // returned now and from every later call.
   absl::StatusOr<BatchPtr> Next();
 
+  // CPU this machine spent on delivered samples outside the pipeline (a
+  // Python tail's, in its processes or threads): the planner charges it to
+  // every path, as it does the batch ops', so that --offload auto leaves
+  // room for it.
+  void AddTrainerWork(double cpu_seconds);
+  double trainer_cpu_seconds() const;
+
   LoaderStats Stats() const;
   const Dataset& dataset() const { return *dataset_; }
   const Pipeline& pipeline() const { return *pipeline_; }
@@ -172,9 +179,9 @@ class Loader {
   int64_t end_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t wait_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t images_ ABSL_GUARDED_BY(mu_) = 0;
-  // CPU the batch ops took here, and the samples they ran on (for the planner).
-  int64_t batch_ops_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t batch_ops_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  // CPU spent here outside the pipeline (batch ops, AddTrainerWork), which
+  // the planner charges to every delivered sample.
+  int64_t trainer_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remote_images_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;

@@ -51,7 +51,7 @@ struct PlanInput {
   double local_cost_per_byte = 0;      // t_l, CPU-s per byte received here
   double remote_cost_per_byte = 0;     // t_r, CPU-s per byte a worker sends
   // CPU-s per sample spent here on every path, whatever the cut: batch ops
-  // (MixUp/CutMix) on the assembled batch.
+  // (MixUp/CutMix) on the assembled batch, a Python tail.
   double fixed_local_cost = 0;
   // The last cut workers can take: stages from max_cut on are local-only (a
   // custom op a worker lacks, a Python tail). -1: any cut.

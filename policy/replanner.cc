@@ -122,7 +122,7 @@ void Replanner::FoldStages(const Snapshot& s) {
   Fold(local_cpu_, local_bytes_, s.local_stages);
   Fold(remote_cpu_, remote_bytes_, s.remote_stages);
   read_cpu_.Update(s.read.cpu_seconds, s.read.samples);
-  batch_cpu_.Update(s.batch_ops.cpu_seconds, s.batch_ops.samples);
+  trainer_cpu_.Update(s.trainer_work.cpu_seconds, s.trainer_work.samples);
   receive_cost_.Update(s.receive_cpu_seconds, s.received_bytes);
   demand_.Update(s.delivered_samples, s.busy_seconds);
 }
@@ -190,7 +190,7 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.local_cost[0] += read_local;
   in.remote_cost[0] += remote_cpu_[0].value_or(read_local);
   in.local_cost_per_byte = receive_cost_.value_or(options_.prior_receive_cost_per_byte);
-  in.fixed_local_cost = batch_cpu_.value_or(0);
+  in.fixed_local_cost = trainer_cpu_.value_or(0);
   in.remote_cost_per_byte = options_.send_cost_per_byte;
   in.local_cores = s.local_cores;
   if (s.max_cut >= 0 && s.max_cut < static_cast<int>(in.local_cost.size())) {

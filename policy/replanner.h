@@ -119,10 +119,12 @@ struct WorkerTotals {
 
 struct Snapshot {
   int64_t now_nanos = 0;
-  int64_t process_cpu_nanos = 0;           // this process's CPU time, all threads
-  double local_cores = 1;                  // L
-  StageTotals read;                        // reading files here
-  StageTotals batch_ops;                   // batch ops here (MixUp/CutMix), per sample
+  int64_t process_cpu_nanos = 0;  // this process's CPU time, all threads
+  double local_cores = 1;         // L
+  StageTotals read;               // reading files here
+  // Work here on every delivered sample outside the pipeline: batch ops
+  // (MixUp/CutMix), a Python tail. Samples: those delivered.
+  StageTotals trainer_work;
   std::vector<StageTotals> local_stages;   // one per stage, here
   std::vector<StageTotals> remote_stages;  // "read", then one per stage, on workers
   double received_bytes = 0;               // from every worker
@@ -199,7 +201,7 @@ class Replanner {
   std::vector<SmoothedRatio> local_cpu_ ABSL_GUARDED_BY(mu_), local_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<SmoothedRatio> remote_cpu_ ABSL_GUARDED_BY(mu_), remote_bytes_ ABSL_GUARDED_BY(mu_);
   SmoothedRatio read_cpu_ ABSL_GUARDED_BY(mu_){8};
-  SmoothedRatio batch_cpu_ ABSL_GUARDED_BY(mu_){64};       // batch ops, per sample
+  SmoothedRatio trainer_cpu_ ABSL_GUARDED_BY(mu_){64};     // Snapshot::trainer_work
   SmoothedRatio receive_cost_ ABSL_GUARDED_BY(mu_){16e6};  // per 16 MB received
   SmoothedRatio demand_ ABSL_GUARDED_BY(mu_){0.25};        // per 0.25 busy s
   // The links' shared window: when it opened, and this process's CPU then.

@@ -328,6 +328,7 @@ class PyLoader {
     return StatsDict(st);
   }
   const Loader& loader() const { return *loader_; }
+  Loader& loader() { return *loader_; }
   // Set when the pipeline's normalize was split off for the GPU.
   const std::optional<gpu::NormalizeParams>& normalize() const { return normalize_; }
 
@@ -448,6 +449,13 @@ PYBIND11_MODULE(_prepflow, m) {
                              [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
       .def_property_readonly("batches_per_epoch",
                              [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def(
+          "add_trainer_work",
+          [](PyLoader& l, double cpu_seconds) { l.loader().AddTrainerWork(cpu_seconds); },
+          "CPU seconds this machine spent on delivered samples outside the pipeline (a Python "
+          "tail): charged by the planner to every sample.")
+      .def_property_readonly("trainer_cpu_seconds",
+                             [](const PyLoader& l) { return l.loader().trainer_cpu_seconds(); })
       .def_property_readonly("gpu_normalize", [](const PyLoader& l) -> py::object {
         // (mean, std) of the normalize split off for the GPU, or None.
         if (!l.normalize()) return py::none();

@@ -125,7 +125,7 @@ TEST(Replanner, BatchOpsHereCountOnEveryPath) {
   ASSERT_TRUE(plain.Update(job.At(1, 100), nullptr).has_value());
   Replanner mixing(Options(), Placement::Cut(2, 0, 0));
   Snapshot s = job.At(1, 100);
-  s.batch_ops = {0.005 * 100, 0, 100};
+  s.trainer_work = {0.005 * 100, 0, 100};
   ASSERT_TRUE(mixing.Update(s, nullptr).has_value());
   // 2 cores / (11 ms + 5 ms) locally, plus 1 remote core's worth.
   EXPECT_LT(mixing.State().throughput, plain.State().throughput);

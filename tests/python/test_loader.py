@@ -342,7 +342,10 @@ class PythonTail(unittest.TestCase):
     def run_all(self, **kw):
         got = loader(transform=self.compose(_Noise()), python_tail="process", **kw)
         try:
-            return [(b.images, b.labels, b.epoch, b.indices) for b in got.batches()], got.stats()
+            batches = [(b.images, b.labels, b.epoch, b.indices) for b in got.batches()]
+            # The tail's CPU (in its processes) reached the planner's input.
+            self.assertGreater(got._core.trainer_cpu_seconds, 0)
+            return batches, got.stats()
         finally:
             got.close()
 
@@ -376,7 +379,7 @@ class PythonTail(unittest.TestCase):
         native = loader(pipeline=stages, as_numpy=True)
         for (images, _, epoch, indices), b in zip(batches, native.batches()):
             self.assertEqual(list(indices), list(b.indices))
-            want = _tail.run_chunk(b.images, epoch, b.indices, 7, tail)
+            want, _ = _tail.run_chunk(b.images, epoch, b.indices, 7, tail)
             self.assertTrue(torch.equal(images, torch.from_numpy(want)))
 
     def test_the_output_does_not_depend_on_the_worker_count(self):

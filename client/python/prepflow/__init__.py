@@ -150,9 +150,9 @@ class Loader:
     Python's and NumPy's random generators are seeded from (seed, epoch,
     sample) before each sample, so the tail's output does not depend on the
     worker count if the transforms draw only from them; "thread" mode is not
-    reproducible. The tail never runs on workers and is not in the checksum
-    (which covers prepflow's part), and the part before it must end in a
-    fixed size. Not with batch_ops (they would run before the tail).
+    reproducible. The tail never runs on workers (offload="auto" counts its
+    CPU as this machine's) and is not in the checksum (which covers
+    prepflow's part), and the part before it must end in a fixed size. Not with batch_ops (they would run before the tail).
 
     Custom C++ ops (pipeline/plugin_api.h): `plugins`, shared libraries to
     load (as `--plugin`), whose ops the pipeline names as
@@ -435,7 +435,9 @@ class Loader:
         self._batches += 1
         if tail_result is None:
             return self._convert(b)
-        images = tail_result()
+        images, cpu = tail_result()
+        # The tail's CPU is this machine's too: --offload auto leaves room for it.
+        self._core.add_trainer_work(cpu)
         if images is None:  # an empty batch
             import numpy as np
             images = np.empty((0,), np.float32)

@@ -19,6 +19,7 @@ checksum (which covers what the native stages made).
 import concurrent.futures
 import multiprocessing
 import random
+import time
 
 import numpy as np
 import torch
@@ -57,9 +58,12 @@ def _to_array(y, where):
 
 
 def run_chunk(images, epoch, indices, seed, tail=None):
-    """The tail over some samples of a batch: a stacked array."""
+    """The tail over some samples of a batch: (a stacked array, the CPU
+    seconds it took in this process or thread)."""
     from PIL import Image  # torchvision's dependency; imported where it runs
 
+    clock = time.process_time if tail is None else time.thread_time
+    start = clock()
     tail = tail if tail is not None else _tail
     out = []
     for image, index in zip(images, indices):
@@ -78,7 +82,7 @@ def run_chunk(images, epoch, indices, seed, tail=None):
     if len(shapes) > 1:
         raise ValueError(f"python tail: its outputs differ in shape ({sorted(shapes)}): end it "
                          f"with a fixed-size crop or resize so that samples can be batched")
-    return np.stack(out)
+    return np.stack(out), clock() - start
 
 
 class Tail:
@@ -102,10 +106,11 @@ class Tail:
 
     def submit(self, images, epoch, indices):
         """The tail over one batch (NHWC uint8 or NCHW float32 numpy), in
-        chunks over the workers; a callable that returns the stacked result."""
+        chunks over the workers; a callable that returns the stacked result
+        and the CPU seconds the workers spent on it."""
         n = len(indices)
         if n == 0:  # on_error="skip" can empty a batch
-            return lambda: None
+            return lambda: (None, 0.0)
         step = max(1, -(-n // self.workers))
         tail = self.tail if self.mode == "thread" else None
         futures = [self._pool.submit(run_chunk, images[i:i + step], epoch, indices[i:i + step],
@@ -114,7 +119,10 @@ class Tail:
 
         def result():
             parts = [f.result() for f in futures]
-            return np.concatenate(parts) if len(parts) > 1 else parts[0]
+            cpu = sum(p[1] for p in parts)
+            if len(parts) == 1:
+                return parts[0][0], cpu
+            return np.concatenate([p[0] for p in parts]), cpu
         return result
 
     def close(self):

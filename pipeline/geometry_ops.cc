@@ -37,9 +37,11 @@ absl::StatusOr<Resample> ReadResample(proto::Interpolation interp) {
       return Resample::kBilinear;
     case proto::INTERPOLATION_BICUBIC:
       return Resample::kBicubic;
-    default:
+    default:  // a value of a newer proto, or a crafted job's: it has no name here
       return absl::InvalidArgumentError(
-          absl::StrCat("interpolation: unknown value ", static_cast<int>(interp)));
+          absl::StrCat("interpolation: ", static_cast<int>(interp),
+                       " is not supported (use INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or "
+                       "INTERPOLATION_BICUBIC)"));
   }
 }
 

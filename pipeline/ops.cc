@@ -134,19 +134,6 @@ absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) 
   return absl::OkStatus();
 }
 
-absl::Status CheckInterpolation(proto::Interpolation interp) {
-  if (interp == proto::INTERPOLATION_BILINEAR || interp == proto::INTERPOLATION_NEAREST ||
-      interp == proto::INTERPOLATION_BICUBIC) {
-    return absl::OkStatus();
-  }
-  // A value no filter has (a client on a newer proto, or a crafted job) has no name.
-  const std::string& name = proto::Interpolation_Name(interp);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "interpolation: ", name.empty() ? std::to_string(static_cast<int>(interp)) : name,
-      " is not supported (use INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or "
-      "INTERPOLATION_BICUBIC)"));
-}
-
 // Output size from `size` or (`height`, `width`).
 absl::Status OutputSize(int size, int height, int width, int* h, int* w) {
   if (size != 0 && (height != 0 || width != 0)) {
@@ -229,7 +216,7 @@ class RandomResizedCropOp : public Op {
           "ratio_min, ratio_max: need 0 < ratio_min <= ratio_max < infinity, got %g, %g",
           op->ratio_min_, op->ratio_max_));
     }
-    if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
+    if (absl::Status s = detail::ReadResample(p.interpolation()).status(); !s.ok()) return s;
     op->interp_ = p.interpolation();
     op->log_ratio_min_ = std::log(op->ratio_min_);
     op->log_ratio_max_ = std::log(op->ratio_max_);
@@ -331,7 +318,7 @@ class ResizeOp : public Op {
     } else if (absl::Status s = OutputSize(0, p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(s.message(), " or shorter_side"));
     }
-    if (absl::Status s = CheckInterpolation(p.interpolation()); !s.ok()) return s;
+    if (absl::Status s = detail::ReadResample(p.interpolation()).status(); !s.ok()) return s;
     op->interp_ = p.interpolation();
     return op;
   }

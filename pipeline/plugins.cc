@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "pipeline/detail/image_op.h"
 #include "pipeline/plugin_api.h"
+#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {
@@ -36,13 +37,42 @@ Plugins& Loaded() {
   return *plugins;
 }
 
+constexpr size_t kMaxNameBytes = 64;
+
 bool ValidName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
   for (char c : name) {
     if (!absl::ascii_isalnum(c) && c != '_' && c != '.' && c != '-') return false;
   }
   return true;
 }
+
+// An op name from a job (anyone's bytes, any length) as messages and logs
+// show it: printable, and no longer than a loadable name can be.
+std::string Shown(absl::string_view name) {
+  if (name.size() <= kMaxNameBytes) return SafeText(name);
+  return absl::StrCat(SafeText(name.substr(0, kMaxNameBytes)), "...");
+}
+
+// A plugin's error buffer: the plugin fills it, and may leave it
+// unterminated or not UTF-8. Only its first byte is cleared up front (it is
+// on every sample's path).
+class ErrorBuffer {
+ public:
+  ErrorBuffer() { text_[0] = '\0'; }
+  char* data() { return text_; }
+  size_t size() const { return sizeof(text_); }
+  // InvalidArgument "custom op 'NAME': the plugin's message" (or `fallback`).
+  absl::Status Error(absl::string_view op, absl::string_view fallback = "") {
+    text_[sizeof(text_) - 1] = '\0';
+    const absl::string_view said = text_[0] != '\0' ? absl::string_view(text_) : fallback;
+    return absl::InvalidArgumentError(
+        absl::StrCat("custom op '", Shown(op), "': ", SafeText(said)));
+  }
+
+ private:
+  char text_[kErrorBytes];
+};
 
 // What register_op collects while a plugin's init runs.
 struct Registration {
@@ -130,10 +160,10 @@ class PluginOp : public Op {
     const pf_value in_value{types->in, s.data};
     pf_value out_value{types->out, data};
     SampleRng rng = ctx.Rng(s);
-    char error[kErrorBytes] = "";
+    ErrorBuffer error;
     if (op_.op.apply(state_, &in_value, &out_value, reinterpret_cast<pf_rng*>(&rng), &kRngApi,
-                     error, sizeof(error)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("custom op '", op_.op.name, "': ", error));
+                     error.data(), error.size()) != 0) {
+      return error.Error(op_.op.name);
     }
     if (out->kind == ValueKind::kImage) {
       detail::SetImage(s, data, static_cast<int>(h), static_cast<int>(w),
@@ -158,9 +188,9 @@ class PluginOp : public Op {
     auto t = ToPlugin(in, op_.op.name);
     if (!t.ok()) return t.status();
     pf_type out{};
-    char error[kErrorBytes] = "";
-    if (op_.op.output_type(state_, &*t, &out, error, sizeof(error)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("custom op '", op_.op.name, "': ", error));
+    ErrorBuffer error;
+    if (op_.op.output_type(state_, &*t, &out, error.data(), error.size()) != 0) {
+      return error.Error(op_.op.name);
     }
     auto value = FromPlugin(out, fixed, op_.op.name);
     if (!value.ok()) return value.status();
@@ -256,8 +286,8 @@ absl::StatusOr<std::unique_ptr<Op>> CreatePluginOp(const proto::Custom& stage) {
     auto it = p.ops.find(stage.name());
     if (it == p.ops.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "custom op '", stage.name(), "' is not loaded (load its plugin with --plugin FILE; ",
-          LoadedNames(p), ")"));
+          "custom op '", Shown(stage.name()),
+          "' is not loaded (load its plugin with --plugin FILE; ", LoadedNames(p), ")"));
     }
     op = it->second;
   }
@@ -270,12 +300,9 @@ absl::StatusOr<std::unique_ptr<Op>> CreatePluginOp(const proto::Custom& stage) {
     values.push_back(v.c_str());
   }
   const pf_params params{keys.size(), keys.data(), values.data()};
-  char error[kErrorBytes] = "";
-  void* state = op.op.create(&params, error, sizeof(error));
-  if (state == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "custom op '", stage.name(), "': ", error[0] != '\0' ? error : "refused its params"));
-  }
+  ErrorBuffer error;
+  void* state = op.op.create(&params, error.data(), error.size());
+  if (state == nullptr) return error.Error(stage.name(), "refused its params");
   return std::unique_ptr<Op>(new PluginOp(op, state));
 }
 
@@ -284,7 +311,7 @@ int FirstMissingOp(const proto::PipelineSpec& spec, std::string* why) {
     const proto::Stage& stage = spec.stages(i);
     if (stage.has_custom() && !PluginOpLoaded(stage.custom().name())) {
       if (why != nullptr) {
-        *why = absl::StrCat("stage ", i, ": custom op '", stage.custom().name(),
+        *why = absl::StrCat("stage ", i, ": custom op '", Shown(stage.custom().name()),
                             "' is not loaded here (start with --plugin FILE)");
       }
       return i;

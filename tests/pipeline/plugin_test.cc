@@ -112,6 +112,22 @@ TEST(Plugins, AnOpNotLoadedIsAClearErrorAndCutsTheWorkersPipeline) {
   EXPECT_TRUE(Pipeline::Create(*spec, PipelineOptions()).ok());
 }
 
+// A job's op name is anyone's bytes, of any length: messages and the
+// worker's log show at most a loadable name's worth, printable.
+TEST(Plugins, AHostileOpNameIsShownShortAndPrintable) {
+  const std::string name = std::string(100000, 'x') + "\xff\xfe";
+  const absl::Status s = OpRegistry::Builtin().Create(Custom(name)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_LT(s.message().size(), 400u);
+  EXPECT_THAT(s.message(), HasSubstr("xxx...' is not loaded"));
+  proto::PipelineSpec spec;
+  *spec.add_stages() = Custom("\xff" + name);
+  std::string why;
+  EXPECT_EQ(FirstMissingOp(spec, &why), 0);
+  EXPECT_LT(why.size(), 200u);
+  EXPECT_EQ(why.find('\xff'), std::string::npos);
+}
+
 TEST(Plugins, CutoutFillsOneClippedSquareAndNothingElse) {
   ASSERT_TRUE(LoadPlugin(kCutout).ok());
   auto op = OpRegistry::Builtin().Create(Custom("cutout", {{"size", "6"}, {"fill", "0"}}));

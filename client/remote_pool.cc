@@ -128,12 +128,19 @@ void RemotePool::Submit(RemoteItem item) {
   Dispatch();
 }
 
+void RemotePool::RunHere(std::map<uint64_t, Pending>::iterator it) {
+  if (callbacks_.run_locally) callbacks_.run_locally(std::move(it->second.item));
+  items_.erase(it);
+}
+
 void RemotePool::Dispatch() {
   while (!queued_.empty()) {
     int best = -1;
     int best_free = 0;
     bool any_usable = false, any_capable = false;
-    const int cut = items_.at(queued_.front()).item.cut;
+    const uint64_t id = queued_.front();
+    const auto head = items_.find(id);
+    const int cut = head->second.item.cut;
     for (size_t w = 0; w < workers_.size(); ++w) {
       const Worker& worker = workers_[w];
       if (!worker.member.usable()) continue;
@@ -154,28 +161,20 @@ void RemotePool::Dispatch() {
         spdlog::warn("all workers are gone; continuing locally");
         all_gone_logged_ = true;
       }
-      for (uint64_t id : queued_) {
-        auto it = items_.find(id);
-        if (callbacks_.run_locally) callbacks_.run_locally(std::move(it->second.item));
-        items_.erase(it);
-      }
+      for (uint64_t queued : queued_) RunHere(items_.find(queued));
       queued_.clear();
       return;
     }
     if (!any_capable) {
       // Cut past what every worker left can run (the loader cuts new items
       // at StageLimit(); this one was cut before such a worker came): here.
-      const uint64_t id = queued_.front();
       queued_.pop_front();
-      auto it = items_.find(id);
-      if (callbacks_.run_locally) callbacks_.run_locally(std::move(it->second.item));
-      items_.erase(it);
+      RunHere(head);
       continue;
     }
     if (best < 0) return;  // every worker is at its credit limit
-    const uint64_t id = queued_.front();
     queued_.pop_front();
-    items_.at(id).worker = best;
+    head->second.worker = best;
     Send(best, id);
   }
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one

@@ -210,6 +210,8 @@ class RemotePool {
     return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
   }
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands a queued item to run_locally and forgets it.
+  void RunHere(std::map<uint64_t, Pending>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeHedge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace prepflow {
@@ -137,6 +138,41 @@ TEST_F(RemotePoolTest, SendsNoMoreThanTheCreditsAndRefillsOnEachAnswer) {
   ExpectExactlyOnce({0, 1, 2, 3, 4});
   EXPECT_TRUE(local_.empty());
   EXPECT_EQ(pool_->counters().reissued_items, 0);
+}
+
+// JobOpened.num_stages and .unavailable are the worker's word: one that
+// says it stops short of an item's cut is never sent it (the item runs here
+// when no other worker can take it), a negative count counts as 0, and its
+// reason reaches the planner's input as printable text.
+TEST_F(RemotePoolTest, AWorkerThatStopsShortGetsNoItemPastItsStages) {
+  Make();
+  pool_->Add("short:1", "", 0);
+  FakeStream* s = streams_.back();
+  proto::JobOpened opened;
+  opened.set_max_items_in_flight(4);
+  opened.set_threads(1);
+  opened.set_cores(1);
+  opened.set_num_stages(-7);
+  opened.set_unavailable("stage 0: custom op '\xff\xfe' is not loaded here");
+  s->handlers.opened(opened);
+  EXPECT_EQ(pool_->StageLimit(), 0);
+  Submit({0});
+  Submit({1});  // cut 2
+  EXPECT_TRUE(s->sent.empty());
+  ExpectExactlyOnce({0, 1});
+  EXPECT_EQ(local_.size(), 2u);
+  policy::Snapshot snapshot;
+  pool_->FillSnapshot(&snapshot);
+  EXPECT_EQ(snapshot.max_cut, 0);
+  EXPECT_THAT(snapshot.max_cut_why, ::testing::HasSubstr("short:1: stage 0: custom op"));
+  EXPECT_EQ(snapshot.max_cut_why.find('\xff'), std::string::npos);
+  // A worker that runs every stage takes them; the short one still gets none.
+  FakeStream* full = Open("full:1", 2);
+  Submit({2});
+  ASSERT_EQ(full->sent.size(), 1u);
+  EXPECT_EQ(full->sent[0].cut(), 2);
+  EXPECT_TRUE(s->sent.empty());
+  EXPECT_EQ(pool_->StageLimit(), 0);  // the least of the usable workers
 }
 
 TEST_F(RemotePoolTest, SpreadsItemsToTheWorkerWithTheMostFreeCredits) {

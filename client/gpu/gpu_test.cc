@@ -78,6 +78,45 @@ void CUDART_CB Sleep(void* ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
 }
 
+// Batches of random images in pinned memory (`sizes[b]` images in batch
+// b), each with its own output on the current device, checked bit for bit
+// against the CPU reference.
+struct Batches {
+  Batches(const std::vector<int64_t>& sizes, int h, int w) : h(h), w(w) {
+    for (size_t b = 0; b < sizes.size(); ++b) {
+      inputs.push_back(RandomImages(sizes[b], h, w, 1000 + static_cast<unsigned>(b)));
+      auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(inputs[b].size()));
+      EXPECT(host != nullptr);
+      if (host != nullptr) std::memcpy(host, inputs[b].data(), inputs[b].size());
+      float* out = nullptr;
+      EXPECT(cudaMalloc(&out, inputs[b].size() * sizeof(float)) == cudaSuccess);
+      hosts.push_back(host);
+      outs.push_back(out);
+    }
+  }
+  Batches(int count, int64_t n, int h, int w)
+      : Batches(std::vector<int64_t>(static_cast<size_t>(count), n), h, w) {}
+  ~Batches() {
+    for (uint8_t* host : hosts) prepflow::gpu::FreePinned(host);
+    for (float* out : outs) cudaFree(out);
+  }
+  int64_t size(int b) const { return static_cast<int64_t>(inputs[b].size()) / (3 * h * w); }
+  bool Exact(int b) const {
+    std::vector<float> got(inputs[b].size()), want(inputs[b].size());
+    if (cudaMemcpy(got.data(), outs[b], got.size() * sizeof(float), cudaMemcpyDeviceToHost) !=
+        cudaSuccess) {
+      return false;
+    }
+    prepflow::gpu::NormalizeReference(inputs[b].data(), size(b), h, w, NormalizeParams(),
+                                      want.data());
+    return std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
+  }
+  int h, w;
+  std::vector<std::vector<uint8_t>> inputs;
+  std::vector<uint8_t*> hosts;
+  std::vector<float*> outs;
+};
+
 // The race of defect 1: the consumer (torch on its legacy default stream)
 // still writes the memory `out` reuses when the batch is submitted. Here the
 // consumer's stream is held for 200 ms and then fills `out` with 0xFF bytes;
@@ -90,65 +129,21 @@ void ConsumerOrderTest() {
   auto normalizer = DeviceNormalizer::Create(0, 1, h, w, NormalizeParams(), &error);
   EXPECT(normalizer != nullptr);
   if (normalizer == nullptr) return;
-  const std::vector<uint8_t> image = RandomImages(1, h, w, 7);
-  auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(image.size()));
-  std::memcpy(host, image.data(), image.size());
-  float* out = nullptr;
-  EXPECT(cudaMalloc(&out, image.size() * sizeof(float)) == cudaSuccess);
+  Batches one(1, 1, h, w);
   int before = -1;
   cudaGetDevice(&before);
   EXPECT(cudaLaunchHostFunc(nullptr, Sleep, reinterpret_cast<void*>(200)) == cudaSuccess);
-  EXPECT(cudaMemsetAsync(out, 0xFF, image.size() * sizeof(float), nullptr) == cudaSuccess);
-  EXPECT(normalizer->Submit(host, 1, out, nullptr, nullptr, &error));
+  EXPECT(cudaMemsetAsync(one.outs[0], 0xFF, one.inputs[0].size() * sizeof(float), nullptr) ==
+         cudaSuccess);
+  EXPECT(normalizer->Submit(one.hosts[0], 1, one.outs[0], nullptr, nullptr, &error));
   EXPECT(normalizer->Synchronize(&error));
   int after = -2;
   cudaGetDevice(&after);
   EXPECT(before == after);  // the caller's device is restored
-  std::vector<float> got(image.size()), want(image.size());
-  EXPECT(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
-         cudaSuccess);
-  prepflow::gpu::NormalizeReference(image.data(), 1, h, w, NormalizeParams(), want.data());
-  EXPECT(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  EXPECT(one.Exact(0));
   normalizer.reset();
-  prepflow::gpu::FreePinned(host);
-  cudaFree(out);
   std::printf("device: the kernel waited for the consumer's legacy default stream\n");
 }
-
-// Batches of random images in pinned memory, each with its own output on
-// the current device, checked bit for bit against the CPU reference.
-struct Batches {
-  Batches(int count, int64_t n, int h, int w) : n(n), h(h), w(w) {
-    for (int b = 0; b < count; ++b) {
-      inputs.push_back(RandomImages(n, h, w, 1000 + b));
-      auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(inputs[b].size()));
-      EXPECT(host != nullptr);
-      if (host != nullptr) std::memcpy(host, inputs[b].data(), inputs[b].size());
-      float* out = nullptr;
-      EXPECT(cudaMalloc(&out, inputs[b].size() * sizeof(float)) == cudaSuccess);
-      hosts.push_back(host);
-      outs.push_back(out);
-    }
-  }
-  ~Batches() {
-    for (uint8_t* host : hosts) prepflow::gpu::FreePinned(host);
-    for (float* out : outs) cudaFree(out);
-  }
-  bool Exact(int b) const {
-    std::vector<float> got(inputs[b].size()), want(inputs[b].size());
-    if (cudaMemcpy(got.data(), outs[b], got.size() * sizeof(float), cudaMemcpyDeviceToHost) !=
-        cudaSuccess) {
-      return false;
-    }
-    prepflow::gpu::NormalizeReference(inputs[b].data(), n, h, w, NormalizeParams(), want.data());
-    return std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0;
-  }
-  int64_t n;
-  int h, w;
-  std::vector<std::vector<uint8_t>> inputs;
-  std::vector<uint8_t*> hosts;
-  std::vector<float*> outs;
-};
 
 // Holds a stream until Open() (or a deadline, which is a failure): a
 // training step that takes as long as the test wants, with no timing in it.
@@ -188,7 +183,7 @@ void CopiesOverlapTheConsumerTest() {
   std::vector<int> released;
   for (int b = 0; b < 5; ++b) {
     EXPECT(normalizer->Submit(
-        batches.hosts[b], batches.n, batches.outs[b], consumer,
+        batches.hosts[b], batches.size(b), batches.outs[b], consumer,
         [&released, b] { released.push_back(b); }, &error));
     if (b == 0) EXPECT(cudaLaunchHostFunc(consumer, Gate::Wait, &gate) == cudaSuccess);
   }
@@ -226,8 +221,8 @@ void SecondDeviceTest() {
     Batches batches(3, 2, h, w);  // outputs on device 1
     EXPECT(cudaSetDevice(0) == cudaSuccess);
     for (int b = 0; b < 3; ++b) {
-      EXPECT(normalizer->Submit(batches.hosts[b], batches.n, batches.outs[b], nullptr, nullptr,
-                                &error));
+      EXPECT(normalizer->Submit(batches.hosts[b], batches.size(b), batches.outs[b], nullptr,
+                                nullptr, &error));
     }
     EXPECT(normalizer->Synchronize(&error));
     EXPECT(cudaGetDevice(&current) == cudaSuccess && current == 0);
@@ -256,17 +251,11 @@ void EmptyAndStaleErrorTest() {
   EXPECT(released);
   void* huge = nullptr;
   EXPECT(cudaMalloc(&huge, size_t{1} << 62) != cudaSuccess);  // leaves a (non-sticky) error
-  const std::vector<uint8_t> image = RandomImages(1, 4, 4, 3);
-  auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(image.size()));
-  std::memcpy(host, image.data(), image.size());
-  float* out = nullptr;
-  EXPECT(cudaMalloc(&out, image.size() * sizeof(float)) == cudaSuccess);
-  EXPECT(normalizer->Submit(host, 1, out, nullptr, nullptr, &error));
+  Batches one(1, 1, 4, 4);
+  EXPECT(normalizer->Submit(one.hosts[0], 1, one.outs[0], nullptr, nullptr, &error));
   if (!error.empty()) std::fprintf(stderr, "stale error reported: %s\n", error.c_str());
   EXPECT(normalizer->Synchronize(&error));
   normalizer.reset();
-  prepflow::gpu::FreePinned(host);
-  cudaFree(out);
   std::printf("device: empty batch and a stale error handled\n");
 }
 
@@ -282,52 +271,32 @@ int DeviceTests() {
   }
   const int h = 37, w = 53;  // odd sizes: no lucky alignment
   const int64_t max = 7;
-  NormalizeParams p;  // ImageNet's
   std::string error;
-  auto normalizer = DeviceNormalizer::Create(0, max, h, w, p, &error);
+  auto normalizer =
+      DeviceNormalizer::Create(0, max, h, w, NormalizeParams(), &error);  // ImageNet's
   EXPECT(normalizer != nullptr);
   if (normalizer == nullptr) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
   }
-  const size_t image_bytes = static_cast<size_t>(h) * w * 3;
-  const int batches = 5;  // more than the two slots: buffers are reused
+  // More batches than the two slots (buffers are reused), the last short.
+  Batches batches({max, max, max, max, 3}, h, w);
+  const int count = static_cast<int>(batches.hosts.size());
   std::vector<int> released;
-  std::vector<uint8_t*> hosts;
-  std::vector<float*> outs;
-  std::vector<std::vector<uint8_t>> inputs;
-  for (int b = 0; b < batches; ++b) {
-    const int64_t n = b == batches - 1 ? 3 : max;  // a short last batch
-    inputs.push_back(RandomImages(n, h, w, 100 + b));
-    auto* host = static_cast<uint8_t*>(prepflow::gpu::AllocatePinned(inputs[b].size()));
-    EXPECT(host != nullptr);
-    std::memcpy(host, inputs[b].data(), inputs[b].size());
-    float* out = nullptr;
-    EXPECT(cudaMalloc(&out, n * image_bytes * sizeof(float)) == cudaSuccess);
-    hosts.push_back(host);
-    outs.push_back(out);
+  for (int b = 0; b < count; ++b) {
     EXPECT(normalizer->Submit(
-        host, n, out, nullptr, [&released, b] { released.push_back(b); }, &error));
+        batches.hosts[b], batches.size(b), batches.outs[b], nullptr,
+        [&released, b] { released.push_back(b); }, &error));
     // Double buffering: a batch's host memory comes back two submits later.
     if (b >= 2) EXPECT(!released.empty() && released.back() == b - 2);
   }
   EXPECT(normalizer->Synchronize(&error));
-  for (int b = 0; b < batches; ++b) {
-    const int64_t n = static_cast<int64_t>(inputs[b].size() / image_bytes);
-    std::vector<float> got(n * image_bytes), want(n * image_bytes);
-    EXPECT(cudaMemcpy(got.data(), outs[b], got.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
-           cudaSuccess);
-    prepflow::gpu::NormalizeReference(inputs[b].data(), n, h, w, p, want.data());
-    EXPECT(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);  // bit-exact
-  }
-  EXPECT(normalizer->Submit(hosts[0], max + 1, outs[0], nullptr, nullptr, &error) == false);
+  for (int b = 0; b < count; ++b) EXPECT(batches.Exact(b));  // bit-exact
+  EXPECT(normalizer->Submit(batches.hosts[0], max + 1, batches.outs[0], nullptr, nullptr, &error) ==
+         false);
   normalizer.reset();  // hands back the last two
-  EXPECT(released.size() == static_cast<size_t>(batches));
-  for (int b = 0; b < batches; ++b) {
-    prepflow::gpu::FreePinned(hosts[b]);
-    cudaFree(outs[b]);
-  }
-  std::printf("device: %d batches bit-exact against the CPU reference\n", batches);
+  EXPECT(released.size() == static_cast<size_t>(count));
+  std::printf("device: %d batches bit-exact against the CPU reference\n", count);
   ConsumerOrderTest();
   CopiesOverlapTheConsumerTest();
   EmptyAndStaleErrorTest();

@@ -1,5 +1,7 @@
 #include "pipeline/augment.h"
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -68,6 +70,49 @@ double WideMagnitude(Op op, int bin, int n) {
     default:
       return 0;
   }
+}
+
+// AugMix's space, in its dict order: the first 9 without all_ops.
+constexpr Op kAugMixOps[] = {Op::kShearX,   Op::kShearY,     Op::kTranslateX, Op::kTranslateY,
+                             Op::kRotate,   Op::kPosterize,  Op::kSolarize,   Op::kAutoContrast,
+                             Op::kEqualize, Op::kBrightness, Op::kColor,      Op::kContrast,
+                             Op::kSharpness};
+constexpr int kAugMixBins = 10;  // AugMix._PARAMETER_MAX
+
+// AugMix._augmentation_space(10, (h, w))[op][bin].
+double AugMixMagnitude(Op op, int bin, int height, int width) {
+  constexpr int n = kAugMixBins;
+  switch (op) {
+    case Op::kShearX:
+    case Op::kShearY:
+      return Linspace(0.0f, 0.3f, n, bin);
+    case Op::kTranslateX:
+      return Linspace(0.0f, static_cast<float>(width / 3.0), n, bin);
+    case Op::kTranslateY:
+      return Linspace(0.0f, static_cast<float>(height / 3.0), n, bin);
+    case Op::kRotate:
+      return Linspace(0.0f, 30.0f, n, bin);
+    case Op::kPosterize:
+      return PosterizeBits(bin, n, 4) - 4;  // 4 - round(...): 4 bits down to 0
+    case Op::kSolarize:
+      return Linspace(255.0f, 0.0f, n, bin);
+    case Op::kBrightness:
+    case Op::kColor:
+    case Op::kContrast:
+    case Op::kSharpness:
+      return Linspace(0.0f, 0.9f, n, bin);
+    default:
+      return 0;
+  }
+}
+
+// torch._sample_dirichlet on float32: gammas in double (at least DBL_MIN),
+// normalized in double, rounded to float32.
+void DrawDirichlet(SampleRng& rng, double alpha, float* out, int n) {
+  double gammas[16];
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += gammas[i] = std::max(DBL_MIN, rng.Gamma(alpha));
+  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(gammas[i] / sum);
 }
 
 // RandAugment's and AutoAugment's _augmentation_space(num_bins, (h, w)).
@@ -268,6 +313,54 @@ AugmentSteps DrawAutoAugment(SampleRng& rng, AutoAugmentPolicy policy, int heigh
     steps.push_back(step);
   }
   return steps;
+}
+
+AugMixDraw DrawAugMix(SampleRng& rng, const AugMixParams& params, int height, int width) {
+  const int k = params.mixture_width;  // 1 to 16, as the op checks
+  AugMixDraw draw;
+  float m[2];
+  DrawDirichlet(rng, params.alpha, m, 2);
+  draw.original_weight = m[0];
+  draw.chain_weights.resize(k);
+  DrawDirichlet(rng, params.alpha, draw.chain_weights.data(), k);
+  for (float& w : draw.chain_weights) w *= m[1];
+  const int space = params.all_ops ? 13 : 9;
+  for (int i = 0; i < k; ++i) {
+    const int depth =
+        params.chain_depth > 0 ? params.chain_depth : static_cast<int>(rng.UniformInt(1, 3));
+    AugmentSteps& chain = draw.chains.emplace_back(depth);
+    for (AugmentStep& step : chain) {
+      step.op = kAugMixOps[rng.UniformInt(0, space - 1)];
+      if (HasMagnitudes(step.op)) {
+        const int bin = static_cast<int>(rng.UniformInt(0, params.severity - 1));
+        step.magnitude = AugMixMagnitude(step.op, bin, height, width);
+      }
+      if (Signed(step.op) && DrawBit(rng)) step.magnitude = -step.magnitude;
+    }
+  }
+  return draw;
+}
+
+void ApplyAugMix(const AugMixDraw& draw, const uint8_t* in, uint8_t* out, uint8_t* scratch,
+                 float* mix, int height, int width, Resample resample,
+                 const std::array<uint8_t, 3>& fill) {
+  const size_t n = static_cast<size_t>(height) * width * 3;
+  const float w0 = draw.original_weight;
+  for (size_t i = 0; i < n; ++i) mix[i] = w0 * static_cast<float>(in[i]);
+  for (size_t c = 0; c < draw.chains.size(); ++c) {
+    const AugmentSteps& chain = draw.chains[c];
+    const uint8_t* aug = in;
+    for (size_t j = 0; j < chain.size(); ++j) {
+      uint8_t* dst = j % 2 == 0 ? scratch : out;  // `out` is free until the end
+      ApplyAugment(chain[j], aug, dst, height, width, resample, fill);
+      aug = dst;
+    }
+    const float w = draw.chain_weights[c];
+    for (size_t i = 0; i < n; ++i) mix[i] += w * static_cast<float>(aug[i]);
+  }
+  // .to(uint8) truncates; the weights sum to 1 within float32 rounding, so a
+  // value can land a hair above 255.
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(std::min(mix[i], 255.0f));
 }
 
 void ApplyAugment(const AugmentStep& step, const uint8_t* in, uint8_t* out, int height, int width,

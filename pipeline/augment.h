@@ -1,5 +1,6 @@
 // The automatic augmentation policies of torchvision.transforms.autoaugment:
-// TrivialAugmentWide, RandAugment and AutoAugment (ImageNet, CIFAR-10, SVHN).
+// TrivialAugmentWide, RandAugment, AutoAugment (ImageNet, CIFAR-10, SVHN) and
+// AugMix.
 //
 // Each policy draws a short list of steps (an augmentation and its magnitude)
 // from the sample's stream, in the order and with the ranges torchvision
@@ -64,6 +65,34 @@ AugmentSteps DrawRandAugment(SampleRng& rng, int num_ops, int magnitude, int num
 // AutoAugment.forward's draws: a sub-policy of 25, then each of its two
 // steps with its probability (steps not taken are left out).
 AugmentSteps DrawAutoAugment(SampleRng& rng, AutoAugmentPolicy policy, int height, int width);
+
+// AugMix's parameters (the aug_mix op's fields, validated there).
+struct AugMixParams {
+  int severity = 3;       // magnitude bins drawn from, of 10
+  int mixture_width = 3;  // chains
+  int chain_depth = -1;   // steps per chain; <= 0: 1 to 3, drawn per chain
+  double alpha = 1.0;     // of the Dirichlet and Beta weights
+  bool all_ops = true;    // also Brightness, Color, Contrast, Sharpness
+};
+
+// AugMix.forward's draws: the original image's weight (m[0] of a Beta drawn
+// as a two-way Dirichlet) and, per chain, its weight (a Dirichlet draw times
+// m[1], in float32 as torch multiplies them) and its steps.
+struct AugMixDraw {
+  float original_weight = 1;
+  absl::InlinedVector<float, 4> chain_weights;
+  absl::InlinedVector<AugmentSteps, 4> chains;
+};
+AugMixDraw DrawAugMix(SampleRng& rng, const AugMixParams& params, int height, int width);
+
+// AugMix's mix of `in` (height x width RGB) into `out`: each chain's steps
+// applied from `in` with ApplyAugment, weighted and summed in float32 as
+// torch sums them (m[0] * img, then += weight * chain), truncated to uint8 as
+// torch's .to(uint8) does. `scratch` holds one image, `mix` one float per
+// value; `in` must not overlap the others.
+void ApplyAugMix(const AugMixDraw& draw, const uint8_t* in, uint8_t* out, uint8_t* scratch,
+                 float* mix, int height, int width, Resample resample,
+                 const std::array<uint8_t, 3>& fill);
 
 // _apply_op(img, op, magnitude, interpolation, fill) on an RGB image: `in`
 // and `out` are height x width and distinct.

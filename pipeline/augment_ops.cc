@@ -1,5 +1,5 @@
 // The automatic augmentation ops: TrivialAugmentWide, RandAugment,
-// AutoAugment. Their draws and steps are in augment.h.
+// AutoAugment, AugMix. Their draws and steps are in augment.h.
 #include <algorithm>
 #include <functional>
 
@@ -110,12 +110,65 @@ absl::StatusOr<std::unique_ptr<Op>> CreateAutoAugment(const Stage& stage) {
       p, [policy](SampleRng& rng, int h, int w) { return DrawAutoAugment(rng, policy, h, w); });
 }
 
+// AugMix: chains of steps mixed in float32 (augment.h).
+class AugMixOp : public SameShapeImageOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::AugMix& p = stage.aug_mix();
+    absl::StatusOr<Resample> resample = ReadResample(p.interpolation());
+    if (!resample.ok()) return resample.status();
+    absl::StatusOr<Fill3> fill = ReadFill(p.fill());
+    if (!fill.ok()) return fill.status();
+    const AugMixParams params{p.severity(), p.mixture_width(), p.chain_depth(), p.alpha(),
+                              p.all_ops()};
+    if (params.severity < 1 || params.severity > 10) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("severity: must be 1 to 10, got %d", params.severity));
+    }
+    if (params.mixture_width < 1 || params.mixture_width > 16) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("mixture_width: must be 1 to 16, got %d", params.mixture_width));
+    }
+    if (params.chain_depth > 16) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "chain_depth: must be at most 16 (0 or less draws 1 to 3), got %d", params.chain_depth));
+    }
+    if (!(params.alpha > 0 && params.alpha <= 1000)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("alpha: must be above 0 and at most 1000, got %g", params.alpha));
+    }
+    return std::unique_ptr<Op>(new AugMixOp(params, *resample, *fill));
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    const int h = s.height(), w = s.width();
+    const AugMixDraw draw = DrawAugMix(rng, params_, h, w);
+    uint8_t* out = ctx.Output(s.data, s.size);
+    // One float per value for the mix, then one image for the chains.
+    uint8_t* scratch = ctx.ws->ScratchFor(s.data, out)->Reserve(s.size * (sizeof(float) + 1));
+    auto* mix = reinterpret_cast<float*>(scratch);
+    ApplyAugMix(draw, s.data, out, scratch + s.size * sizeof(float), mix, h, w, resample_, fill_);
+    Replace(s, out);
+    return absl::OkStatus();
+  }
+
+ private:
+  AugMixOp(const AugMixParams& params, Resample resample, Fill3 fill)
+      : params_(params), resample_(resample), fill_(fill) {}
+
+  AugMixParams params_;
+  Resample resample_;
+  Fill3 fill_;
+};
+
 }  // namespace
 
 void RegisterAugmentOps(OpRegistry* registry) {
   registry->Register(Stage::kTrivialAugmentWide, CreateTrivialAugmentWide);
   registry->Register(Stage::kRandAugment, CreateRandAugment);
   registry->Register(Stage::kAutoAugment, CreateAutoAugment);
+  registry->Register(Stage::kAugMix, FactoryOf<AugMixOp>());
 }
 
 }  // namespace prepflow::detail

@@ -16,27 +16,10 @@ namespace {
 // gives every batch a stream no sample shares.
 constexpr uint64_t kBatchStream = uint64_t{1} << 63;
 
-double SampleGamma(SampleRng& rng, double a) {
-  if (a < 1) {                             // Gamma(a) = Gamma(a + 1) * U^(1/a)
-    const double u = 1.0 - rng.Uniform();  // (0, 1]
-    return SampleGamma(rng, a + 1) * std::pow(u, 1.0 / a);
-  }
-  const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
-  for (int attempt = 0; attempt < 1000; ++attempt) {  // accepts over 95% of the time
-    const double x = rng.Normal();
-    double v = 1.0 + c * x;
-    if (v <= 0) continue;
-    v = v * v * v;
-    const double u = 1.0 - rng.Uniform();
-    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
-  }
-  return d;
-}
-
 }  // namespace
 
 double SampleBeta(SampleRng& rng, double alpha) {
-  const double x = SampleGamma(rng, alpha), y = SampleGamma(rng, alpha);
+  const double x = rng.Gamma(alpha), y = rng.Gamma(alpha);
   return x + y > 0 ? x / (x + y) : 0.5;
 }
 

@@ -37,6 +37,9 @@ class SampleRng {
   double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
   // Standard normal, by Box-Muller from two uniforms (the sine half unused).
   double Normal();
+  // Gamma(shape, 1), shape > 0, by Marsaglia and Tsang's method (shape < 1
+  // boosted: Gamma(a) = Gamma(a + 1) * U^(1/a)).
+  double Gamma(double shape);
   // Uniform integer in [lo, hi], unbiased. REQUIRES: lo <= hi.
   int64_t UniformInt(int64_t lo, int64_t hi);
 

@@ -29,6 +29,7 @@
 #include "client/loader.h"
 #include "client/loader_stats.h"
 #include "gpu.h"
+#include "pipeline/augment.h"
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/op_schema.h"
@@ -485,6 +486,28 @@ PYBIND11_MODULE(_prepflow, m) {
     }
     return out;
   });
+  // For tests/python/test_parity.py: the draws of an aug_mix stage for one
+  // sample, so that torchvision's kernels can be run on the same chains.
+  m.def(
+      "_aug_mix_draws",
+      [](uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, int height, int width,
+         int severity, int mixture_width, int chain_depth, double alpha, bool all_ops) {
+        prepflow::SampleRng rng(seed, epoch, index, stage);
+        const prepflow::AugMixDraw d = prepflow::DrawAugMix(
+            rng, {severity, mixture_width, chain_depth, alpha, all_ops}, height, width);
+        py::list chains;
+        for (const prepflow::AugmentSteps& chain : d.chains) {
+          py::list steps;
+          for (const prepflow::AugmentStep& s : chain) {
+            steps.append(py::make_tuple(prepflow::AugmentOpName(s.op), s.magnitude));
+          }
+          chains.append(steps);
+        }
+        return py::make_tuple(d.original_weight,
+                              std::vector<float>(d.chain_weights.begin(), d.chain_weights.end()),
+                              chains);
+      },
+      "(original weight, chain weights, chains of (op, magnitude)) of an aug_mix stage.");
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = gpu::Available(&why);

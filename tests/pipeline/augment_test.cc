@@ -102,6 +102,98 @@ TEST(Augment, AutoAugmentTakesEachStepWithItsProbability) {
   EXPECT_EQ(counts.count("Brightness"), 0u);  // not in the ImageNet policy
 }
 
+TEST(Augment, AugMixDrawsChainsOpsAndWeightsAsAugMixDoes) {
+  // 3000 draws of the default AugMix on a 90 x 60 image.
+  std::map<std::string, int> ops;
+  std::map<size_t, int> depths;
+  std::set<double> translations, posterize_bits;
+  double original_weight_sum = 0;
+  for (int64_t i = 0; i < 3000; ++i) {
+    SampleRng rng(7, 0, i, 0);
+    const AugMixDraw d = DrawAugMix(rng, AugMixParams{}, 60, 90);
+    ASSERT_EQ(d.chains.size(), 3u);
+    ASSERT_EQ(d.chain_weights.size(), 3u);
+    float total = d.original_weight;
+    for (float w : d.chain_weights) {
+      EXPECT_GE(w, 0);
+      total += w;
+    }
+    EXPECT_NEAR(total, 1.0f, 1e-6);  // a Beta split, then a Dirichlet of the second part
+    original_weight_sum += d.original_weight;
+    for (const AugmentSteps& chain : d.chains) {
+      ++depths[chain.size()];
+      for (const AugmentStep& s : chain) {
+        ++ops[AugmentOpName(s.op)];
+        if (s.op == AugmentOp::kTranslateX) translations.insert(std::abs(s.magnitude));
+        if (s.op == AugmentOp::kPosterize) posterize_bits.insert(s.magnitude);
+      }
+    }
+  }
+  // Beta(1, 1) is uniform: m[0] averages 1/2 (sd of the mean 0.0053).
+  EXPECT_NEAR(original_weight_sum / 3000, 0.5, 0.03);
+  // Depths 1, 2, 3 uniformly over 9000 chains (each 3000, sd 45).
+  ASSERT_EQ(depths.size(), 3u);
+  for (const auto& [depth, n] : depths) {
+    EXPECT_NEAR(n, 3000, 4 * 45) << depth;
+  }
+  // 13 ops (no Identity, no Invert), each about 18000 / 13 = 1385 times.
+  EXPECT_EQ(ops.size(), 13u);
+  EXPECT_EQ(ops.count("Identity") + ops.count("Invert"), 0u);
+  for (const auto& [name, n] : ops) {
+    EXPECT_NEAR(n, 18000 / 13.0, 4 * 36) << name;
+  }
+  // Severity 3: bins 0 to 2 of linspace(0, width / 3, 10) and of 4 - round.
+  EXPECT_EQ(translations, (std::set<double>{0.0, Linspace(0, 30, 10, 1), Linspace(0, 30, 10, 2)}));
+  EXPECT_EQ(posterize_bits, (std::set<double>{4, 3}));  // 4 - round(0, 0.44, 0.89)
+}
+
+TEST(Augment, AugMixWithoutAllOpsAndAFixedDepth) {
+  std::set<std::string> ops;
+  for (int64_t i = 0; i < 500; ++i) {
+    SampleRng rng(8, 0, i, 0);
+    AugMixParams p;
+    p.mixture_width = 2;
+    p.chain_depth = 4;
+    p.all_ops = false;
+    p.severity = 10;
+    const AugMixDraw d = DrawAugMix(rng, p, 32, 32);
+    ASSERT_EQ(d.chains.size(), 2u);
+    for (const AugmentSteps& chain : d.chains) {
+      ASSERT_EQ(chain.size(), 4u);
+      for (const AugmentStep& s : chain) {
+        ops.insert(AugmentOpName(s.op));
+        if (s.op == AugmentOp::kPosterize) {
+          EXPECT_GE(s.magnitude, 0);  // 0 bits at bin 9
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ops, (std::set<std::string>{"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate",
+                                        "Posterize", "Solarize", "AutoContrast", "Equalize"}));
+}
+
+TEST(Augment, AugMixMixesInFloat32AndTruncates) {
+  // One pixel, two chains with known results: Solarize(0) inverts, Posterize(0)
+  // zeroes. The expected values are torch's arithmetic written out: m0 * x,
+  // then += w * chain, each product and sum rounded to float32, then
+  // truncated.
+  const uint8_t in[3] = {200, 10, 255};
+  AugMixDraw d;
+  d.original_weight = 0.3f;
+  d.chain_weights = {0.45f, 0.25f};
+  d.chains = {{AugmentStep{AugmentOp::kSolarize, 0.0}}, {AugmentStep{AugmentOp::kPosterize, 0.0}}};
+  uint8_t out[3], scratch[3];
+  float mix[3];
+  ApplyAugMix(d, in, out, scratch, mix, 1, 1, Resample::kNearest, {0, 0, 0});
+  for (int c = 0; c < 3; ++c) {
+    float expect = 0.3f * static_cast<float>(in[c]);
+    const float solarized = 0.45f * static_cast<float>(255 - in[c]);
+    expect = expect + solarized;
+    expect = expect + 0.25f * 0.0f;
+    EXPECT_EQ(out[c], static_cast<uint8_t>(expect)) << c;
+  }
+  EXPECT_EQ(out[0], 84);  // 0.3 * 200 + 0.45 * 55 = 84.75: truncated, not rounded to 85
+}
 TEST(AugmentOps, BadParametersNameTheField) {
   testing::ExpectSpecErrors({
       {"trivial_augment_wide { num_magnitude_bins: 1 }", "num_magnitude_bins: must be 2 to 1024"},
@@ -111,6 +203,14 @@ TEST(AugmentOps, BadParametersNameTheField) {
       {"rand_augment { num_ops: 65 }", "num_ops: must be 0 to 64, got 65"},
       {"auto_augment { fill: [1, 2] }", "fill: one value (gray) or three"},
       {"trivial_augment_wide { fill: 300 }", "fill: must be 0 to 255, got 300"},
+      {"aug_mix { severity: 0 }", "severity: must be 1 to 10, got 0"},
+      {"aug_mix { severity: 11 }", "severity: must be 1 to 10, got 11"},
+      {"aug_mix { mixture_width: 0 }", "mixture_width: must be 1 to 16, got 0"},
+      {"aug_mix { mixture_width: 1000000 }", "mixture_width: must be 1 to 16"},
+      {"aug_mix { chain_depth: 17 }", "chain_depth: must be at most 16"},
+      {"aug_mix { alpha: 0 }", "alpha: must be above 0 and at most 1000, got 0"},
+      {"aug_mix { alpha: nan }", "alpha: must be above 0"},
+      {"aug_mix { fill: [1, 2] }", "fill: one value (gray) or three"},
   });
   EXPECT_TRUE(testing::CreateAfterDecode("rand_augment { num_ops: 0 }").ok());
 }

@@ -96,6 +96,7 @@ constexpr char kEveryOp[] = R"pb(
   stages { trivial_augment_wide {} }
   stages { rand_augment { interpolation: INTERPOLATION_BILINEAR } }
   stages { auto_augment { policy: AUTO_AUGMENT_CIFAR10 } }
+  stages { aug_mix { severity: 5 } }
   stages { normalize {} }
   stages { random_erasing { random_value: true } }
 )pb";

@@ -176,6 +176,12 @@ def _auto_augment(t):
                             interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))]
 
 
+def _aug_mix(t):
+    return [ops.AugMix(severity=t.severity, mixture_width=t.mixture_width,
+                       chain_depth=t.chain_depth, alpha=float(t.alpha), all_ops=bool(t.all_ops),
+                       interpolation=_interpolation(t, _RESAMPLERS), fill=_fill(t.fill))]
+
+
 def _random_erasing(t):
     value = t.value
     random = isinstance(value, str)  # "random": torchvision refuses any other string
@@ -216,6 +222,7 @@ _TRANSLATORS = {
     "TrivialAugmentWide": _trivial_augment_wide,
     "RandAugment": _rand_augment,
     "AutoAugment": _auto_augment,
+    "AugMix": _aug_mix,
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
     "RandomErasing": _random_erasing,
     "ToTensor": _to_tensor,

@@ -545,6 +545,8 @@ LoaderStats Loader::Stats() const {
     st.plan_throughput = plan.throughput;
     st.ingest_limit = plan.ingest_limit;
     st.receive_cpu_per_byte = plan.receive_cost_per_byte;
+    st.unseen_cpu_per_sample = plan.unseen_cost_per_sample;
+    st.worker_send_cpu_per_byte = plan.send_cost_per_byte;
   }
   if (remote_) AddRemoteStats(plan, &st);
   st.scheduler = options_.scheduler;

@@ -161,6 +161,21 @@ std::vector<StatField<S>>* PlanFields() {
        kGauge,
        {},
        "CPU seconds this process spends per byte received from workers (--offload auto)."},
+      {"unseen_cpu_per_sample",
+       [](const S& s) -> StatValue { return s.unseen_cpu_per_sample; },
+       "prepflow_client_unseen_cpu_seconds_per_sample",
+       kGauge,
+       {},
+       "CPU seconds per delivered sample this process spends outside every measured stage "
+       "(the consumer's own loop, batching, gRPC threads), charged by the planner to every "
+       "sample (--offload auto)."},
+      {"worker_send_cpu_per_byte",
+       [](const S& s) -> StatValue { return s.worker_send_cpu_per_byte; },
+       "prepflow_client_worker_send_cpu_seconds_per_byte",
+       kGauge,
+       {},
+       "CPU seconds the workers spend per byte they send, outside their samples' stage costs, "
+       "as they measure it (--offload auto; 0: not yet reported)."},
   };
 }
 

@@ -42,7 +42,9 @@ struct LoaderStats {
   int64_t plan_changes = 0;
   double plan_throughput = 0;  // kAuto: what the current plan predicts, samples/s
   double ingest_limit = 0;     // kAuto: bytes/s the links were measured to bind at; 0: none seen
-  double receive_cpu_per_byte = 0;  // kAuto: measured transport CPU here, s/byte
+  double receive_cpu_per_byte = 0;      // kAuto: measured transport CPU here, s/byte
+  double unseen_cpu_per_sample = 0;     // kAuto: CPU here outside measured stages, s/sample
+  double worker_send_cpu_per_byte = 0;  // kAuto: the workers' transport CPU, s/byte
   struct WorkerStats {
     std::string address;
     bool alive = false;        // open for this job and taking items

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/checksum.h"
 #include "pipeline/wire.h"
+#include "policy/measurements.h"
 
 namespace prepflow {
 namespace {
@@ -90,6 +91,15 @@ void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
 void SampleRunner::TakeRemote(const RemoteItem& item,
                               const std::shared_ptr<const ReceivedMessage>& answer,
                               const std::string& address) {
+  // A worker's word on its transport cost, when plausible.
+  const double per_byte =
+      policy::PlausibleCpuPerByte(answer->message.result().transport_cpu_per_byte());
+  if (per_byte > 0) {
+    const auto bytes = static_cast<int64_t>(answer->wire_bytes);
+    worker_transport_cpu_nanos_.fetch_add(static_cast<int64_t>(per_byte * 1e9 * bytes),
+                                          std::memory_order_relaxed);
+    worker_transport_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
   // The item is ours alone now, and its batch cannot be handed out before
   // every slot is finished: copy and finish without a lock.
   bool done = false;
@@ -178,6 +188,9 @@ void SampleRunner::Measure(policy::Snapshot* snapshot) const {
   snapshot->local_stages = Totals(stage_profiler_.Snapshot());
   snapshot->remote_stages = Totals(remote_profiler_.Snapshot());
   snapshot->receive_cpu_seconds += wire_copy_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9;
+  snapshot->worker_transport = {
+      worker_transport_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9,
+      static_cast<double>(worker_transport_bytes_.load(std::memory_order_relaxed))};
 }
 
 std::vector<StageStats> SampleRunner::LocalStages() const {

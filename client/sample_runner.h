@@ -65,8 +65,9 @@ class SampleRunner {
   // dataset's file limit): what a worker may send for it.
   int64_t max_sample_bytes(int cut) const { return max_sample_bytes_[cut]; }
 
-  // Fills the snapshot's stage totals (read, here, on workers) and adds the
-  // CPU spent taking remote values off the wire to its receive cost.
+  // Fills the snapshot's stage totals (read, here, on workers) and the
+  // workers' transport cost, and adds the CPU spent taking remote values off
+  // the wire to its receive cost.
   void Measure(policy::Snapshot* snapshot) const;
   // "read", then each stage, as run here.
   std::vector<StageStats> LocalStages() const;
@@ -94,7 +95,11 @@ class SampleRunner {
   StageProfiler remote_profiler_;                       // "read" + stages
   std::vector<std::unique_ptr<Workspace>> workspaces_;  // one per thread
   std::atomic<int64_t> wire_copy_cpu_nanos_{0};         // FromWire in RunSuffix
-  ThreadPool threads_;                                  // last: stopped before the rest goes
+  // Workers' transport CPU (ItemResult.transport_cpu_per_byte times the
+  // message's bytes) and the bytes of the messages that carried one.
+  std::atomic<int64_t> worker_transport_cpu_nanos_{0};
+  std::atomic<int64_t> worker_transport_bytes_{0};
+  ThreadPool threads_;  // last: stopped before the rest goes
 };
 
 }  // namespace prepflow

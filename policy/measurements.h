@@ -49,6 +49,11 @@ class SmoothedRatio {
   double value_ = 0;
 };
 
+// A transport cost a worker reported, in CPU-s per byte, when it is
+// plausible (above 0, at most 1 us: a core moving 1 MB/s); 0 otherwise, so
+// that a NaN, a negative or a huge figure never reaches the planner.
+inline double PlausibleCpuPerByte(double v) { return v > 0 && v <= 1e-6 ? v : 0; }
+
 // How far apart two measurements are, relative to the larger: 0 when equal,
 // 1 when one is zero and the other is not.
 inline double RelativeChange(double a, double b) {

@@ -35,6 +35,8 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
   check(a.bandwidth, b.bandwidth, "the ingest bandwidth");
   check(a.demand, b.demand, "the demand");
   check(a.local_cost_per_byte, b.local_cost_per_byte, "the receive cost per byte");
+  check(a.fixed_local_cost, b.fixed_local_cost, "the trainer's own cost per sample");
+  check(a.remote_cost_per_byte, b.remote_cost_per_byte, "the workers' send cost per byte");
   return worst;
 }
 
@@ -124,6 +126,14 @@ void Replanner::FoldStages(const Snapshot& s) {
   read_cpu_.Update(s.read.cpu_seconds, s.read.samples);
   trainer_cpu_.Update(s.trainer_work.cpu_seconds, s.trainer_work.samples);
   receive_cost_.Update(s.receive_cpu_seconds, s.received_bytes);
+  send_cost_.Update(s.worker_transport.cpu_seconds, s.worker_transport.bytes);
+  // What no counter saw, counted from the first snapshot (the process's CPU
+  // before it is set-up: opening the dataset, building the pipeline).
+  double seen = s.read.cpu_seconds + s.receive_cpu_seconds + s.trainer_work.cpu_seconds;
+  for (const StageTotals& t : s.local_stages) seen += t.cpu_seconds;
+  const double unseen = s.process_cpu_nanos * 1e-9 - seen;
+  if (!unseen_base_) unseen_base_ = {unseen, s.delivered_samples};
+  unseen_cpu_.Update(unseen - unseen_base_->first, s.delivered_samples - unseen_base_->second);
   demand_.Update(s.delivered_samples, s.busy_seconds);
 }
 
@@ -190,8 +200,8 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.local_cost[0] += read_local;
   in.remote_cost[0] += remote_cpu_[0].value_or(read_local);
   in.local_cost_per_byte = receive_cost_.value_or(options_.prior_receive_cost_per_byte);
-  in.fixed_local_cost = trainer_cpu_.value_or(0);
-  in.remote_cost_per_byte = options_.send_cost_per_byte;
+  in.fixed_local_cost = trainer_cpu_.value_or(0) + std::max(0.0, unseen_cpu_.value_or(0));
+  in.remote_cost_per_byte = send_cost_.value_or(options_.send_cost_per_byte);
   in.local_cores = s.local_cores;
   if (s.max_cut >= 0 && s.max_cut < static_cast<int>(in.local_cost.size())) {
     in.max_cut = s.max_cut;
@@ -275,6 +285,8 @@ ReplanState Replanner::State() const {
   st.throughput = throughput_;
   if (input_ && input_->bandwidth < 1e299) st.ingest_limit = input_->bandwidth;
   st.receive_cost_per_byte = receive_cost_.value_or(0);
+  st.unseen_cost_per_sample = std::max(0.0, unseen_cpu_.value_or(0));
+  st.send_cost_per_byte = send_cost_.value_or(0);
   for (const auto& [id, lw] : links_) st.links[id] = lw.link;
   return st;
 }

@@ -42,6 +42,19 @@
 //               operator's bandwidth.
 //   demand      D = samples delivered per second the trainer was not waiting
 //               (or the operator's figure).
+//   trainer     the planner's fixed_local_cost, charged to every delivered
+//               sample whatever its path: the measured trainer work (batch
+//               ops, a Python tail) plus this process's CPU that no counter
+//               saw, per delivered sample (the consumer's own loop — the
+//               training step, the CLI's checksum — batching, gRPC's
+//               threads). All of it competes with local stages for the L
+//               cores; leaving it out made auto over-predict by a quarter and
+//               keep too much work here.
+//   send cost   t_r: what the workers report of their CPU outside their
+//               samples' costs (copying and encoding results, gRPC), per
+//               byte sent (ItemResult.transport_cpu_per_byte, weighted by the
+//               bytes of each result); the assumed one copy into the kernel
+//               until they do.
 //
 // Thread-safety: thread-safe (one internal mutex); no I/O.
 #ifndef PREPFLOW_POLICY_REPLANNER_H_
@@ -51,6 +64,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -63,7 +77,8 @@ namespace prepflow::policy {
 // Transport CPU per byte the planner charges before it has measured any: the
 // client's receive cost on the wire benchmark (docs/benchmarks.md), and a
 // worker's send cost, one copy into the kernel like iperf3's sender (0.12
-// CPU-s/GB there; workers do not report theirs).
+// CPU-s/GB there), until workers report theirs (ItemResult's
+// transport_cpu_per_byte: all their CPU outside the sample costs).
 inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
 inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
 
@@ -129,9 +144,15 @@ struct Snapshot {
   std::vector<StageTotals> remote_stages;  // "read", then one per stage, on workers
   double received_bytes = 0;               // from every worker
   double receive_cpu_seconds = 0;          // spent here receiving them
-  double delivered_samples = 0;            // to the trainer
-  double busy_seconds = 0;                 // the trainer's time not waiting for data
-  std::vector<WorkerTotals> workers;       // every stream, dead ones too
+  // The workers' transport CPU (their reports of it per byte, times the
+  // bytes) and the bytes it covers: t_r once measured.
+  struct {
+    double cpu_seconds = 0;
+    double bytes = 0;
+  } worker_transport;
+  double delivered_samples = 0;       // to the trainer
+  double busy_seconds = 0;            // the trainer's time not waiting for data
+  std::vector<WorkerTotals> workers;  // every stream, dead ones too
   // The last cut workers can take (PlanInput::max_cut) and why; -1: any.
   int max_cut = -1;
   std::string max_cut_why;
@@ -143,18 +164,20 @@ struct ReplanOptions {
   double gain = 0.03;
   double demand = 0;     // D in samples/s; 0: measured
   double bandwidth = 0;  // a cap on B in bytes/s; 0: none
-  // t_l before any receive is measured, and t_r (workers do not report it).
+  // t_l before any receive is measured, and t_r before workers report it.
   double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
   double send_cost_per_byte = kAssumedSendCpuPerByte;
 };
 
 // What the re-planner holds now, for stats.
 struct ReplanState {
-  std::string explanation;           // of the plan in force ("" before the first)
-  int64_t changes = 0;               // plans applied
-  double throughput = 0;             // T the running placement reaches, samples/s
-  double ingest_limit = 0;           // B of the last plan input; 0: unlimited
-  double receive_cost_per_byte = 0;  // t_l as measured; 0: not yet
+  std::string explanation;            // of the plan in force ("" before the first)
+  int64_t changes = 0;                // plans applied
+  double throughput = 0;              // T the running placement reaches, samples/s
+  double ingest_limit = 0;            // B of the last plan input; 0: unlimited
+  double receive_cost_per_byte = 0;   // t_l as measured; 0: not yet
+  double unseen_cost_per_sample = 0;  // CPU-s here no counter saw, per sample
+  double send_cost_per_byte = 0;      // t_r as the workers measured it; 0: not yet
   struct Link {
     double limit = 0;        // bytes/s the link bound at; 0: never seen binding
     double ingest_rate = 0;  // bytes/s over its last window
@@ -203,7 +226,13 @@ class Replanner {
   SmoothedRatio read_cpu_ ABSL_GUARDED_BY(mu_){8};
   SmoothedRatio trainer_cpu_ ABSL_GUARDED_BY(mu_){64};     // Snapshot::trainer_work
   SmoothedRatio receive_cost_ ABSL_GUARDED_BY(mu_){16e6};  // per 16 MB received
+  SmoothedRatio send_cost_ ABSL_GUARDED_BY(mu_){16e6};     // per 16 MB the workers sent
   SmoothedRatio demand_ ABSL_GUARDED_BY(mu_){0.25};        // per 0.25 busy s
+  // This process's CPU no counter saw, per delivered sample, from the first
+  // snapshot's (unseen CPU, samples); windows of 256 samples, since the
+  // process's CPU clock moves in coarser steps than the stages' thread clocks.
+  SmoothedRatio unseen_cpu_ ABSL_GUARDED_BY(mu_){256};
+  std::optional<std::pair<double, double>> unseen_base_ ABSL_GUARDED_BY(mu_);
   // The links' shared window: when it opened, and this process's CPU then.
   int64_t window_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t window_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;

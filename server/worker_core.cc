@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -227,11 +228,37 @@ bool WorkerCore::Launch(Admission a) {
     // Released when the caller drops the output, after writing its reply.
     out.reservation = std::shared_ptr<void>(nullptr, [this, bytes](void*) { Release(bytes); });
     RunItem(thread, *a.job, a.item, &out);
+    int64_t sent = 0;
+    for (const Payload& p : out.payloads) sent += static_cast<int64_t>(p.size);
+    out.result.set_transport_cpu_per_byte(CountSent(sent));
     a.done(std::move(out));
   });
   if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
   if (!queued) Release(bytes);
   return queued;
+}
+
+double WorkerCore::CountSent(int64_t bytes) {
+  constexpr int64_t kWindowBytes = 16 << 20, kWindowNanos = 250'000'000;
+  absl::MutexLock lock(&transport_mu_);
+  sent_bytes_ += bytes;
+  const int64_t now = WallNanos();
+  if (window_.start_nanos != 0 && (sent_bytes_ - window_.sent_bytes < kWindowBytes ||
+                                   now - window_.start_nanos < kWindowNanos)) {
+    return transport_cpu_per_byte_;
+  }
+  const TransportWindow next{now, ProcessCpuNanos(),
+                             reported_cpu_nanos_.load(std::memory_order_relaxed), sent_bytes_};
+  if (window_.start_nanos != 0) {  // the first call only opens a window
+    const int64_t outside =
+        (next.process_cpu - window_.process_cpu) - (next.reported_cpu - window_.reported_cpu);
+    const double ratio = std::max<int64_t>(outside, 0) * 1e-9 /
+                         static_cast<double>(next.sent_bytes - window_.sent_bytes);
+    transport_cpu_per_byte_ =
+        transport_cpu_per_byte_ > 0 ? 0.5 * (transport_cpu_per_byte_ + ratio) : ratio;
+  }
+  window_ = next;
+  return transport_cpu_per_byte_;
 }
 
 void WorkerCore::Release(int64_t bytes) {
@@ -272,7 +299,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
   const Pipeline& pipeline = job.pipeline();
   const Dataset& dataset = job.dataset();
   result->set_item_id(item.item_id());
-  int64_t bytes = 0;
+  int64_t bytes = 0, reported = 0;
   output->payloads.resize(static_cast<size_t>(item.indices_size()));
   for (int i = 0; i < item.indices_size(); ++i) {
     const int64_t index = item.indices(i);
@@ -286,7 +313,9 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     const int64_t t0 = ThreadCpuNanos();
     size_t size = 0;
     absl::Status status = dataset.Read(index, &ws.encoded, &size);
-    out->set_read_cpu_seconds((ThreadCpuNanos() - t0) * 1e-9);
+    const int64_t read_nanos = ThreadCpuNanos() - t0;
+    reported += read_nanos;
+    out->set_read_cpu_seconds(read_nanos * 1e-9);
     if (status.ok()) {
       s.kind = ValueKind::kEncoded;
       s.data = ws.encoded.data();
@@ -297,7 +326,9 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
       for (int stage = 0; stage < item.cut() && status.ok(); ++stage) {
         const int64_t c0 = ThreadCpuNanos();
         status = pipeline.Run(stage, stage + 1, s, ws);
-        const double seconds = (ThreadCpuNanos() - c0) * 1e-9;
+        const int64_t nanos = ThreadCpuNanos() - c0;
+        reported += nanos;
+        const double seconds = nanos * 1e-9;
         proto::StageCost* cost = out->add_stages();
         cost->set_cpu_seconds(seconds);
         cost->set_output_bytes(static_cast<int64_t>(s.size));
@@ -325,6 +356,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     payload.size = s.size;
     bytes += static_cast<int64_t>(s.size);
   }
+  reported_cpu_nanos_.fetch_add(reported, std::memory_order_relaxed);
   if (metrics_ != nullptr) {
     metrics_->ItemDone(item.indices_size(), bytes);
     metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));

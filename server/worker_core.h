@@ -11,6 +11,7 @@
 #define PREPFLOW_SERVER_WORKER_CORE_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -132,6 +133,13 @@ class WorkerCore {
   // Stops the pool; queued items are dropped. Call after every stream ended.
   void Stop() { pool_->Stop(); }
 
+  // Counts `bytes` of results about to be sent and returns this process's
+  // CPU outside what its samples report (read and stage costs), per byte of
+  // results sent: measured over windows of 16 MB and at least 0.25 s and
+  // smoothed; 0 before the first window closes. Every client's planner
+  // charges it to the bytes it asks this worker for (t_r).
+  double CountSent(int64_t bytes) ABSL_LOCKS_EXCLUDED(transport_mu_);
+
  private:
   // Counts a new stream from `client` against --max-streams and
   // --max-streams-per-client. Errors: Unavailable while draining,
@@ -160,6 +168,16 @@ class WorkerCore {
   std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   DatasetCache datasets_;  // shared by the jobs; locks of its own
+
+  // CPU the items' samples report to clients, summed (see CountSent).
+  std::atomic<int64_t> reported_cpu_nanos_{0};
+  struct TransportWindow {
+    int64_t start_nanos = 0, process_cpu = 0, reported_cpu = 0, sent_bytes = 0;
+  };
+  absl::Mutex transport_mu_;
+  int64_t sent_bytes_ ABSL_GUARDED_BY(transport_mu_) = 0;
+  TransportWindow window_ ABSL_GUARDED_BY(transport_mu_);
+  double transport_cpu_per_byte_ ABSL_GUARDED_BY(transport_mu_) = 0;
 
   // The memory budget: admitted items in order, those waiting for room.
   absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);

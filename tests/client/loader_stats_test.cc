@@ -35,6 +35,8 @@ LoaderStats Filled(const std::string& scheduler) {
   st.plan_throughput = 99;
   st.ingest_limit = 1e6;
   st.receive_cpu_per_byte = 1e-10;
+  st.unseen_cpu_per_sample = 2e-4;
+  st.worker_send_cpu_per_byte = 3e-9;
   LoaderStats::WorkerStats w;
   w.address = "w:1";
   w.alive = true;

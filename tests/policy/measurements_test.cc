@@ -1,6 +1,8 @@
 // SmoothedRatio: windows, smoothing, and following a change.
 #include "policy/measurements.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace prepflow::policy {
@@ -36,6 +38,14 @@ TEST(SmoothedRatio, FollowsAStepChangeWithinAFewWindows) {
   EXPECT_DOUBLE_EQ(r.value(), 2);
   for (int i = 0; i < 5; ++i) r.Update(num += 4, den += 1);
   EXPECT_NEAR(r.value(), 4 - 2.0 / 32, 1e-12);  // within 2% after five windows
+}
+
+TEST(PlausibleCpuPerByte, KeepsOnlyWhatAWorkerCouldSpend) {
+  EXPECT_EQ(PlausibleCpuPerByte(2e-9), 2e-9);
+  EXPECT_EQ(PlausibleCpuPerByte(1e-6), 1e-6);
+  for (double bad : {0.0, -1e-9, 2e-6, 1e300, std::nan(""), HUGE_VAL, -HUGE_VAL}) {
+    EXPECT_EQ(PlausibleCpuPerByte(bad), 0) << bad;
+  }
 }
 
 TEST(RelativeChange, IsSymmetricAndBounded) {

@@ -21,6 +21,8 @@ struct Job {
   // One worker's counters (the whole remote pool is this one worker).
   double worker_bytes = 0, worker_cpu = 0;
   int64_t worker_results = 0, worker_saturated = 0;
+  // What the workers reported of their transport CPU, and for how many bytes.
+  double worker_transport_cpu = 0, worker_transport_bytes = 0;
 
   Snapshot At(double seconds, double samples) const {
     Snapshot s;
@@ -35,6 +37,7 @@ struct Job {
                        {crop_cost * samples, 600e3 * samples, samples}};
     s.delivered_samples = samples;
     s.busy_seconds = seconds;
+    s.worker_transport = {worker_transport_cpu, worker_transport_bytes};
     WorkerTotals w;
     w.id = 7;
     w.name = "w:1";
@@ -130,6 +133,47 @@ TEST(Replanner, BatchOpsHereCountOnEveryPath) {
   // 2 cores / (11 ms + 5 ms) locally, plus 1 remote core's worth.
   EXPECT_LT(mixing.State().throughput, plain.State().throughput);
   EXPECT_LE(mixing.State().throughput, 2 / 0.005 + 1e-6);  // the batch ops alone bind
+}
+
+TEST(Replanner, CpuNoCounterSawCountsOnEveryPath) {
+  // The process spends 3 ms a sample outside every stage it measures (the
+  // consumer's loop, batching, gRPC's threads), after 5 s of set-up before
+  // the first snapshot: the plan charges the 3 ms, not the set-up, to every
+  // sample, as it does batch ops. `plain` spends nothing unseen.
+  Job plain_job, job;
+  plain_job.remote_cores = job.remote_cores = 1;
+  Replanner plain(Options(), Placement::Cut(2, 0, 0));
+  Replanner loaded(Options(), Placement::Cut(2, 0, 0));
+  plain_job.process_cpu_seconds = 0.011 * 100;
+  job.process_cpu_seconds = 5 + 0.011 * 100;
+  ASSERT_TRUE(plain.Update(plain_job.At(1, 100), nullptr).has_value());
+  ASSERT_TRUE(loaded.Update(job.At(1, 100), nullptr).has_value());
+  EXPECT_EQ(loaded.State().unseen_cost_per_sample, 0);  // nothing unseen since the first
+  plain_job.process_cpu_seconds += 0.011 * 300;
+  job.process_cpu_seconds += (0.011 + 0.003) * 300;
+  plain.Update(plain_job.At(3.5, 400), nullptr);
+  loaded.Update(job.At(3.5, 400), nullptr);
+  EXPECT_NEAR(loaded.State().unseen_cost_per_sample, 0.003, 1e-9);
+  EXPECT_EQ(plain.State().unseen_cost_per_sample, 0);
+  EXPECT_LT(loaded.State().throughput, plain.State().throughput);
+  EXPECT_LE(loaded.State().throughput, 2 / 0.003 + 1e-6);  // the 3 ms alone bind the 2 cores
+}
+
+TEST(Replanner, TheWorkersMeasuredSendCostReplacesTheAssumedOne) {
+  // The workers spend 5 ns per byte sent outside their samples' costs
+  // (copying, encoding, gRPC): 0.75 ms more per 150 KB decoded sample on the
+  // one remote core than the assumed one copy into the kernel.
+  Job plain_job, job;
+  plain_job.remote_cores = job.remote_cores = 1;
+  job.worker_transport_bytes = 20e6;
+  job.worker_transport_cpu = 5e-9 * 20e6;
+  Replanner plain(Options(), Placement::Cut(2, 0, 0));
+  Replanner measured(Options(), Placement::Cut(2, 0, 0));
+  ASSERT_TRUE(plain.Update(plain_job.At(1, 100), nullptr).has_value());
+  ASSERT_TRUE(measured.Update(job.At(1, 100), nullptr).has_value());
+  EXPECT_EQ(plain.State().send_cost_per_byte, 0);  // not measured: the assumed one
+  EXPECT_NEAR(measured.State().send_cost_per_byte, 5e-9, 1e-18);
+  EXPECT_LT(measured.State().throughput, plain.State().throughput);
 }
 
 TEST(Replanner, KeepsTheRunningPlanWhenNothingBetterComes) {

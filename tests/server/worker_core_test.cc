@@ -6,9 +6,11 @@
 #include <filesystem>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
+#include "pipeline/profiler.h"
 #include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
 
@@ -107,6 +109,22 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
               std::string(local.bytes.begin(), local.bytes.end()));
   }
   core_->CloseJob(*job);
+}
+
+TEST_F(WorkerCoreTest, TransportCostIsTheCpuOutsideWhatSamplesReport) {
+  // No item runs here, so all the CPU this process spends is outside the
+  // samples' reported costs. The first call opens a window; one of 16 MB and
+  // 0.25 s closes it with at least the 20 ms burnt in between.
+  EXPECT_EQ(core_->CountSent(1), 0);
+  const int64_t start = ThreadCpuNanos();
+  volatile uint64_t spin = 0;
+  while (ThreadCpuNanos() - start < 20'000'000) spin = spin + 1;
+  absl::SleepFor(absl::Milliseconds(250));
+  const double per_byte = core_->CountSent(16 << 20);
+  EXPECT_GE(per_byte, 20e-3 / (16 << 20));
+  EXPECT_LE(per_byte, 1e-6);  // a plausible figure (policy::PlausibleCpuPerByte)
+  // Less than a window's bytes later, the estimate stands.
+  EXPECT_EQ(core_->CountSent(1000), per_byte);
 }
 
 TEST_F(WorkerCoreTest, RefusesPathsOutsideTheDataRoot) {

@@ -14,6 +14,9 @@ Recipes:
                 RandAugment(2, 9), ToTensor, Normalize, RandomErasing(0.25)
                 (torchvision's RandAugment; timm's rand-m9-mstd0.5-inc1 adds
                 magnitude noise and other op ranges)
+  augmix        RandomResizedCrop(224), RandomHorizontalFlip, AugMix()
+                (severity 3, 3 chains), ToTensor, Normalize: timm's AugMix
+                recipes in torchvision's vocabulary
   imagenet-train  RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,
                 Normalize
 
@@ -55,6 +58,10 @@ def recipe(name):
         return T.Compose([
             T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.RandAugment(2, 9),
             T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(0.25)])
+    if name == "augmix":
+        return T.Compose([
+            T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.AugMix(),
+            T.ToTensor(), T.Normalize(MEAN, STD)])
     return T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
                       T.Normalize(MEAN, STD)])
 
@@ -130,7 +137,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
     ap.add_argument("--recipe", default="resnet50-v2",
-                    choices=["resnet50-v2", "randaugment", "imagenet-train"])
+                    choices=["resnet50-v2", "randaugment", "augmix", "imagenet-train"])
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)

@@ -154,10 +154,15 @@ proto::JobOpen Loader::JobOpenMessage() const {
   proto::JobOpen open;
   open.set_job_id(job_id_);
   *open.mutable_dataset() = options_.dataset;
-  // Workers see the dataset on shared storage under the same absolute path.
-  char real[PATH_MAX];
-  if (realpath(options_.dataset.path().c_str(), real) != nullptr)
+  // Workers see the dataset on shared storage under the same absolute path
+  // (a shard pattern names no file: it is made absolute as written).
+  const std::string& path = options_.dataset.path();
+  char real[PATH_MAX], cwd[PATH_MAX];
+  if (realpath(path.c_str(), real) != nullptr) {
     open.mutable_dataset()->set_path(real);
+  } else if (!path.empty() && path[0] != '/' && getcwd(cwd, sizeof(cwd)) != nullptr) {
+    open.mutable_dataset()->set_path(absl::StrCat(cwd, "/", path));
+  }
   *open.mutable_pipeline() = options_.pipeline;
   open.set_seed(options_.seed);
   open.set_max_pixels(options_.max_pixels);

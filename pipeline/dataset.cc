@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "pipeline/braces.h"
 #include "pipeline/tar.h"
 
 #define XXH_STATIC_LINKING_ONLY
@@ -214,13 +215,16 @@ class WebDataset : public Dataset {
     for (const Shard& s : shards_) close(s.fd);
   }
 
+  // `listed`: the shards a brace pattern named (below `path`), in its order;
+  // empty: `path` is a folder of shards or one shard.
   static absl::StatusOr<std::unique_ptr<Dataset>> Open(
-      const std::string& path, const std::function<void(Dataset*)>& configure) {
+      const std::string& path, const std::vector<std::string>& listed,
+      const std::function<void(Dataset*)>& configure) {
     auto ds = std::unique_ptr<WebDataset>(new WebDataset);
     configure(ds.get());
     ds->root_ = path;
-    std::vector<std::string> shard_paths;
-    if (IsDirectory(path)) {
+    std::vector<std::string> shard_paths = listed;
+    if (listed.empty() && IsDirectory(path)) {
       std::vector<std::string> files;
       if (absl::Status s = ListDir(path, nullptr, &files); !s.ok()) return s;
       std::sort(files.begin(), files.end());
@@ -228,7 +232,7 @@ class WebDataset : public Dataset {
         if (absl::EndsWith(f, ".tar")) shard_paths.push_back(absl::StrCat(path, "/", f));
       }
       if (shard_paths.empty()) return absl::NotFoundError(absl::StrCat("no .tar shards in ", path));
-    } else {
+    } else if (listed.empty()) {
       shard_paths.push_back(path);
     }
     for (const std::string& shard_path : shard_paths) {
@@ -351,6 +355,57 @@ class WebDataset : public Dataset {
   std::vector<Entry> samples_;
 };
 
+// The deepest folder holding every one of `paths` ("." for relative names
+// that share none, "/" for absolute ones).
+std::string SharedFolder(const std::vector<std::string>& paths) {
+  std::string shared;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const size_t slash = paths[i].rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : paths[i].substr(0, slash);
+    if (i == 0) {
+      shared = dir;
+      continue;
+    }
+    size_t n = 0;
+    while (n < shared.size() && n < dir.size() && shared[n] == dir[n]) ++n;
+    // Back to a whole folder name: both continue with '/' there, or end.
+    const auto boundary = [n](const std::string& d) { return n == d.size() || d[n] == '/'; };
+    while (n > 0 && !(boundary(shared) && boundary(dir))) --n;
+    shared.resize(n);
+  }
+  if (shared.empty()) return paths.empty() || paths[0][0] != '/' ? "." : "/";
+  return shared;
+}
+
+// A brace pattern in `*path` ("shard-{000000..000099}.tar") names a list of
+// shards, unless a file has that very name: fills `shards` and makes `*path`
+// the folder they share, the dataset's root.
+absl::Status ExpandShardPattern(const proto::DatasetSpec& spec, std::string* path,
+                                std::vector<std::string>* shards) {
+  struct stat literal;
+  if (!HasBraces(*path) || stat(path->c_str(), &literal) == 0) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> names = ExpandBraces(*path);
+  if (!names.ok()) return names.status();
+  if (spec.format() == proto::DatasetSpec::FORMAT_IMAGEFOLDER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset ", *path, " is a shard pattern, which names WebDataset shards (--format wds)"));
+  }
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, ".tar")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset ", *path, " names ", name, ", not a .tar shard"));
+    }
+  }
+  *shards = *std::move(names);
+  *path = SharedFolder(*shards);
+  if (*path == ".") {  // relative names in different folders: below "./"
+    for (std::string& shard : *shards) {
+      if (!absl::StartsWith(shard, "./")) shard = absl::StrCat("./", shard);
+    }
+  }
+  return absl::OkStatus();
+}
+
 bool HasTarFiles(const std::string& dir) {
   std::vector<std::string> files;
   if (!ListDir(dir, nullptr, &files).ok()) return false;
@@ -413,6 +468,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
   std::string path = spec.path();
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");
+  std::vector<std::string> shards;  // named by a brace pattern
+  if (absl::Status st = ExpandShardPattern(spec, &path, &shards); !st.ok()) return st;
   std::string confine_root;
   int confine_fd = -1;
   if (!options.confine_to.empty()) {
@@ -435,6 +492,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
       return absl::PermissionDeniedError(
           absl::StrCat("dataset path ", path, " is not below the data root ", root_real));
     }
+    for (std::string& shard : shards) shard = absl::StrCat(path_real, shard.substr(path.size()));
     path = path_real;
     confine_fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (confine_fd < 0)
@@ -447,7 +505,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
   }
   proto::DatasetSpec::Format format = spec.format();
   if (format == proto::DatasetSpec::FORMAT_AUTO) {
-    const bool wds = S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar");
+    const bool wds =
+        !shards.empty() || (S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar"));
     format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   }
   if (spec.max_file_bytes() < 0 ||
@@ -466,7 +525,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
   };
   absl::StatusOr<std::unique_ptr<Dataset>> ds = format == proto::DatasetSpec::FORMAT_WEBDATASET
-                                                    ? WebDataset::Open(path, configure)
+                                                    ? WebDataset::Open(path, shards, configure)
                                                     : ImageFolderDataset::Open(path, configure);
   if (!ds.ok()) return ds;
   // Fingerprint: the format, then (relative path, label) of every sample.

@@ -40,9 +40,11 @@ struct CliRun {
 // (timeout's) in seconds, not at ctest's timeout.
 constexpr int kDeadlineSeconds = 120;
 
-CliRun Prepflow(const std::string& args, const TempDir& dir) {
+// `cwd`: the folder to run in (default: this process's).
+CliRun Prepflow(const std::string& args, const TempDir& dir, const std::string& cwd = "") {
   const std::string err_path = dir.Join("stderr.txt");
-  const std::string cmd = absl::StrCat("timeout -k 5 ", kDeadlineSeconds, " ", PREPFLOW_BIN_DIR,
+  const std::string cmd = absl::StrCat(cwd.empty() ? "" : absl::StrCat("cd '", cwd, "' && "),
+                                       "timeout -k 5 ", kDeadlineSeconds, " ", PREPFLOW_BIN_DIR,
                                        "/prepflow ", args, " 2>", err_path, " </dev/null");
   CliRun r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -287,6 +289,27 @@ TEST_F(CliTest, ProfileAndDemo) {
 // Files an attacker or a careless operator may leave in a dataset: a shard
 // whose member size wraps past 2^64, a FIFO named like an image, names that
 // are not UTF-8 or hold a newline. Each fails its own sample, nothing hangs,
+// A relative shard pattern runs here and on a worker, which is sent it
+// made absolute (there is no file by that name to resolve).
+TEST_F(CliTest, ARelativeShardPatternRunsOnWorkers) {
+  const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
+                                            dir_.Join("shards"), " --shard-samples 4"),
+                               dir_);
+  ASSERT_EQ(pack.exit_code, 0) << pack.err;
+  testing::WorkerProcess worker(dir_.path());
+  for (const std::string& where :
+       {std::string(""), absl::StrCat(" --offload remote --workers ", worker.address())}) {
+    const CliRun r = Prepflow(
+        absl::StrCat("run --data 'shards/shard-{000001..000002}.tar' --batch 4 --json", where),
+        dir_, dir_.path());
+    ASSERT_EQ(r.exit_code, 0) << where << r.err;
+    const nlohmann::json j = r.LastJson();
+    EXPECT_EQ(j["images"], 8) << where;
+    EXPECT_EQ(j["errors"], 0) << where;
+    EXPECT_EQ(j["remote_images"], where.empty() ? 0 : 8) << where;
+  }
+}
+
 // locally and on a worker, and --json's line still parses.
 TEST_F(CliTest, HostileFilesNeitherHangNorCrash) {
   testing::WriteFile(dir_.Join("wrap.tar"), testing::TarWithWrappingMember(testing::Jpeg(64, 48)));

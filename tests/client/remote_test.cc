@@ -115,6 +115,38 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
   }
 }
 
+// A shard pattern travels to workers as written (made absolute), and each
+// worker expands it below its data root: the same samples, the same checksum.
+TEST_F(RemoteTest, AShardPatternIsExpandedByWorkersToo) {
+  proto::DatasetSpec folder;
+  folder.set_path(dir_->Join("root/data"));
+  auto src = OpenDataset(folder);
+  ASSERT_TRUE(src.ok()) << src.status();
+  PackOptions pack;
+  pack.out_dir = dir_->Join("root/shards");
+  pack.samples_per_shard = 25;  // 96 samples: shards 000000 to 000003
+  ASSERT_TRUE(PackWebDataset(**src, pack, nullptr).ok());
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions local = Options({}, "off");
+  local.dataset.set_path(dir_->Join("root/shards"));
+  const uint64_t expected = RunWith(local).stats.checksum;
+  EXPECT_EQ(expected, LocalChecksum());  // pack keeps order and labels
+  for (const std::string mode : {"remote", "cut=2"}) {
+    LoaderOptions o = Options({a.address()}, mode);
+    o.dataset.set_path(dir_->Join("root/shards/shard-{000000..000003}.tar"));
+    const RunResult r = RunWith(o);
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, expected) << mode;
+    EXPECT_EQ(r.stats.remote_images, 96) << mode;
+  }
+  // Two shards by pattern: 50 samples, all from workers.
+  LoaderOptions some = Options({a.address()}, "remote");
+  some.dataset.set_path(dir_->Join("root/shards/shard-{000001,000002}.tar"));
+  const RunResult r = RunWith(some);
+  ExpectExactlyOnce(r, 50);
+  EXPECT_EQ(r.stats.remote_images, 50);
+}
+
 // The example plugin's cutout between the flip and normalize. A worker with
 // the plugin runs any cut; one without it runs the stages before cutout,
 // and the rest runs here; the checksum is the local run's either way.

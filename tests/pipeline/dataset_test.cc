@@ -134,6 +134,89 @@ TEST(WebDataset, PackKeepsOrderLabelsAndBytes) {
   EXPECT_EQ(one->label(0), 2);
 }
 
+// 15 images in 3 classes, packed 4 to a shard: shards 000000 to 000003.
+std::string PackedShards(const TempDir& dir) {
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 5; ++i) {
+      WriteFile(dir.Join(absl::StrCat("src/c", c, "/", i, ".jpg")),
+                Text(absl::StrCat("image ", c, "/", i)));
+    }
+  }
+  auto src = Open(dir.Join("src"));
+  EXPECT_EQ(mkdir(dir.Join("data").c_str(), 0755), 0);
+  PackOptions options;
+  options.out_dir = dir.Join("data/shards");
+  options.samples_per_shard = 4;
+  EXPECT_TRUE(PackWebDataset(*src, options, nullptr).ok());
+  return options.out_dir;
+}
+
+TEST(WebDataset, ABracePatternNamesShards) {
+  TempDir dir;
+  const std::string shards = PackedShards(dir);
+  auto all = Open(absl::StrCat(shards, "/shard-{000000..000003}.tar"));
+  auto folder = Open(shards);
+  ASSERT_NE(all, nullptr);
+  ASSERT_NE(folder, nullptr);
+  // Every shard by pattern is the folder: the same root, samples and
+  // fingerprint, so a worker given either agrees with a client given the other.
+  EXPECT_EQ(all->root(), folder->root());
+  EXPECT_EQ(all->fingerprint(), folder->fingerprint());
+  ASSERT_EQ(all->size(), 15);
+  EXPECT_EQ(Bytes(*all, 14), Bytes(*folder, 14));
+  // A subset, in the pattern's order.
+  auto some = Open(absl::StrCat(shards, "/shard-{000003,000001}.tar"));
+  ASSERT_NE(some, nullptr);
+  ASSERT_EQ(some->size(), 3 + 4);
+  EXPECT_THAT(some->SamplePath(0), HasSubstr("shard-000003.tar:000000012.jpg"));
+  EXPECT_THAT(some->SamplePath(3), HasSubstr("shard-000001.tar:000000004.jpg"));
+  EXPECT_NE(some->fingerprint(), all->fingerprint());
+  // Shards in several folders share the deepest folder above them.
+  ASSERT_EQ(rename(absl::StrCat(shards, "/shard-000003.tar").c_str(),
+                   dir.Join("data/shard-000003.tar").c_str()),
+            0);
+  auto spread = Open(dir.Join("data/{shards/shard-000000,shard-000003}.tar"));
+  ASSERT_NE(spread, nullptr);
+  EXPECT_EQ(spread->root(), dir.Join("data"));
+  EXPECT_EQ(spread->size(), 4 + 3);
+}
+
+TEST(WebDataset, BadShardPatternsNameTheProblem) {
+  TempDir dir;
+  const std::string shards = PackedShards(dir);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {shards + "/shard-{000000..000009}.tar", "shard-000004.tar"},  // missing: named
+      {shards + "/shard-{000000..000001}.png", "not a .tar shard"},
+      {shards + "/shard-{000000..000001.tar", "is never closed"},
+      {shards + "/shard-{0..99999999}.tar", "names more than 1000000 files"},
+  };
+  for (const auto& [pattern, error] : cases) {
+    proto::DatasetSpec spec;
+    spec.set_path(pattern);
+    auto ds = OpenDataset(spec);
+    ASSERT_FALSE(ds.ok()) << pattern;
+    EXPECT_THAT(ds.status().message(), HasSubstr(error)) << pattern;
+  }
+  proto::DatasetSpec spec;
+  spec.set_path(shards + "/shard-{000000..000001}.tar");
+  spec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
+  EXPECT_THAT(OpenDataset(spec).status().message(), HasSubstr("--format wds"));
+  // Below a data root, a pattern that reaches out of it is refused, as a
+  // path would be.
+  WriteFile(dir.Join("outside.tar"), Text("x"));
+  DatasetOptions confined;
+  confined.confine_to = dir.Join("data");
+  spec.set_format(proto::DatasetSpec::FORMAT_AUTO);
+  spec.set_path(shards + "/{shard-000000.tar,../../outside.tar}");
+  auto escaped = OpenDataset(spec, confined);
+  ASSERT_FALSE(escaped.ok());
+  EXPECT_EQ(escaped.status().code(), absl::StatusCode::kPermissionDenied) << escaped.status();
+  spec.set_path(shards + "/shard-{000000..000001}.tar");
+  auto inside = OpenDataset(spec, confined);
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  EXPECT_EQ((*inside)->size(), 8);
+}
+
 TEST(WebDataset, ReadsArchivesWrittenByGnuTar) {
   if (system("tar --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no tar";
   TempDir dir;

@@ -99,7 +99,8 @@ class Batch:
 
 
 class Loader:
-    """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards)
+    """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards: one
+    file, a folder, or a brace pattern such as "shards/shard-{000000..000099}.tar")
     through `pipeline`: a preset name ("imagenet-train", the default, or
     "imagenet-eval"), a pipeline file, pipeline text, or a list of
     prepflow.ops objects (docs/pipelines.md). Or pass `transform`, a

@@ -40,7 +40,15 @@ packages=(
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-torchvision
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
+  # Remote data (HTTP(S) and S3 through libcurl, which signs SigV4 itself).
+  libcurl4-openssl-dev
 )
+# The test servers for remote data run on Node.js (tests/servers): Debian's,
+# unless a node and npm are already on the PATH (NodeSource's node bundles
+# its own npm and conflicts with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -55,6 +63,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#packages[@]} packages present"
+fi
+
+# The real servers the tests read remote data from (an HTTP server with Range
+# requests and an S3-compatible one), pinned by tests/servers/package-lock.json.
+servers=tests/servers
+if [ ! -f "$servers/node_modules/.package-lock.json" ] ||
+   [ "$servers/package-lock.json" -nt "$servers/node_modules/.package-lock.json" ]; then
+  echo "setup: installing the test servers (npm ci in $servers)"
+  npm ci --prefix "$servers" --no-audit --no-fund --loglevel=error
 fi
 
 [ "$do_build" -eq 1 ] || exit 0

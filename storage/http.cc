@@ -1,0 +1,218 @@
+#include "storage/http.h"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace prepflow {
+namespace {
+
+CURL* Handle(void* p) { return static_cast<CURL*>(p); }
+
+// libcurl's process-wide set-up, once, before the first handle.
+void GlobalInit() {
+  static const CURLcode done = curl_global_init(CURL_GLOBAL_DEFAULT);
+  (void)done;
+}
+
+// `url` for messages and logs: no user:password@ and no query (a presigned
+// URL's signature lives there).
+std::string Shown(const std::string& url) {
+  std::string out = url;
+  const size_t query = out.find_first_of("?#");
+  if (query != std::string::npos) out = out.substr(0, query) + "?...";
+  const size_t scheme = out.find("://");
+  const size_t at = out.find('@', scheme == std::string::npos ? 0 : scheme + 3);
+  const size_t slash = out.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  if (scheme != std::string::npos && at != std::string::npos &&
+      (slash == std::string::npos || at < slash)) {
+    out = out.substr(0, scheme + 3) + out.substr(at + 1);
+  }
+  return out;
+}
+
+// Failures a later attempt may not see: the server or the path to it.
+bool MayPass(CURLcode code) {
+  switch (code) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// One request's destination and what came back.
+struct HttpReader::Attempt {
+  uint8_t* dst = nullptr;
+  int64_t capacity = 0;
+  int64_t received = 0;
+  bool overflow = false;  // the body was longer than asked for
+  long status = 0;        // NOLINT(runtime/int): libcurl's type
+  curl_off_t content_length = -1;
+
+  static size_t Write(char* data, size_t size, size_t n, void* self) {
+    auto* a = static_cast<Attempt*>(self);
+    const int64_t bytes = static_cast<int64_t>(size * n);
+    if (bytes > a->capacity - a->received) {
+      a->overflow = true;
+      return 0;  // libcurl stops the transfer: CURLE_WRITE_ERROR
+    }
+    std::memcpy(a->dst + a->received, data, static_cast<size_t>(bytes));
+    a->received += bytes;
+    return static_cast<size_t>(bytes);
+  }
+};
+
+HttpReader::HttpReader(HttpOptions options) : options_(std::move(options)) {
+  GlobalInit();
+  curl_ = curl_easy_init();
+  curl_slist* list = nullptr;
+  for (const std::string& h : options_.headers) list = curl_slist_append(list, h.c_str());
+  headers_ = list;
+}
+
+HttpReader::~HttpReader() {
+  curl_easy_cleanup(Handle(curl_));
+  curl_slist_free_all(static_cast<curl_slist*>(headers_));
+}
+
+absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offset, int64_t length,
+                                 Attempt* a) {
+  CURL* c = Handle(curl_);
+  if (c == nullptr) return absl::ResourceExhaustedError("libcurl could not make a handle");
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  // Plain HTTP(S) only: no file://, no redirects to wherever a server points
+  // (a worker must never fetch what the job did not name).
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout_seconds * 1e3));  // NOLINT
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(options_.request_timeout_seconds * 1e3));  // NOLINT
+  if (!options_.aws_sigv4.empty()) {
+    curl_easy_setopt(c, CURLOPT_AWS_SIGV4, options_.aws_sigv4.c_str());
+    curl_easy_setopt(c, CURLOPT_USERPWD, options_.user_password.c_str());
+  }
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, static_cast<curl_slist*>(headers_));
+  curl_easy_setopt(c, CURLOPT_NOBODY, head ? 1L : 0L);
+  if (!head) curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  const std::string range = absl::StrCat(offset, "-", offset + length - 1);
+  curl_easy_setopt(c, CURLOPT_RANGE, head ? nullptr : range.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::Write);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+  const CURLcode code = curl_easy_perform(c);
+  ++stats_.requests;
+  stats_.bytes += a->received;
+  long connects = 0;  // NOLINT(runtime/int)
+  curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
+  stats_.connections += connects;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
+  curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &a->content_length);
+  const std::string where = Shown(url);
+  if (code == CURLE_WRITE_ERROR && a->overflow) {
+    return absl::DataLossError(absl::StrCat(where, ": the server sent more than the ", length,
+                                            " bytes asked for (it ignored the Range request)"));
+  }
+  if (code != CURLE_OK) {
+    const std::string what = absl::StrCat(where, ": ", curl_easy_strerror(code));
+    if (code == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
+    if (MayPass(code)) return absl::UnavailableError(what);
+    if (code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT) {
+      return absl::InvalidArgumentError(what);
+    }
+    return absl::FailedPreconditionError(what);
+  }
+  const long s = a->status;  // NOLINT(runtime/int)
+  if (s == 200 || s == 206) return absl::OkStatus();
+  const std::string what = absl::StrCat(where, ": HTTP ", s);
+  if (s == 404) return absl::NotFoundError(absl::StrCat(what, " (no such object)"));
+  if (s == 401 || s == 403) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, options_.aws_sigv4.empty() ? " (unsigned request)" : " (signed request)"));
+  }
+  if (s == 416)
+    return absl::OutOfRangeError(absl::StrCat(what, " (the object ends before ", offset, ")"));
+  if (s == 429 || s >= 500) return absl::UnavailableError(what);
+  return absl::FailedPreconditionError(what);
+}
+
+absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64_t length,
+                                   Buffer* out, size_t* size) {
+  if (offset < 0 || length <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: bad range (offset %d, length %d)", Shown(url), offset, length));
+  }
+  if (length > options_.max_range_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("%s: a %d-byte range is over the limit of %d", Shown(url), length,
+                        options_.max_range_bytes));
+  }
+  uint8_t* dst = out->Reserve(static_cast<size_t>(length));
+  return WithRetries([&]() -> absl::Status {
+    Attempt a;
+    a.dst = dst;
+    a.capacity = length;
+    if (absl::Status st = Perform(url, /*head=*/false, offset, length, &a); !st.ok()) return st;
+    if (a.status == 200 && !(offset == 0 && a.received == length)) {
+      return absl::DataLossError(
+          absl::StrCat(Shown(url), ": the server ignored the Range request"));
+    }
+    if (a.received != length) {
+      return absl::DataLossError(absl::StrFormat("%s: %d bytes at %d, expected %d (short read)",
+                                                 Shown(url), a.received, offset, length));
+    }
+    *size = static_cast<size_t>(length);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status HttpReader::WithRetries(const std::function<absl::Status()>& attempt) {
+  absl::Status last;
+  double wait = options_.first_backoff_seconds;
+  const int attempts = std::max(1, options_.max_attempts);
+  for (int i = 0; i < attempts; ++i) {
+    if (i > 0) {
+      ++stats_.retries;
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      wait *= 2;
+    }
+    last = attempt();
+    if (last.ok() || (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last))) return last;
+  }
+  return absl::Status(last.code(), absl::StrCat(last.message(), " (", attempts, " attempts)"));
+}
+
+absl::StatusOr<int64_t> HttpReader::Size(const std::string& url) {
+  int64_t size = -1;
+  absl::Status st = WithRetries([&]() -> absl::Status {
+    Attempt a;
+    if (absl::Status p = Perform(url, /*head=*/true, 0, 1, &a); !p.ok()) return p;
+    if (a.content_length < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(Shown(url), ": the server gave no Content-Length"));
+    }
+    size = static_cast<int64_t>(a.content_length);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return size;
+}
+
+}  // namespace prepflow

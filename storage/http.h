@@ -1,0 +1,87 @@
+// Byte ranges of objects over HTTP(S), through libcurl.
+//
+// The building block of remote datasets: a WebDataset member is one range of
+// its shard, so a sample costs one request, never a whole shard. An
+// HttpReader keeps its connections alive between requests (one libcurl
+// handle), retries what may pass (5xx, 429, resets, timeouts) a bounded number
+// of times with doubling waits, and names the URL in every error. Every limit
+// is in bytes or seconds. S3's SigV4 signing is libcurl's own
+// (CURLOPT_AWS_SIGV4), given as HttpOptions::aws_sigv4 and ::user_password.
+//
+// Thread-safety: an HttpReader is used by one thread at a time (one per
+// reading thread); distinct readers are independent.
+#ifndef PREPFLOW_STORAGE_HTTP_H_
+#define PREPFLOW_STORAGE_HTTP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pipeline/sample.h"
+
+namespace prepflow {
+
+struct HttpOptions {
+  double connect_timeout_seconds = 10;
+  // The whole request, connecting included; also the longest a stalled
+  // transfer may sit without bytes.
+  double request_timeout_seconds = 60;
+  int max_attempts = 4;                // the first try and its retries
+  double first_backoff_seconds = 0.1;  // doubled after each failed try
+  // A range larger than this is refused before any request.
+  int64_t max_range_bytes = int64_t{256} << 20;
+  // SigV4: "aws:amz:REGION:s3" and "KEY:SECRET" (empty: unsigned requests).
+  std::string aws_sigv4;
+  std::string user_password;
+  std::vector<std::string> headers;  // "Name: value", sent with every request
+};
+
+class HttpReader {
+ public:
+  struct Stats {
+    int64_t requests = 0;     // attempts made
+    int64_t retries = 0;      // attempts after a failure that may pass
+    int64_t bytes = 0;        // body bytes received
+    int64_t connections = 0;  // new connections opened
+  };
+
+  explicit HttpReader(HttpOptions options = {});
+  ~HttpReader();
+  HttpReader(const HttpReader&) = delete;
+  HttpReader& operator=(const HttpReader&) = delete;
+
+  // Bytes [offset, offset + length) of `url` into `out`; `*size` = length.
+  // Errors name the URL: NotFound (404), PermissionDenied (401, 403),
+  // OutOfRange (416: the object is shorter than `offset`), DataLoss (fewer
+  // bytes than asked, or a server that ignored the range), ResourceExhausted
+  // (over max_range_bytes), InvalidArgument (a negative range or a URL
+  // libcurl refuses), Unavailable or DeadlineExceeded (still failing after
+  // max_attempts).
+  absl::Status ReadRange(const std::string& url, int64_t offset, int64_t length, Buffer* out,
+                         size_t* size);
+
+  // The object's size (a HEAD request's Content-Length); errors as above.
+  absl::StatusOr<int64_t> Size(const std::string& url);
+
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Attempt;
+  // Runs `attempt` until it succeeds, fails in a way a retry cannot mend, or
+  // max_attempts are spent, waiting first_backoff_seconds, then twice that...
+  absl::Status WithRetries(const std::function<absl::Status()>& attempt);
+  absl::Status Perform(const std::string& url, bool head, int64_t offset, int64_t length,
+                       Attempt* attempt);
+
+  HttpOptions options_;
+  void* curl_;     // CURL*
+  void* headers_;  // curl_slist*
+  Stats stats_;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_STORAGE_HTTP_H_

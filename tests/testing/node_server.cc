@@ -1,0 +1,57 @@
+#include "tests/testing/node_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "gtest/gtest.h"
+
+namespace prepflow::testing {
+
+NodeServer::NodeServer(const std::string& kind, const std::string& dir) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe: " << strerror(errno);
+    return;
+  }
+  const std::string script = std::string(PREPFLOW_SOURCE_DIR) + "/tests/servers/serve.js";
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execlp("node", "node", script.c_str(), kind.c_str(), dir.c_str(), nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (address_.empty() && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    char buf[512];
+    const ssize_t n = read(out[0], buf, sizeof(buf));
+    if (n <= 0) break;  // it exited
+    text.append(buf, static_cast<size_t>(n));
+    const size_t at = text.find("listening ");
+    const size_t end = at == std::string::npos ? at : text.find('\n', at);
+    if (end != std::string::npos) address_ = text.substr(at + 10, end - at - 10);
+  }
+  close(out[0]);
+  if (address_.empty()) {
+    ADD_FAILURE() << "node " << script << " " << kind << " did not start (scripts/setup.sh "
+                  << "installs the test servers): " << text;
+  }
+}
+
+NodeServer::~NodeServer() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+}
+
+}  // namespace prepflow::testing

@@ -1,0 +1,33 @@
+// A real test server from tests/servers (http-server or s3rver, installed by
+// scripts/setup.sh), run with Node.js on a port the kernel picks, and
+// stopped when this goes out of scope.
+#ifndef PREPFLOW_TESTS_TESTING_NODE_SERVER_H_
+#define PREPFLOW_TESTS_TESTING_NODE_SERVER_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace prepflow::testing {
+
+class NodeServer {
+ public:
+  // kind: "http" (serving `dir`) or "s3" (keeping its buckets in `dir`).
+  // Fails the test (and address() is empty) when it does not start within
+  // 60 s, with the server's output.
+  NodeServer(const std::string& kind, const std::string& dir);
+  ~NodeServer();
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  const std::string& address() const { return address_; }  // "127.0.0.1:PORT"
+  std::string Url(const std::string& path) const { return "http://" + address_ + "/" + path; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+};
+
+}  // namespace prepflow::testing
+
+#endif  // PREPFLOW_TESTS_TESTING_NODE_SERVER_H_

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "pipeline/color.h"
 
 namespace prepflow {
@@ -109,7 +110,7 @@ double AugMixMagnitude(Op op, int bin, int height, int width) {
 // torch._sample_dirichlet on float32: gammas in double (at least DBL_MIN),
 // normalized in double, rounded to float32.
 void DrawDirichlet(SampleRng& rng, double alpha, float* out, int n) {
-  double gammas[16];
+  absl::InlinedVector<double, 4> gammas(static_cast<size_t>(n));
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += gammas[i] = std::max(DBL_MIN, rng.Gamma(alpha));
   for (int i = 0; i < n; ++i) out[i] = static_cast<float>(gammas[i] / sum);
@@ -315,8 +316,28 @@ AugmentSteps DrawAutoAugment(SampleRng& rng, AutoAugmentPolicy policy, int heigh
   return steps;
 }
 
+absl::Status CheckAugMixParams(const AugMixParams& p) {
+  if (p.severity < 1 || p.severity > 10) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("severity: must be 1 to 10, got %d", p.severity));
+  }
+  if (p.mixture_width < 1 || p.mixture_width > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("mixture_width: must be 1 to 16, got %d", p.mixture_width));
+  }
+  if (p.chain_depth > 16) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chain_depth: must be at most 16 (0 or less draws 1 to 3), got %d", p.chain_depth));
+  }
+  if (!(p.alpha > 0 && p.alpha <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("alpha: must be above 0 and at most 1000, got %g", p.alpha));
+  }
+  return absl::OkStatus();
+}
+
 AugMixDraw DrawAugMix(SampleRng& rng, const AugMixParams& params, int height, int width) {
-  const int k = params.mixture_width;  // 1 to 16, as the op checks
+  const int k = params.mixture_width;
   AugMixDraw draw;
   float m[2];
   DrawDirichlet(rng, params.alpha, m, 2);

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
 #include "pipeline/geometry.h"
 #include "pipeline/rng.h"
 #include "pipeline/sample.h"
@@ -83,6 +84,10 @@ struct AugMixDraw {
   absl::InlinedVector<float, 4> chain_weights;
   absl::InlinedVector<AugmentSteps, 4> chains;
 };
+// InvalidArgument naming the field unless severity is 1 to 10, mixture_width
+// 1 to 16, chain_depth at most 16 and alpha in (0, 1000].
+absl::Status CheckAugMixParams(const AugMixParams& params);
+// REQUIRES: CheckAugMixParams(params).ok().
 AugMixDraw DrawAugMix(SampleRng& rng, const AugMixParams& params, int height, int width);
 
 // AugMix's mix of `in` (height x width RGB) into `out`: each chain's steps

@@ -121,22 +121,7 @@ class AugMixOp : public SameShapeImageOp {
     if (!fill.ok()) return fill.status();
     const AugMixParams params{p.severity(), p.mixture_width(), p.chain_depth(), p.alpha(),
                               p.all_ops()};
-    if (params.severity < 1 || params.severity > 10) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("severity: must be 1 to 10, got %d", params.severity));
-    }
-    if (params.mixture_width < 1 || params.mixture_width > 16) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("mixture_width: must be 1 to 16, got %d", params.mixture_width));
-    }
-    if (params.chain_depth > 16) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "chain_depth: must be at most 16 (0 or less draws 1 to 3), got %d", params.chain_depth));
-    }
-    if (!(params.alpha > 0 && params.alpha <= 1000)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("alpha: must be above 0 and at most 1000, got %g", params.alpha));
-    }
+    if (absl::Status st = CheckAugMixParams(params); !st.ok()) return st;
     return std::unique_ptr<Op>(new AugMixOp(params, *resample, *fill));
   }
 

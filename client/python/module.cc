@@ -492,9 +492,13 @@ PYBIND11_MODULE(_prepflow, m) {
       "_aug_mix_draws",
       [](uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, int height, int width,
          int severity, int mixture_width, int chain_depth, double alpha, bool all_ops) {
+        const prepflow::AugMixParams params{severity, mixture_width, chain_depth, alpha, all_ops};
+        if (absl::Status s = prepflow::CheckAugMixParams(params); !s.ok()) {
+          prepflow::python::Raise(s);
+        }
+        if (height < 1 || width < 1) throw py::value_error("height, width: must be positive");
         prepflow::SampleRng rng(seed, epoch, index, stage);
-        const prepflow::AugMixDraw d = prepflow::DrawAugMix(
-            rng, {severity, mixture_width, chain_depth, alpha, all_ops}, height, width);
+        const prepflow::AugMixDraw d = prepflow::DrawAugMix(rng, params, height, width);
         py::list chains;
         for (const prepflow::AugmentSteps& chain : d.chains) {
           py::list steps;

@@ -568,6 +568,16 @@ class AugMixParity(unittest.TestCase):
         self.assertLess(diffs.mean(), 0.3)
         self.assertLessEqual(np.percentile(diffs, 99), 4)
 
+    def test_draws_refuse_what_the_op_refuses(self):
+        from prepflow import _prepflow
+        for args, error in [((0, 3, -1, 1.0), "severity"), ((3, 17, -1, 1.0), "mixture_width"),
+                            ((3, 100000, -1, 1.0), "mixture_width"),
+                            ((3, 3, 17, 1.0), "chain_depth"), ((3, 3, -1, float("nan")), "alpha")]:
+            with self.assertRaisesRegex(ValueError, error):
+                _prepflow._aug_mix_draws(1, 0, 0, 0, 8, 8, *args, True)
+        with self.assertRaisesRegex(ValueError, "height, width"):
+            _prepflow._aug_mix_draws(1, 0, 0, 0, 0, 8, 3, 3, -1, 1.0, True)
+
 
 def ks_statistic(a, b):
     """The two-sample Kolmogorov-Smirnov statistic: the largest gap between

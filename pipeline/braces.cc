@@ -36,23 +36,39 @@ struct Sequence {
   std::vector<std::variant<std::string, Range, Alternatives>> parts;
 };
 
-// Counts, saturating just above `cap` (so that no product overflows).
-uint64_t Count(const Sequence& s, uint64_t cap);
-uint64_t Count(const Range& r, uint64_t) { return r.count; }
-uint64_t Count(const std::string&, uint64_t) { return 1; }
-uint64_t Count(const Alternatives& a, uint64_t cap) {
-  uint64_t n = 0;
-  for (const Sequence& s : a.options) n = std::min(cap + 1, n + Count(s, cap));
-  return n;
+// How many names an expansion makes and how many bytes they take, both
+// saturating at kSaturated (so that no sum or product overflows).
+struct Extent {
+  uint64_t names = 0, bytes = 0;
+};
+constexpr uint64_t kSaturated = uint64_t{1} << 62;
+uint64_t Add(uint64_t a, uint64_t b) { return std::min(kSaturated, a + b); }
+uint64_t Mul(uint64_t a, uint64_t b) {
+  return a != 0 && b > kSaturated / a ? kSaturated : std::min(kSaturated, a * b);
 }
-uint64_t Count(const Sequence& s, uint64_t cap) {
-  uint64_t n = 1;
-  for (const auto& part : s.parts) {
-    const uint64_t k = std::visit([cap](const auto& p) { return Count(p, cap); }, part);
-    if (k == 0) return 0;
-    n = n > (cap + 1) / k ? cap + 1 : n * k;
+
+Extent Measure(const Sequence& s);
+Extent Measure(const std::string& text) { return {1, text.size()}; }
+Extent Measure(const Range& r) {  // every name as long as the longer end
+  const size_t longest = std::max(r.At(0).size(), r.At(r.count - 1).size());
+  return {r.count, Mul(r.count, longest)};
+}
+Extent Measure(const Alternatives& a) {
+  Extent e;
+  for (const Sequence& option : a.options) {
+    const Extent o = Measure(option);
+    e = {Add(e.names, o.names), Add(e.bytes, o.bytes)};
   }
-  return n;
+  return e;
+}
+// Each part's bytes appear once per combination of the other parts.
+Extent Measure(const Sequence& s) {
+  Extent e{1, 0};
+  for (const auto& part : s.parts) {
+    const Extent p = std::visit([](const auto& x) { return Measure(x); }, part);
+    e = {Mul(e.names, p.names), Add(Mul(e.bytes, p.names), Mul(p.bytes, e.names))};
+  }
+  return e;
 }
 
 // Appends every expansion of parts[i..] after `prefix` to `out`.
@@ -98,8 +114,14 @@ class Parser {
     return absl::InvalidArgumentError(absl::StrCat("shard pattern '", p_, "': ", what));
   }
 
-  // The index of the '}' closing the '{' at `open`, or npos.
-  size_t Closing(size_t open, size_t end) const {
+  // The '}' closing the '{' at `open` (npos when none) and the commas
+  // between them outside nested braces: one scan.
+  struct BraceSpan {
+    size_t close = absl::string_view::npos;
+    std::vector<size_t> commas;
+  };
+  BraceSpan Span(size_t open, size_t end) const {
+    BraceSpan span;
     int depth = 0;
     for (size_t i = open; i < end; ++i) {
       if (p_[i] == '\\') {
@@ -107,28 +129,14 @@ class Parser {
       } else if (p_[i] == '{') {
         ++depth;
       } else if (p_[i] == '}' && --depth == 0) {
-        return i;
+        span.close = i;
+        return span;
+      } else if (p_[i] == ',' && depth == 1) {
+        span.commas.push_back(i);
       }
     }
-    return absl::string_view::npos;
-  }
-
-  // The top-level commas of p_[begin, end).
-  std::vector<size_t> Commas(size_t begin, size_t end) const {
-    std::vector<size_t> commas;
-    int depth = 0;
-    for (size_t i = begin; i < end; ++i) {
-      if (p_[i] == '\\') {
-        ++i;
-      } else if (p_[i] == '{') {
-        ++depth;
-      } else if (p_[i] == '}') {
-        --depth;
-      } else if (p_[i] == ',' && depth == 0) {
-        commas.push_back(i);
-      }
-    }
-    return commas;
+    span.commas.clear();
+    return span;
   }
 
   absl::StatusOr<Sequence> ParseSequence(size_t begin, size_t end, int depth) {
@@ -150,22 +158,23 @@ class Parser {
         text += c;
         continue;
       }
-      const size_t close = Closing(i, end);
-      if (close == absl::string_view::npos) {
+      const BraceSpan span = Span(i, end);
+      if (span.close == absl::string_view::npos) {
         return Error(absl::StrCat("'{' at column ", i + 1, " is never closed"));
       }
       flush();
-      absl::Status st = ParseBrace(i + 1, close, depth + 1, &s);
+      absl::Status st = ParseBrace(i + 1, span, depth + 1, &s);
       if (!st.ok()) return st;
-      i = close;
+      i = span.close;
     }
     flush();
     return s;
   }
 
   // The brace whose content is p_[begin, end), appended to `s`.
-  absl::Status ParseBrace(size_t begin, size_t end, int depth, Sequence* s) {
-    const std::vector<size_t> commas = Commas(begin, end);
+  absl::Status ParseBrace(size_t begin, const BraceSpan& span, int depth, Sequence* s) {
+    const size_t end = span.close;
+    const std::vector<size_t>& commas = span.commas;
     if (!commas.empty()) {
       Alternatives a;
       size_t from = begin;
@@ -251,21 +260,25 @@ bool HasBraces(absl::string_view pattern) {
   return false;
 }
 
-absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern, size_t max_names) {
+absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern, size_t max_names,
+                                                      size_t max_bytes) {
   if (pattern.size() > kMaxPatternBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard pattern of ", pattern.size(), " bytes; at most ", kMaxPatternBytes));
   }
   absl::StatusOr<Sequence> parsed = Parser(pattern).Parse();
   if (!parsed.ok()) return parsed.status();
-  const uint64_t cap = std::min<uint64_t>(max_names, uint64_t{1} << 40);
-  const uint64_t n = Count(*parsed, cap);
-  if (n > cap) {
+  const Extent extent = Measure(*parsed);
+  if (extent.names > max_names) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard pattern '", pattern, "' names more than ", max_names, " files"));
   }
+  if (extent.bytes > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard pattern '", pattern, "' expands to more than ", max_bytes, " bytes of names"));
+  }
   std::vector<std::string> out;
-  out.reserve(n);
+  out.reserve(extent.names);
   Expand(*parsed, 0, "", &out);
   return out;
 }

@@ -26,6 +26,7 @@
 namespace prepflow {
 
 inline constexpr size_t kDefaultMaxExpansions = 1'000'000;
+inline constexpr size_t kDefaultMaxExpansionBytes = 64 << 20;
 
 // True when `pattern` has an unescaped '{' that brace expansion would act on.
 bool HasBraces(absl::string_view pattern);
@@ -33,10 +34,11 @@ bool HasBraces(absl::string_view pattern);
 // Every name `pattern` expands to, in order. InvalidArgument naming the
 // pattern for an unclosed or unopened brace, a range whose ends are not both
 // numbers or both letters, a zero step, or an expansion of more than
-// `max_names` names (checked before any is built, so `{0..999999999999}`
-// costs nothing).
+// `max_names` names or `max_bytes` bytes of names (both checked before any
+// is built, so `{0..999999999999}` costs nothing).
 absl::StatusOr<std::vector<std::string>> ExpandBraces(absl::string_view pattern,
-                                                      size_t max_names = kDefaultMaxExpansions);
+                                                      size_t max_names = kDefaultMaxExpansions,
+                                                      size_t max_bytes = kDefaultMaxExpansionBytes);
 
 }  // namespace prepflow
 

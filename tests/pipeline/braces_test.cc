@@ -81,6 +81,8 @@ TEST(Braces, BadAndHostilePatternsAreRefusedCheaply) {
       {"{0..999}{0..999}{0..9}", "names more than 1000000 files"},
       {"{0..9223372036854775807}", "both integers or both letters"},
       {std::string(5000, 'a'), "at most 4096"},
+      // 100000 names of 4005 bytes each: 400 MB of names.
+      {std::string(4000, 'a') + "{00000..99999}", "more than 67108864 bytes of names"},
       {std::string(40, '{') + "a,b" + std::string(40, '}'), "nested over 32 deep"},
   };
   for (const auto& [pattern, error] : cases) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {
@@ -22,8 +23,9 @@ void GlobalInit() {
   (void)done;
 }
 
-// `url` for messages and logs: no user:password@ and no query (a presigned
-// URL's signature lives there).
+// `url` for messages and logs: no user:password@, no query (a presigned
+// URL's signature lives there), and printable (SafeText), since a job may
+// name any bytes.
 std::string Shown(const std::string& url) {
   std::string out = url;
   const size_t query = out.find_first_of("?#");
@@ -35,7 +37,7 @@ std::string Shown(const std::string& url) {
       (slash == std::string::npos || at < slash)) {
     out = out.substr(0, scheme + 3) + out.substr(at + 1);
   }
-  return out;
+  return SafeText(out);
 }
 
 // Failures a later attempt may not see: the server or the path to it.

@@ -121,6 +121,11 @@ TEST_F(HttpTest, ErrorsNameTheUrlAndNeverItsSecrets) {
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   Read(r, "http://user:password@" + server_->address() + "/missing.tar", 0, 10, &st);
   EXPECT_THAT(st.message(), Not(HasSubstr("password")));
+  // A name with control bytes cannot forge a log line.
+  Read(r, server_->Url("x\n[2026-01-01 00:00:00.000 I] forged.tar"), 0, 10, &st);
+  EXPECT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), Not(HasSubstr("\n")));
+  EXPECT_THAT(st.message(), HasSubstr("x\\x0a[2026"));
 }
 
 // A port bound but not listened on: refused at once (and nobody else can

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/datasets.h"
 #include "client/remote_pool.h"
 #include "client/remote_worker.h"
 #include "client/sample_runner.h"
@@ -63,7 +64,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
   job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
   if (absl::Status s = OpenPipeline(); !s.ok()) return s;
-  auto dataset = OpenDataset(options_.dataset);
+  auto dataset = OpenClientDataset(options_.dataset);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
@@ -155,10 +156,13 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_job_id(job_id_);
   *open.mutable_dataset() = options_.dataset;
   // Workers see the dataset on shared storage under the same absolute path
-  // (a shard pattern names no file: it is made absolute as written).
+  // (a shard pattern names no file: it is made absolute as written), or
+  // read it from the URL for themselves.
   const std::string& path = options_.dataset.path();
   char real[PATH_MAX], cwd[PATH_MAX];
-  if (realpath(path.c_str(), real) != nullptr) {
+  if (IsUrl(path)) {
+    // as it is
+  } else if (realpath(path.c_str(), real) != nullptr) {
     open.mutable_dataset()->set_path(real);
   } else if (!path.empty() && path[0] != '/' && getcwd(cwd, sizeof(cwd)) != nullptr) {
     open.mutable_dataset()->set_path(absl::StrCat(cwd, "/", path));

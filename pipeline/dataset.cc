@@ -18,7 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "pipeline/braces.h"
+#include "pipeline/detail/datasets.h"
 #include "pipeline/tar.h"
+#include "pipeline/text.h"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -26,30 +28,11 @@
 namespace prepflow {
 namespace {
 
+using detail::IsImageExtension;
+using detail::LowerExtension;
+
 absl::Status ErrnoStatus(int err, const std::string& what) {
   return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
-}
-
-std::string LowerExtension(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
-  return absl::AsciiStrToLower(name.substr(dot + 1));
-}
-
-// torchvision.datasets.folder.IMG_EXTENSIONS
-bool IsImageExtension(const std::string& ext) {
-  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
-                                      "pgm", "tif",  "tiff", "webp"};
-  for (const char* e : kExts) {
-    if (ext == e) return true;
-  }
-  return false;
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 // A directory's identity, to notice a symlink that leads back to a folder
@@ -209,155 +192,9 @@ class ImageFolderDataset : public Dataset {
   std::vector<std::string> paths_;  // relative to root
 };
 
-class WebDataset : public Dataset {
- public:
-  ~WebDataset() override {
-    for (const Shard& s : shards_) close(s.fd);
-  }
+}  // namespace
 
-  // `listed`: the shards a brace pattern named (below `path`), in its order;
-  // empty: `path` is a folder of shards or one shard.
-  static absl::StatusOr<std::unique_ptr<Dataset>> Open(
-      const std::string& path, const std::vector<std::string>& listed,
-      const std::function<void(Dataset*)>& configure) {
-    auto ds = std::unique_ptr<WebDataset>(new WebDataset);
-    configure(ds.get());
-    ds->root_ = path;
-    std::vector<std::string> shard_paths = listed;
-    if (listed.empty() && IsDirectory(path)) {
-      std::vector<std::string> files;
-      if (absl::Status s = ListDir(path, nullptr, &files); !s.ok()) return s;
-      std::sort(files.begin(), files.end());
-      for (const std::string& f : files) {
-        if (absl::EndsWith(f, ".tar")) shard_paths.push_back(absl::StrCat(path, "/", f));
-      }
-      if (shard_paths.empty()) return absl::NotFoundError(absl::StrCat("no .tar shards in ", path));
-    } else if (listed.empty()) {
-      shard_paths.push_back(path);
-    }
-    for (const std::string& shard_path : shard_paths) {
-      if (absl::Status s = ds->Index(shard_path); !s.ok()) return s;
-    }
-    if (ds->samples_.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", path));
-    }
-    return ds;
-  }
-
-  const char* format() const override { return "wds"; }
-  std::string SamplePath(int64_t i) const override {
-    const Entry& e = samples_[i];
-    return absl::StrCat(shards_[e.shard].path, ":", e.name);
-  }
-  std::string Extension(int64_t i) const override { return LowerExtension(samples_[i].name); }
-  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
-    const Entry& e = samples_[i];
-    if (!e.error.ok()) return e.error;
-    if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
-    uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
-    size_t done = 0;
-    while (done < e.size) {
-      const ssize_t n =
-          pread(shards_[e.shard].fd, p + done, e.size - done, static_cast<off_t>(e.offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(errno, absl::StrCat("cannot read ", SamplePath(i)));
-      }
-      if (n == 0) return absl::DataLossError(absl::StrCat(SamplePath(i), ": shard ends early"));
-      done += static_cast<size_t>(n);
-    }
-    *size = done;
-    return absl::OkStatus();
-  }
-
- private:
-  struct Shard {
-    std::string path;
-    int fd;
-  };
-  struct Entry {
-    int shard;
-    std::string name;
-    uint64_t offset, size;
-    // Set for a sample the index found broken (a bad label, a member past the
-    // end of a truncated shard, a corrupt header): reading it fails with this,
-    // so the job skips it or stops, as configured, and the rest is usable.
-    absl::Status error;
-  };
-
-  // Indexes the shard at `path`. Fails only when the shard cannot be opened;
-  // what is wrong inside it becomes failing samples (Entry::error).
-  absl::Status Index(const std::string& path) {
-    struct stat st;
-    absl::StatusOr<int> opened = OpenForRead(path, &st);
-    if (!opened.ok()) return opened.status();
-    const int fd = *opened;
-    const int shard = static_cast<int>(shards_.size());
-    shards_.push_back({path, fd});
-
-    // Members of one sample are adjacent; flush a sample when the key changes.
-    std::string key;
-    Entry image{};
-    bool has_image = false;
-    int64_t label = -1;
-    absl::Status error;  // of the pending sample
-    std::string error_member;
-    auto flush = [&]() {
-      if (!error.ok()) {
-        samples_.push_back(Entry{shard, error_member, 0, 0, std::move(error)});
-        labels_.push_back(-1);
-      } else if (has_image) {
-        samples_.push_back(image);
-        labels_.push_back(label);
-      }
-      has_image = false;
-      label = -1;
-      error = absl::OkStatus();
-    };
-    absl::Status s = ScanTar(fd, path, [&](const TarMember& m) -> absl::Status {
-      const size_t slash = m.name.rfind('/');
-      const size_t dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
-      const std::string k = m.name.substr(0, dot);
-      const std::string ext =
-          dot == std::string::npos ? "" : absl::AsciiStrToLower(m.name.substr(dot + 1));
-      if (k != key) {
-        flush();
-        key = k;
-      }
-      if (IsImageExtension(ext) && !has_image) {
-        image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
-        has_image = true;
-      } else if ((ext == "cls" || ext == "label") && error.ok()) {
-        char text[32] = {};
-        if (m.size == 0 || m.size >= sizeof(text) ||
-            pread(fd, text, m.size, static_cast<off_t>(m.offset)) != static_cast<ssize_t>(m.size) ||
-            !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &label) || label < 0) {
-          error = absl::DataLossError(
-              absl::StrCat(path, ":", m.name, ": label is not a non-negative integer"));
-          error_member = m.name;
-        }
-      }
-      return absl::OkStatus();
-    });
-    flush();
-    if (!s.ok()) {
-      // The archive's structure is lost from here on (a corrupt header, a
-      // member past the end of a truncated file): what came before stays,
-      // and one failing sample stands for the rest of the shard.
-      samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, std::move(s)});
-      labels_.push_back(-1);
-    }
-    return absl::OkStatus();
-  }
-
-  std::vector<Shard> shards_;
-  std::vector<Entry> samples_;
-};
-
-// The deepest folder holding every one of `paths` ("." for relative names
-// that share none, "/" for absolute ones).
-std::string SharedFolder(const std::vector<std::string>& paths) {
+std::string detail::SharedFolder(const std::vector<std::string>& paths) {
   std::string shared;
   for (size_t i = 0; i < paths.size(); ++i) {
     const size_t slash = paths[i].rfind('/');
@@ -380,6 +217,8 @@ std::string SharedFolder(const std::vector<std::string>& paths) {
 // A brace pattern in `*path` ("shard-{000000..000099}.tar") names a list of
 // shards, unless a file has that very name: fills `shards` and makes `*path`
 // the folder they share, the dataset's root.
+namespace {
+
 absl::Status ExpandShardPattern(const proto::DatasetSpec& spec, std::string* path,
                                 std::vector<std::string>* shards) {
   struct stat literal;
@@ -397,13 +236,45 @@ absl::Status ExpandShardPattern(const proto::DatasetSpec& spec, std::string* pat
     }
   }
   *shards = *std::move(names);
-  *path = SharedFolder(*shards);
+  *path = detail::SharedFolder(*shards);
   if (*path == ".") {  // relative names in different folders: below "./"
     for (std::string& shard : *shards) {
       if (!absl::StartsWith(shard, "./")) shard = absl::StrCat("./", shard);
     }
   }
   return absl::OkStatus();
+}
+
+// Opens `path` for reading as Dataset::OpenForRead says, confined below
+// `root` (open as `root_fd`) unless root_fd < 0.
+absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std::string& path,
+                                 struct stat* st) {
+  // O_NONBLOCK: opening a FIFO (or a device) named like an image must not
+  // wait for a writer; only regular files are read, and for them the flag
+  // changes nothing.
+  int fd;
+  if (root_fd < 0) {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  } else {
+    if (path.compare(0, root.size() + 1, root + "/") != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(path, " is outside the data root ", root));
+    }
+    open_how how = {};
+    how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const std::string rel = path.substr(root.size() + 1);
+    fd = static_cast<int>(syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof(how)));
+    if (fd < 0 && errno == EXDEV) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " resolves outside the data root ", root, " (symlink or ..)"));
+    }
+  }
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  return fd;
 }
 
 bool HasTarFiles(const std::string& dir) {
@@ -415,38 +286,44 @@ bool HasTarFiles(const std::string& dir) {
 
 }  // namespace
 
+std::string detail::LowerExtension(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  return absl::AsciiStrToLower(name.substr(dot + 1));
+}
+
+// torchvision.datasets.folder.IMG_EXTENSIONS
+bool detail::IsImageExtension(const std::string& ext) {
+  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                      "pgm", "tif",  "tiff", "webp"};
+  for (const char* e : kExts) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
+void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
+                                 const DatasetOptions& options) {
+  if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
+  ds->store_ = options.store;
+}
+
+void detail::DatasetSetup::Confine(Dataset* ds, const std::string& root, int fd) {
+  ds->confine_root_ = root;
+  ds->confine_fd_ = fd;
+}
+
+void detail::DatasetSetup::SetFingerprint(Dataset* ds, uint64_t fingerprint) {
+  ds->fingerprint_ = fingerprint;
+}
+
 Dataset::~Dataset() {
   if (confine_fd_ >= 0) close(confine_fd_);
 }
 
 absl::StatusOr<int> Dataset::OpenForRead(const std::string& path, struct stat* st) const {
-  // O_NONBLOCK: opening a FIFO (or a device) named like an image must not
-  // wait for a writer; only regular files are read, and for them the flag
-  // changes nothing.
-  int fd;
-  if (confine_fd_ < 0) {
-    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  } else {
-    if (path.compare(0, confine_root_.size() + 1, confine_root_ + "/") != 0) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path, " is outside the data root ", confine_root_));
-    }
-    open_how how = {};
-    how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    const std::string rel = path.substr(confine_root_.size() + 1);
-    fd = static_cast<int>(syscall(SYS_openat2, confine_fd_, rel.c_str(), &how, sizeof(how)));
-    if (fd < 0 && errno == EXDEV) {
-      return absl::PermissionDeniedError(absl::StrCat(path, " resolves outside the data root ",
-                                                      confine_root_, " (symlink or ..)"));
-    }
-  }
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
-    close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
-  }
-  return fd;
+  return OpenConfined(confine_root_, confine_fd_, path, st);
 }
 
 absl::Status Dataset::CheckSize(uint64_t size, const std::string& path) const {
@@ -463,11 +340,12 @@ absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string&
       absl::StrCat("--format: '", name, "' is not one of auto, imagefolder, wds"));
 }
 
-absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
-                                                     const DatasetOptions& options) {
-  std::string path = spec.path();
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");
+namespace {
+
+// A dataset on the local file system at `path` (trailing slashes removed).
+absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spec, std::string path,
+                                                   const DatasetOptions& options,
+                                                   const detail::Configure& configure_limits) {
   std::vector<std::string> shards;  // named by a brace pattern
   if (absl::Status st = ExpandShardPattern(spec, &path, &shards); !st.ok()) return st;
   std::string confine_root;
@@ -509,37 +387,81 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
         !shards.empty() || (S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar"));
     format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   }
-  if (spec.max_file_bytes() < 0 ||
-      (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode))) {
+  if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
-    return spec.max_file_bytes() < 0
-               ? absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)")
-               : absl::InvalidArgumentError(
-                     absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
   }
   // The confinement is in place before the first file is opened; the dataset
   // owns confine_fd from here on.
   auto configure = [&](Dataset* ds) {
-    ds->confine_root_ = confine_root;
-    ds->confine_fd_ = confine_fd;
-    if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
+    configure_limits(ds);
+    detail::DatasetSetup::Confine(ds, confine_root, confine_fd);
   };
-  absl::StatusOr<std::unique_ptr<Dataset>> ds = format == proto::DatasetSpec::FORMAT_WEBDATASET
-                                                    ? WebDataset::Open(path, shards, configure)
-                                                    : ImageFolderDataset::Open(path, configure);
-  if (!ds.ok()) return ds;
-  // Fingerprint: the format, then (relative path, label) of every sample.
+  if (format != proto::DatasetSpec::FORMAT_WEBDATASET)
+    return ImageFolderDataset::Open(path, configure);
+  if (shards.empty() && S_ISDIR(st.st_mode)) {
+    std::vector<std::string> files;
+    if (absl::Status s = ListDir(path, nullptr, &files); !s.ok()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return s;
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      if (absl::EndsWith(f, ".tar")) shards.push_back(absl::StrCat(path, "/", f));
+    }
+    if (shards.empty()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return absl::NotFoundError(absl::StrCat("no .tar shards in ", path));
+    }
+  } else if (shards.empty()) {
+    shards.push_back(path);
+  }
+  detail::ShardAccess access;
+  access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
+    struct stat shard_st;
+    absl::StatusOr<int> fd = OpenConfined(confine_root, confine_fd, name, &shard_st);
+    if (!fd.ok()) return fd.status();
+    return FileSource(*fd, name, static_cast<uint64_t>(shard_st.st_size));
+  };
+  return detail::OpenWebDataset(path, shards, access, configure);
+}
+
+// XXH3 over the format, then every sample's path relative to the root, its
+// label and where its bytes lie in a shard (the shard index).
+uint64_t Fingerprint(const Dataset& ds) {
   XXH3_state_t state;
   XXH3_64bits_reset(&state);
-  const std::string format_name = (*ds)->format();
+  const std::string format_name = ds.format();
   XXH3_64bits_update(&state, format_name.data(), format_name.size());
-  for (int64_t i = 0; i < (*ds)->size(); ++i) {
-    const std::string rel = (*ds)->SamplePath(i).substr((*ds)->root().size());
-    const int64_t label = (*ds)->label(i);
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    const std::string rel = ds.SamplePath(i).substr(ds.root().size());
+    const int64_t label = ds.label(i);
+    uint64_t extent[2];
+    ds.Extent(i, &extent[0], &extent[1]);
     XXH3_64bits_update(&state, rel.c_str(), rel.size() + 1);  // with the NUL
     XXH3_64bits_update(&state, &label, sizeof(label));
+    XXH3_64bits_update(&state, extent, sizeof(extent));
   }
-  (*ds)->fingerprint_ = XXH3_64bits_digest(&state);
+  return XXH3_64bits_digest(&state);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                     const DatasetOptions& options) {
+  std::string path = spec.path();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");
+  if (spec.max_file_bytes() < 0) {
+    return absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)");
+  }
+  auto configure = [&](Dataset* ds) { detail::DatasetSetup::Limit(ds, spec, options); };
+  absl::StatusOr<std::unique_ptr<Dataset>> ds =
+      IsUrl(path) ? detail::OpenRemoteDataset(spec, path, options, configure)
+                  : OpenLocal(spec, path, options, configure);
+  if (!ds.ok()) return ds;
+  detail::DatasetSetup::SetFingerprint(ds->get(), Fingerprint(**ds));
   return ds;
 }
 

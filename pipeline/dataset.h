@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/byte_source.h"
 #include "pipeline/sample.h"
 #include "proto/pipeline.pb.h"
 
@@ -37,7 +38,21 @@ struct DatasetOptions {
   // with the kernel refusing any path that resolves outside it (openat2
   // RESOLVE_BENEATH): a worker's --data-root.
   std::string confine_to;
+  // Reads datasets named by URL (http://, https://, s3://); null: a URL is
+  // refused. Kept alive by the datasets opened through it.
+  std::shared_ptr<const ObjectStore> store;
+  // When set, only URLs below `url_prefixes` are read (CheckUrlAllowed): a
+  // worker's --allow-url-prefix, where none means no URL at all.
+  bool confine_urls = false;
+  std::vector<std::string> url_prefixes;
+  // A remote shard without a sidecar index is indexed by one pass over it,
+  // read in windows of this many bytes.
+  size_t index_window_bytes = size_t{8} << 20;
 };
+
+namespace detail {
+struct DatasetSetup;
+}  // namespace detail
 
 class Dataset {
  public:
@@ -48,6 +63,9 @@ class Dataset {
   // Class names (ImageFolder); empty for WebDataset.
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
+  // Where URLs are read (its stats() count this dataset's requests, among
+  // others); null when none was given.
+  const ObjectStore* store() const { return store_.get(); }
   virtual const char* format() const = 0;
 
   // Where sample i comes from, for messages: "root/class/img.jpg" or
@@ -59,20 +77,25 @@ class Dataset {
   virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
   // The file extension of sample i's image, lower case, without the dot.
   virtual std::string Extension(int64_t i) const = 0;
+  // Where sample i's bytes lie in its shard; (0, 0) for a file of its own.
+  virtual void Extent(int64_t i, uint64_t* offset, uint64_t* size) const {
+    (void)i;
+    *offset = 0;
+    *size = 0;
+  }
 
   // Reads larger than this are refused before memory is reserved.
   int64_t max_file_bytes() const { return max_file_bytes_; }
-  // XXH3 over the format, every sample's path relative to the root, and its
-  // label: two indexes with the same fingerprint map every index to the same
-  // file and label.
+  // XXH3 over the format, every sample's path relative to the root, its
+  // label and its extent: two indexes with the same fingerprint map every
+  // index to the same bytes and label.
   uint64_t fingerprint() const { return fingerprint_; }
   // What indexing left out and why (a symlink loop not followed), for the
   // caller to log.
   const std::vector<std::string>& index_warnings() const { return warnings_; }
 
  protected:
-  friend absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
-                                                              const DatasetOptions& options);
+  friend struct detail::DatasetSetup;
 
   // ResourceExhausted naming `path` when `size` is over the limit.
   absl::Status CheckSize(uint64_t size, const std::string& path) const;
@@ -90,6 +113,7 @@ class Dataset {
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
   std::vector<std::string> warnings_;
+  std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
 };
 
 // Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar
@@ -97,6 +121,14 @@ class Dataset {
 // (missing path, no classes, no images), DataLoss (corrupt shard),
 // InvalidArgument (bad .cls label), each naming the path.
 // With options.confine_to, a dataset path outside it is PermissionDenied.
+//
+// A URL (with options.store) names remote data the same ways: one .tar
+// shard, a brace pattern of shards, or a prefix ("s3://bucket/train"), which
+// is listed: WebDataset when it holds .tar objects, else an ImageFolder
+// whose class is the first path component below the prefix. Remote shards
+// are indexed from their sidecar (<shard>.idx, see shard_index.h) or by one
+// streaming pass. With options.confine_urls, a URL outside
+// options.url_prefixes is PermissionDenied naming it.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
                                                      const DatasetOptions& options = {});
 

@@ -56,43 +56,24 @@ std::string MemberName(const char* h, const std::string& long_name) {
   return prefix.empty() ? Field(h, 100) : absl::StrCat(prefix, "/", Field(h, 100));
 }
 
-absl::Status ReadAt(int fd, void* buf, size_t size, uint64_t offset, size_t* got) {
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n =
-        pread(fd, static_cast<char*>(buf) + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return absl::Status(absl::ErrnoToStatusCode(errno), std::strerror(errno));
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  *got = done;
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::Status ScanTar(int fd, const std::string& path,
+absl::Status ScanTar(const ByteSource& source,
                      const std::function<absl::Status(const TarMember&)>& visit) {
-  struct stat st;
-  if (fstat(fd, &st) != 0)
-    return absl::InternalError(absl::StrCat(path, ": ", std::strerror(errno)));
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const std::string& path = source.name();
+  const uint64_t file_size = source.size();
   uint64_t offset = 0;
   std::string long_name;  // from a GNU 'L' entry or pax 'path'
   uint64_t pax_size = 0;
   bool have_pax_size = false;
   char h[kBlock];
   while (true) {
-    size_t got = 0;
-    if (absl::Status s = ReadAt(fd, h, kBlock, offset, &got); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
-    }
-    if (got == 0) return absl::OkStatus();  // archive without end blocks
-    if (got < kBlock) {
+    if (offset == file_size) return absl::OkStatus();  // archive without end blocks
+    if (file_size - offset < kBlock) {
       return absl::DataLossError(absl::StrCat(path, ": truncated tar header at offset ", offset));
+    }
+    if (absl::Status s = source.ReadAt(offset, kBlock, reinterpret_cast<uint8_t*>(h)); !s.ok()) {
+      return s;
     }
     bool zero = true;
     for (char c : h) zero = zero && c == 0;
@@ -125,7 +106,8 @@ absl::Status ScanTar(int fd, const std::string& path,
             absl::StrCat(path, ": oversized tar extension header at offset ", offset));
       }
       std::string ext(size, '\0');
-      if (absl::Status s = ReadAt(fd, ext.data(), size, data, &got); !s.ok() || got != size) {
+      if (absl::Status s = source.ReadAt(data, size, reinterpret_cast<uint8_t*>(ext.data()));
+          !s.ok()) {
         return absl::DataLossError(
             absl::StrCat(path, ": unreadable tar extension at offset ", offset));
       }

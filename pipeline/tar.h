@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/byte_source.h"
 
 namespace prepflow {
 
@@ -19,10 +20,11 @@ struct TarMember {
   uint64_t size = 0;
 };
 
-// Calls `visit` for every regular file in the archive `fd` (read with pread),
-// in archive order. Errors: DataLoss naming `path` and the offset of a bad
-// header or a member that runs past the end of the file.
-absl::Status ScanTar(int fd, const std::string& path,
+// Calls `visit` for every regular file in the archive `source`, in archive
+// order, reading only the headers. Errors: DataLoss naming the source and the
+// offset of a bad header or a member that runs past the end of the archive;
+// the source's own read errors.
+absl::Status ScanTar(const ByteSource& source,
                      const std::function<absl::Status(const TarMember&)>& visit);
 
 // Writes a tar archive. Names must be at most 100 bytes. Entries get mode

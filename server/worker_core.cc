@@ -14,12 +14,25 @@
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
+namespace {
+
+// What a job may read: below the data root, and URLs below the allowed
+// prefixes only.
+DatasetOptions JobDatasets(const WorkerOptions& options) {
+  DatasetOptions d;
+  d.confine_to = options.data_root;
+  d.store = options.store;
+  d.confine_urls = true;
+  d.url_prefixes = options.allow_url_prefixes;
+  return d;
+}
+
+}  // namespace
 
 WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
     : options_(options),
       metrics_(metrics),
-      datasets_(DatasetCacheOptions{DatasetOptions{options.data_root}, nullptr,
-                                    options.min_reindex_seconds}) {
+      datasets_(DatasetCacheOptions{JobDatasets(options), nullptr, options.min_reindex_seconds}) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   if (options_.max_memory_bytes <= 0) options_.max_memory_bytes = AvailableMemoryBytes() / 2;
   if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;

@@ -35,7 +35,11 @@
 namespace prepflow {
 
 struct WorkerOptions {
-  std::string data_root;            // required: nothing outside it is read
+  std::string data_root;  // required: nothing outside it is read
+  // URLs a job may name (CheckUrlAllowed); none: no URL at all. Read
+  // through `store`.
+  std::vector<std::string> allow_url_prefixes;
+  std::shared_ptr<const ObjectStore> store;
   int threads = 0;                  // 0: every available CPU
   int max_streams = 64;             // open job streams at once
   int max_streams_per_client = 32;  // of them, from one client host

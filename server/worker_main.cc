@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "net/daemon.h"
@@ -29,6 +30,7 @@
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
+#include "storage/object_store.h"
 
 namespace prepflow {
 namespace {
@@ -43,7 +45,7 @@ struct WorkerFlags {
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   double open_timeout_seconds = 10;
-  std::string plugins;
+  std::string plugins, allow_url_prefix;
   SecurityOptions security;
 
   void Register(cli::FlagSet& f) {
@@ -81,6 +83,11 @@ struct WorkerFlags {
              "host:port clients should dial, as told to the scheduler (default: --listen, or "
              "this host's name when listening on every address, with the bound port)");
     f.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
+    f.String("allow-url-prefix", &allow_url_prefix,
+             "URLs jobs may name as data, PREFIX[,PREFIX...] (e.g. s3://bucket/train/,"
+             "https://data.example.com/shards/); a job naming any other URL is refused. Default: "
+             "none, so a worker reads no URL. S3 credentials come from this process's "
+             "environment (AWS_ACCESS_KEY_ID, ...; see docs/deploy.md)");
     f.String("plugin", &plugins,
              "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
              "naming an op none provides runs here only up to that op");
@@ -102,6 +109,18 @@ struct WorkerFlags {
       paths.emplace_back(absl::StripAsciiWhitespace(p));
     }
     if (absl::Status s = LoadPlugins(paths); !s.ok()) return std::string(s.message());
+    for (absl::string_view p : absl::StrSplit(allow_url_prefix, ',', absl::SkipWhitespace())) {
+      const std::string prefix(absl::StripAsciiWhitespace(p));
+      if (!absl::StartsWith(prefix, "http://") && !absl::StartsWith(prefix, "https://") &&
+          !absl::StartsWith(prefix, "s3://")) {
+        return absl::StrCat("--allow-url-prefix: '", prefix,
+                            "' is not an http://, https:// or s3:// URL");
+      }
+      options.allow_url_prefixes.push_back(prefix);
+    }
+    ObjectStoreOptions storage;
+    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return std::string(s.message());
+    options.store = CurlObjectStore::Create(std::move(storage));
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||

@@ -59,14 +59,17 @@ bool MayPass(CURLcode code) {
 
 }  // namespace
 
-// One request's destination and what came back.
+// One request's destination (and upload) and what came back.
 struct HttpReader::Attempt {
-  uint8_t* dst = nullptr;
+  uint8_t* dst = nullptr;       // fixed room for `capacity` bytes, or
+  std::string* grow = nullptr;  // a string that grows up to `capacity`
   int64_t capacity = 0;
   int64_t received = 0;
   bool overflow = false;  // the body was longer than asked for
   long status = 0;        // NOLINT(runtime/int): libcurl's type
   curl_off_t content_length = -1;
+  const uint8_t* upload = nullptr;  // a PUT's body
+  size_t upload_size = 0, uploaded = 0;
 
   static size_t Write(char* data, size_t size, size_t n, void* self) {
     auto* a = static_cast<Attempt*>(self);
@@ -75,27 +78,51 @@ struct HttpReader::Attempt {
       a->overflow = true;
       return 0;  // libcurl stops the transfer: CURLE_WRITE_ERROR
     }
-    std::memcpy(a->dst + a->received, data, static_cast<size_t>(bytes));
+    if (a->grow != nullptr) {
+      a->grow->append(data, static_cast<size_t>(bytes));
+    } else {
+      std::memcpy(a->dst + a->received, data, static_cast<size_t>(bytes));
+    }
     a->received += bytes;
     return static_cast<size_t>(bytes);
+  }
+  static size_t Read(char* buffer, size_t size, size_t n, void* self) {
+    auto* a = static_cast<Attempt*>(self);
+    const size_t bytes = std::min(size * n, a->upload_size - a->uploaded);
+    std::memcpy(buffer, a->upload + a->uploaded, bytes);
+    a->uploaded += bytes;
+    return bytes;
   }
 };
 
 HttpReader::HttpReader(HttpOptions options) : options_(std::move(options)) {
   GlobalInit();
   curl_ = curl_easy_init();
-  curl_slist* list = nullptr;
-  for (const std::string& h : options_.headers) list = curl_slist_append(list, h.c_str());
-  headers_ = list;
+  // A signed request states its body's SHA-256, which S3 requires: that of
+  // the empty body for GET and HEAD; an upload's is not computed.
+  const bool signed_requests = !options_.aws_sigv4.empty();
+  for (const bool put : {false, true}) {
+    curl_slist* list = nullptr;
+    for (const std::string& h : options_.headers) list = curl_slist_append(list, h.c_str());
+    if (signed_requests) {
+      list = curl_slist_append(
+          list, put ? "x-amz-content-sha256: UNSIGNED-PAYLOAD"
+                    : "x-amz-content-sha256: "
+                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+    (put ? put_headers_ : headers_) = list;
+  }
 }
 
 HttpReader::~HttpReader() {
   curl_easy_cleanup(Handle(curl_));
   curl_slist_free_all(static_cast<curl_slist*>(headers_));
+  curl_slist_free_all(static_cast<curl_slist*>(put_headers_));
 }
 
-absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offset, int64_t length,
-                                 Attempt* a) {
+absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t offset,
+                                 int64_t length, Attempt* a) {
+  const bool head = method == Method::kHead;
   CURL* c = Handle(curl_);
   if (c == nullptr) return absl::ResourceExhaustedError("libcurl could not make a handle");
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -112,11 +139,20 @@ absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offs
     curl_easy_setopt(c, CURLOPT_AWS_SIGV4, options_.aws_sigv4.c_str());
     curl_easy_setopt(c, CURLOPT_USERPWD, options_.user_password.c_str());
   }
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, static_cast<curl_slist*>(headers_));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER,
+                   static_cast<curl_slist*>(method == Method::kPut ? put_headers_ : headers_));
   curl_easy_setopt(c, CURLOPT_NOBODY, head ? 1L : 0L);
-  if (!head) curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  if (method == Method::kPut) {
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, &Attempt::Read);
+    curl_easy_setopt(c, CURLOPT_READDATA, a);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(a->upload_size));
+  } else if (!head) {
+    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  }
   const std::string range = absl::StrCat(offset, "-", offset + length - 1);
-  curl_easy_setopt(c, CURLOPT_RANGE, head ? nullptr : range.c_str());
+  curl_easy_setopt(c, CURLOPT_RANGE,
+                   method == Method::kGet && length >= 0 ? range.c_str() : nullptr);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::Write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
   const CURLcode code = curl_easy_perform(c);
@@ -129,6 +165,10 @@ absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offs
   curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &a->content_length);
   const std::string where = Shown(url);
   if (code == CURLE_WRITE_ERROR && a->overflow) {
+    if (length < 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(where, ": the response is over the limit of ", a->capacity, " bytes"));
+    }
     return absl::DataLossError(absl::StrCat(where, ": the server sent more than the ", length,
                                             " bytes asked for (it ignored the Range request)"));
   }
@@ -142,12 +182,15 @@ absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offs
     return absl::FailedPreconditionError(what);
   }
   const long s = a->status;  // NOLINT(runtime/int)
-  if (s == 200 || s == 206) return absl::OkStatus();
+  if (s == 200 || s == 206 || (method == Method::kPut && s >= 200 && s < 300)) {
+    return absl::OkStatus();
+  }
   const std::string what = absl::StrCat(where, ": HTTP ", s);
   if (s == 404) return absl::NotFoundError(absl::StrCat(what, " (no such object)"));
   if (s == 401 || s == 403) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        what, options_.aws_sigv4.empty() ? " (unsigned request)" : " (signed request)"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(what, " (", options_.aws_sigv4.empty() ? "unsigned request" : "signed request",
+                     options_.credential_note.empty() ? "" : "; ", options_.credential_note, ")"));
   }
   if (s == 416)
     return absl::OutOfRangeError(absl::StrCat(what, " (the object ends before ", offset, ")"));
@@ -155,8 +198,7 @@ absl::Status HttpReader::Perform(const std::string& url, bool head, int64_t offs
   return absl::FailedPreconditionError(what);
 }
 
-absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64_t length,
-                                   Buffer* out, size_t* size) {
+absl::Status HttpReader::CheckRange(const std::string& url, int64_t offset, int64_t length) const {
   if (offset < 0 || length <= 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s: bad range (offset %d, length %d)", Shown(url), offset, length));
@@ -166,12 +208,28 @@ absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64
         absl::StrFormat("%s: a %d-byte range is over the limit of %d", Shown(url), length,
                         options_.max_range_bytes));
   }
-  uint8_t* dst = out->Reserve(static_cast<size_t>(length));
+  return absl::OkStatus();
+}
+
+absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64_t length,
+                                   Buffer* out, size_t* size) {
+  if (absl::Status st = CheckRange(url, offset, length); !st.ok()) return st;
+  if (absl::Status st = ReadRange(url, offset, length, out->Reserve(static_cast<size_t>(length)));
+      !st.ok()) {
+    return st;
+  }
+  *size = static_cast<size_t>(length);
+  return absl::OkStatus();
+}
+
+absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64_t length,
+                                   uint8_t* dst) {
+  if (absl::Status st = CheckRange(url, offset, length); !st.ok()) return st;
   return WithRetries([&]() -> absl::Status {
     Attempt a;
     a.dst = dst;
     a.capacity = length;
-    if (absl::Status st = Perform(url, /*head=*/false, offset, length, &a); !st.ok()) return st;
+    if (absl::Status st = Perform(url, Method::kGet, offset, length, &a); !st.ok()) return st;
     if (a.status == 200 && !(offset == 0 && a.received == length)) {
       return absl::DataLossError(
           absl::StrCat(Shown(url), ": the server ignored the Range request"));
@@ -180,8 +238,38 @@ absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64
       return absl::DataLossError(absl::StrFormat("%s: %d bytes at %d, expected %d (short read)",
                                                  Shown(url), a.received, offset, length));
     }
-    *size = static_cast<size_t>(length);
     return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::string> HttpReader::Fetch(const std::string& url, int64_t max_bytes) {
+  std::string body;
+  absl::Status st = WithRetries([&]() -> absl::Status {
+    body.clear();
+    Attempt a;
+    a.grow = &body;
+    a.capacity = max_bytes;
+    if (absl::Status p = Perform(url, Method::kGet, 0, -1, &a); !p.ok()) return p;
+    if (a.status != 200) return absl::DataLossError(absl::StrCat(Shown(url), ": HTTP ", a.status));
+    if (a.content_length >= 0 && a.received != a.content_length) {
+      return absl::DataLossError(absl::StrFormat("%s: %d of %d bytes (short read)", Shown(url),
+                                                 a.received, a.content_length));
+    }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return body;
+}
+
+absl::Status HttpReader::Put(const std::string& url, const uint8_t* data, size_t size) {
+  return WithRetries([&]() -> absl::Status {
+    Attempt a;
+    a.upload = data;
+    a.upload_size = size;
+    a.capacity = 1 << 20;  // the response: S3 answers an XML error at most
+    std::string response;
+    a.grow = &response;
+    return Perform(url, Method::kPut, 0, -1, &a);
   });
 }
 
@@ -196,7 +284,10 @@ absl::Status HttpReader::WithRetries(const std::function<absl::Status()>& attemp
       wait *= 2;
     }
     last = attempt();
-    if (last.ok() || (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last))) return last;
+    if (last.ok() || (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last) &&
+                      !absl::IsDataLoss(last))) {
+      return last;
+    }
   }
   return absl::Status(last.code(), absl::StrCat(last.message(), " (", attempts, " attempts)"));
 }
@@ -205,7 +296,7 @@ absl::StatusOr<int64_t> HttpReader::Size(const std::string& url) {
   int64_t size = -1;
   absl::Status st = WithRetries([&]() -> absl::Status {
     Attempt a;
-    if (absl::Status p = Perform(url, /*head=*/true, 0, 1, &a); !p.ok()) return p;
+    if (absl::Status p = Perform(url, Method::kHead, 0, 1, &a); !p.ok()) return p;
     if (a.content_length < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat(Shown(url), ": the server gave no Content-Length"));

@@ -36,6 +36,9 @@ struct HttpOptions {
   // SigV4: "aws:amz:REGION:s3" and "KEY:SECRET" (empty: unsigned requests).
   std::string aws_sigv4;
   std::string user_password;
+  // Which credentials sign the requests, for 401/403 messages (never the
+  // secret): "access key AKIA... from AWS_ACCESS_KEY_ID".
+  std::string credential_note;
   std::vector<std::string> headers;  // "Name: value", sent with every request
 };
 
@@ -59,9 +62,18 @@ class HttpReader {
   // bytes than asked, or a server that ignored the range), ResourceExhausted
   // (over max_range_bytes), InvalidArgument (a negative range or a URL
   // libcurl refuses), Unavailable or DeadlineExceeded (still failing after
-  // max_attempts).
+  // max_attempts). Short reads are retried as failures that may pass.
   absl::Status ReadRange(const std::string& url, int64_t offset, int64_t length, Buffer* out,
                          size_t* size);
+  // The same into `dst`, which has room for `length` bytes.
+  absl::Status ReadRange(const std::string& url, int64_t offset, int64_t length, uint8_t* dst);
+
+  // The whole object (a listing, a sidecar), refused past `max_bytes`
+  // (ResourceExhausted); other errors as above.
+  absl::StatusOr<std::string> Fetch(const std::string& url, int64_t max_bytes);
+
+  // Uploads `size` bytes as the object at `url` (HTTP PUT).
+  absl::Status Put(const std::string& url, const uint8_t* data, size_t size);
 
   // The object's size (a HEAD request's Content-Length); errors as above.
   absl::StatusOr<int64_t> Size(const std::string& url);
@@ -73,12 +85,19 @@ class HttpReader {
   // Runs `attempt` until it succeeds, fails in a way a retry cannot mend, or
   // max_attempts are spent, waiting first_backoff_seconds, then twice that...
   absl::Status WithRetries(const std::function<absl::Status()>& attempt);
-  absl::Status Perform(const std::string& url, bool head, int64_t offset, int64_t length,
+  enum class Method { kGet, kHead, kPut };
+  // InvalidArgument for a negative or empty range, ResourceExhausted over
+  // max_range_bytes.
+  absl::Status CheckRange(const std::string& url, int64_t offset, int64_t length) const;
+  // One request; a GET asks for bytes [offset, offset + length) unless
+  // length < 0 (the whole object).
+  absl::Status Perform(const std::string& url, Method method, int64_t offset, int64_t length,
                        Attempt* attempt);
 
   HttpOptions options_;
-  void* curl_;     // CURL*
-  void* headers_;  // curl_slist*
+  void* curl_;         // CURL*
+  void* headers_;      // curl_slist*: options_.headers, and what signing needs
+  void* put_headers_;  // the same for uploads
   Stats stats_;
 };
 

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/datasets.h"
 #include "client/loader.h"
 #include "client/metrics.h"
 #include "client/stats_json.h"
@@ -438,7 +439,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   popts.decode.max_pixels = pf.max_pixels;
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
-  auto dataset = OpenDataset(dspec);
+  auto dataset = OpenClientDataset(dspec);
   if (!dataset.ok()) return dataset.status();
   std::vector<int64_t> order = EpochOrder((*dataset)->size(), pf.seed, 0, true, 0, 1);
   if (pf.samples > 0 && pf.samples < static_cast<int64_t>(order.size())) order.resize(pf.samples);
@@ -669,7 +670,7 @@ int PackCommand(int argc, char** argv) {
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
-  auto dataset = OpenDataset(dspec);
+  auto dataset = OpenClientDataset(dspec);
   if (!dataset.ok()) return Failure("pack", dataset.status());
   Progress progress;
   const int64_t total = (*dataset)->size();

@@ -1,0 +1,17 @@
+#include "client/datasets.h"
+
+#include "storage/object_store.h"
+
+namespace prepflow {
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec) {
+  DatasetOptions options;
+  if (IsUrl(spec.path())) {
+    ObjectStoreOptions storage;
+    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
+    options.store = CurlObjectStore::Create(std::move(storage));
+  }
+  return OpenDataset(spec, options);
+}
+
+}  // namespace prepflow

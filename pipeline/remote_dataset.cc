@@ -1,0 +1,160 @@
+// Datasets in remote storage: URLs read through the embedding program's
+// ObjectStore. A worker reads them for itself, only below its allowed
+// prefixes.
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "pipeline/braces.h"
+#include "pipeline/detail/datasets.h"
+#include "pipeline/text.h"
+
+namespace prepflow::detail {
+namespace {
+
+// An ImageFolder of objects: the class is the first path component below the
+// prefix, and samples are ordered as torchvision orders a folder's walk.
+class ObjectFolder : public Dataset {
+ public:
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& root,
+                                                       std::vector<ObjectInfo> objects,
+                                                       const Configure& configure) {
+    auto ds = std::unique_ptr<ObjectFolder>(new ObjectFolder);
+    configure(ds.get());
+    ds->root_ = root;
+    struct Found {
+      std::string cls, dir, file;
+      ObjectInfo object;
+    };
+    std::vector<Found> found;
+    for (ObjectInfo& o : objects) {
+      const std::string rel = o.url.substr(root.size() + 1);  // below "root/"
+      const size_t first = rel.find('/');
+      const size_t last = rel.rfind('/');
+      // Objects right below the prefix belong to no class, as files beside
+      // the class folders do for torchvision.
+      if (first == std::string::npos || !IsImageExtension(LowerExtension(rel))) continue;
+      found.push_back({rel.substr(0, first), rel.substr(0, last), rel.substr(last + 1), o});
+    }
+    std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+      return std::tie(a.cls, a.dir, a.file) < std::tie(b.cls, b.dir, b.file);
+    });
+    for (Found& f : found) {
+      if (ds->classes_.empty() || ds->classes_.back() != f.cls) ds->classes_.push_back(f.cls);
+      ds->labels_.push_back(static_cast<int64_t>(ds->classes_.size()) - 1);
+      ds->objects_.push_back(std::move(f.object));
+    }
+    if (ds->objects_.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no image objects (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) in class folders "
+          "below ",
+          SafeText(root), "/ (an ImageFolder is root/<class>/<image>)"));
+    }
+    return ds;
+  }
+
+  const char* format() const override { return "imagefolder"; }
+  std::string SamplePath(int64_t i) const override { return objects_[i].url; }
+  std::string Extension(int64_t i) const override { return LowerExtension(objects_[i].url); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    const ObjectInfo& o = objects_[i];
+    if (absl::Status s = CheckSize(o.size, o.url); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<ByteSource>> source =
+        store_->Open(o.url, static_cast<int64_t>(o.size));
+    if (!source.ok()) return source.status();
+    uint8_t* p = out->Reserve(o.size == 0 ? 1 : o.size);
+    if (absl::Status s = (*source)->ReadAt(0, o.size, p); !s.ok()) return s;
+    *size = o.size;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<ObjectInfo> objects_;
+};
+
+absl::Status CheckForm(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t slash = url.find('/', scheme + 3);
+  const size_t at = url.find('@', scheme + 3);
+  if (url.find_first_of("?#") != std::string::npos ||
+      (at != std::string::npos && (slash == std::string::npos || at < slash))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset URL ", SafeText(url),
+        " carries a query or credentials: name objects by plain URLs and give credentials in "
+        "the environment (AWS_ACCESS_KEY_ID, ...)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetSpec& spec,
+                                                           const std::string& url,
+                                                           const DatasetOptions& options,
+                                                           const Configure& configure) {
+  if (options.store == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset ", SafeText(url), " is a URL, and this program reads no URLs"));
+  }
+  if (absl::Status s = CheckForm(url); !s.ok()) return s;
+  const auto allowed = [&](const std::string& u) {
+    return options.confine_urls ? CheckUrlAllowed(u, options.url_prefixes) : absl::OkStatus();
+  };
+  const bool wds_only = spec.format() == proto::DatasetSpec::FORMAT_WEBDATASET;
+  const bool folder_only = spec.format() == proto::DatasetSpec::FORMAT_IMAGEFOLDER;
+  // After a listing, its sizes spare a request per object, and a sidecar it
+  // does not hold needs no request to be found missing.
+  bool listed = false;
+  std::map<std::string, uint64_t> listed_sizes;
+  ShardAccess access;
+  access.remote = true;
+  access.window_bytes = options.index_window_bytes;
+  access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
+    const auto it = listed_sizes.find(name);
+    if (it != listed_sizes.end())
+      return options.store->Open(name, static_cast<int64_t>(it->second));
+    if (listed) return absl::NotFoundError(absl::StrCat(SafeText(name), " is not in the listing"));
+    return options.store->Open(name);
+  };
+  std::vector<std::string> shards;
+  std::string root = url;
+  if (HasBraces(url) || absl::EndsWith(url, ".tar")) {
+    if (folder_only) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset ", SafeText(url),
+                       " names WebDataset shards (--format wds), not an ImageFolder"));
+    }
+    absl::StatusOr<std::vector<std::string>> names = ExpandBraces(url);
+    if (!names.ok()) return names.status();
+    for (const std::string& name : *names) {
+      if (!absl::EndsWith(name, ".tar")) {
+        return absl::InvalidArgumentError(absl::StrCat("dataset ", SafeText(url), " names ",
+                                                       SafeText(name), ", not a .tar shard"));
+      }
+      if (absl::Status s = allowed(name); !s.ok()) return s;
+    }
+    shards = *std::move(names);
+    if (HasBraces(url)) root = SharedFolder(shards);
+    return OpenWebDataset(root, shards, access, configure);
+  }
+  if (absl::Status s = allowed(url); !s.ok()) return s;
+  absl::StatusOr<std::vector<ObjectInfo>> objects = options.store->List(absl::StrCat(url, "/"));
+  if (!objects.ok()) return objects.status();
+  listed = true;
+  for (const ObjectInfo& o : *objects) {
+    if (absl::EndsWith(o.url, ".tar")) shards.push_back(o.url);
+    listed_sizes[o.url] = o.size;
+  }
+  if (wds_only || (!folder_only && !shards.empty())) {
+    if (shards.empty()) {
+      return absl::NotFoundError(absl::StrCat("no .tar shards below ", SafeText(url), "/"));
+    }
+    return OpenWebDataset(root, shards, access, configure);
+  }
+  return ObjectFolder::Open(root, *std::move(objects), configure);
+}
+
+}  // namespace prepflow::detail

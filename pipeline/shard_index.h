@@ -1,0 +1,73 @@
+// The index of a WebDataset shard: its members' names, offsets and sizes, and
+// the text of its label members, so that a remote shard's samples are read
+// with one range request each and its labels with none.
+//
+// An index is made by one pass over the shard's headers (IndexShard) or read
+// from the shard's sidecar, <shard>.idx, which `prepflow pack` and
+// `prepflow index` write:
+//
+//   prepflow-shard-index 1
+//   shard-bytes 1234567
+//   <offset>\t<size>\t<name>[\t<label text>]
+//   ...
+//
+// Names and label text are escaped (%25 for '%', %09 tab, %0A newline, %0D
+// carriage return). The shard's size is recorded, so an index left over from
+// another version of the shard is refused instead of read wrongly.
+#ifndef PREPFLOW_PIPELINE_SHARD_INDEX_H_
+#define PREPFLOW_PIPELINE_SHARD_INDEX_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "pipeline/byte_source.h"
+
+namespace prepflow {
+
+// Label members (key.cls, key.label) of at most this many bytes carry their
+// text in the index; longer ones are not labels.
+inline constexpr uint64_t kMaxLabelBytes = 31;
+
+struct IndexedMember {
+  std::string name;
+  uint64_t offset = 0;  // of the member's data in the shard
+  uint64_t size = 0;
+  // A label member's text, whitespace stripped; empty otherwise.
+  std::string label_text;
+};
+
+struct ShardIndex {
+  uint64_t shard_bytes = 0;
+  std::vector<IndexedMember> members;  // in archive order
+  // DataLoss when the archive's structure broke off (a corrupt header, a
+  // truncated shard): `members` holds what came before.
+  absl::Status broken;
+};
+
+// Whether a member named `name` is a label member (extension cls or label).
+bool IsLabelMember(absl::string_view name);
+
+// Indexes `shard` by reading its headers and label members. A broken archive
+// is not an error (see ShardIndex::broken); a failing read of the source is.
+absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard);
+
+// The sidecar's name for the shard at `shard`.
+std::string SidecarName(const std::string& shard);
+
+// The sidecar text of a complete index (REQUIRES: index.broken is OK).
+std::string FormatShardIndex(const ShardIndex& index);
+
+// Parses sidecar `text` (for messages, `name`) of a shard of `shard_bytes`:
+// DataLoss naming the sidecar and line for anything malformed, a member
+// outside the shard, or another shard size ("made for another version of the
+// shard: run prepflow index again").
+absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view text, const std::string& name,
+                                           uint64_t shard_bytes);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_SHARD_INDEX_H_

@@ -1,0 +1,159 @@
+// WebDataset: .tar shards whose members are grouped into samples by key.
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "pipeline/detail/datasets.h"
+#include "pipeline/shard_index.h"
+#include "pipeline/text.h"
+
+namespace prepflow::detail {
+namespace {
+
+class WebDataset : public Dataset {
+ public:
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& root,
+                                                       const std::vector<std::string>& shards,
+                                                       const ShardAccess& access,
+                                                       const Configure& configure) {
+    auto ds = std::unique_ptr<WebDataset>(new WebDataset);
+    configure(ds.get());
+    ds->root_ = root;
+    for (const std::string& shard : shards) {
+      absl::StatusOr<std::unique_ptr<ByteSource>> source = access.open(shard);
+      if (!source.ok()) return source.status();
+      absl::StatusOr<ShardIndex> index = ds->ShardIndexOf(shard, **source, access);
+      if (!index.ok()) return index.status();
+      ds->shards_.push_back(*std::move(source));
+      ds->Group(*index);
+    }
+    if (ds->samples_.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", root));
+    }
+    return ds;
+  }
+
+  const char* format() const override { return "wds"; }
+  std::string SamplePath(int64_t i) const override {
+    const Entry& e = samples_[i];
+    return absl::StrCat(shards_[e.shard]->name(), ":", e.name);
+  }
+  std::string Extension(int64_t i) const override { return LowerExtension(samples_[i].name); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    const Entry& e = samples_[i];
+    if (!e.error.ok()) return e.error;
+    if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
+    uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
+    if (absl::Status s = shards_[e.shard]->ReadAt(e.offset, e.size, p); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
+    }
+    *size = e.size;
+    return absl::OkStatus();
+  }
+  void Extent(int64_t i, uint64_t* offset, uint64_t* size) const override {
+    *offset = samples_[i].offset;
+    *size = samples_[i].size;
+  }
+
+ private:
+  struct Entry {
+    int shard;
+    std::string name;
+    uint64_t offset, size;
+    // Set for a sample the index found broken (a bad label, a member past the
+    // end of a truncated shard, a corrupt header): reading it fails with this,
+    // so the job skips it or stops, as configured, and the rest is usable.
+    absl::Status error;
+  };
+
+  // The shard's index: a remote shard's sidecar where it has one, else a pass
+  // over its headers (through a window, for a remote shard).
+  absl::StatusOr<ShardIndex> ShardIndexOf(const std::string& name, const ByteSource& shard,
+                                          const ShardAccess& access) {
+    if (!access.remote) return IndexShard(shard);
+    absl::StatusOr<std::unique_ptr<ByteSource>> sidecar = access.open(SidecarName(name));
+    if (sidecar.ok()) {
+      if (absl::Status s = CheckSize((*sidecar)->size(), (*sidecar)->name()); !s.ok()) return s;
+      std::string text((*sidecar)->size(), '\0');
+      if (absl::Status s =
+              (*sidecar)->ReadAt(0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
+          !s.ok()) {
+        return s;
+      }
+      return ParseShardIndex(text, (*sidecar)->name(), shard.size());
+    }
+    if (!absl::IsNotFound(sidecar.status())) return sidecar.status();
+    WindowedSource windowed(shard, access.window_bytes);
+    return IndexShard(windowed);
+  }
+
+  // Groups the members of shard `shards_.size() - 1` into samples. Members of
+  // one sample are adjacent; a sample is complete when the key changes.
+  void Group(const ShardIndex& index) {
+    const int shard = static_cast<int>(shards_.size()) - 1;
+    const std::string& path = shards_.back()->name();
+    std::string key;
+    Entry image{};
+    bool has_image = false;
+    int64_t label = -1;
+    absl::Status error;  // of the pending sample
+    std::string error_member;
+    auto flush = [&]() {
+      if (!error.ok()) {
+        samples_.push_back(Entry{shard, error_member, 0, 0, std::move(error)});
+        labels_.push_back(-1);
+      } else if (has_image) {
+        samples_.push_back(image);
+        labels_.push_back(label);
+      }
+      has_image = false;
+      label = -1;
+      error = absl::OkStatus();
+    };
+    for (const IndexedMember& m : index.members) {
+      const size_t slash = m.name.rfind('/');
+      const size_t dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+      const std::string k = m.name.substr(0, dot);
+      const std::string ext =
+          dot == std::string::npos ? "" : absl::AsciiStrToLower(m.name.substr(dot + 1));
+      if (k != key) {
+        flush();
+        key = k;
+      }
+      if (IsImageExtension(ext) && !has_image) {
+        image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
+        has_image = true;
+      } else if (IsLabelMember(m.name) && error.ok()) {
+        if (!absl::SimpleAtoi(m.label_text, &label) || label < 0) {
+          error = absl::DataLossError(
+              absl::StrCat(path, ":", SafeText(m.name), ": label is not a non-negative integer"));
+          error_member = m.name;
+        }
+      }
+    }
+    flush();
+    if (!index.broken.ok()) {
+      // The archive's structure is lost from here on (a corrupt header, a
+      // member past the end of a truncated file): what came before stays,
+      // and one failing sample stands for the rest of the shard.
+      samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, index.broken});
+      labels_.push_back(-1);
+    }
+  }
+
+  std::vector<std::unique_ptr<ByteSource>> shards_;
+  std::vector<Entry> samples_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenWebDataset(const std::string& root,
+                                                        const std::vector<std::string>& shards,
+                                                        const ShardAccess& access,
+                                                        const Configure& configure) {
+  return WebDataset::Open(root, shards, access, configure);
+}
+
+}  // namespace prepflow::detail

@@ -1,0 +1,87 @@
+// Remote storage for datasets: http://, https:// and s3:// objects read with
+// range requests through pools of HttpReaders (one kept-alive connection
+// each), S3 prefixes listed with ListObjectsV2, requests to S3 signed by
+// libcurl's SigV4 with the standard AWS environment.
+//
+// S3 addressing: with an endpoint (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
+// for S3-compatible stores) path-style, <endpoint>/<bucket>/<key>; without
+// one, AWS's virtual-hosted https://<bucket>.s3.<region>.amazonaws.com/<key>.
+//
+// Thread-safety: an ObjectStore and the sources it opens may be used from any
+// number of threads; each concurrent read takes a reader of its own.
+#ifndef PREPFLOW_STORAGE_OBJECT_STORE_H_
+#define PREPFLOW_STORAGE_OBJECT_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pipeline/byte_source.h"
+#include "storage/http.h"
+
+namespace prepflow {
+
+struct ObjectStoreOptions {
+  HttpOptions http;  // timeouts, retries, limits (signing is set per scheme)
+  // S3, by default from the environment (S3FromEnvironment).
+  std::string s3_endpoint;  // "http://127.0.0.1:9000"; empty: AWS
+  std::string s3_region = "us-east-1";
+  std::string access_key_id, secret_access_key, session_token;  // empty key: anonymous
+  std::string credential_source = "no AWS credentials (anonymous requests)";
+  // A listing: each page's bytes, and the objects in all.
+  int64_t max_listing_page_bytes = int64_t{16} << 20;
+  int64_t max_listed_objects = 10'000'000;
+};
+
+// Fills the S3 part of `options` from AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or
+// AWS_DEFAULT_REGION) and AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL).
+// InvalidArgument when a key id comes without its secret, or the endpoint is
+// not an http(s) URL.
+absl::Status S3FromEnvironment(ObjectStoreOptions* options);
+
+// A store for http, https and s3 URLs.
+class CurlObjectStore : public ObjectStore, public std::enable_shared_from_this<CurlObjectStore> {
+ public:
+  static std::shared_ptr<CurlObjectStore> Create(ObjectStoreOptions options);
+  ~CurlObjectStore() override;
+
+  // s3:// prefixes only: Unimplemented for HTTP, which has no listing.
+  absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) const override;
+  absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& url,
+                                                   int64_t size = -1) const override;
+  StorageStats stats() const override;
+
+  // Writes `size` bytes as the object at `url` (HTTP PUT).
+  absl::Status Put(const std::string& url, const uint8_t* data, size_t size) const;
+
+ private:
+  struct Pool;
+  class Object;
+  struct Target {
+    std::string http_url;  // what is requested
+    Pool* pool;            // signed (S3) or not
+  };
+  explicit CurlObjectStore(ObjectStoreOptions options);
+  // Where `url` is fetched from: InvalidArgument for another scheme or a
+  // malformed s3:// URL.
+  absl::StatusOr<Target> Resolve(const std::string& url) const;
+  // Runs `request` with a reader of `pool` (taken from its idle ones, or a
+  // new one) and counts what it did.
+  absl::Status WithReader(Pool* pool,
+                          const std::function<absl::Status(HttpReader&)>& request) const;
+  absl::StatusOr<std::vector<ObjectInfo>> ListS3(const std::string& bucket,
+                                                 const std::string& prefix) const;
+
+  const ObjectStoreOptions options_;
+  std::unique_ptr<Pool> http_, s3_;
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_STORAGE_OBJECT_STORE_H_

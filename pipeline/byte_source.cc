@@ -88,8 +88,23 @@ bool IsUrl(const std::string& location) {
   return absl::ascii_isalpha(location[0]);
 }
 
+std::string RedactedUrl(const std::string& url) {
+  std::string out = url;
+  const size_t query = out.find_first_of("?#");
+  if (query != std::string::npos) out = out.substr(0, query) + "?...";
+  const size_t scheme = out.find("://");
+  const size_t from = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t at = out.find('@', from);
+  const size_t slash = out.find('/', from);
+  if (scheme != std::string::npos && at != std::string::npos &&
+      (slash == std::string::npos || at < slash)) {
+    out = out.substr(0, from) + out.substr(at + 1);
+  }
+  return SafeText(out);
+}
+
 absl::Status CheckUrlAllowed(const std::string& url, const std::vector<std::string>& prefixes) {
-  const std::string shown = SafeText(url);
+  const std::string shown = RedactedUrl(url);
   if (prefixes.empty()) {
     return absl::PermissionDeniedError(
         absl::StrCat("this worker reads no URLs (it has no --allow-url-prefix), so not ", shown));

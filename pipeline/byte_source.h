@@ -84,6 +84,11 @@ class ObjectStore {
 // Whether `location` is a URL (scheme://...) rather than a local path.
 bool IsUrl(const std::string& location);
 
+// `url` for messages and logs: no user:password@, no query or fragment (a
+// presigned URL's signature lives there), and printable (SafeText), since a
+// job may name any bytes.
+std::string RedactedUrl(const std::string& url);
+
 // OK when `url` may be read under `prefixes` (a worker's --allow-url-prefix):
 // it starts with one of them at a path boundary (the prefix ends in '/', or
 // the URL goes on with '/' or ends there), and it holds nothing that a server

@@ -135,23 +135,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
 // Parses "auto" | "imagefolder" | "wds" (also "webdataset").
 absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name);
 
-struct PackOptions {
-  std::string out_dir;
-  std::string prefix = "shard";
-  int64_t samples_per_shard = 1000;
-};
-struct PackStats {
-  int64_t samples = 0;
-  int64_t shards = 0;
-  uint64_t bytes = 0;
-};
-// Writes `dataset` as WebDataset shards <out_dir>/<prefix>-NNNNNN.tar, sample
-// i as members "%09d.<ext>" and "%09d.cls". Each shard is written to a
-// temporary name and renamed when complete. `progress` (optional) is called
-// after each sample with the stats so far.
-absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptions& options,
-                                         const std::function<void(const PackStats&)>& progress);
-
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_DATASET_H_

@@ -82,7 +82,7 @@ absl::Status CheckForm(const std::string& url) {
   if (url.find_first_of("?#") != std::string::npos ||
       (at != std::string::npos && (slash == std::string::npos || at < slash))) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "dataset URL ", SafeText(url),
+        "dataset URL ", RedactedUrl(url),
         " carries a query or credentials: name objects by plain URLs and give credentials in "
         "the environment (AWS_ACCESS_KEY_ID, ...)"));
   }
@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
                                                            const Configure& configure) {
   if (options.store == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("dataset ", SafeText(url), " is a URL, and this program reads no URLs"));
+        absl::StrCat("dataset ", RedactedUrl(url), " is a URL, and this program reads no URLs"));
   }
   if (absl::Status s = CheckForm(url); !s.ok()) return s;
   const auto allowed = [&](const std::string& u) {
@@ -116,7 +116,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
     const auto it = listed_sizes.find(name);
     if (it != listed_sizes.end())
       return options.store->Open(name, static_cast<int64_t>(it->second));
-    if (listed) return absl::NotFoundError(absl::StrCat(SafeText(name), " is not in the listing"));
+    if (listed)
+      return absl::NotFoundError(absl::StrCat(RedactedUrl(name), " is not in the listing"));
     return options.store->Open(name);
   };
   std::vector<std::string> shards;
@@ -124,15 +125,15 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   if (HasBraces(url) || absl::EndsWith(url, ".tar")) {
     if (folder_only) {
       return absl::InvalidArgumentError(
-          absl::StrCat("dataset ", SafeText(url),
+          absl::StrCat("dataset ", RedactedUrl(url),
                        " names WebDataset shards (--format wds), not an ImageFolder"));
     }
     absl::StatusOr<std::vector<std::string>> names = ExpandBraces(url);
     if (!names.ok()) return names.status();
     for (const std::string& name : *names) {
       if (!absl::EndsWith(name, ".tar")) {
-        return absl::InvalidArgumentError(absl::StrCat("dataset ", SafeText(url), " names ",
-                                                       SafeText(name), ", not a .tar shard"));
+        return absl::InvalidArgumentError(absl::StrCat("dataset ", RedactedUrl(url), " names ",
+                                                       RedactedUrl(name), ", not a .tar shard"));
       }
       if (absl::Status s = allowed(name); !s.ok()) return s;
     }
@@ -150,7 +151,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   }
   if (wds_only || (!folder_only && !shards.empty())) {
     if (shards.empty()) {
-      return absl::NotFoundError(absl::StrCat("no .tar shards below ", SafeText(url), "/"));
+      return absl::NotFoundError(absl::StrCat("no .tar shards below ", RedactedUrl(url), "/"));
     }
     return OpenWebDataset(root, shards, access, configure);
   }

@@ -168,6 +168,7 @@ absl::Status TarWriter::Open(const std::string& path) {
                         absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
   }
   bytes_ = 0;
+  members_.clear();
   return absl::OkStatus();
 }
 
@@ -202,6 +203,7 @@ absl::Status TarWriter::Add(absl::string_view name, const void* data, size_t siz
   std::snprintf(h + 148, 8, "%06o", sum);  // 6 digits, NUL, space
   h[155] = ' ';
   if (absl::Status s = Write(h, kBlock); !s.ok()) return s;
+  members_.push_back({std::string(name), bytes_, size});
   if (absl::Status s = Write(data, size); !s.ok()) return s;
   static const char kZeros[kBlock] = {};
   return Write(kZeros, RoundUp(size) - size);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,8 @@ class TarWriter {
   // Closes the file as it is, after a failure; the caller removes it.
   void Abandon();
   uint64_t bytes_written() const { return bytes_; }
+  // What Add wrote since Open, with each member's data offset.
+  const std::vector<TarMember>& members() const { return members_; }
 
  private:
   absl::Status Write(const void* data, size_t size);
@@ -50,6 +53,7 @@ class TarWriter {
   std::FILE* file_ = nullptr;
   std::string path_;
   uint64_t bytes_ = 0;
+  std::vector<TarMember> members_;
 };
 
 }  // namespace prepflow

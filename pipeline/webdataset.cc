@@ -1,6 +1,7 @@
 // WebDataset: .tar shards whose members are grouped into samples by key.
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,13 +21,14 @@ class WebDataset : public Dataset {
     auto ds = std::unique_ptr<WebDataset>(new WebDataset);
     configure(ds.get());
     ds->root_ = root;
+    absl::flat_hash_map<std::string, int> keys;  // every key seen, and its shard
     for (const std::string& shard : shards) {
       absl::StatusOr<std::unique_ptr<ByteSource>> source = access.open(shard);
       if (!source.ok()) return source.status();
       absl::StatusOr<ShardIndex> index = ds->ShardIndexOf(shard, **source, access);
       if (!index.ok()) return index.status();
       ds->shards_.push_back(*std::move(source));
-      ds->Group(*index);
+      if (absl::Status s = ds->Group(*index, &keys); !s.ok()) return s;
     }
     if (ds->samples_.empty()) {
       return absl::NotFoundError(
@@ -90,8 +92,11 @@ class WebDataset : public Dataset {
   }
 
   // Groups the members of shard `shards_.size() - 1` into samples. Members of
-  // one sample are adjacent; a sample is complete when the key changes.
-  void Group(const ShardIndex& index) {
+  // one sample are adjacent; a sample is complete when the key changes. A key
+  // seen before (in this shard or an earlier one) is FailedPrecondition: a
+  // WebDataset key names one sample, and a repeated one is most often a
+  // stale shard read beside new ones.
+  absl::Status Group(const ShardIndex& index, absl::flat_hash_map<std::string, int>* keys) {
     const int shard = static_cast<int>(shards_.size()) - 1;
     const std::string& path = shards_.back()->name();
     std::string key;
@@ -121,6 +126,14 @@ class WebDataset : public Dataset {
       if (k != key) {
         flush();
         key = k;
+        const auto [seen, added] = keys->emplace(k, shard);
+        if (!added) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "sample key '", SafeText(k), "' appears twice, in ", shards_[seen->second]->name(),
+              " and ", path,
+              ": a WebDataset key names one sample (stale shards beside new ones? prepflow "
+              "pack --overwrite replaces them)"));
+        }
       }
       if (IsImageExtension(ext) && !has_image) {
         image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
@@ -141,6 +154,7 @@ class WebDataset : public Dataset {
       samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, index.broken});
       labels_.push_back(-1);
     }
+    return absl::OkStatus();
   }
 
   std::vector<std::unique_ptr<ByteSource>> shards_;

@@ -40,8 +40,9 @@ packages=(
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-torchvision
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
-  # Remote data (HTTP(S) and S3 through libcurl, which signs SigV4 itself).
-  libcurl4-openssl-dev
+  # Remote data (HTTP(S) and S3 through libcurl, which signs SigV4 itself;
+  # S3 listings parsed with expat).
+  libcurl4-openssl-dev libexpat1-dev
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

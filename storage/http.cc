@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/byte_source.h"
 #include "pipeline/text.h"
 
 namespace prepflow {
@@ -23,22 +24,7 @@ void GlobalInit() {
   (void)done;
 }
 
-// `url` for messages and logs: no user:password@, no query (a presigned
-// URL's signature lives there), and printable (SafeText), since a job may
-// name any bytes.
-std::string Shown(const std::string& url) {
-  std::string out = url;
-  const size_t query = out.find_first_of("?#");
-  if (query != std::string::npos) out = out.substr(0, query) + "?...";
-  const size_t scheme = out.find("://");
-  const size_t at = out.find('@', scheme == std::string::npos ? 0 : scheme + 3);
-  const size_t slash = out.find('/', scheme == std::string::npos ? 0 : scheme + 3);
-  if (scheme != std::string::npos && at != std::string::npos &&
-      (slash == std::string::npos || at < slash)) {
-    out = out.substr(0, scheme + 3) + out.substr(at + 1);
-  }
-  return SafeText(out);
-}
+std::string Shown(const std::string& url) { return RedactedUrl(url); }
 
 // Failures a later attempt may not see: the server or the path to it.
 bool MayPass(CURLcode code) {

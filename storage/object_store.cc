@@ -19,6 +19,13 @@
 namespace prepflow {
 namespace {
 
+// `status` naming `url` too when it was fetched from another (an s3:// URL,
+// fetched from its endpoint).
+absl::Status Naming(const std::string& url, const std::string& fetched, absl::Status status) {
+  if (status.ok() || url == fetched) return status;
+  return absl::Status(status.code(), absl::StrCat(RedactedUrl(url), ": ", status.message()));
+}
+
 // An object key or listing prefix in a URL: unreserved characters and '/'
 // as they are, every other byte percent-encoded (upper-case hex, as SigV4's
 // canonical form has it).
@@ -132,13 +139,13 @@ class CurlObjectStore::Object : public ByteSource {
   absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const override {
     if (offset > size_ || length > size_ - offset) {
       return absl::DataLossError(absl::StrFormat("%s: %d bytes at offset %d run past its end (%d)",
-                                                 SafeText(url_), length, offset, size_));
+                                                 RedactedUrl(url_), length, offset, size_));
     }
     if (length == 0) return absl::OkStatus();
-    return store_->WithReader(target_.pool, [&](HttpReader& r) {
+    return Naming(url_, target_.http_url, store_->WithReader(target_.pool, [&](HttpReader& r) {
       return r.ReadRange(target_.http_url, static_cast<int64_t>(offset),
                          static_cast<int64_t>(length), dst);
-    });
+    }));
   }
 
  private:
@@ -224,8 +231,8 @@ absl::StatusOr<CurlObjectStore::Target> CurlObjectStore::Resolve(const std::stri
     return Target{url, http_.get()};
   }
   if (!absl::StartsWith(url, "s3://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(SafeText(url), ": not a URL this program reads (http://, https://, s3://)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        RedactedUrl(url), ": not a URL this program reads (http://, https://, s3://)"));
   }
   const std::string rest = url.substr(5);
   const size_t slash = rest.find('/');
@@ -238,7 +245,7 @@ absl::StatusOr<CurlObjectStore::Target> CurlObjectStore::Resolve(const std::stri
   }
   if (!valid) {
     return absl::InvalidArgumentError(
-        absl::StrCat(SafeText(url), ": '", SafeText(bucket),
+        absl::StrCat(RedactedUrl(url), ": '", SafeText(bucket),
                      "' is not an S3 bucket name (3-63 lower-case letters, digits, '.', '-')"));
   }
   const std::string path = EscapeKey(key, /*keep_slash=*/true);
@@ -283,7 +290,7 @@ absl::StatusOr<std::unique_ptr<ByteSource>> CurlObjectStore::Open(const std::str
       size = *got;
       return absl::OkStatus();
     });
-    if (!st.ok()) return st;
+    if (!st.ok()) return Naming(url, target->http_url, st);
   }
   return std::unique_ptr<ByteSource>(
       new Object(shared_from_this(), url, *std::move(target), static_cast<uint64_t>(size)));
@@ -292,7 +299,7 @@ absl::StatusOr<std::unique_ptr<ByteSource>> CurlObjectStore::Open(const std::str
 absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::List(const std::string& prefix) const {
   if (!absl::StartsWith(prefix, "s3://")) {
     return absl::UnimplementedError(
-        absl::StrCat("cannot list ", SafeText(prefix),
+        absl::StrCat("cannot list ", RedactedUrl(prefix),
                      ": HTTP has no listing; name the shards with a brace pattern "
                      "(https://host/path/shard-{000000..000099}.tar)"));
   }
@@ -313,7 +320,8 @@ absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::ListS3(const std::strin
     if (!token.empty()) {
       absl::StrAppend(&url, "continuation-token=", EscapeKey(token, false), "&");
     }
-    absl::StrAppend(&url, "encoding-type=url&list-type=2&prefix=", EscapeKey(prefix, false));
+    absl::StrAppend(&url, "encoding-type=url&list-type=2&max-keys=", options_.list_page_objects,
+                    "&prefix=", EscapeKey(prefix, false));
     std::string xml;
     absl::Status st = WithReader(base->pool, [&](HttpReader& r) {
       absl::StatusOr<std::string> body = r.Fetch(url, options_.max_listing_page_bytes);
@@ -348,8 +356,9 @@ absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::ListS3(const std::strin
 absl::Status CurlObjectStore::Put(const std::string& url, const uint8_t* data, size_t size) const {
   absl::StatusOr<Target> target = Resolve(url);
   if (!target.ok()) return target.status();
-  return WithReader(target->pool,
-                    [&](HttpReader& r) { return r.Put(target->http_url, data, size); });
+  return Naming(url, target->http_url, WithReader(target->pool, [&](HttpReader& r) {
+                  return r.Put(target->http_url, data, size);
+                }));
 }
 
 StorageStats CurlObjectStore::stats() const {

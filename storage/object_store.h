@@ -31,7 +31,9 @@ struct ObjectStoreOptions {
   std::string s3_region = "us-east-1";
   std::string access_key_id, secret_access_key, session_token;  // empty key: anonymous
   std::string credential_source = "no AWS credentials (anonymous requests)";
-  // A listing: each page's bytes, and the objects in all.
+  // A listing: objects asked for per page (S3's max-keys), each page's
+  // bytes, and the objects in all.
+  int list_page_objects = 1000;
   int64_t max_listing_page_bytes = int64_t{16} << 20;
   int64_t max_listed_objects = 10'000'000;
 };

@@ -28,6 +28,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/op_schema.h"
+#include "pipeline/pack.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
@@ -162,7 +163,10 @@ struct RunFlags {
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
              data_required
-                 ? "dataset: ImageFolder folder, or WebDataset .tar file or folder of shards"
+                 ? "dataset: an ImageFolder folder; WebDataset shards as a .tar file, a folder of "
+                   "them or a brace pattern (shards/shard-{000000..000099}.tar); or the same "
+                   "at a URL: https://host/shard-{000..099}.tar, s3://bucket/prefix (listed; "
+                   "credentials from AWS_* in the environment)"
                  : "dataset to use instead of a generated one");
     f.String("format", &format, "auto | imagefolder | wds");
     f.String("pipeline", &pipeline, kPipelineHelp);
@@ -490,7 +494,7 @@ int ProfileCommand(int argc, char** argv) {
   FlagSet flags("prepflow profile",
                 "Runs a pipeline over a sample of the dataset on one thread and reports each "
                 "stage's CPU time and output size per sample (what the offload planner reads).");
-  pf.Register(flags, "dataset: ImageFolder folder, or WebDataset .tar file or folder",
+  pf.Register(flags, "dataset: as for prepflow run (a folder, shards, a pattern or a URL)",
               "samples to profile (a seeded random subset; 0: all)");
   flags.Bool("json", &json, "print JSON instead of a table");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
@@ -657,9 +661,13 @@ int PackCommand(int argc, char** argv) {
   bool json = false;
   FlagSet flags("prepflow pack",
                 "Writes an ImageFolder as WebDataset shards (key.<ext> + key.cls), keeping "
-                "sample order and labels.");
-  flags.String("data", &data, "ImageFolder to pack");
-  flags.String("out", &out, "output folder for the shards");
+                "sample order and labels, each with its index (<shard>.idx) for reading it "
+                "remotely with one range request per sample.");
+  flags.String("data", &data, "ImageFolder to pack (a folder or a URL prefix)");
+  flags.String("out", &out, "output folder for the shards (must be empty, or see --overwrite)");
+  flags.Bool("overwrite", &options.overwrite,
+             "write into a folder that is not empty, removing its .tar shards and .tar.idx "
+             "indexes first (nothing else)");
   flags.Int("shard-samples", &options.samples_per_shard, "samples per shard");
   flags.String("prefix", &options.prefix, "shard file name prefix");
   flags.Bool("json", &json, "print a JSON summary as the last line");
@@ -691,6 +699,35 @@ int PackCommand(int argc, char** argv) {
     std::printf("packed %lld samples into %lld shards (%.1f MiB) in %s in %.2f s\n",
                 static_cast<long long>(stats->samples), static_cast<long long>(stats->shards),
                 stats->bytes / 1048576.0, out.c_str(), seconds);
+  }
+  return kOk;
+}
+
+int IndexCommand(int argc, char** argv) {
+  std::string data;
+  bool json = false;
+  FlagSet flags("prepflow index",
+                "Writes the index of existing WebDataset shards beside them (<shard>.idx: "
+                "member offsets, sizes and labels), so that reading them remotely (over "
+                "HTTP or S3) costs one range request per sample and no pass over each shard.");
+  flags.String("data", &data,
+               "the shards: a .tar file, a folder of them, or a brace pattern "
+               "(shards/shard-{000000..000099}.tar)");
+  flags.Bool("json", &json, "print a JSON summary as the last line");
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (data.empty()) return UsageError("prepflow index: --data is required", flags);
+  Progress progress;
+  const int64_t t0 = WallNanos();
+  auto shards = IndexShards({data}, [&](int64_t done, int64_t total) {
+    progress.Update(absl::StrFormat("indexed %d/%d shards", done, total));
+  });
+  progress.Done();
+  if (!shards.ok()) return Failure("index", shards.status());
+  const double seconds = (WallNanos() - t0) * 1e-9;
+  if (json) {
+    PrintJson(Json{{"command", "index"}, {"shards", *shards}, {"seconds", seconds}});
+  } else {
+    std::printf("indexed %lld shards in %.2f s\n", static_cast<long long>(*shards), seconds);
   }
   return kOk;
 }

@@ -10,6 +10,7 @@ namespace prepflow::cli {
 int RunCommand(int argc, char** argv);      // prepflow run
 int ProfileCommand(int argc, char** argv);  // prepflow profile
 int PackCommand(int argc, char** argv);     // prepflow pack
+int IndexCommand(int argc, char** argv);    // prepflow index
 int PlanCommand(int argc, char** argv);     // prepflow plan
 int DemoCommand(int argc, char** argv);     // prepflow demo
 int ProbeCommand(int argc, char** argv);    // prepflow probe

@@ -20,6 +20,7 @@ commands:
   run      run a pipeline over a dataset and report throughput and checksum
   profile  measure each stage's CPU time and output size per sample
   pack     write an ImageFolder as WebDataset .tar shards
+  index    write the index of existing shards beside them, for remote reading
   plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
@@ -27,6 +28,12 @@ commands:
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+                      credentials for s3:// data (none: anonymous requests)
+  AWS_REGION, AWS_DEFAULT_REGION
+                      the S3 region (default us-east-1)
+  AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL
+                      an S3-compatible store's endpoint (path-style requests)
 )";
 
 // A closed terminal or ssh session sends SIGHUP, which would end a long run
@@ -68,6 +75,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, f] : {std::pair<const char*, Command>{"run", prepflow::cli::RunCommand},
                                 {"profile", prepflow::cli::ProfileCommand},
                                 {"pack", prepflow::cli::PackCommand},
+                                {"index", prepflow::cli::IndexCommand},
                                 {"plan", prepflow::cli::PlanCommand},
                                 {"demo", prepflow::cli::DemoCommand},
                                 {"probe", prepflow::cli::ProbeCommand},

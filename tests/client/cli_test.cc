@@ -361,8 +361,57 @@ TEST_F(CliTest, AFailedPackLeavesNoTemporaryShard) {
   const std::vector<uint8_t> err = testing::ReadFile(dir_.Join("pack.err"));
   EXPECT_THAT(std::string(err.begin(), err.end()), HasSubstr(".tar.tmp"));
   for (const auto& e : std::filesystem::directory_iterator(out)) {
-    EXPECT_EQ(e.path().extension(), ".tar") << "left behind: " << e.path();
+    const std::string ext = e.path().extension();
+    EXPECT_TRUE(ext == ".tar" || ext == ".idx") << "left behind: " << e.path();
   }
+}
+
+// pack refuses a folder that holds anything: shards left there would be read
+// back with the new ones. --overwrite replaces its shards (and only them). A
+// stale shard beside new ones is a clear error when read. prepflow index
+// writes the very sidecars pack writes.
+TEST_F(CliTest, PackRefusesAFullFolderAndIndexWritesWhatPackWrites) {
+  const std::string out = dir_.Join("shards");
+  const std::string pack =
+      absl::StrCat("pack --data ", dir_.Join("data"), " --out ", out, " --shard-samples 4");
+  ASSERT_EQ(Prepflow(pack, dir_).exit_code, 0);  // 15 samples: shards 000000 to 000003
+  const std::vector<uint8_t> sidecar = testing::ReadFile(dir_.Join("shards/shard-000001.tar.idx"));
+  ASSERT_FALSE(sidecar.empty());
+
+  const CliRun again = Prepflow(pack, dir_);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr(absl::StrCat(out, " is not empty")));
+  EXPECT_THAT(again.err, HasSubstr("--overwrite"));
+
+  // A stale shard from a pack with other keys' layout: shard 1 copied as 4.
+  std::filesystem::copy_file(dir_.Join("shards/shard-000001.tar"),
+                             dir_.Join("shards/shard-000004.tar"));
+  testing::WriteFile(dir_.Join("shards/notes.txt"), {'k', 'e', 'e', 'p'});
+  const CliRun stale = Prepflow(absl::StrCat("run --data ", out, " --json"), dir_);
+  EXPECT_EQ(stale.exit_code, 1);
+  EXPECT_THAT(stale.LastJson()["error"].get<std::string>(),
+              HasSubstr("sample key '000000004' appears twice"));
+
+  ASSERT_EQ(Prepflow(absl::StrCat(pack, " --overwrite --shard-samples 8"), dir_).exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("shards/shard-000004.tar")));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("shards/shard-000002.tar.idx")));
+  EXPECT_TRUE(std::filesystem::exists(dir_.Join("shards/notes.txt")));
+  const CliRun fresh = Prepflow(absl::StrCat("run --data ", out, " --json"), dir_);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(fresh.LastJson()["images"], 15);
+
+  const std::vector<uint8_t> packed = testing::ReadFile(dir_.Join("shards/shard-000001.tar.idx"));
+  std::filesystem::remove(dir_.Join("shards/shard-000001.tar.idx"));
+  const CliRun index = Prepflow(
+      absl::StrCat("index --data '", dir_.Join("shards/shard-{000000..000001}.tar"), "' --json"),
+      dir_);
+  ASSERT_EQ(index.exit_code, 0) << index.err;
+  EXPECT_EQ(index.LastJson()["shards"], 2);
+  EXPECT_EQ(testing::ReadFile(dir_.Join("shards/shard-000001.tar.idx")), packed);
+  const CliRun broken =
+      Prepflow(absl::StrCat("index --data ", dir_.Join("shards/notes.txt")), dir_);
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_THAT(broken.err, HasSubstr("notes.txt"));
 }
 
 // Whatever goes wrong, --json's last line is one JSON object, with "error".

@@ -21,6 +21,7 @@
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "pipeline/pack.h"
 #include "pipeline/plugins.h"
 #include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"

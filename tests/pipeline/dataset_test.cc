@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pipeline/pack.h"
 #include "pipeline/tar.h"
 #include "tests/testing/test_util.h"
 

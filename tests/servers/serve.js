@@ -1,9 +1,10 @@
 // Starts one of the real test servers on a port the kernel picks and prints
 // "listening HOST:PORT" once it accepts connections (tests read that line).
 //   node serve.js http ROOT        http-server over ROOT (Range requests)
-//   node serve.js s3 DIR           s3rver keeping its buckets in DIR
+//   node serve.js s3 DIR [BUCKET...] s3rver keeping its buckets in DIR,
+//                                  creating the BUCKETs named
 'use strict';
-const [kind, dir] = process.argv.slice(2);
+const [kind, dir, ...buckets] = process.argv.slice(2);
 const host = '127.0.0.1';
 if (kind === 'http') {
   const httpServer = require('http-server');
@@ -13,7 +14,8 @@ if (kind === 'http') {
   });
 } else if (kind === 's3') {
   const S3rver = require('s3rver');
-  new S3rver({ port: 0, address: host, directory: dir, silent: true })
+  const configureBuckets = buckets.map((name) => ({ name, configs: [] }));
+  new S3rver({ port: 0, address: host, directory: dir, silent: true, configureBuckets })
     .run()
     .then(({ port }) => console.log(`listening ${host}:${port}`));
 } else {

@@ -12,18 +12,25 @@
 
 namespace prepflow::testing {
 
-NodeServer::NodeServer(const std::string& kind, const std::string& dir) {
+NodeServer::NodeServer(const std::string& kind, const std::string& dir,
+                       const std::vector<std::string>& args) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
     ADD_FAILURE() << "pipe: " << strerror(errno);
     return;
   }
   const std::string script = std::string(PREPFLOW_SOURCE_DIR) + "/tests/servers/serve.js";
+  // s3rver makes ListObjectsV2's continuation tokens with DES, which
+  // OpenSSL 3 (Node 17 and later) keeps in its legacy provider.
+  std::vector<const char*> argv = {"node", "--openssl-legacy-provider", script.c_str(),
+                                   kind.c_str(), dir.c_str()};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
   pid_ = fork();
   if (pid_ == 0) {
     dup2(out[1], 1);
     dup2(out[1], 2);
-    execlp("node", "node", script.c_str(), kind.c_str(), dir.c_str(), nullptr);
+    execvp("node", const_cast<char* const*>(argv.data()));
     _exit(127);
   }
   close(out[1]);

@@ -7,15 +7,17 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace prepflow::testing {
 
 class NodeServer {
  public:
-  // kind: "http" (serving `dir`) or "s3" (keeping its buckets in `dir`).
-  // Fails the test (and address() is empty) when it does not start within
-  // 60 s, with the server's output.
-  NodeServer(const std::string& kind, const std::string& dir);
+  // kind: "http" (serving `dir`) or "s3" (keeping its buckets in `dir`;
+  // `args` names buckets to create). Fails the test (and address() is empty)
+  // when it does not start within 60 s, with the server's output.
+  NodeServer(const std::string& kind, const std::string& dir,
+             const std::vector<std::string>& args = {});
   ~NodeServer();
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;

@@ -1,0 +1,227 @@
+#include "pipeline/pack.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pipeline/braces.h"
+#include "pipeline/shard_index.h"
+#include "pipeline/tar.h"
+
+namespace prepflow {
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+// The names in folder `dir` (no "." or "..").
+absl::StatusOr<std::vector<std::string>> Names(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot list ", dir));
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Makes `dir` ready for new shards: created if missing (parents too); refused when it holds
+// anything, unless `overwrite`, which removes its shards and sidecars.
+absl::Status PrepareOutput(const std::string& dir, bool overwrite) {
+  std::error_code error;
+  if (std::filesystem::create_directories(dir, error)) return absl::OkStatus();
+  if (error) return ErrnoStatus(error.value(), absl::StrCat("cannot create ", dir));
+  absl::StatusOr<std::vector<std::string>> names = Names(dir);
+  if (!names.ok()) return names.status();
+  if (names->empty()) return absl::OkStatus();
+  if (!overwrite) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "%s is not empty (%d entries, e.g. %s): shards left there would be read back with the "
+        "new ones; choose an empty folder or pass --overwrite to replace its shards",
+        dir, names->size(), names->front()));
+  }
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, ".tar") && !absl::EndsWith(name, ".tar.idx")) continue;
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (std::remove(path.c_str()) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("cannot remove ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A shard being written, with its index.
+class ShardWriter {
+ public:
+  absl::Status Open(const std::string& path) {
+    path_ = path;
+    index_ = ShardIndex();
+    return writer_.Open(absl::StrCat(path, ".tmp"));
+  }
+  bool open() const { return !path_.empty(); }
+  absl::Status Add(const std::string& name, const void* data, size_t size,
+                   const std::string& label_text) {
+    if (absl::Status s = writer_.Add(name, data, size); !s.ok()) return s;
+    const TarMember& m = writer_.members().back();
+    index_.members.push_back({m.name, m.offset, m.size, label_text});
+    return absl::OkStatus();
+  }
+  // Completes the shard and its sidecar; adds the shard's bytes to `*bytes`.
+  absl::Status Finish(uint64_t* bytes) {
+    if (absl::Status s = writer_.Close(); !s.ok()) return s;
+    const std::string tmp = absl::StrCat(path_, ".tmp");
+    if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("cannot rename ", tmp));
+    }
+    index_.shard_bytes = writer_.bytes_written();
+    *bytes += writer_.bytes_written();
+    const std::string path = path_;
+    path_.clear();
+    return WriteFileAtomically(SidecarName(path), FormatShardIndex(index_));
+  }
+  // After a failure: the partial shard is removed.
+  void Abandon() {
+    if (path_.empty()) return;
+    writer_.Abandon();
+    std::remove(absl::StrCat(path_, ".tmp").c_str());
+    path_.clear();
+  }
+
+ private:
+  TarWriter writer_;
+  std::string path_;
+  ShardIndex index_;
+};
+
+// The local shards `spec` names: a .tar file, a folder's .tar files, or a
+// brace pattern's.
+absl::StatusOr<std::vector<std::string>> LocalShards(const std::string& spec) {
+  struct stat st;
+  if (HasBraces(spec) && stat(spec.c_str(), &st) != 0) {
+    absl::StatusOr<std::vector<std::string>> names = ExpandBraces(spec);
+    return names;
+  }
+  if (stat(spec.c_str(), &st) != 0) return ErrnoStatus(errno, spec);
+  if (!S_ISDIR(st.st_mode)) return std::vector<std::string>{spec};
+  absl::StatusOr<std::vector<std::string>> names = Names(spec);
+  if (!names.ok()) return names.status();
+  std::vector<std::string> shards;
+  for (const std::string& name : *names) {
+    if (absl::EndsWith(name, ".tar")) shards.push_back(absl::StrCat(spec, "/", name));
+  }
+  if (shards.empty()) return absl::NotFoundError(absl::StrCat("no .tar shards in ", spec));
+  return shards;
+}
+
+}  // namespace
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot create ", tmp));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int err = errno;
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    return ErrnoStatus(written ? errno : err, absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_err = errno;
+    std::remove(tmp.c_str());
+    return ErrnoStatus(rename_err, absl::StrCat("cannot rename ", tmp));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptions& options,
+                                         const std::function<void(const PackStats&)>& progress) {
+  if (options.samples_per_shard <= 0) {
+    return absl::InvalidArgumentError("--shard-samples: must be positive");
+  }
+  if (absl::Status s = PrepareOutput(options.out_dir, options.overwrite); !s.ok()) return s;
+  PackStats stats;
+  Buffer buf;
+  ShardWriter shard;
+  // On any failure (a full disk, an unreadable sample) the partial shard is
+  // removed: finished shards stay, and no .tmp file is left behind.
+  auto abandon = [&](absl::Status s) {
+    shard.Abandon();
+    return s;
+  };
+  for (int64_t i = 0; i < dataset.size(); ++i) {
+    if (i % options.samples_per_shard == 0) {
+      if (shard.open()) {
+        if (absl::Status s = shard.Finish(&stats.bytes); !s.ok()) return abandon(s);
+      }
+      const std::string path =
+          absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
+      if (absl::Status s = shard.Open(path); !s.ok()) return abandon(s);
+      ++stats.shards;
+    }
+    size_t size = 0;
+    if (absl::Status s = dataset.Read(i, &buf, &size); !s.ok()) return abandon(s);
+    std::string ext = dataset.Extension(i);
+    if (ext.empty()) ext = "jpg";
+    const std::string key = absl::StrFormat("%09d", i);
+    if (absl::Status s = shard.Add(absl::StrCat(key, ".", ext), buf.data(), size, ""); !s.ok()) {
+      return abandon(s);
+    }
+    const std::string label = absl::StrCat(dataset.label(i));
+    if (absl::Status s = shard.Add(absl::StrCat(key, ".cls"), label.data(), label.size(), label);
+        !s.ok()) {
+      return abandon(s);
+    }
+    ++stats.samples;
+    if (progress) progress(stats);
+  }
+  if (shard.open()) {
+    if (absl::Status s = shard.Finish(&stats.bytes); !s.ok()) return abandon(s);
+  }
+  return stats;
+}
+
+absl::StatusOr<int64_t> IndexShards(const std::vector<std::string>& specs,
+                                    const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<std::string> shards;
+  for (const std::string& spec : specs) {
+    absl::StatusOr<std::vector<std::string>> found = LocalShards(spec);
+    if (!found.ok()) return found.status();
+    shards.insert(shards.end(), found->begin(), found->end());
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string& path = shards[i];
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+    }
+    std::unique_ptr<ByteSource> source = FileSource(fd, path, static_cast<uint64_t>(st.st_size));
+    absl::StatusOr<ShardIndex> index = IndexShard(*source);
+    if (!index.ok()) return index.status();
+    if (!index->broken.ok()) return index->broken;
+    if (absl::Status s = WriteFileAtomically(SidecarName(path), FormatShardIndex(*index));
+        !s.ok()) {
+      return s;
+    }
+    if (progress) progress(static_cast<int64_t>(i) + 1, static_cast<int64_t>(shards.size()));
+  }
+  return static_cast<int64_t>(shards.size());
+}
+
+}  // namespace prepflow

@@ -1,0 +1,259 @@
+// Datasets in remote storage, end to end: the same shards and images served
+// by a real HTTP server (http-server) and a real S3-compatible one (s3rver),
+// read by the Loader and by real worker processes, against the local copy.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "client/datasets.h"
+#include "client/loader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "pipeline/pack.h"
+#include "pipeline/shard_index.h"
+#include "storage/object_store.h"
+#include "tests/testing/loader_util.h"
+#include "tests/testing/node_server.h"
+#include "tests/testing/test_util.h"
+#include "tests/testing/worker_process.h"
+
+namespace prepflow {
+namespace {
+
+namespace fs = std::filesystem;
+using ::prepflow::testing::NodeServer;
+using ::prepflow::testing::TempDir;
+using ::prepflow::testing::WorkerProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class RemoteDataTest : public ::testing::Test {
+ protected:
+  // root/data: the 96-image ImageFolder; www/shards: it packed (4 shards,
+  // with sidecars), www/bare: the same shards without them. s3://data/shards/
+  // and s3://data/images/ hold the same.
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    testing::WriteRemoteTestSet(dir_->Join("root/data"));
+    proto::DatasetSpec folder;
+    folder.set_path(dir_->Join("root/data"));
+    auto images = OpenDataset(folder);
+    ASSERT_TRUE(images.ok()) << images.status();
+    PackOptions pack;
+    pack.out_dir = dir_->Join("www/shards");
+    pack.samples_per_shard = 25;  // shards 000000 to 000003
+    const absl::StatusOr<PackStats> packed = PackWebDataset(**images, pack, nullptr);
+    ASSERT_TRUE(packed.ok()) << packed.status();
+    fs::create_directories(dir_->Join("www/bare"));
+    for (int i = 0; i < 4; ++i) {
+      const std::string name = absl::StrFormat("shard-%06d.tar", i);
+      fs::copy_file(dir_->Join("www/shards/" + name), dir_->Join("www/bare/" + name));
+    }
+    http_ = new NodeServer("http", dir_->Join("www"));
+    s3_ = new NodeServer("s3", dir_->Join("s3"), {"data"});
+    setenv("AWS_ENDPOINT_URL", absl::StrCat("http://", s3_->address()).c_str(), 1);
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    ObjectStoreOptions o;
+    ASSERT_TRUE(S3FromEnvironment(&o).ok());
+    auto store = CurlObjectStore::Create(o);
+    for (const fs::directory_entry& e :
+         fs::recursive_directory_iterator(dir_->Join("www/shards"))) {
+      Upload(*store, e.path(), absl::StrCat("s3://data/shards/", e.path().filename().string()));
+    }
+    for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir_->Join("root/data"))) {
+      if (!e.is_regular_file()) continue;
+      const std::string rel = fs::relative(e.path(), dir_->Join("root/data")).string();
+      Upload(*store, e.path(), absl::StrCat("s3://data/images/", rel));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete s3_;
+    delete http_;
+    delete dir_;
+    for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}) {
+      unsetenv(v);
+    }
+  }
+  static void Upload(const CurlObjectStore& store, const fs::path& from, const std::string& to) {
+    const std::vector<uint8_t> bytes = testing::ReadFile(from.string());
+    const absl::Status s = store.Put(to, bytes.data(), bytes.size());
+    ASSERT_TRUE(s.ok()) << s;
+  }
+
+  static std::string HttpPattern(const std::string& folder) {
+    return http_->Url(folder + "/shard-{000000..000003}.tar");
+  }
+  static LoaderOptions Options(const std::string& data, const std::vector<std::string>& workers,
+                               const std::string& mode) {
+    LoaderOptions o;
+    o.dataset.set_path(data);
+    o.pipeline = *LoadPipelineSpec("imagenet-train");
+    o.batch_size = 8;
+    o.threads = 1;
+    o.seed = 3;
+    o.workers = workers;
+    o.offload = *ParseOffload(mode);
+    o.item_samples = 2;
+    return o;
+  }
+  static void ExpectExactlyOnce(const testing::Drained& r, int64_t n, int epochs = 1) {
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(static_cast<int64_t>(r.deliveries.size()), n);
+    for (const auto& [index, count] : r.deliveries) ASSERT_EQ(count, epochs) << "index " << index;
+    EXPECT_EQ(r.stats.errors, 0);
+  }
+  static uint64_t LocalChecksum(int epochs = 1) {
+    LoaderOptions o = Options(dir_->Join("root/data"), {}, "off");
+    o.epochs = epochs;
+    return testing::Drain(o).stats.checksum;
+  }
+  // A worker that may read this suite's servers.
+  static std::vector<std::string> AllowingWorker() {
+    return {"--threads", "1", "--allow-url-prefix", absl::StrCat(http_->Url(""), ",s3://data/")};
+  }
+
+  static TempDir* dir_;
+  static NodeServer* http_;
+  static NodeServer* s3_;
+};
+TempDir* RemoteDataTest::dir_ = nullptr;
+NodeServer* RemoteDataTest::http_ = nullptr;
+NodeServer* RemoteDataTest::s3_ = nullptr;
+
+TEST_F(RemoteDataTest, EveryRemoteFormOfTheDataGivesTheLocalChecksum) {
+  const uint64_t local = LocalChecksum();
+  for (const std::string& data : {
+           HttpPattern("shards"),            // with sidecar indexes
+           HttpPattern("bare"),              // indexed by one pass over each shard
+           std::string("s3://data/shards"),  // listed: .tar objects
+           std::string("s3://data/shards/shard-{000000..000003}.tar"),
+           std::string("s3://data/images/"),  // listed: an ImageFolder of objects
+       }) {
+    const testing::Drained r = testing::Drain(Options(data, {}, "off"));
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, local) << data;
+  }
+}
+
+TEST_F(RemoteDataTest, SidecarsAndAStreamingPassIndexAlike) {
+  auto open = [](const std::string& data) {
+    proto::DatasetSpec spec;
+    spec.set_path(data);
+    auto ds = OpenClientDataset(spec);
+    EXPECT_TRUE(ds.ok()) << ds.status();
+    return ds.ok() ? *std::move(ds) : nullptr;
+  };
+  const auto with = open(HttpPattern("shards"));
+  const auto bare = open(HttpPattern("bare"));
+  proto::DatasetSpec local_spec;
+  local_spec.set_path(dir_->Join("www/shards"));
+  const auto local = *OpenDataset(local_spec);
+  ASSERT_TRUE(with && bare);
+  EXPECT_EQ(with->fingerprint(), local->fingerprint());
+  EXPECT_EQ(bare->fingerprint(), local->fingerprint());
+  ASSERT_EQ(with->size(), 96);
+  // A shard opened with a sidecar costs a HEAD and the sidecar's HEAD and
+  // GET; without one, a HEAD, the sidecar's 404 and one windowed pass.
+  EXPECT_EQ(with->store()->stats().requests, 4 * 3);
+  EXPECT_LE(bare->store()->stats().requests, 4 * 3);
+  Buffer a, b;
+  for (int64_t i = 0; i < with->size(); ++i) {
+    size_t na = 0, nb = 0;
+    ASSERT_TRUE(with->Read(i, &a, &na).ok());
+    ASSERT_TRUE(local->Read(i, &b, &nb).ok());
+    ASSERT_EQ(std::string(reinterpret_cast<char*>(a.data()), na),
+              std::string(reinterpret_cast<char*>(b.data()), nb))
+        << with->SamplePath(i);
+    EXPECT_EQ(with->label(i), local->label(i));
+  }
+  EXPECT_EQ(with->store()->stats().requests, 4 * 3 + 96);  // one range request per sample
+}
+
+TEST_F(RemoteDataTest, StaleSidecarsAndMissingShardsAreNamed) {
+  // A sidecar left from another version of the shard (here: one 512 bytes
+  // longer) is refused, never used to read the wrong bytes.
+  fs::create_directories(dir_->Join("www/stale"));
+  fs::copy_file(dir_->Join("www/bare/shard-000000.tar"), dir_->Join("www/stale/shard-000000.tar"),
+                fs::copy_options::overwrite_existing);
+  const std::vector<uint8_t> idx = testing::ReadFile(dir_->Join("www/shards/shard-000000.tar.idx"));
+  std::string text(idx.begin(), idx.end());
+  const uint64_t bytes = fs::file_size(dir_->Join("www/bare/shard-000000.tar"));
+  text = absl::StrReplaceAll(
+      text, {{absl::StrCat("shard-bytes ", bytes), absl::StrCat("shard-bytes ", bytes + 512)}});
+  ASSERT_TRUE(WriteFileAtomically(dir_->Join("www/stale/shard-000000.tar.idx"), text).ok());
+  proto::DatasetSpec spec;
+  spec.set_path(http_->Url("stale/shard-000000.tar"));
+  auto stale = OpenClientDataset(spec);
+  ASSERT_TRUE(absl::IsDataLoss(stale.status())) << stale.status();
+  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("stale/shard-000000.tar.idx"));
+  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("run prepflow index again"));
+
+  spec.set_path(http_->Url("shards/shard-{000000..000004}.tar"));
+  auto missing = OpenClientDataset(spec);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("shard-000004.tar"));
+  spec.set_path("s3://data/nothing-here");
+  auto empty = OpenClientDataset(spec);
+  EXPECT_TRUE(absl::IsNotFound(empty.status())) << empty.status();
+  EXPECT_THAT(std::string(empty.status().message()), HasSubstr("s3://data/nothing-here"));
+  spec.set_path(http_->Url("shards/"));
+  auto unlisted = OpenClientDataset(spec);
+  EXPECT_TRUE(absl::IsUnimplemented(unlisted.status())) << unlisted.status();
+  spec.set_path("https://user:secret@example.com/x.tar");
+  auto credentials = OpenClientDataset(spec);
+  EXPECT_TRUE(absl::IsInvalidArgument(credentials.status()));
+  EXPECT_THAT(std::string(credentials.status().message()), Not(HasSubstr("secret")));
+}
+
+TEST_F(RemoteDataTest, WorkersReadTheUrlsThemselves) {
+  const uint64_t local = LocalChecksum();
+  WorkerProcess a(dir_->Join("root"), AllowingWorker());
+  for (const std::string& data : {HttpPattern("shards"), std::string("s3://data/images")}) {
+    for (const std::string mode : {"remote", "cut=2"}) {
+      const testing::Drained r = testing::Drain(Options(data, {a.address()}, mode));
+      ExpectExactlyOnce(r, 96);
+      EXPECT_EQ(r.stats.checksum, local) << data << " " << mode;
+      EXPECT_EQ(r.stats.remote_images, 96) << data << " " << mode;
+    }
+  }
+}
+
+TEST_F(RemoteDataTest, AWorkerRefusesUrlsOutsideItsPrefixes) {
+  WorkerProcess none(dir_->Join("root"), {"--threads", "1"});
+  auto refused = Loader::Create(Options(HttpPattern("shards"), {none.address()}, "remote"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("reads no URLs"));
+  EXPECT_THAT(refused.status().message(), HasSubstr(http_->Url("shards/shard-000000.tar")));
+
+  WorkerProcess s3_only(dir_->Join("root"),
+                        {"--threads", "1", "--allow-url-prefix", "s3://data/images/"});
+  refused = Loader::Create(Options("s3://data/shards", {s3_only.address()}, "remote"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("outside this worker's --allow-url-prefix"));
+}
+
+TEST_F(RemoteDataTest, AKilledWorkerLosesNothingWithRemoteData) {
+  WorkerProcess a(dir_->Join("root"), AllowingWorker());
+  WorkerProcess b(dir_->Join("root"), AllowingWorker());
+  LoaderOptions o = Options("s3://data/shards", {a.address(), b.address()}, "cut=2");
+  o.epochs = 2;
+  o.hedge_after = 0;
+  const testing::Drained r = testing::Drain(o, [&](Loader&) {
+    b.Signal(SIGKILL);
+    b.Wait();
+  });
+  ExpectExactlyOnce(r, 96, 2);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum(2));
+  EXPECT_EQ(r.stats.workers_alive, 1);
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -4,10 +4,12 @@
 
 namespace prepflow {
 
-absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec) {
+absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
+                                                           const HttpOptions& http) {
   DatasetOptions options;
   if (IsUrl(spec.path())) {
     ObjectStoreOptions storage;
+    storage.http = http;
     if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
     options.store = CurlObjectStore::Create(std::move(storage));
   }

@@ -64,7 +64,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
   job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
   if (absl::Status s = OpenPipeline(); !s.ok()) return s;
-  auto dataset = OpenClientDataset(options_.dataset);
+  auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
@@ -568,6 +568,8 @@ LoaderStats Loader::Stats() const {
   st.checksum = checksum_.value();
   st.stages = runner_->LocalStages();
   st.remote_stages = runner_->RemoteStages();
+  if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
+  st.storage.Add(runner_->RemoteStorage());
   return st;
 }
 

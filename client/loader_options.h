@@ -22,6 +22,7 @@
 #include "pipeline/image_decode.h"
 #include "pipeline/sample.h"
 #include "proto/pipeline.pb.h"
+#include "storage/http.h"
 
 namespace prepflow {
 
@@ -95,6 +96,9 @@ struct LoaderOptions {
   // (net/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
   // --auth-token-file). Files are read when the Loader is created.
   SecurityOptions security;
+  // Reads of data named by URL: timeouts and retries (storage/flags.h);
+  // credentials come from the environment (S3FromEnvironment).
+  HttpOptions storage;
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;

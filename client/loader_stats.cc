@@ -114,6 +114,37 @@ std::vector<StatField<S>>* DeliveryFields() {
   };
 }
 
+// Remote storage, trainer and workers together.
+std::vector<StatField<S>>* StorageFields() {
+  return new std::vector<StatField<S>>{
+      {"storage_bytes_read",
+       [](const S& s) -> StatValue { return s.storage.bytes; },
+       "prepflow_client_storage_bytes_read_total",
+       kCounter,
+       {},
+       "Bytes read from remote storage (data named by URL), by the trainer and its workers."},
+      {"storage_requests",
+       [](const S& s) -> StatValue { return s.storage.requests; },
+       "prepflow_client_storage_requests_total",
+       kCounter,
+       {},
+       "Requests to remote storage, retries included, by the trainer and its workers."},
+      {"storage_retries",
+       [](const S& s) -> StatValue { return s.storage.retries; },
+       "prepflow_client_storage_retries_total",
+       kCounter,
+       {},
+       "Requests to remote storage that repeated a failed one (5xx, 429, reset, timeout, short "
+       "read)."},
+      {"storage_errors",
+       [](const S& s) -> StatValue { return s.storage.errors; },
+       "prepflow_client_storage_errors_total",
+       kCounter,
+       {},
+       "Reads from remote storage that failed after their retries."},
+  };
+}
+
 // Where samples run: the mode, the plan in force and what it was made from.
 std::vector<StatField<S>>* PlanFields() {
   return new std::vector<StatField<S>>{
@@ -232,7 +263,7 @@ std::vector<StatField<S>>* PoolFields() {
 const std::vector<StatField<S>>& LoaderStatFields() {
   static const auto* fields = [] {
     std::vector<StatField<S>>* all = DeliveryFields();
-    for (std::vector<StatField<S>>* part : {PlanFields(), PoolFields()}) {
+    for (std::vector<StatField<S>>* part : {StorageFields(), PlanFields(), PoolFields()}) {
       all->insert(all->end(), part->begin(), part->end());
       delete part;
     }

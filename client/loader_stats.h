@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "pipeline/batch.h"
+#include "pipeline/byte_source.h"
 #include "pipeline/profiler.h"
 
 namespace prepflow {
@@ -70,6 +71,10 @@ struct LoaderStats {
   // Measured on workers (as they report it), same layout.
   std::vector<StageStats> remote_stages;
   std::vector<SampleError> first_errors;  // up to 16
+  // Remote storage (data named by URL): what the trainer's reads and the
+  // workers' (as their items report them) cost together. The latency
+  // histogram is the trainer's own requests'.
+  StorageStats storage;
 };
 
 // One field's value as renderers see it.

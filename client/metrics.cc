@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "storage/metrics.h"
 
 namespace prepflow {
 namespace {
@@ -97,7 +98,11 @@ std::vector<MetricFamily> StatsFamilies(const LoaderStats& st, const std::string
 }
 
 std::vector<MetricFamily> LoaderMetrics::Collect() const {
-  return StatsFamilies(loader_->Stats(), loader_->job_id());
+  const LoaderStats stats = loader_->Stats();
+  std::vector<MetricFamily> families = StatsFamilies(stats, loader_->job_id());
+  families.push_back(
+      StorageLatencyFamily(stats.storage, "prepflow_client", {{"job_id", loader_->job_id()}}));
+  return families;
 }
 
 }  // namespace prepflow

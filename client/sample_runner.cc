@@ -100,6 +100,14 @@ void SampleRunner::TakeRemote(const RemoteItem& item,
                                           std::memory_order_relaxed);
     worker_transport_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
+  if (answer->message.result().has_storage()) {
+    const proto::StorageCost& cost = answer->message.result().storage();
+    absl::MutexLock lock(&storage_mu_);
+    remote_storage_.bytes += cost.bytes();
+    remote_storage_.requests += cost.requests();
+    remote_storage_.retries += cost.retries();
+    remote_storage_.errors += cost.errors();
+  }
   // The item is ours alone now, and its batch cannot be handed out before
   // every slot is finished: copy and finish without a lock.
   bool done = false;
@@ -191,6 +199,11 @@ void SampleRunner::Measure(policy::Snapshot* snapshot) const {
   snapshot->worker_transport = {
       worker_transport_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9,
       static_cast<double>(worker_transport_bytes_.load(std::memory_order_relaxed))};
+}
+
+StorageStats SampleRunner::RemoteStorage() const {
+  absl::MutexLock lock(&storage_mu_);
+  return remote_storage_;
 }
 
 std::vector<StageStats> SampleRunner::LocalStages() const {

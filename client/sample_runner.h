@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "client/received_message.h"
 #include "client/remote_pool.h"
 #include "pipeline/batch.h"
@@ -73,6 +74,9 @@ class SampleRunner {
   std::vector<StageStats> LocalStages() const;
   // "read", then each stage, as the workers reported them.
   std::vector<StageStats> RemoteStages() const { return remote_profiler_.Snapshot(); }
+  // What the workers' reads cost in remote storage, as their items report it
+  // (counts only: no latency).
+  StorageStats RemoteStorage() const;
 
  private:
   void RunSample(int thread, Batch* batch, int64_t slot);
@@ -99,6 +103,8 @@ class SampleRunner {
   // message's bytes) and the bytes of the messages that carried one.
   std::atomic<int64_t> worker_transport_cpu_nanos_{0};
   std::atomic<int64_t> worker_transport_bytes_{0};
+  mutable absl::Mutex storage_mu_;
+  StorageStats remote_storage_ ABSL_GUARDED_BY(storage_mu_);
   ThreadPool threads_;  // last: stopped before the rest goes
 };
 

@@ -78,6 +78,38 @@ absl::Status WindowedSource::ReadAt(uint64_t offset, size_t length, uint8_t* dst
   return absl::OkStatus();
 }
 
+void StorageStats::Add(const StorageStats& o) {
+  bytes += o.bytes;
+  requests += o.requests;
+  retries += o.retries;
+  errors += o.errors;
+  for (size_t i = 0; i < latency.size(); ++i) latency[i] += o.latency[i];
+  latency_seconds += o.latency_seconds;
+}
+
+StorageStats StorageStats::Minus(const StorageStats& before) const {
+  StorageStats d = *this;
+  d.bytes -= before.bytes;
+  d.requests -= before.requests;
+  d.retries -= before.retries;
+  d.errors -= before.errors;
+  for (size_t i = 0; i < latency.size(); ++i) d.latency[i] -= before.latency[i];
+  d.latency_seconds -= before.latency_seconds;
+  return d;
+}
+
+void StorageStats::ObserveLatency(double seconds) {
+  size_t i = 0;
+  while (i < kStorageLatencyBounds.size() && seconds > kStorageLatencyBounds[i]) ++i;
+  ++latency[i];
+  latency_seconds += seconds;
+}
+
+StorageStats& ThreadStorageStats() {
+  thread_local StorageStats stats;
+  return stats;
+}
+
 bool IsUrl(const std::string& location) {
   const size_t colon = location.find("://");
   if (colon == std::string::npos || colon == 0) return false;

@@ -10,6 +10,7 @@
 #ifndef PREPFLOW_PIPELINE_BYTE_SOURCE_H_
 #define PREPFLOW_PIPELINE_BYTE_SOURCE_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,13 +55,32 @@ class WindowedSource : public ByteSource {
   mutable uint64_t window_offset_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// What remote storage has done, for metrics: totals since it was made.
+// Request latency buckets (upper bounds, seconds), as Prometheus histograms
+// have them; a last bucket holds what is slower.
+inline constexpr std::array<double, 13> kStorageLatencyBounds = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+
+// What remote storage has done, for metrics.
 struct StorageStats {
   int64_t bytes = 0;     // body bytes received
   int64_t requests = 0;  // requests sent, retries included
   int64_t retries = 0;
   int64_t errors = 0;  // reads that failed after their retries
+  // Requests by latency: latency[i] took at most kStorageLatencyBounds[i]
+  // (and more than the bound before), the last entry longer; and their sum.
+  std::array<int64_t, kStorageLatencyBounds.size() + 1> latency{};
+  double latency_seconds = 0;
+
+  void Add(const StorageStats& other);
+  StorageStats Minus(const StorageStats& before) const;
+  void ObserveLatency(double seconds);
 };
+
+// What this thread's reads have cost in storage, added to by the stores
+// that serve them (a read served from a prefetch adds what its fetch cost).
+// A caller snapshots it around a sample's read to attribute the requests to
+// the sample (workers report them with each item).
+StorageStats& ThreadStorageStats();
 
 struct ObjectInfo {
   std::string url;

@@ -313,6 +313,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
   const Dataset& dataset = job.dataset();
   result->set_item_id(item.item_id());
   int64_t bytes = 0, reported = 0;
+  const StorageStats storage_before = ThreadStorageStats();
   output->payloads.resize(static_cast<size_t>(item.indices_size()));
   for (int i = 0; i < item.indices_size(); ++i) {
     const int64_t index = item.indices(i);
@@ -370,6 +371,14 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     bytes += static_cast<int64_t>(s.size);
   }
   reported_cpu_nanos_.fetch_add(reported, std::memory_order_relaxed);
+  const StorageStats storage = ThreadStorageStats().Minus(storage_before);
+  if (storage.requests > 0) {
+    proto::StorageCost* cost = result->mutable_storage();
+    cost->set_bytes(storage.bytes);
+    cost->set_requests(storage.requests);
+    cost->set_retries(storage.retries);
+    cost->set_errors(storage.errors);
+  }
   if (metrics_ != nullptr) {
     metrics_->ItemDone(item.indices_size(), bytes);
     metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));

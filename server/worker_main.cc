@@ -30,6 +30,8 @@
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
+#include "storage/flags.h"
+#include "storage/metrics.h"
 #include "storage/object_store.h"
 
 namespace prepflow {
@@ -47,6 +49,7 @@ struct WorkerFlags {
   double open_timeout_seconds = 10;
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
+  HttpOptions storage;
 
   void Register(cli::FlagSet& f) {
     daemon::RegisterServerFlags(f, &server);
@@ -88,6 +91,7 @@ struct WorkerFlags {
              "https://data.example.com/shards/); a job naming any other URL is refused. Default: "
              "none, so a worker reads no URL. S3 credentials come from this process's "
              "environment (AWS_ACCESS_KEY_ID, ...; see docs/deploy.md)");
+    RegisterStorageFlags(f, &storage);
     f.String("plugin", &plugins,
              "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
              "naming an op none provides runs here only up to that op");
@@ -118,9 +122,11 @@ struct WorkerFlags {
       }
       options.allow_url_prefixes.push_back(prefix);
     }
-    ObjectStoreOptions storage;
-    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return std::string(s.message());
-    options.store = CurlObjectStore::Create(std::move(storage));
+    if (absl::Status s = CheckStorageOptions(storage); !s.ok()) return std::string(s.message());
+    ObjectStoreOptions store;
+    store.http = storage;
+    if (absl::Status s = S3FromEnvironment(&store); !s.ok()) return std::string(s.message());
+    options.store = CurlObjectStore::Create(std::move(store));
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
@@ -178,6 +184,12 @@ int Run(const WorkerFlags& f, const Security& security) {
       return 1;
     }
     exposer = *std::move(served);
+  }
+  // Declared after the exposer, so it is unregistered (destroyed) first.
+  std::shared_ptr<StorageCollector> storage_metrics;
+  if (exposer) {
+    storage_metrics = std::make_shared<StorageCollector>(f.options.store, "prepflow_worker");
+    exposer->RegisterCollectable(storage_metrics);
   }
   WorkerCore core(f.options, &metrics);
   const int64_t open_files = daemon::RaiseOpenFilesLimit();

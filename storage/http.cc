@@ -144,6 +144,9 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
   const CURLcode code = curl_easy_perform(c);
   ++stats_.requests;
   stats_.bytes += a->received;
+  curl_off_t micros = 0;
+  curl_easy_getinfo(c, CURLINFO_TOTAL_TIME_T, &micros);
+  stats_.ObserveLatency(static_cast<double>(micros) * 1e-6);
   long connects = 0;  // NOLINT(runtime/int)
   curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects);
   stats_.connections += connects;
@@ -270,11 +273,13 @@ absl::Status HttpReader::WithRetries(const std::function<absl::Status()>& attemp
       wait *= 2;
     }
     last = attempt();
-    if (last.ok() || (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last) &&
-                      !absl::IsDataLoss(last))) {
+    if (last.ok()) return last;
+    if (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last) && !absl::IsDataLoss(last)) {
+      ++stats_.errors;  // what no retry mends: 404, 403, ...
       return last;
     }
   }
+  ++stats_.errors;
   return absl::Status(last.code(), absl::StrCat(last.message(), " (", attempts, " attempts)"));
 }
 

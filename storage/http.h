@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/byte_source.h"
 #include "pipeline/sample.h"
 
 namespace prepflow {
@@ -44,11 +45,10 @@ struct HttpOptions {
 
 class HttpReader {
  public:
-  struct Stats {
-    int64_t requests = 0;     // attempts made
-    int64_t retries = 0;      // attempts after a failure that may pass
-    int64_t bytes = 0;        // body bytes received
-    int64_t connections = 0;  // new connections opened
+  // Requests (retries included), their latency, body bytes, reads that
+  // failed after their retries; and new connections opened.
+  struct Stats : StorageStats {
+    int64_t connections = 0;
   };
 
   explicit HttpReader(HttpOptions options = {});

@@ -4,7 +4,6 @@
 #include <expat.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <utility>
 
@@ -125,7 +124,8 @@ struct CurlObjectStore::Pool {
 };
 
 struct CurlObjectStore::Counters {
-  std::atomic<int64_t> bytes{0}, requests{0}, retries{0}, errors{0};
+  mutable absl::Mutex mu;
+  StorageStats total ABSL_GUARDED_BY(mu);
 };
 
 // A remote object of known size.
@@ -267,13 +267,14 @@ absl::Status CurlObjectStore::WithReader(
     }
   }
   if (reader == nullptr) reader = std::make_unique<HttpReader>(pool->options);
-  const HttpReader::Stats before = reader->stats();
+  const StorageStats before = reader->stats();
   absl::Status status = request(*reader);
-  const HttpReader::Stats& after = reader->stats();
-  counters_->bytes += after.bytes - before.bytes;
-  counters_->requests += after.requests - before.requests;
-  counters_->retries += after.retries - before.retries;
-  if (!status.ok()) ++counters_->errors;
+  const StorageStats cost = static_cast<const StorageStats&>(reader->stats()).Minus(before);
+  ThreadStorageStats().Add(cost);
+  {
+    absl::MutexLock lock(&counters_->mu);
+    counters_->total.Add(cost);
+  }
   absl::MutexLock lock(&pool->mu);
   pool->idle.push_back(std::move(reader));
   return status;
@@ -362,12 +363,8 @@ absl::Status CurlObjectStore::Put(const std::string& url, const uint8_t* data, s
 }
 
 StorageStats CurlObjectStore::stats() const {
-  StorageStats s;
-  s.bytes = counters_->bytes.load();
-  s.requests = counters_->requests.load();
-  s.retries = counters_->retries.load();
-  s.errors = counters_->errors.load();
-  return s;
+  absl::MutexLock lock(&counters_->mu);
+  return counters_->total;
 }
 
 }  // namespace prepflow

@@ -38,6 +38,7 @@
 #include "policy/replanner.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
+#include "storage/flags.h"
 
 namespace prepflow::cli {
 namespace {
@@ -159,6 +160,7 @@ struct RunFlags {
   int item_samples = 8;
   int metrics_port = -1;
   SecurityOptions security;
+  HttpOptions storage;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -213,6 +215,7 @@ struct RunFlags {
            "with --offload remote or cut=K: run locally (with a warning) when no worker can be "
            "reached at the start, instead of failing");
     RegisterSecurityFlags(f, &security, /*server=*/false);
+    RegisterStorageFlags(f, &storage);
     f.Int("metrics-port", &metrics_port,
           "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
@@ -221,6 +224,8 @@ struct RunFlags {
   absl::StatusOr<LoaderOptions> ToOptions() const {
     LoaderOptions o;
     o.dataset.set_path(data);
+    if (absl::Status s = CheckStorageOptions(storage); !s.ok()) return s;
+    o.storage = storage;
     auto fmt = ParseDatasetFormat(format);
     if (!fmt.ok()) return fmt.status();
     o.dataset.set_format(*fmt);
@@ -443,7 +448,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   popts.decode.max_pixels = pf.max_pixels;
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
-  auto dataset = OpenClientDataset(dspec);
+  auto dataset = OpenClientDataset(dspec, HttpOptions());
   if (!dataset.ok()) return dataset.status();
   std::vector<int64_t> order = EpochOrder((*dataset)->size(), pf.seed, 0, true, 0, 1);
   if (pf.samples > 0 && pf.samples < static_cast<int64_t>(order.size())) order.resize(pf.samples);
@@ -678,7 +683,7 @@ int PackCommand(int argc, char** argv) {
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
-  auto dataset = OpenClientDataset(dspec);
+  auto dataset = OpenClientDataset(dspec, HttpOptions());
   if (!dataset.ok()) return Failure("pack", dataset.status());
   Progress progress;
   const int64_t total = (*dataset)->size();

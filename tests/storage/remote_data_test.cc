@@ -17,6 +17,7 @@
 #include "pipeline/pack.h"
 #include "pipeline/shard_index.h"
 #include "storage/object_store.h"
+#include "tests/testing/fault_proxy.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/node_server.h"
 #include "tests/testing/test_util.h"
@@ -145,7 +146,7 @@ TEST_F(RemoteDataTest, SidecarsAndAStreamingPassIndexAlike) {
   auto open = [](const std::string& data) {
     proto::DatasetSpec spec;
     spec.set_path(data);
-    auto ds = OpenClientDataset(spec);
+    auto ds = OpenClientDataset(spec, HttpOptions());
     EXPECT_TRUE(ds.ok()) << ds.status();
     return ds.ok() ? *std::move(ds) : nullptr;
   };
@@ -189,24 +190,24 @@ TEST_F(RemoteDataTest, StaleSidecarsAndMissingShardsAreNamed) {
   ASSERT_TRUE(WriteFileAtomically(dir_->Join("www/stale/shard-000000.tar.idx"), text).ok());
   proto::DatasetSpec spec;
   spec.set_path(http_->Url("stale/shard-000000.tar"));
-  auto stale = OpenClientDataset(spec);
+  auto stale = OpenClientDataset(spec, HttpOptions());
   ASSERT_TRUE(absl::IsDataLoss(stale.status())) << stale.status();
   EXPECT_THAT(std::string(stale.status().message()), HasSubstr("stale/shard-000000.tar.idx"));
   EXPECT_THAT(std::string(stale.status().message()), HasSubstr("run prepflow index again"));
 
   spec.set_path(http_->Url("shards/shard-{000000..000004}.tar"));
-  auto missing = OpenClientDataset(spec);
+  auto missing = OpenClientDataset(spec, HttpOptions());
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("shard-000004.tar"));
   spec.set_path("s3://data/nothing-here");
-  auto empty = OpenClientDataset(spec);
+  auto empty = OpenClientDataset(spec, HttpOptions());
   EXPECT_TRUE(absl::IsNotFound(empty.status())) << empty.status();
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("s3://data/nothing-here"));
   spec.set_path(http_->Url("shards/"));
-  auto unlisted = OpenClientDataset(spec);
+  auto unlisted = OpenClientDataset(spec, HttpOptions());
   EXPECT_TRUE(absl::IsUnimplemented(unlisted.status())) << unlisted.status();
   spec.set_path("https://user:secret@example.com/x.tar");
-  auto credentials = OpenClientDataset(spec);
+  auto credentials = OpenClientDataset(spec, HttpOptions());
   EXPECT_TRUE(absl::IsInvalidArgument(credentials.status()));
   EXPECT_THAT(std::string(credentials.status().message()), Not(HasSubstr("secret")));
 }
@@ -220,6 +221,9 @@ TEST_F(RemoteDataTest, WorkersReadTheUrlsThemselves) {
       ExpectExactlyOnce(r, 96);
       EXPECT_EQ(r.stats.checksum, local) << data << " " << mode;
       EXPECT_EQ(r.stats.remote_images, 96) << data << " " << mode;
+      // The workers' reads (one request per sample) are counted with ours.
+      EXPECT_GE(r.stats.storage.requests, 96 + 1) << data << " " << mode;
+      EXPECT_GT(r.stats.storage.bytes, 96 * 1000) << data << " " << mode;
     }
   }
 }
@@ -238,6 +242,40 @@ TEST_F(RemoteDataTest, AWorkerRefusesUrlsOutsideItsPrefixes) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("outside this worker's --allow-url-prefix"));
+}
+
+// A server that answers 503 or 429, resets, cuts an answer short or stalls:
+// each such request is retried (and counted), and the job gets every sample
+// exactly once with the local checksum.
+TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
+  using testing::Fault;
+  // Opening shard 0 asks for its size, its sidecar's size, then the sidecar;
+  // shard 1 the same: each fault meets one of these, and its retry passes.
+  testing::FaultProxy proxy(http_->address(),
+                            {Fault::k503, Fault::kNone, Fault::kReset, Fault::kNone, Fault::kCut,
+                             Fault::kNone, Fault::k429, Fault::kNone, Fault::kStall});
+  LoaderOptions o = Options(
+      absl::StrCat("http://", proxy.address(), "/shards/shard-{000000..000003}.tar"), {}, "off");
+  o.storage.request_timeout_seconds = 3;  // the stall
+  o.storage.first_backoff_seconds = 0.01;
+  o.storage.max_attempts = 3;
+  const testing::Drained r = testing::Drain(o);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.storage.retries, 5) << "one per fault";
+  EXPECT_EQ(r.stats.storage.errors, 0);
+  EXPECT_EQ(r.stats.storage.requests, 4 * 3 + 96 + 5);
+  EXPECT_EQ(proxy.connections(), 4 * 3 + 96 + 5);
+
+  // Storage that keeps failing: the job cannot open, and says where and why.
+  testing::FaultProxy down(http_->address(), {Fault::k503}, /*always=*/true);
+  o.dataset.set_path(absl::StrCat("http://", down.address(), "/shards/shard-000000.tar"));
+  o.storage.max_attempts = 2;
+  auto refused = Loader::Create(o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("/shards/shard-000000.tar: HTTP 503"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("(2 attempts)"));
 }
 
 TEST_F(RemoteDataTest, AKilledWorkerLosesNothingWithRemoteData) {

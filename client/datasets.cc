@@ -5,11 +5,12 @@
 namespace prepflow {
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
-                                                           const HttpOptions& http) {
+                                                           const RemoteReadOptions& remote) {
   DatasetOptions options;
+  options.read_ahead = remote.read_ahead;
   if (IsUrl(spec.path())) {
     ObjectStoreOptions storage;
-    storage.http = http;
+    storage.http = remote.http;
     if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
     options.store = CurlObjectStore::Create(std::move(storage));
   }

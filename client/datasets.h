@@ -9,14 +9,14 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "proto/pipeline.pb.h"
-#include "storage/http.h"
+#include "storage/flags.h"
 
 namespace prepflow {
 
-// OpenDataset with a store for URLs, reading with `http`'s timeouts and
-// retries; errors name the dataset, or the AWS variable that is wrong.
+// OpenDataset with a store for URLs, reading as `remote` says; errors name
+// the dataset, or the AWS variable that is wrong.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
-                                                           const HttpOptions& http);
+                                                           const RemoteReadOptions& remote);
 
 }  // namespace prepflow
 

@@ -198,6 +198,9 @@ absl::Status Loader::StartRemote() {
     runner_->TakeRemote(item, answer, address);
   };
   callbacks.run_locally = [this](RemoteItem item) {
+    std::vector<int64_t> indices;
+    for (int64_t slot : item.slots) indices.push_back(item.batch->index_at(slot));
+    dataset_->Prefetch(indices);
     for (int64_t slot : item.slots) runner_->RunLocal(item.batch, slot);
   };
   callbacks.failed = [this](const absl::Status& status) { OnRefusal(status); };
@@ -393,11 +396,13 @@ void Loader::Place(Batch* b) {
   // at every cut.
   const int stage_limit = remote_ ? remote_->StageLimit() : 0;
   std::map<int, RemoteItem> open_items;
+  std::vector<int64_t> local_slots, local_indices;
   for (int64_t slot = 0; slot < b->size(); ++slot) {
     int cut = PlacementOf(b->epoch(), b->index_at(slot));
     if (cut > stage_limit) cut = stage_limit;
     if (cut < 0) {
-      runner_->RunLocal(b, slot);
+      local_slots.push_back(slot);
+      local_indices.push_back(b->index_at(slot));
       continue;
     }
     RemoteItem& item = open_items.try_emplace(cut, RemoteItem{b, {}, cut}).first->second;
@@ -409,6 +414,10 @@ void Loader::Place(Batch* b) {
   for (auto& [cut, item] : open_items) {
     if (!item.slots.empty()) remote_->Submit(std::move(item));
   }
+  // Remote data: the batch's reads start now, many at once, ahead of the
+  // threads that decode.
+  dataset_->Prefetch(local_indices);
+  for (const int64_t slot : local_slots) runner_->RunLocal(b, slot);
 }
 
 void Loader::TopUp() {

@@ -22,7 +22,7 @@
 #include "pipeline/image_decode.h"
 #include "pipeline/sample.h"
 #include "proto/pipeline.pb.h"
-#include "storage/http.h"
+#include "storage/flags.h"
 
 namespace prepflow {
 
@@ -96,9 +96,10 @@ struct LoaderOptions {
   // (net/security.h: --tls-ca, --tls-cert/--tls-key for mutual TLS,
   // --auth-token-file). Files are read when the Loader is created.
   SecurityOptions security;
-  // Reads of data named by URL: timeouts and retries (storage/flags.h);
-  // credentials come from the environment (S3FromEnvironment).
-  HttpOptions storage;
+  // Reads of data named by URL: timeouts, retries and reads ahead
+  // (storage/flags.h); credentials come from the environment
+  // (S3FromEnvironment).
+  RemoteReadOptions storage;
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;

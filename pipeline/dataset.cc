@@ -309,6 +309,10 @@ void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
   ds->store_ = options.store;
 }
 
+void detail::DatasetSetup::ReadAheadFor(Dataset* ds, const ReadAheadOptions& options) {
+  if (options.requests > 0) ds->read_ahead_ = std::make_unique<ReadAhead>(options);
+}
+
 void detail::DatasetSetup::Confine(Dataset* ds, const std::string& root, int fd) {
   ds->confine_root_ = root;
   ds->confine_fd_ = fd;

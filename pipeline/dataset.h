@@ -25,7 +25,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "pipeline/byte_source.h"
+#include "pipeline/read_ahead.h"
 #include "pipeline/sample.h"
 #include "proto/pipeline.pb.h"
 
@@ -48,6 +50,9 @@ struct DatasetOptions {
   // A remote shard without a sidecar index is indexed by one pass over it,
   // read in windows of this many bytes.
   size_t index_window_bytes = size_t{8} << 20;
+  // Remote data: reads started by Prefetch, at most this many at once and
+  // this many bytes ahead (requests 0: no reading ahead).
+  ReadAheadOptions read_ahead;
 };
 
 namespace detail {
@@ -77,6 +82,9 @@ class Dataset {
   virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
   // The file extension of sample i's image, lower case, without the dot.
   virtual std::string Extension(int64_t i) const = 0;
+  // Starts reading `indices` ahead of their Read where reads wait on the
+  // network (remote data; see read_ahead.h); a hint that local data ignores.
+  virtual void Prefetch(absl::Span<const int64_t> indices) const { (void)indices; }
   // Where sample i's bytes lie in its shard; (0, 0) for a file of its own.
   virtual void Extent(int64_t i, uint64_t* offset, uint64_t* size) const {
     (void)i;
@@ -114,6 +122,9 @@ class Dataset {
   std::vector<int64_t> labels_;
   std::vector<std::string> warnings_;
   std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
+  // Remote data's reads ahead. A subclass resets it in its destructor, before
+  // the sources its reads use go.
+  std::unique_ptr<ReadAhead> read_ahead_;
 };
 
 // Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar

@@ -56,22 +56,36 @@ class ObjectFolder : public Dataset {
     return ds;
   }
 
+  ~ObjectFolder() override { read_ahead_.reset(); }
+
   const char* format() const override { return "imagefolder"; }
   std::string SamplePath(int64_t i) const override { return objects_[i].url; }
   std::string Extension(int64_t i) const override { return LowerExtension(objects_[i].url); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const ObjectInfo& o = objects_[i];
     if (absl::Status s = CheckSize(o.size, o.url); !s.ok()) return s;
-    absl::StatusOr<std::unique_ptr<ByteSource>> source =
-        store_->Open(o.url, static_cast<int64_t>(o.size));
-    if (!source.ok()) return source.status();
-    uint8_t* p = out->Reserve(o.size == 0 ? 1 : o.size);
-    if (absl::Status s = (*source)->ReadAt(0, o.size, p); !s.ok()) return s;
+    absl::Status status;
+    if (read_ahead_ != nullptr && read_ahead_->Take(i, out, size, &status)) return status;
     *size = o.size;
-    return absl::OkStatus();
+    return Fetch(o, out->Reserve(o.size == 0 ? 1 : o.size));
+  }
+  void Prefetch(absl::Span<const int64_t> indices) const override {
+    if (read_ahead_ == nullptr) return;
+    for (const int64_t i : indices) {
+      const ObjectInfo& o = objects_[i];
+      if (o.size > static_cast<uint64_t>(max_file_bytes_)) continue;  // Read refuses it
+      read_ahead_->Start(i, o.size, [this, &o](uint8_t* dst, size_t) { return Fetch(o, dst); });
+    }
   }
 
  private:
+  absl::Status Fetch(const ObjectInfo& o, uint8_t* dst) const {
+    absl::StatusOr<std::unique_ptr<ByteSource>> source =
+        store_->Open(o.url, static_cast<int64_t>(o.size));
+    if (!source.ok()) return source.status();
+    return (*source)->ReadAt(0, o.size, dst);
+  }
+
   std::vector<ObjectInfo> objects_;
 };
 
@@ -94,7 +108,11 @@ absl::Status CheckForm(const std::string& url) {
 absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetSpec& spec,
                                                            const std::string& url,
                                                            const DatasetOptions& options,
-                                                           const Configure& configure) {
+                                                           const Configure& configure_limits) {
+  const Configure configure = [&](Dataset* ds) {
+    configure_limits(ds);
+    DatasetSetup::ReadAheadFor(ds, options.read_ahead);
+  };
   if (options.store == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("dataset ", RedactedUrl(url), " is a URL, and this program reads no URLs"));

@@ -37,6 +37,8 @@ class WebDataset : public Dataset {
     return ds;
   }
 
+  ~WebDataset() override { read_ahead_.reset(); }
+
   const char* format() const override { return "wds"; }
   std::string SamplePath(int64_t i) const override {
     const Entry& e = samples_[i];
@@ -47,12 +49,23 @@ class WebDataset : public Dataset {
     const Entry& e = samples_[i];
     if (!e.error.ok()) return e.error;
     if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
-    uint8_t* p = out->Reserve(e.size == 0 ? 1 : e.size);
-    if (absl::Status s = shards_[e.shard]->ReadAt(e.offset, e.size, p); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
+    absl::Status s;
+    if (read_ahead_ == nullptr || !read_ahead_->Take(i, out, size, &s)) {
+      *size = e.size;
+      s = shards_[e.shard]->ReadAt(e.offset, e.size, out->Reserve(e.size == 0 ? 1 : e.size));
     }
-    *size = e.size;
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
     return absl::OkStatus();
+  }
+  void Prefetch(absl::Span<const int64_t> indices) const override {
+    if (read_ahead_ == nullptr) return;
+    for (const int64_t i : indices) {
+      const Entry& e = samples_[i];
+      if (!e.error.ok() || e.size > static_cast<uint64_t>(max_file_bytes_)) continue;
+      read_ahead_->Start(i, e.size, [this, &e](uint8_t* dst, size_t n) {
+        return shards_[e.shard]->ReadAt(e.offset, n, dst);
+      });
+    }
   }
   void Extent(int64_t i, uint64_t* offset, uint64_t* size) const override {
     *offset = samples_[i].offset;

@@ -24,6 +24,7 @@ DatasetOptions JobDatasets(const WorkerOptions& options) {
   d.store = options.store;
   d.confine_urls = true;
   d.url_prefixes = options.allow_url_prefixes;
+  d.read_ahead = options.read_ahead;
   return d;
 }
 
@@ -218,6 +219,8 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
         item.item_id(), item.indices_size(), item.cut(), bytes, sample_bytes, item_cap,
         options_.max_memory_bytes, kMaxReplyBytes));
   }
+  // Remote data: the item's reads start now, ahead of the thread that runs it.
+  job->dataset().Prefetch(absl::MakeConstSpan(item.indices().data(), item.indices_size()));
   Admission a{std::move(job), std::move(item), std::move(done), bytes};
   {
     absl::MutexLock lock(&budget_mu_);

@@ -49,7 +49,7 @@ struct WorkerFlags {
   double open_timeout_seconds = 10;
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
-  HttpOptions storage;
+  RemoteReadOptions storage;
 
   void Register(cli::FlagSet& f) {
     daemon::RegisterServerFlags(f, &server);
@@ -123,8 +123,9 @@ struct WorkerFlags {
       options.allow_url_prefixes.push_back(prefix);
     }
     if (absl::Status s = CheckStorageOptions(storage); !s.ok()) return std::string(s.message());
+    options.read_ahead = storage.read_ahead;
     ObjectStoreOptions store;
-    store.http = storage;
+    store.http = storage.http;
     if (absl::Status s = S3FromEnvironment(&store); !s.ok()) return std::string(s.message());
     options.store = CurlObjectStore::Create(std::move(store));
     options.max_pixels_limit = max_pixels;

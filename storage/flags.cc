@@ -2,7 +2,8 @@
 
 namespace prepflow {
 
-void RegisterStorageFlags(cli::FlagSet& flags, HttpOptions* options) {
+void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* remote) {
+  HttpOptions* options = &remote->http;
   flags.Double("storage-connect-timeout-seconds", &options->connect_timeout_seconds,
                "remote data (URLs): the longest a connection to storage may take to open");
   flags.Double("storage-timeout-seconds", &options->request_timeout_seconds,
@@ -13,9 +14,15 @@ void RegisterStorageFlags(cli::FlagSet& flags, HttpOptions* options) {
             "resets, timeouts, short reads) is retried until then");
   flags.Double("storage-backoff-seconds", &options->first_backoff_seconds,
                "remote data: the wait before the first retry, doubled before each next one");
+  flags.Int("read-ahead-requests", &remote->read_ahead.requests,
+            "remote data: reads started ahead of the CPU stages, at most this many at once "
+            "(0: none; each sample is then read by the thread that decodes it)");
+  flags.Int("read-ahead-bytes", &remote->read_ahead.max_bytes,
+            "remote data: bytes read ahead and not yet used, at most");
 }
 
-absl::Status CheckStorageOptions(const HttpOptions& o) {
+absl::Status CheckStorageOptions(const RemoteReadOptions& remote) {
+  const HttpOptions& o = remote.http;
   if (!(o.connect_timeout_seconds > 0) || !(o.request_timeout_seconds > 0)) {
     return absl::InvalidArgumentError(
         "--storage-connect-timeout-seconds and --storage-timeout-seconds must be positive");
@@ -25,6 +32,12 @@ absl::Status CheckStorageOptions(const HttpOptions& o) {
   }
   if (!(o.first_backoff_seconds >= 0) || o.first_backoff_seconds > 60) {
     return absl::InvalidArgumentError("--storage-backoff-seconds must be 0 to 60");
+  }
+  if (remote.read_ahead.requests < 0 || remote.read_ahead.requests > 1024) {
+    return absl::InvalidArgumentError("--read-ahead-requests must be 0 to 1024");
+  }
+  if (remote.read_ahead.max_bytes < 0) {
+    return absl::InvalidArgumentError("--read-ahead-bytes must be >= 0");
   }
   return absl::OkStatus();
 }

@@ -5,16 +5,24 @@
 
 #include "absl/status/status.h"
 #include "net/flags.h"
+#include "pipeline/read_ahead.h"
 #include "storage/http.h"
 
 namespace prepflow {
 
+// How data named by URL is read: each request, and the reads ahead.
+struct RemoteReadOptions {
+  HttpOptions http;
+  ReadAheadOptions read_ahead;
+};
+
 // --storage-connect-timeout-seconds, --storage-timeout-seconds,
-// --storage-attempts, --storage-backoff-seconds.
-void RegisterStorageFlags(cli::FlagSet& flags, HttpOptions* options);
+// --storage-attempts, --storage-backoff-seconds, --read-ahead-requests,
+// --read-ahead-bytes.
+void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* options);
 
 // InvalidArgument naming the flag whose value cannot be used.
-absl::Status CheckStorageOptions(const HttpOptions& options);
+absl::Status CheckStorageOptions(const RemoteReadOptions& options);
 
 }  // namespace prepflow
 

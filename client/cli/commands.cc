@@ -160,7 +160,7 @@ struct RunFlags {
   int item_samples = 8;
   int metrics_port = -1;
   SecurityOptions security;
-  HttpOptions storage;
+  RemoteReadOptions storage;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -448,7 +448,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   popts.decode.max_pixels = pf.max_pixels;
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
-  auto dataset = OpenClientDataset(dspec, HttpOptions());
+  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
   if (!dataset.ok()) return dataset.status();
   std::vector<int64_t> order = EpochOrder((*dataset)->size(), pf.seed, 0, true, 0, 1);
   if (pf.samples > 0 && pf.samples < static_cast<int64_t>(order.size())) order.resize(pf.samples);
@@ -683,7 +683,7 @@ int PackCommand(int argc, char** argv) {
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
-  auto dataset = OpenClientDataset(dspec, HttpOptions());
+  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
   if (!dataset.ok()) return Failure("pack", dataset.status());
   Progress progress;
   const int64_t total = (*dataset)->size();

@@ -26,6 +26,8 @@ struct DatasetSetup {
   // Below `root`, open as `fd` (the dataset owns it from here on).
   static void Confine(Dataset* ds, const std::string& root, int fd);
   static void SetFingerprint(Dataset* ds, uint64_t fingerprint);
+  // Remote data: reads ahead with `options` (none when options.requests is 0).
+  static void ReadAheadFor(Dataset* ds, const ReadAheadOptions& options);
 };
 
 // How a WebDataset reaches its shards.

@@ -146,7 +146,7 @@ TEST_F(RemoteDataTest, SidecarsAndAStreamingPassIndexAlike) {
   auto open = [](const std::string& data) {
     proto::DatasetSpec spec;
     spec.set_path(data);
-    auto ds = OpenClientDataset(spec, HttpOptions());
+    auto ds = OpenClientDataset(spec, RemoteReadOptions());
     EXPECT_TRUE(ds.ok()) << ds.status();
     return ds.ok() ? *std::move(ds) : nullptr;
   };
@@ -190,24 +190,24 @@ TEST_F(RemoteDataTest, StaleSidecarsAndMissingShardsAreNamed) {
   ASSERT_TRUE(WriteFileAtomically(dir_->Join("www/stale/shard-000000.tar.idx"), text).ok());
   proto::DatasetSpec spec;
   spec.set_path(http_->Url("stale/shard-000000.tar"));
-  auto stale = OpenClientDataset(spec, HttpOptions());
+  auto stale = OpenClientDataset(spec, RemoteReadOptions());
   ASSERT_TRUE(absl::IsDataLoss(stale.status())) << stale.status();
   EXPECT_THAT(std::string(stale.status().message()), HasSubstr("stale/shard-000000.tar.idx"));
   EXPECT_THAT(std::string(stale.status().message()), HasSubstr("run prepflow index again"));
 
   spec.set_path(http_->Url("shards/shard-{000000..000004}.tar"));
-  auto missing = OpenClientDataset(spec, HttpOptions());
+  auto missing = OpenClientDataset(spec, RemoteReadOptions());
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("shard-000004.tar"));
   spec.set_path("s3://data/nothing-here");
-  auto empty = OpenClientDataset(spec, HttpOptions());
+  auto empty = OpenClientDataset(spec, RemoteReadOptions());
   EXPECT_TRUE(absl::IsNotFound(empty.status())) << empty.status();
   EXPECT_THAT(std::string(empty.status().message()), HasSubstr("s3://data/nothing-here"));
   spec.set_path(http_->Url("shards/"));
-  auto unlisted = OpenClientDataset(spec, HttpOptions());
+  auto unlisted = OpenClientDataset(spec, RemoteReadOptions());
   EXPECT_TRUE(absl::IsUnimplemented(unlisted.status())) << unlisted.status();
   spec.set_path("https://user:secret@example.com/x.tar");
-  auto credentials = OpenClientDataset(spec, HttpOptions());
+  auto credentials = OpenClientDataset(spec, RemoteReadOptions());
   EXPECT_TRUE(absl::IsInvalidArgument(credentials.status()));
   EXPECT_THAT(std::string(credentials.status().message()), Not(HasSubstr("secret")));
 }
@@ -256,9 +256,9 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
                              Fault::kNone, Fault::k429, Fault::kNone, Fault::kStall});
   LoaderOptions o = Options(
       absl::StrCat("http://", proxy.address(), "/shards/shard-{000000..000003}.tar"), {}, "off");
-  o.storage.request_timeout_seconds = 3;  // the stall
-  o.storage.first_backoff_seconds = 0.01;
-  o.storage.max_attempts = 3;
+  o.storage.http.request_timeout_seconds = 3;  // the stall
+  o.storage.http.first_backoff_seconds = 0.01;
+  o.storage.http.max_attempts = 3;
   const testing::Drained r = testing::Drain(o);
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
@@ -270,7 +270,7 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   // Storage that keeps failing: the job cannot open, and says where and why.
   testing::FaultProxy down(http_->address(), {Fault::k503}, /*always=*/true);
   o.dataset.set_path(absl::StrCat("http://", down.address(), "/shards/shard-000000.tar"));
-  o.storage.max_attempts = 2;
+  o.storage.http.max_attempts = 2;
   auto refused = Loader::Create(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();

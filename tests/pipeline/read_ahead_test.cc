@@ -1,0 +1,134 @@
+// Reading ahead: reads run concurrently on the I/O threads, within the byte
+// budget, hand their bytes, errors and request counts to whoever takes them,
+// and a read still queued is done by its taker rather than waited for.
+#include "pipeline/read_ahead.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace prepflow {
+namespace {
+
+// Lets fetches through when opened; each waits (up to a minute, so that a
+// bug fails the test instead of hanging it).
+class Gate {
+ public:
+  bool Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, std::chrono::seconds(60), [this] { return open_; });
+  }
+  bool AwaitWaiting(int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return waiting_ >= n; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+ReadAhead::Fetch Fill(uint8_t value, Gate* gate = nullptr) {
+  return [value, gate](uint8_t* dst, size_t n) {
+    if (gate != nullptr && !gate->Wait()) return absl::DeadlineExceededError("gate never opened");
+    std::fill(dst, dst + n, value);
+    ThreadStorageStats().requests += 1;  // as a store counts its request
+    return absl::OkStatus();
+  };
+}
+
+TEST(ReadAheadTest, ReadsRunAtOnceAndTheirBytesAndCostsGoToTheTaker) {
+  ReadAhead ahead({/*requests=*/8, /*max_bytes=*/1 << 20});
+  Gate gate;
+  for (int i = 0; i < 8; ++i) ahead.Start(i, 100, Fill(static_cast<uint8_t>(i), &gate));
+  ASSERT_TRUE(gate.AwaitWaiting(8)) << "the eight reads did not all start at once";
+  gate.Open();
+  const StorageStats before = ThreadStorageStats();
+  for (int i = 7; i >= 0; --i) {
+    Buffer out;
+    size_t size = 0;
+    absl::Status status;
+    ASSERT_TRUE(ahead.Take(i, &out, &size, &status));
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(size, 100u);
+    EXPECT_EQ(out.data()[0], i);
+    EXPECT_EQ(out.data()[99], i);
+  }
+  EXPECT_EQ(ThreadStorageStats().Minus(before).requests, 8);
+  Buffer out;
+  size_t size = 0;
+  absl::Status status;
+  EXPECT_FALSE(ahead.Take(3, &out, &size, &status)) << "taken once only";
+  EXPECT_FALSE(ahead.Take(99, &out, &size, &status)) << "never started";
+  EXPECT_EQ(ahead.counters().taken, 8);
+}
+
+TEST(ReadAheadTest, ErrorsReachTheTaker) {
+  ReadAhead ahead({2, 1 << 20});
+  ahead.Start(1, 10, [](uint8_t*, size_t) { return absl::NotFoundError("x.tar: HTTP 404"); });
+  Buffer out;
+  size_t size = 0;
+  absl::Status status;
+  ASSERT_TRUE(ahead.Take(1, &out, &size, &status));
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+}
+
+TEST(ReadAheadTest, TheBudgetRefusesWhatDoesNotFitAndEvictsWhatWasNeverTaken) {
+  ReadAhead ahead({4, 1000});
+  Gate gate;
+  ahead.Start(0, 400, Fill(0, &gate));
+  ahead.Start(1, 400, Fill(1, &gate));
+  ASSERT_TRUE(gate.AwaitWaiting(2));
+  ahead.Start(2, 400, Fill(2));  // in flight: nothing to drop
+  EXPECT_EQ(ahead.counters().refused, 1);
+  ahead.Start(3, 5000, Fill(3));  // over the whole budget
+  EXPECT_EQ(ahead.counters().refused, 2);
+  gate.Open();
+  Buffer out;
+  size_t size = 0;
+  absl::Status status;
+  ASSERT_TRUE(ahead.Take(1, &out, &size, &status));  // 0 stays, held and never taken
+  ahead.Start(4, 400, Fill(4));
+  ahead.Start(5, 400, Fill(5));  // room only when 0 goes
+  EXPECT_EQ(ahead.counters().evicted, 1);
+  EXPECT_FALSE(ahead.Take(0, &out, &size, &status));
+  ASSERT_TRUE(ahead.Take(5, &out, &size, &status));
+  EXPECT_EQ(out.data()[0], 5);
+}
+
+TEST(ReadAheadTest, AReadStillQueuedIsDoneByItsTaker) {
+  ReadAhead ahead({1, 1 << 20});
+  Gate gate;
+  ahead.Start(0, 10, Fill(0, &gate));  // holds the one I/O thread
+  ASSERT_TRUE(gate.AwaitWaiting(1));
+  std::atomic<bool> here{false};
+  const std::thread::id me = std::this_thread::get_id();
+  ahead.Start(1, 10, [&](uint8_t* dst, size_t n) {
+    here = std::this_thread::get_id() == me;
+    std::fill(dst, dst + n, 1);
+    return absl::OkStatus();
+  });
+  Buffer out;
+  size_t size = 0;
+  absl::Status status;
+  ASSERT_TRUE(ahead.Take(1, &out, &size, &status));
+  EXPECT_TRUE(here) << "waited behind the queue instead";
+  EXPECT_EQ(out.data()[9], 1);
+  gate.Open();
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -130,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   ShardAccess access;
   access.remote = true;
   access.window_bytes = options.index_window_bytes;
+  access.parallel = std::max(1, options.read_ahead.requests);
   access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
     const auto it = listed_sizes.find(name);
     if (it != listed_sizes.end())

@@ -1,4 +1,7 @@
 // WebDataset: .tar shards whose members are grouped into samples by key.
+#include <algorithm>
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,13 +25,19 @@ class WebDataset : public Dataset {
     configure(ds.get());
     ds->root_ = root;
     absl::flat_hash_map<std::string, int> keys;  // every key seen, and its shard
-    for (const std::string& shard : shards) {
-      absl::StatusOr<std::unique_ptr<ByteSource>> source = access.open(shard);
-      if (!source.ok()) return source.status();
-      absl::StatusOr<ShardIndex> index = ds->ShardIndexOf(shard, **source, access);
-      if (!index.ok()) return index.status();
-      ds->shards_.push_back(*std::move(source));
-      if (absl::Status s = ds->Group(*index, &keys); !s.ok()) return s;
+    // Remote shards cost round trips each (a size, a sidecar), so they are
+    // opened and indexed `access.parallel` at a time, a window of them at
+    // once; local ones in turn. Samples are grouped in shard order.
+    const size_t threads = access.remote ? std::max(1, access.parallel) : 1;
+    const size_t window = 4 * threads;
+    for (size_t base = 0; base < shards.size(); base += window) {
+      std::vector<OpenedShard> opened(std::min(window, shards.size() - base));
+      ds->OpenShards(shards, base, access, threads, &opened);
+      for (OpenedShard& o : opened) {
+        if (!o.status.ok()) return o.status;
+        ds->shards_.push_back(std::move(o.source));
+        if (absl::Status s = ds->Group(o.index, &keys); !s.ok()) return s;
+      }
     }
     if (ds->samples_.empty()) {
       return absl::NotFoundError(
@@ -83,10 +92,44 @@ class WebDataset : public Dataset {
     absl::Status error;
   };
 
+  struct OpenedShard {
+    absl::Status status;
+    std::unique_ptr<ByteSource> source;
+    ShardIndex index;
+  };
+
+  // Opens and indexes shards[base + k] into (*opened)[k] on `threads`
+  // threads.
+  void OpenShards(const std::vector<std::string>& shards, size_t base, const ShardAccess& access,
+                  size_t threads, std::vector<OpenedShard>* opened) const {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k = next++; k < opened->size(); k = next++) {
+        OpenedShard& o = (*opened)[k];
+        absl::StatusOr<std::unique_ptr<ByteSource>> source = access.open(shards[base + k]);
+        if (!source.ok()) {
+          o.status = source.status();
+          continue;
+        }
+        absl::StatusOr<ShardIndex> index = ShardIndexOf(shards[base + k], **source, access);
+        if (!index.ok()) {
+          o.status = index.status();
+          continue;
+        }
+        o.source = *std::move(source);
+        o.index = *std::move(index);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < std::min(threads, opened->size()); ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+
   // The shard's index: a remote shard's sidecar where it has one, else a pass
   // over its headers (through a window, for a remote shard).
   absl::StatusOr<ShardIndex> ShardIndexOf(const std::string& name, const ByteSource& shard,
-                                          const ShardAccess& access) {
+                                          const ShardAccess& access) const {
     if (!access.remote) return IndexShard(shard);
     absl::StatusOr<std::unique_ptr<ByteSource>> sidecar = access.open(SidecarName(name));
     if (sidecar.ok()) {

@@ -32,12 +32,14 @@ struct DatasetSetup {
 
 // How a WebDataset reaches its shards.
 struct ShardAccess {
-  // Opens the shard (or its sidecar) named `name`.
+  // Opens the shard (or its sidecar) named `name`; called from several
+  // threads at once for remote shards.
   std::function<absl::StatusOr<std::unique_ptr<ByteSource>>(const std::string& name)> open;
   // Remote: look for each shard's sidecar index first, and index a shard
   // without one through a window of `window_bytes` (one streaming pass).
   bool remote = false;
   size_t window_bytes = size_t{8} << 20;
+  int parallel = 16;  // remote shards opened and indexed at once
 };
 
 // A WebDataset over `shards` (in order), named below `root`.

@@ -61,16 +61,7 @@ class RemoteTest : public ::testing::Test {
   static void TearDownTestSuite() { delete dir_; }
 
   static LoaderOptions Options(const std::vector<std::string>& workers, const std::string& mode) {
-    LoaderOptions o;
-    o.dataset.set_path(dir_->Join("root/data"));
-    o.pipeline = *LoadPipelineSpec("imagenet-train");
-    o.batch_size = 8;
-    o.threads = 1;
-    o.seed = 3;
-    o.workers = workers;
-    o.offload = *ParseOffload(mode);
-    o.item_samples = 2;
-    return o;
+    return testing::RemoteTestOptions(dir_->Join("root/data"), workers, mode);
   }
   static RunResult RunWith(const LoaderOptions& o,
                            const std::function<void(Loader&)>& fault = nullptr,
@@ -78,11 +69,7 @@ class RemoteTest : public ::testing::Test {
     return testing::Drain(o, fault, when);
   }
   static void ExpectExactlyOnce(const RunResult& r, int64_t n, int epochs = 1) {
-    ASSERT_TRUE(r.status.ok()) << r.status;
-    ASSERT_EQ(static_cast<int64_t>(r.deliveries.size()), n);
-    for (const auto& [index, count] : r.deliveries) ASSERT_EQ(count, epochs) << "index " << index;
-    EXPECT_EQ(r.stats.images, n * epochs);
-    EXPECT_EQ(r.stats.errors, 0);
+    testing::ExpectExactlyOnce(r, n, epochs);
   }
   static uint64_t LocalChecksum(int epochs = 1) {
     LoaderOptions o = Options({}, "off");

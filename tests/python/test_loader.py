@@ -454,5 +454,43 @@ class Example(unittest.TestCase):
                 self.assertGreater(summary["first_loss"], 0)
 
 
+class RemoteData(unittest.TestCase):
+    """A URL as `data`: shards served by a real HTTP server (tests/servers)."""
+
+    def setUp(self):
+        shards = os.path.join(TMP, "www", "shards")
+        if not os.path.isdir(shards):
+            subprocess.run([BIN / "prepflow", "pack", "--data", DATA, "--out", shards,
+                            "--shard-samples", "8"], check=True, capture_output=True)
+        self.server = subprocess.Popen(
+            ["node", "--openssl-legacy-provider", SOURCE / "tests/servers/serve.js", "http",
+             os.path.join(TMP, "www")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        self.addCleanup(self.server.stdout.close)
+        line = self.server.stdout.readline()
+        self.assertTrue(line.startswith("listening "), line)
+        self.address = line.split()[1]
+        self.addCleanup(self.server.wait)
+        self.addCleanup(self.server.terminate)
+
+    def test_a_url_gives_the_local_checksum_and_counts_its_requests(self):
+        n = len([f for f in os.listdir(os.path.join(TMP, "www", "shards")) if f.endswith(".tar")])
+        url = f"http://{self.address}/shards/shard-{{000000..{n - 1:06d}}}.tar"
+        remote = prepflow.Loader(url, batch_size=8, seed=7, threads=2, as_numpy=True,
+                                 storage_attempts=2, read_ahead_requests=4)
+        for _ in remote:
+            pass
+        stats = remote.stats()
+        self.assertEqual(stats["checksum"], cli_checksum("--seed", "7"))
+        self.assertEqual(stats["errors"], 0)
+        self.assertGreaterEqual(stats["storage_requests"], stats["images"])
+        self.assertGreater(stats["storage_bytes_read"], 0)
+        self.assertEqual(stats["storage_retries"], 0)
+        with self.assertRaises(ValueError):
+            prepflow.Loader(url, read_ahead_requests=-1)
+        with self.assertRaises(FileNotFoundError):
+            prepflow.Loader(f"http://{self.address}/shards/nothing-{{0..1}}.tar")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,7 +5,7 @@
 //                                  creating the BUCKETs named
 'use strict';
 const [kind, dir, ...buckets] = process.argv.slice(2);
-const host = '127.0.0.1';
+const host = process.env.LISTEN_HOST || '127.0.0.1';  // benchmarks serve other hosts
 if (kind === 'http') {
   const httpServer = require('http-server');
   const server = httpServer.createServer({ root: dir, cache: -1, showDir: false, logFn: null });

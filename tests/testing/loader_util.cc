@@ -24,6 +24,28 @@ void WriteRemoteTestSet(const std::string& path) {
   ASSERT_TRUE(WriteSyntheticImageFolder(path, o).ok()) << path;
 }
 
+LoaderOptions RemoteTestOptions(const std::string& data, const std::vector<std::string>& workers,
+                                const std::string& mode) {
+  LoaderOptions o;
+  o.dataset.set_path(data);
+  o.pipeline = *LoadPipelineSpec("imagenet-train");
+  o.batch_size = 8;
+  o.threads = 1;
+  o.seed = 3;
+  o.workers = workers;
+  o.offload = *ParseOffload(mode);
+  o.item_samples = 2;
+  return o;
+}
+
+void ExpectExactlyOnce(const Drained& r, int64_t n, int epochs) {
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(static_cast<int64_t>(r.deliveries.size()), n);
+  for (const auto& [index, count] : r.deliveries) ASSERT_EQ(count, epochs) << "index " << index;
+  EXPECT_EQ(r.stats.images, n * epochs);
+  EXPECT_EQ(r.stats.errors, 0);
+}
+
 Drained Drain(Loader& loader, const std::function<void()>& fault,
               const std::function<bool()>& when) {
   Drained d;

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "client/loader.h"
@@ -23,6 +24,15 @@ struct Drained {
 // The 96-image ImageFolder (4 classes of 24, 120 to 400 px) the suites with
 // real workers share; fails the test if it cannot be written.
 void WriteRemoteTestSet(const std::string& path);
+
+// The options the suites with real workers run the remote test set with:
+// imagenet-train, batches of 8, one thread, seed 3, items of 2 samples, the
+// given workers and offload mode.
+LoaderOptions RemoteTestOptions(const std::string& data, const std::vector<std::string>& workers,
+                                const std::string& mode);
+
+// Every one of `n` samples delivered `epochs` times, and no error.
+void ExpectExactlyOnce(const Drained& r, int64_t n, int epochs = 1);
 
 // Calls Next() until the end or an error; `fault` runs once, as soon as a
 // batch is in hand and `when` holds (default: at the first batch), to inject

@@ -100,7 +100,9 @@ class Batch:
 
 class Loader:
     """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards: one
-    file, a folder, or a brace pattern such as "shards/shard-{000000..000099}.tar")
+    file, a folder, or a brace pattern such as "shards/shard-{000000..000099}.tar";
+    or the same at a URL: "https://host/shard-{000000..000099}.tar",
+    "s3://bucket/prefix", with S3 credentials from the AWS_* environment)
     through `pipeline`: a preset name ("imagenet-train", the default, or
     "imagenet-eval"), a pipeline file, pipeline text, or a list of
     prepflow.ops objects (docs/pipelines.md). Or pass `transform`, a
@@ -124,6 +126,12 @@ class Loader:
     progressive JPEG with more scans is refused); each such sample fails
     alone, as `on_error` says. `stats()["first_errors"]` gives paths as
     os.listdir does (os.fsencode(path) is the file's name).
+
+    Remote data (README, "Remote data"): `storage_timeout_seconds` (60),
+    `storage_connect_timeout_seconds` (10), `storage_attempts` (4, the first
+    try included), `storage_backoff_seconds` (0.1), and the reads started
+    ahead of decoding: `read_ahead_requests` (16 at once) within
+    `read_ahead_bytes` (256 MiB).
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
@@ -176,13 +184,19 @@ class Loader:
                  hedge_after=3.0, fallback_local=False, max_jpeg_scans=100,
                  item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, auth_token_file=None, plugins=(), python_tail=None,
-                 tail_workers=None, as_numpy=False):
+                 tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
+                 storage_connect_timeout_seconds=10.0, storage_attempts=4,
+                 storage_backoff_seconds=0.1, read_ahead_requests=16,
+                 read_ahead_bytes=256 << 20):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
         _check_int("prefetch", prefetch, 1)
         _check_int("rank", rank, 0)
         _check_int("world_size", world_size, 1)
+        _check_int("storage_attempts", storage_attempts, 1)
+        _check_int("read_ahead_requests", read_ahead_requests, 0)
+        _check_int("read_ahead_bytes", read_ahead_bytes, 0)
         if rank >= world_size:
             raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
         if epochs is not None:
@@ -213,7 +227,12 @@ class Loader:
             max_jpeg_scans=int(max_jpeg_scans),
             item_samples=item_samples, tls_ca=tls_ca or "", tls_cert=tls_cert or "",
             tls_key=tls_key or "", tls_server_name=tls_server_name or "",
-            auth_token_file=auth_token_file or "")
+            auth_token_file=auth_token_file or "",
+            storage_timeout_seconds=float(storage_timeout_seconds),
+            storage_connect_timeout_seconds=float(storage_connect_timeout_seconds),
+            storage_attempts=storage_attempts,
+            storage_backoff_seconds=float(storage_backoff_seconds),
+            read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes)
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)

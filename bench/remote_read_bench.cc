@@ -5,7 +5,7 @@
 // and the worker do), then reads each one.
 //
 //   remote_read_bench --data URL|PATH [--threads 2] [--batch 64]
-//                     [--read-ahead-requests 16] [--read-ahead-bytes N]
+//                     [--read-ahead-requests 64] [--read-ahead-bytes N]
 //   prints one JSON line: samples, bytes, seconds, MB/s, requests, retries
 #include <atomic>
 #include <cstdio>

@@ -31,7 +31,7 @@
 namespace prepflow {
 
 struct ReadAheadOptions {
-  int requests = 16;                       // reads in flight at once (I/O threads)
+  int requests = 64;                       // reads in flight at once (I/O threads)
   int64_t max_bytes = int64_t{256} << 20;  // bytes read ahead and not yet taken
 };
 

@@ -130,7 +130,7 @@ class Loader:
     Remote data (README, "Remote data"): `storage_timeout_seconds` (60),
     `storage_connect_timeout_seconds` (10), `storage_attempts` (4, the first
     try included), `storage_backoff_seconds` (0.1), and the reads started
-    ahead of decoding: `read_ahead_requests` (16 at once) within
+    ahead of decoding: `read_ahead_requests` (64 at once) within
     `read_ahead_bytes` (256 MiB).
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
@@ -186,7 +186,7 @@ class Loader:
                  tls_server_name=None, auth_token_file=None, plugins=(), python_tail=None,
                  tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
                  storage_connect_timeout_seconds=10.0, storage_attempts=4,
-                 storage_backoff_seconds=0.1, read_ahead_requests=16,
+                 storage_backoff_seconds=0.1, read_ahead_requests=64,
                  read_ahead_bytes=256 << 20):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)

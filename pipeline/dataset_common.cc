@@ -1,0 +1,70 @@
+// What the dataset layouts share (detail/datasets.h): names, extensions,
+// and the one friend that sets a new dataset's limits, confinement, reads
+// ahead and fingerprint. Apart from dataset.cc, which opens the layouts, so
+// that the layouts need not include it.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "pipeline/detail/datasets.h"
+
+namespace prepflow {
+
+std::string detail::SharedFolder(const std::vector<std::string>& paths) {
+  std::string shared;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const size_t slash = paths[i].rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : paths[i].substr(0, slash);
+    if (i == 0) {
+      shared = dir;
+      continue;
+    }
+    size_t n = 0;
+    while (n < shared.size() && n < dir.size() && shared[n] == dir[n]) ++n;
+    // Back to a whole folder name: both continue with '/' there, or end.
+    const auto boundary = [n](const std::string& d) { return n == d.size() || d[n] == '/'; };
+    while (n > 0 && !(boundary(shared) && boundary(dir))) --n;
+    shared.resize(n);
+  }
+  if (shared.empty()) return paths.empty() || paths[0][0] != '/' ? "." : "/";
+  return shared;
+}
+
+std::string detail::LowerExtension(const std::string& name) {
+  const size_t slash = name.rfind('/');
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  return absl::AsciiStrToLower(name.substr(dot + 1));
+}
+
+// torchvision.datasets.folder.IMG_EXTENSIONS
+bool detail::IsImageExtension(const std::string& ext) {
+  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
+                                      "pgm", "tif",  "tiff", "webp"};
+  for (const char* e : kExts) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
+void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
+                                 const DatasetOptions& options) {
+  if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
+  ds->store_ = options.store;
+}
+
+void detail::DatasetSetup::ReadAheadFor(Dataset* ds, const ReadAheadOptions& options) {
+  if (options.requests > 0) ds->read_ahead_ = std::make_unique<ReadAhead>(options);
+}
+
+void detail::DatasetSetup::Confine(Dataset* ds, const std::string& root, int fd) {
+  ds->confine_root_ = root;
+  ds->confine_fd_ = fd;
+}
+
+void detail::DatasetSetup::SetFingerprint(Dataset* ds, uint64_t fingerprint) {
+  ds->fingerprint_ = fingerprint;
+}
+
+}  // namespace prepflow

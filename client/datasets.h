@@ -4,7 +4,9 @@
 #ifndef PREPFLOW_CLIENT_DATASETS_H_
 #define PREPFLOW_CLIENT_DATASETS_H_
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
@@ -17,6 +19,14 @@ namespace prepflow {
 // the dataset, or the AWS variable that is wrong.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
                                                            const RemoteReadOptions& remote);
+
+// Where `prepflow pack --out s3://bucket/prefix` writes. The prefix must
+// hold nothing (FailedPrecondition naming it and --overwrite), unless
+// `overwrite`: then its .tar and .tar.idx objects are deleted first. Returns
+// what PackOptions::finished should do with each finished file: upload it
+// below the prefix, then remove the local copy. Credentials as for reading.
+absl::StatusOr<std::function<absl::Status(const std::string& path)>> RemotePackOutput(
+    const std::string& url, bool overwrite);
 
 }  // namespace prepflow
 

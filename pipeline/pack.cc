@@ -80,8 +80,10 @@ class ShardWriter {
     index_.members.push_back({m.name, m.offset, m.size, label_text});
     return absl::OkStatus();
   }
-  // Completes the shard and its sidecar; adds the shard's bytes to `*bytes`.
-  absl::Status Finish(uint64_t* bytes) {
+  // Completes the shard and its sidecar, handing each to `finished` (when
+  // set); adds the shard's bytes to `*bytes`.
+  absl::Status Finish(uint64_t* bytes,
+                      const std::function<absl::Status(const std::string&)>& finished) {
     if (absl::Status s = writer_.Close(); !s.ok()) return s;
     const std::string tmp = absl::StrCat(path_, ".tmp");
     if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
@@ -91,7 +93,13 @@ class ShardWriter {
     *bytes += writer_.bytes_written();
     const std::string path = path_;
     path_.clear();
-    return WriteFileAtomically(SidecarName(path), FormatShardIndex(index_));
+    if (absl::Status s = WriteFileAtomically(SidecarName(path), FormatShardIndex(index_));
+        !s.ok()) {
+      return s;
+    }
+    if (!finished) return absl::OkStatus();
+    if (absl::Status s = finished(path); !s.ok()) return s;
+    return finished(SidecarName(path));
   }
   // After a failure: the partial shard is removed.
   void Abandon() {
@@ -165,7 +173,9 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
   for (int64_t i = 0; i < dataset.size(); ++i) {
     if (i % options.samples_per_shard == 0) {
       if (shard.open()) {
-        if (absl::Status s = shard.Finish(&stats.bytes); !s.ok()) return abandon(s);
+        if (absl::Status s = shard.Finish(&stats.bytes, options.finished); !s.ok()) {
+          return abandon(s);
+        }
       }
       const std::string path =
           absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
@@ -189,7 +199,7 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     if (progress) progress(stats);
   }
   if (shard.open()) {
-    if (absl::Status s = shard.Finish(&stats.bytes); !s.ok()) return abandon(s);
+    if (absl::Status s = shard.Finish(&stats.bytes, options.finished); !s.ok()) return abandon(s);
   }
   return stats;
 }

@@ -21,6 +21,10 @@ struct PackOptions {
   // shards and sidecars (*.tar, *.tar.idx) are removed first, and nothing
   // else is touched.
   bool overwrite = false;
+  // Called with each file's path when it is complete (a shard, then its
+  // sidecar): e.g. to upload it elsewhere and remove it. An error stops the
+  // pack with it.
+  std::function<absl::Status(const std::string& path)> finished;
 };
 struct PackStats {
   int64_t samples = 0;

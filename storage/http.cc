@@ -136,6 +136,7 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
   } else if (!head) {
     curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   }
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method == Method::kDelete ? "DELETE" : nullptr);
   const std::string range = absl::StrCat(offset, "-", offset + length - 1);
   curl_easy_setopt(c, CURLOPT_RANGE,
                    method == Method::kGet && length >= 0 ? range.c_str() : nullptr);
@@ -171,7 +172,8 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
     return absl::FailedPreconditionError(what);
   }
   const long s = a->status;  // NOLINT(runtime/int)
-  if (s == 200 || s == 206 || (method == Method::kPut && s >= 200 && s < 300)) {
+  if (s == 200 || s == 206 ||
+      ((method == Method::kPut || method == Method::kDelete) && s >= 200 && s < 300)) {
     return absl::OkStatus();
   }
   const std::string what = absl::StrCat(where, ": HTTP ", s);
@@ -281,6 +283,16 @@ absl::Status HttpReader::WithRetries(const std::function<absl::Status()>& attemp
   }
   ++stats_.errors;
   return absl::Status(last.code(), absl::StrCat(last.message(), " (", attempts, " attempts)"));
+}
+
+absl::Status HttpReader::Delete(const std::string& url) {
+  return WithRetries([&]() -> absl::Status {
+    Attempt a;
+    std::string response;
+    a.grow = &response;
+    a.capacity = 1 << 20;  // an XML error at most
+    return Perform(url, Method::kDelete, 0, -1, &a);
+  });
 }
 
 absl::StatusOr<int64_t> HttpReader::Size(const std::string& url) {

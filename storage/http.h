@@ -74,6 +74,8 @@ class HttpReader {
 
   // Uploads `size` bytes as the object at `url` (HTTP PUT).
   absl::Status Put(const std::string& url, const uint8_t* data, size_t size);
+  // Removes the object at `url` (HTTP DELETE).
+  absl::Status Delete(const std::string& url);
 
   // The object's size (a HEAD request's Content-Length); errors as above.
   absl::StatusOr<int64_t> Size(const std::string& url);
@@ -85,7 +87,7 @@ class HttpReader {
   // Runs `attempt` until it succeeds, fails in a way a retry cannot mend, or
   // max_attempts are spent, waiting first_backoff_seconds, then twice that...
   absl::Status WithRetries(const std::function<absl::Status()>& attempt);
-  enum class Method { kGet, kHead, kPut };
+  enum class Method { kGet, kHead, kPut, kDelete };
   // InvalidArgument for a negative or empty range, ResourceExhausted over
   // max_range_bytes.
   absl::Status CheckRange(const std::string& url, int64_t offset, int64_t length) const;

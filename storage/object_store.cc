@@ -362,6 +362,14 @@ absl::Status CurlObjectStore::Put(const std::string& url, const uint8_t* data, s
                 }));
 }
 
+absl::Status CurlObjectStore::Delete(const std::string& url) const {
+  absl::StatusOr<Target> target = Resolve(url);
+  if (!target.ok()) return target.status();
+  return Naming(url, target->http_url, WithReader(target->pool, [&](HttpReader& r) {
+                  return r.Delete(target->http_url);
+                }));
+}
+
 StorageStats CurlObjectStore::stats() const {
   absl::MutexLock lock(&counters_->mu);
   return counters_->total;

@@ -59,6 +59,8 @@ class CurlObjectStore : public ObjectStore, public std::enable_shared_from_this<
 
   // Writes `size` bytes as the object at `url` (HTTP PUT).
   absl::Status Put(const std::string& url, const uint8_t* data, size_t size) const;
+  // Removes the object at `url` (HTTP DELETE).
+  absl::Status Delete(const std::string& url) const;
 
  private:
   struct Pool;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -669,10 +670,12 @@ int PackCommand(int argc, char** argv) {
                 "sample order and labels, each with its index (<shard>.idx) for reading it "
                 "remotely with one range request per sample.");
   flags.String("data", &data, "ImageFolder to pack (a folder or a URL prefix)");
-  flags.String("out", &out, "output folder for the shards (must be empty, or see --overwrite)");
+  flags.String("out", &out,
+               "output folder for the shards (must be empty, or see --overwrite), or an "
+               "s3://bucket/prefix to upload them to (credentials from AWS_*)");
   flags.Bool("overwrite", &options.overwrite,
-             "write into a folder that is not empty, removing its .tar shards and .tar.idx "
-             "indexes first (nothing else)");
+             "write into a folder (or prefix) that is not empty, removing its .tar shards and "
+             ".tar.idx indexes first (nothing else)");
   flags.Int("shard-samples", &options.samples_per_shard, "samples per shard");
   flags.String("prefix", &options.prefix, "shard file name prefix");
   flags.Bool("json", &json, "print a JSON summary as the last line");
@@ -680,6 +683,27 @@ int PackCommand(int argc, char** argv) {
   if (data.empty() || out.empty())
     return UsageError("prepflow pack: --data and --out are required", flags);
   options.out_dir = out;
+  // To object storage: each shard is written here, uploaded and removed.
+  std::optional<std::filesystem::path> staging;
+  if (IsUrl(out)) {
+    auto upload = RemotePackOutput(out, options.overwrite);
+    if (!upload.ok()) return Failure("pack", upload.status());
+    char dir[] = "/tmp/prepflow-pack.XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      return Failure("pack", absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno))));
+    }
+    staging = dir;
+    options.out_dir = dir;
+    options.overwrite = false;
+    options.finished = *std::move(upload);
+  }
+  struct RemoveStaging {
+    std::optional<std::filesystem::path>* dir;
+    ~RemoveStaging() {
+      std::error_code ignored;
+      if (dir->has_value()) std::filesystem::remove_all(**dir, ignored);
+    }
+  } remove_staging{&staging};
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);

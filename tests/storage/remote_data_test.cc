@@ -2,6 +2,7 @@
 // by a real HTTP server (http-server) and a real S3-compatible one (s3rver),
 // read by the Loader and by real worker processes, against the local copy.
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <string>
@@ -230,6 +231,41 @@ TEST_F(RemoteDataTest, AWorkerRefusesUrlsOutsideItsPrefixes) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("outside this worker's --allow-url-prefix"));
+}
+
+// prepflow pack --out s3://...: the shards and their sidecars go up, a
+// prefix that holds anything is refused without --overwrite, and
+// --overwrite replaces the shards (only them).
+TEST_F(RemoteDataTest, PackWritesShardsToS3) {
+  const std::string pack = absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow pack --data ",
+                                        dir_->Join("root/data"), " --out s3://data/packed");
+  auto run = [](const std::string& command) {
+    const int status = std::system(absl::StrCat(command, " >/dev/null 2>&1").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  ASSERT_EQ(run(absl::StrCat(pack, " --shard-samples 25")), 0);
+  ObjectStoreOptions o;
+  ASSERT_TRUE(S3FromEnvironment(&o).ok());
+  auto store = CurlObjectStore::Create(o);
+  auto listed = store->List("s3://data/packed/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 8u);  // 4 shards and their sidecars
+  const testing::Drained r = testing::Drain(Options("s3://data/packed", {}, "off"));
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+
+  const std::vector<uint8_t> note = {'k', 'e', 'e', 'p'};
+  ASSERT_TRUE(store->Put("s3://data/packed/README", note.data(), note.size()).ok());
+  EXPECT_EQ(run(absl::StrCat(pack, " --shard-samples 50")), 1) << "not empty";
+  ASSERT_EQ(run(absl::StrCat(pack, " --shard-samples 50 --overwrite")), 0);
+  listed = store->List("s3://data/packed/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 5u);  // 2 shards, their sidecars, the README
+  EXPECT_EQ(testing::Drain(Options("s3://data/packed", {}, "off")).stats.checksum, LocalChecksum());
+  EXPECT_EQ(run(absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow pack --data ", dir_->Join("root/data"),
+                             " --out ", http_->Url("x"))),
+            2)
+      << "HTTP has no upload: a bad --out";
 }
 
 // A server that answers 503 or 429, resets, cuts an answer short or stalls:

@@ -67,6 +67,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
+  for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", w);
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
                                   static_cast<int64_t>(dataset_->classes().size()));
   if (!batch_ops.ok()) {

@@ -74,10 +74,10 @@ class ShardWriter {
   }
   bool open() const { return !path_.empty(); }
   absl::Status Add(const std::string& name, const void* data, size_t size,
-                   const std::string& label_text) {
+                   const std::string& text) {
     if (absl::Status s = writer_.Add(name, data, size); !s.ok()) return s;
     const TarMember& m = writer_.members().back();
-    index_.members.push_back({m.name, m.offset, m.size, label_text});
+    index_.members.push_back({m.name, m.offset, m.size, text});
     return absl::OkStatus();
   }
   // Completes the shard and its sidecar, handing each to `finished` (when
@@ -194,6 +194,17 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     if (absl::Status s = shard.Add(absl::StrCat(key, ".cls"), label.data(), label.size(), label);
         !s.ok()) {
       return abandon(s);
+    }
+    // The class's name too, so that the shards keep what the folder names.
+    if (const std::vector<std::string>& classes = dataset.classes();
+        dataset.label(i) >= 0 && dataset.label(i) < static_cast<int64_t>(classes.size())) {
+      const std::string& name = classes[dataset.label(i)];
+      if (name.size() <= kMaxClassNameBytes) {
+        if (absl::Status s = shard.Add(absl::StrCat(key, ".class"), name.data(), name.size(), name);
+            !s.ok()) {
+          return abandon(s);
+        }
+      }
     }
     ++stats.samples;
     if (progress) progress(stats);

@@ -32,7 +32,8 @@ struct PackStats {
   uint64_t bytes = 0;
 };
 // Writes `dataset` as WebDataset shards <out_dir>/<prefix>-NNNNNN.tar, sample
-// i as members "%09d.<ext>" and "%09d.cls", each shard with its sidecar
+// i as members "%09d.<ext>", "%09d.cls" (its label) and "%09d.class" (its
+// class's name, where the dataset has names), each shard with its sidecar
 // index (<shard>.idx, shard_index.h). Each file is written to a temporary
 // name and renamed when complete. `progress` (optional) is called after each
 // sample with the stats so far.

@@ -84,12 +84,28 @@ bool Unescape(absl::string_view text, std::string* out) {
 
 }  // namespace
 
-bool IsLabelMember(absl::string_view name) {
+namespace {
+
+// What follows the first dot of the member's basename, lower case.
+std::string Extension(absl::string_view name) {
   const size_t slash = name.rfind('/');
   const size_t dot = name.find('.', slash == absl::string_view::npos ? 0 : slash + 1);
-  if (dot == absl::string_view::npos) return false;
-  const std::string ext = absl::AsciiStrToLower(name.substr(dot + 1));
+  return dot == absl::string_view::npos ? "" : absl::AsciiStrToLower(name.substr(dot + 1));
+}
+
+}  // namespace
+
+bool IsLabelMember(absl::string_view name) {
+  const std::string ext = Extension(name);
   return ext == "cls" || ext == "label";
+}
+
+bool IsClassNameMember(absl::string_view name) { return Extension(name) == "class"; }
+
+uint64_t TextLimit(absl::string_view name) {
+  if (IsLabelMember(name)) return kMaxLabelBytes;
+  if (IsClassNameMember(name)) return kMaxClassNameBytes;
+  return 0;
 }
 
 absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard) {
@@ -98,13 +114,13 @@ absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard) {
   index.shard_bytes = shard.size();
   absl::Status scanned = ScanTar(source, [&](const TarMember& m) -> absl::Status {
     IndexedMember member{m.name, m.offset, m.size, ""};
-    if (IsLabelMember(m.name) && m.size > 0 && m.size <= kMaxLabelBytes) {
-      char text[kMaxLabelBytes];
+    if (m.size > 0 && m.size <= TextLimit(m.name)) {
+      char text[kMaxClassNameBytes];
       if (absl::Status s = source.ReadAt(m.offset, m.size, reinterpret_cast<uint8_t*>(text));
           !s.ok()) {
         return s;
       }
-      member.label_text = std::string(absl::StripAsciiWhitespace(absl::string_view(text, m.size)));
+      member.text = std::string(absl::StripAsciiWhitespace(absl::string_view(text, m.size)));
     }
     index.members.push_back(std::move(member));
     return absl::OkStatus();
@@ -120,7 +136,7 @@ std::string FormatShardIndex(const ShardIndex& index) {
   std::string out = absl::StrCat(kMagic, "\nshard-bytes ", index.shard_bytes, "\n");
   for (const IndexedMember& m : index.members) {
     absl::StrAppend(&out, m.offset, "\t", m.size, "\t", Escape(m.name));
-    if (IsLabelMember(m.name)) absl::StrAppend(&out, "\t", Escape(m.label_text));
+    if (TextLimit(m.name) > 0) absl::StrAppend(&out, "\t", Escape(m.text));
     out += '\n';
   }
   return out;
@@ -154,14 +170,14 @@ absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view text, const std::st
     IndexedMember m;
     if (fields.size() < 3 || fields.size() > 4 || !absl::SimpleAtoi(fields[0], &m.offset) ||
         !absl::SimpleAtoi(fields[1], &m.size) || !Unescape(fields[2], &m.name) || m.name.empty() ||
-        (fields.size() == 4 && !Unescape(fields[3], &m.label_text))) {
+        (fields.size() == 4 && !Unescape(fields[3], &m.text))) {
       return bad(i, "expected 'offset<TAB>size<TAB>name[<TAB>label]'");
     }
     if (m.offset > shard_bytes || m.size > shard_bytes - m.offset) {
       return bad(i, absl::StrFormat("member %s (%d bytes at offset %d) runs past the shard's end",
                                     SafeText(m.name), m.size, m.offset));
     }
-    if (m.label_text.size() > kMaxLabelBytes) return bad(i, "label text is too long");
+    if (m.text.size() > TextLimit(m.name)) return bad(i, "text is too long for its member");
     index.members.push_back(std::move(m));
   }
   return index;

@@ -1,6 +1,7 @@
 // The index of a WebDataset shard: its members' names, offsets and sizes, and
-// the text of its label members, so that a remote shard's samples are read
-// with one range request each and its labels with none.
+// the text of its small text members (labels, class names), so that a remote
+// shard's samples are read with one range request each and its labels with
+// none.
 //
 // An index is made by one pass over the shard's headers (IndexShard) or read
 // from the shard's sidecar, <shard>.idx, which `prepflow pack` and
@@ -8,7 +9,7 @@
 //
 //   prepflow-shard-index 1
 //   shard-bytes 1234567
-//   <offset>\t<size>\t<name>[\t<label text>]
+//   <offset>\t<size>\t<name>[\t<text>]
 //   ...
 //
 // Names and label text are escaped (%25 for '%', %09 tab, %0A newline, %0D
@@ -28,16 +29,18 @@
 
 namespace prepflow {
 
-// Label members (key.cls, key.label) of at most this many bytes carry their
-// text in the index; longer ones are not labels.
+// Text members carry their text in the index: labels (key.cls, key.label) of
+// at most kMaxLabelBytes, class names (key.class, as prepflow pack writes
+// them) of at most kMaxClassNameBytes. Longer ones carry none.
 inline constexpr uint64_t kMaxLabelBytes = 31;
+inline constexpr uint64_t kMaxClassNameBytes = 255;
 
 struct IndexedMember {
   std::string name;
   uint64_t offset = 0;  // of the member's data in the shard
   uint64_t size = 0;
-  // A label member's text, whitespace stripped; empty otherwise.
-  std::string label_text;
+  // A text member's text, whitespace stripped; empty otherwise.
+  std::string text;
 };
 
 struct ShardIndex {
@@ -50,6 +53,11 @@ struct ShardIndex {
 
 // Whether a member named `name` is a label member (extension cls or label).
 bool IsLabelMember(absl::string_view name);
+// Whether it names a sample's class (extension class).
+bool IsClassNameMember(absl::string_view name);
+// The most bytes of text a member named `name` carries in an index: 0 for
+// one that is not a text member.
+uint64_t TextLimit(absl::string_view name);
 
 // Indexes `shard` by reading its headers and label members. A broken archive
 // is not an error (see ShardIndex::broken); a failing read of the source is.

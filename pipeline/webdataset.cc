@@ -1,6 +1,7 @@
 // WebDataset: .tar shards whose members are grouped into samples by key.
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -43,6 +44,7 @@ class WebDataset : public Dataset {
       return absl::NotFoundError(
           absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", root));
     }
+    ds->TakeClassNames();
     return ds;
   }
 
@@ -159,7 +161,8 @@ class WebDataset : public Dataset {
     Entry image{};
     bool has_image = false;
     int64_t label = -1;
-    absl::Status error;  // of the pending sample
+    std::string class_name;  // of the pending sample, from key.class
+    absl::Status error;      // of the pending sample
     std::string error_member;
     auto flush = [&]() {
       if (!error.ok()) {
@@ -168,9 +171,11 @@ class WebDataset : public Dataset {
       } else if (has_image) {
         samples_.push_back(image);
         labels_.push_back(label);
+        if (label >= 0 && !class_name.empty()) NameClass(label, class_name, path);
       }
       has_image = false;
       label = -1;
+      class_name.clear();
       error = absl::OkStatus();
     };
     for (const IndexedMember& m : index.members) {
@@ -194,8 +199,10 @@ class WebDataset : public Dataset {
       if (IsImageExtension(ext) && !has_image) {
         image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
         has_image = true;
+      } else if (IsClassNameMember(m.name)) {
+        class_name = m.text;
       } else if (IsLabelMember(m.name) && error.ok()) {
-        if (!absl::SimpleAtoi(m.label_text, &label) || label < 0) {
+        if (!absl::SimpleAtoi(m.text, &label) || label < 0) {
           error = absl::DataLossError(
               absl::StrCat(path, ":", SafeText(m.name), ": label is not a non-negative integer"));
           error_member = m.name;
@@ -213,8 +220,32 @@ class WebDataset : public Dataset {
     return absl::OkStatus();
   }
 
+  // Label `label`'s class is `name`, as a sample of shard `path` says. Two
+  // names for one label drop every name (with a warning).
+  void NameClass(int64_t label, const std::string& name, const std::string& path) {
+    if (class_names_conflict_) return;
+    const auto [it, added] = class_names_.emplace(label, name);
+    if (!added && it->second != name) {
+      warnings_.push_back(absl::StrCat(path, ": label ", label, " is named both '",
+                                       SafeText(it->second), "' and '", SafeText(name),
+                                       "'; the shards' class names are not used"));
+      class_names_conflict_ = true;
+    }
+  }
+  // The class names the shards carry (key.class), when they name exactly the
+  // labels 0, 1, ..., n - 1: the dataset's classes, as for an ImageFolder.
+  void TakeClassNames() {
+    if (class_names_conflict_ || class_names_.empty() ||
+        class_names_.rbegin()->first != static_cast<int64_t>(class_names_.size()) - 1) {
+      return;
+    }
+    for (auto& [label, name] : class_names_) classes_.push_back(std::move(name));
+  }
+
   std::vector<std::unique_ptr<ByteSource>> shards_;
   std::vector<Entry> samples_;
+  std::map<int64_t, std::string> class_names_;  // while opening
+  bool class_names_conflict_ = false;
 };
 
 }  // namespace

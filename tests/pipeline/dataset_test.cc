@@ -128,11 +128,34 @@ TEST(WebDataset, PackKeepsOrderLabelsAndBytes) {
     EXPECT_EQ(wds->Extension(i), src->Extension(i));
   }
   EXPECT_THAT(wds->SamplePath(5), HasSubstr("shard-000001.tar:000000005.png"));
-  // One shard file alone is a dataset too.
+  // The class names travel in the shards (key.class).
+  EXPECT_EQ(wds->classes(), src->classes());
+  // One shard file alone is a dataset too; it names only the classes it
+  // holds, which are not 0..n-1 here, so it has no class list.
   auto one = Open(dir.Join("shards/shard-000003.tar"));
   ASSERT_NE(one, nullptr);
   EXPECT_EQ(one->size(), 3);
   EXPECT_EQ(one->label(0), 2);
+  EXPECT_TRUE(one->classes().empty());
+}
+
+// Class names that contradict each other are not used, with a warning.
+TEST(WebDataset, ContradictoryClassNamesAreDropped) {
+  TempDir dir;
+  TarWriter w;
+  ASSERT_TRUE(w.Open(dir.Join("s.tar")).ok());
+  const std::string image = "x", zero = "0", cat = "cat", dog = "dog";
+  for (const auto& [key, name] : {std::pair<std::string, std::string>{"a", cat}, {"b", dog}}) {
+    ASSERT_TRUE(w.Add(key + ".jpg", image.data(), image.size()).ok());
+    ASSERT_TRUE(w.Add(key + ".cls", zero.data(), zero.size()).ok());
+    ASSERT_TRUE(w.Add(key + ".class", name.data(), name.size()).ok());
+  }
+  ASSERT_TRUE(w.Close().ok());
+  auto ds = Open(dir.Join("s.tar"));
+  ASSERT_NE(ds, nullptr);
+  EXPECT_TRUE(ds->classes().empty());
+  ASSERT_EQ(ds->index_warnings().size(), 1u);
+  EXPECT_THAT(ds->index_warnings()[0], HasSubstr("label 0 is named both 'cat' and 'dog'"));
 }
 
 // 15 images in 3 classes, packed 4 to a shard: shards 000000 to 000003.

@@ -73,7 +73,7 @@ TEST(ShardIndexTest, APassFindsEveryMemberAndLabelAndTheSidecarSaysTheSame) {
   EXPECT_EQ(index->members[0].name, "k0.jpg");
   EXPECT_EQ(index->members[0].offset, 512u);
   EXPECT_EQ(index->members[0].size, 700u);
-  EXPECT_EQ(index->members[3].label_text, "1");  // " 1\n", stripped
+  EXPECT_EQ(index->members[3].text, "1");  // " 1\n", stripped
   EXPECT_EQ(index->members[80].name, "tab\there%20.jpg");
 
   const std::string text = FormatShardIndex(*index);
@@ -86,7 +86,7 @@ TEST(ShardIndexTest, APassFindsEveryMemberAndLabelAndTheSidecarSaysTheSame) {
     EXPECT_EQ(back->members[i].name, index->members[i].name);
     EXPECT_EQ(back->members[i].offset, index->members[i].offset);
     EXPECT_EQ(back->members[i].size, index->members[i].size);
-    EXPECT_EQ(back->members[i].label_text, index->members[i].label_text);
+    EXPECT_EQ(back->members[i].text, index->members[i].text);
   }
 }
 
@@ -147,7 +147,7 @@ TEST(ShardIndexTest, HostileOrStaleSidecarsAreRefusedNamingTheLine) {
            {absl::StrReplaceAll(good, {{"k0.jpg", ""}}), 10240, "line 3: expected"},
            {good.substr(0, good.size() - 1), 10240, "does not end with a newline"},
            {absl::StrCat(good, "512\t1\tk1.cls\t", std::string(40, '7'), "\n"), 10240,
-            "line 4: label text is too long"},
+            "line 4: text is too long for its member"},
        }) {
     absl::StatusOr<ShardIndex> index = ParseShardIndex(c.text, "s.idx", c.shard_bytes);
     ASSERT_FALSE(index.ok()) << c.text;

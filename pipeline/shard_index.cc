@@ -1,5 +1,6 @@
 #include "pipeline/shard_index.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -122,10 +123,15 @@ absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard) {
       }
       member.text = std::string(absl::StripAsciiWhitespace(absl::string_view(text, m.size)));
     }
+    if (index.members.size() >= kMaxShardMembers) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(shard.name(), " has over ", kMaxShardMembers, " members; not indexed"));
+    }
     index.members.push_back(std::move(member));
     return absl::OkStatus();
   });
   if (!source.failure().ok()) return source.failure();
+  if (absl::IsResourceExhausted(scanned)) return scanned;
   index.broken = std::move(scanned);
   return index;
 }
@@ -144,6 +150,12 @@ std::string FormatShardIndex(const ShardIndex& index) {
 
 absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view text, const std::string& name,
                                            uint64_t shard_bytes) {
+  // Counted before splitting, so that a sidecar of millions of tiny lines is
+  // refused before its lines take memory.
+  if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) > kMaxShardMembers + 2) {
+    return absl::DataLossError(
+        absl::StrCat("shard index ", SafeText(name), ": over ", kMaxShardMembers, " members"));
+  }
   const std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
   auto bad = [&](size_t line, absl::string_view what) {
     return absl::DataLossError(

@@ -34,6 +34,10 @@ namespace prepflow {
 // them) of at most kMaxClassNameBytes. Longer ones carry none.
 inline constexpr uint64_t kMaxLabelBytes = 31;
 inline constexpr uint64_t kMaxClassNameBytes = 255;
+// Members one shard may have (WebDataset shards hold thousands): a remote
+// shard claiming terabytes of tiny members, or a sidecar of millions of
+// lines, is refused before its index outgrows memory.
+inline constexpr size_t kMaxShardMembers = size_t{1} << 22;
 
 struct IndexedMember {
   std::string name;
@@ -60,7 +64,8 @@ bool IsClassNameMember(absl::string_view name);
 uint64_t TextLimit(absl::string_view name);
 
 // Indexes `shard` by reading its headers and label members. A broken archive
-// is not an error (see ShardIndex::broken); a failing read of the source is.
+// is not an error (see ShardIndex::broken); a failing read of the source is,
+// and so is a shard of more than kMaxShardMembers (ResourceExhausted).
 absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard);
 
 // The sidecar's name for the shard at `shard`.

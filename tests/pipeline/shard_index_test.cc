@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -155,6 +157,47 @@ TEST(ShardIndexTest, HostileOrStaleSidecarsAreRefusedNamingTheLine) {
     EXPECT_THAT(std::string(index.status().message()), HasSubstr("s.idx")) << c.text;
     EXPECT_THAT(std::string(index.status().message()), HasSubstr(c.error)) << c.text;
   }
+}
+
+// A sidecar of millions of tiny lines, or a shard of millions of members, is
+// refused before its index outgrows memory.
+TEST(ShardIndexTest, TooManyMembersAreRefused) {
+  std::string text = "prepflow-shard-index 1\nshard-bytes 1024\n";
+  for (size_t i = 0; i <= kMaxShardMembers; ++i) text += "0\t0\tx\n";
+  absl::StatusOr<ShardIndex> parsed = ParseShardIndex(text, "big.idx", 1024);
+  ASSERT_TRUE(absl::IsDataLoss(parsed.status())) << parsed.status();
+  EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("over 4194304 members"));
+
+  // A source that claims a shard of 2^22 + 1 empty members, each a header.
+  class Members : public ByteSource {
+   public:
+    const std::string& name() const override { return name_; }
+    uint64_t size() const override { return (kMaxShardMembers + 1) * 512; }
+    absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const override {
+      // Every block is the same valid header of an empty file named "m".
+      static const std::vector<uint8_t> header = [] {
+        std::vector<uint8_t> h(512, 0);
+        h[0] = 'm';
+        std::memcpy(&h[100], "0000644", 7);
+        std::memcpy(&h[124], "00000000000", 11);
+        h[156] = '0';
+        std::memset(&h[148], ' ', 8);
+        unsigned sum = 0;
+        for (uint8_t b : h) sum += b;
+        std::snprintf(reinterpret_cast<char*>(&h[148]), 8, "%06o", sum);
+        return h;
+      }();
+      for (size_t i = 0; i < length; ++i) dst[i] = header[(offset + i) % 512];
+      return absl::OkStatus();
+    }
+
+   private:
+    std::string name_ = "huge.tar";
+  } members;
+  WindowedSource windowed(members, 8 << 20);
+  absl::StatusOr<ShardIndex> index = IndexShard(windowed);
+  ASSERT_TRUE(absl::IsResourceExhausted(index.status())) << index.status();
+  EXPECT_THAT(std::string(index.status().message()), HasSubstr("huge.tar has over"));
 }
 
 TEST(UrlTest, AUrlIsASchemeAndAuthority) {

@@ -117,6 +117,17 @@ void ReadAhead::IoLoop() {
   }
 }
 
+void ReadAhead::AwaitReads() {
+  absl::MutexLock lock(&mu_);
+  const auto busy = [this] {
+    for (const auto& [index, e] : entries_) {
+      if (!e.done) return true;
+    }
+    return false;
+  };
+  while (!stopping_ && busy()) done_.Wait(&mu_);
+}
+
 ReadAhead::Counters ReadAhead::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;

@@ -54,6 +54,9 @@ class ReadAhead {
   // ThreadStorageStats, and returns true. False when it was not started.
   bool Take(int64_t index, Buffer* out, size_t* size, absl::Status* status);
 
+  // Waits until every read started so far has finished (taken or held).
+  void AwaitReads();
+
   struct Counters {
     int64_t started = 0;
     int64_t taken = 0;

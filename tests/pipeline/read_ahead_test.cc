@@ -97,6 +97,7 @@ TEST(ReadAheadTest, TheBudgetRefusesWhatDoesNotFitAndEvictsWhatWasNeverTaken) {
   ahead.Start(3, 5000, Fill(3));  // over the whole budget
   EXPECT_EQ(ahead.counters().refused, 2);
   gate.Open();
+  ahead.AwaitReads();  // 0 and 1 held, finished
   Buffer out;
   size_t size = 0;
   absl::Status status;

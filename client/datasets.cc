@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
                                                            const RemoteReadOptions& remote) {
   DatasetOptions options;
   options.read_ahead = remote.read_ahead;
+  options.index_cache_dir = remote.index_cache_dir;
   if (IsUrl(spec.path())) {
     ObjectStoreOptions storage;
     storage.http = remote.http;

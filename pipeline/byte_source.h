@@ -31,6 +31,9 @@ class ByteSource {
   // Reads bytes [offset, offset + length) into `dst`. Errors name the source;
   // a range past the end, or fewer bytes than asked, is DataLoss.
   virtual absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const = 0;
+  // What changes whenever the bytes do (a remote object's ETag); empty when
+  // unknown (local files: their index is not cached).
+  virtual std::string version() const { return ""; }
 };
 
 // A local regular file, read with pread. Owns `fd`.
@@ -85,6 +88,7 @@ StorageStats& ThreadStorageStats();
 struct ObjectInfo {
   std::string url;
   uint64_t size = 0;
+  std::string version;  // the ETag, where the listing gives one
 };
 
 // Remote storage: objects named by URL.
@@ -94,10 +98,10 @@ class ObjectStore {
   // The objects whose URLs start with `prefix` (a "folder" ending in '/'),
   // sorted by URL. Unimplemented where the scheme has no listing (HTTP).
   virtual absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) const = 0;
-  // The object at `url`; `size`, when known (from a listing), spares a
-  // request for it. NotFound, PermissionDenied, ... name the URL.
-  virtual absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& url,
-                                                           int64_t size = -1) const = 0;
+  // The object at `url`; `size` and `version`, when known (from a listing),
+  // spare a request for them. NotFound, PermissionDenied, ... name the URL.
+  virtual absl::StatusOr<std::unique_ptr<ByteSource>> Open(
+      const std::string& url, int64_t size = -1, const std::string& version = "") const = 0;
   virtual StorageStats stats() const = 0;
 };
 

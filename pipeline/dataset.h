@@ -50,6 +50,10 @@ struct DatasetOptions {
   // A remote shard without a sidecar index is indexed by one pass over it,
   // read in windows of this many bytes.
   size_t index_window_bytes = size_t{8} << 20;
+  // A remote shard's index made by a pass is kept here (by URL, size and
+  // ETag), so the next open of an unchanged shard costs no pass; empty: not
+  // kept.
+  std::string index_cache_dir;
   // Remote data: reads started by Prefetch, at most this many at once and
   // this many bytes ahead (requests 0: no reading ahead).
   ReadAheadOptions read_ahead;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -138,7 +139,10 @@ absl::StatusOr<std::vector<std::string>> LocalShards(const std::string& spec) {
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
+  // Unique per process and call: two writers of one path (two workers
+  // caching the same index) never share a temporary file.
+  static std::atomic<uint64_t> calls{0};
+  const std::string tmp = absl::StrCat(path, ".", getpid(), ".", calls++, ".tmp");
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot create ", tmp));
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();

@@ -126,15 +126,17 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   // After a listing, its sizes spare a request per object, and a sidecar it
   // does not hold needs no request to be found missing.
   bool listed = false;
-  std::map<std::string, uint64_t> listed_sizes;
+  std::map<std::string, ObjectInfo> listed_objects;
   ShardAccess access;
   access.remote = true;
   access.window_bytes = options.index_window_bytes;
   access.parallel = std::max(1, options.read_ahead.requests);
+  access.cache_dir = options.index_cache_dir;
   access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
-    const auto it = listed_sizes.find(name);
-    if (it != listed_sizes.end())
-      return options.store->Open(name, static_cast<int64_t>(it->second));
+    const auto it = listed_objects.find(name);
+    if (it != listed_objects.end()) {
+      return options.store->Open(name, static_cast<int64_t>(it->second.size), it->second.version);
+    }
     if (listed)
       return absl::NotFoundError(absl::StrCat(RedactedUrl(name), " is not in the listing"));
     return options.store->Open(name);
@@ -166,7 +168,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   listed = true;
   for (const ObjectInfo& o : *objects) {
     if (absl::EndsWith(o.url, ".tar")) shards.push_back(o.url);
-    listed_sizes[o.url] = o.size;
+    listed_objects[o.url] = o;
   }
   if (wds_only || (!folder_only && !shards.empty())) {
     if (shards.empty()) {

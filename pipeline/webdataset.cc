@@ -1,6 +1,9 @@
 // WebDataset: .tar shards whose members are grouped into samples by key.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 #include <utility>
@@ -9,9 +12,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "pipeline/detail/datasets.h"
+#include "pipeline/pack.h"
 #include "pipeline/shard_index.h"
 #include "pipeline/text.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 namespace prepflow::detail {
 namespace {
@@ -145,8 +153,36 @@ class WebDataset : public Dataset {
       return ParseShardIndex(text, (*sidecar)->name(), shard.size());
     }
     if (!absl::IsNotFound(sidecar.status())) return sidecar.status();
+    const std::string cached = CachedIndexPath(name, shard, access);
+    if (!cached.empty()) {
+      std::ifstream in(cached, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (in.is_open() && text.size() <= static_cast<uint64_t>(max_file_bytes_)) {
+        absl::StatusOr<ShardIndex> index = ParseShardIndex(text, cached, shard.size());
+        if (index.ok()) return index;  // a damaged entry is made again
+      }
+    }
     WindowedSource windowed(shard, access.window_bytes);
-    return IndexShard(windowed);
+    absl::StatusOr<ShardIndex> index = IndexShard(windowed);
+    if (!cached.empty() && index.ok() && index->broken.ok()) {
+      // Best effort: a cache that cannot be written costs the next open a pass.
+      std::error_code ignored;
+      std::filesystem::create_directories(access.cache_dir, ignored);
+      (void)WriteFileAtomically(cached, FormatShardIndex(*index));
+    }
+    return index;
+  }
+
+  // Where the index of shard `name` is cached: a file named by a hash of its
+  // URL, size and version; empty when nothing is cached (no cache folder, or
+  // a source without a version, whose changes could not be told).
+  static std::string CachedIndexPath(const std::string& name, const ByteSource& shard,
+                                     const ShardAccess& access) {
+    const std::string version = shard.version();
+    if (access.cache_dir.empty() || version.empty()) return "";
+    const std::string key =
+        absl::StrCat(name, std::string(1, '\0'), shard.size(), std::string(1, '\0'), version);
+    return absl::StrFormat("%s/%016x.idx", access.cache_dir, XXH3_64bits(key.data(), key.size()));
   }
 
   // Groups the members of shard `shards_.size() - 1` into samples. Members of

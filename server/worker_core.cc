@@ -25,6 +25,7 @@ DatasetOptions JobDatasets(const WorkerOptions& options) {
   d.confine_urls = true;
   d.url_prefixes = options.allow_url_prefixes;
   d.read_ahead = options.read_ahead;
+  d.index_cache_dir = options.index_cache_dir;
   return d;
 }
 

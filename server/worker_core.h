@@ -41,6 +41,7 @@ struct WorkerOptions {
   std::vector<std::string> allow_url_prefixes;
   std::shared_ptr<const ObjectStore> store;
   ReadAheadOptions read_ahead;      // for each job's remote data
+  std::string index_cache_dir;      // see DatasetOptions
   int threads = 0;                  // 0: every available CPU
   int max_streams = 64;             // open job streams at once
   int max_streams_per_client = 32;  // of them, from one client host

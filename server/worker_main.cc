@@ -124,6 +124,7 @@ struct WorkerFlags {
     }
     if (absl::Status s = CheckStorageOptions(storage); !s.ok()) return std::string(s.message());
     options.read_ahead = storage.read_ahead;
+    options.index_cache_dir = storage.index_cache_dir;
     ObjectStoreOptions store;
     store.http = storage.http;
     if (absl::Status s = S3FromEnvironment(&store); !s.ok()) return std::string(s.message());

@@ -1,6 +1,18 @@
 #include "storage/flags.h"
 
+#include <cstdlib>
+
 namespace prepflow {
+
+std::string DefaultIndexCacheDir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return std::string(xdg) + "/prepflow/index";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/') {
+    return std::string(home) + "/.cache/prepflow/index";
+  }
+  return "";
+}
 
 void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* remote) {
   HttpOptions* options = &remote->http;
@@ -19,6 +31,9 @@ void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* remote) {
             "(0: none; each sample is then read by the thread that decodes it)");
   flags.Int("read-ahead-bytes", &remote->read_ahead.max_bytes,
             "remote data: bytes read ahead and not yet used, at most");
+  flags.String("index-cache-dir", &remote->index_cache_dir,
+               "remote data: where the index of a shard without a sidecar (made by one pass "
+               "over it) is kept, by URL, size and ETag, for the next open (empty: not kept)");
 }
 
 absl::Status CheckStorageOptions(const RemoteReadOptions& remote) {

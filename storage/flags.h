@@ -3,6 +3,8 @@
 #ifndef PREPFLOW_STORAGE_FLAGS_H_
 #define PREPFLOW_STORAGE_FLAGS_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "net/flags.h"
 #include "pipeline/read_ahead.h"
@@ -11,14 +13,20 @@
 namespace prepflow {
 
 // How data named by URL is read: each request, and the reads ahead.
+// Where remote shards' indexes made by a pass are kept by default:
+// $XDG_CACHE_HOME/prepflow/index, else $HOME/.cache/prepflow/index ("" when
+// neither is set: not kept).
+std::string DefaultIndexCacheDir();
+
 struct RemoteReadOptions {
   HttpOptions http;
   ReadAheadOptions read_ahead;
+  std::string index_cache_dir = DefaultIndexCacheDir();
 };
 
 // --storage-connect-timeout-seconds, --storage-timeout-seconds,
 // --storage-attempts, --storage-backoff-seconds, --read-ahead-requests,
-// --read-ahead-bytes.
+// --read-ahead-bytes, --index-cache-dir.
 void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* options);
 
 // InvalidArgument naming the flag whose value cannot be used.

@@ -8,6 +8,8 @@
 #include <functional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pipeline/byte_source.h"
@@ -54,6 +56,7 @@ struct HttpReader::Attempt {
   bool overflow = false;  // the body was longer than asked for
   long status = 0;        // NOLINT(runtime/int): libcurl's type
   curl_off_t content_length = -1;
+  std::string etag;                 // the answer's ETag header, if any
   const uint8_t* upload = nullptr;  // a PUT's body
   size_t upload_size = 0, uploaded = 0;
 
@@ -71,6 +74,14 @@ struct HttpReader::Attempt {
     }
     a->received += bytes;
     return static_cast<size_t>(bytes);
+  }
+  static size_t Header(char* data, size_t size, size_t n, void* self) {
+    const std::string line(data, size * n);
+    if (line.size() > 5 && line.size() < 1024 &&
+        absl::EqualsIgnoreCase(line.substr(0, 5), "etag:")) {
+      static_cast<Attempt*>(self)->etag = std::string(absl::StripAsciiWhitespace(line.substr(5)));
+    }
+    return size * n;
   }
   static size_t Read(char* buffer, size_t size, size_t n, void* self) {
     auto* a = static_cast<Attempt*>(self);
@@ -142,6 +153,8 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
                    method == Method::kGet && length >= 0 ? range.c_str() : nullptr);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Attempt::Write);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &Attempt::Header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
   const CURLcode code = curl_easy_perform(c);
   ++stats_.requests;
   stats_.bytes += a->received;
@@ -296,7 +309,13 @@ absl::Status HttpReader::Delete(const std::string& url) {
 }
 
 absl::StatusOr<int64_t> HttpReader::Size(const std::string& url) {
-  int64_t size = -1;
+  absl::StatusOr<ObjectHead> head = Head(url);
+  if (!head.ok()) return head.status();
+  return head->size;
+}
+
+absl::StatusOr<HttpReader::ObjectHead> HttpReader::Head(const std::string& url) {
+  ObjectHead head;
   absl::Status st = WithRetries([&]() -> absl::Status {
     Attempt a;
     if (absl::Status p = Perform(url, Method::kHead, 0, 1, &a); !p.ok()) return p;
@@ -304,11 +323,12 @@ absl::StatusOr<int64_t> HttpReader::Size(const std::string& url) {
       return absl::FailedPreconditionError(
           absl::StrCat(Shown(url), ": the server gave no Content-Length"));
     }
-    size = static_cast<int64_t>(a.content_length);
+    head.size = static_cast<int64_t>(a.content_length);
+    head.etag = a.etag;
     return absl::OkStatus();
   });
   if (!st.ok()) return st;
-  return size;
+  return head;
 }
 
 }  // namespace prepflow

@@ -79,6 +79,12 @@ class HttpReader {
 
   // The object's size (a HEAD request's Content-Length); errors as above.
   absl::StatusOr<int64_t> Size(const std::string& url);
+  // The same with its ETag (empty when the server gives none).
+  struct ObjectHead {
+    int64_t size = -1;
+    std::string etag;
+  };
+  absl::StatusOr<ObjectHead> Head(const std::string& url);
 
   const Stats& stats() const { return stats_; }
 

@@ -57,7 +57,12 @@ const char* Env(const char* name) {
 
 // One page of a ListObjectsV2 answer.
 struct ListPage {
-  std::vector<std::pair<std::string, uint64_t>> objects;  // key, size
+  struct Listed {
+    std::string key;
+    uint64_t size;
+    std::string etag;
+  };
+  std::vector<Listed> objects;
   bool truncated = false;
   bool url_encoded = false;  // keys come URL-encoded (EncodingType url)
   std::string next_token;
@@ -70,7 +75,7 @@ absl::StatusOr<ListPage> ParseListPage(const std::string& xml, const std::string
     ListPage page;
     std::vector<std::string> path;  // open elements
     std::string text;
-    std::string key, size;
+    std::string key, size, etag;
     bool bad = false;
   } st;
   XML_Parser parser = XML_ParserCreate(nullptr);
@@ -88,12 +93,14 @@ absl::StatusOr<ListPage> ParseListPage(const std::string& xml, const std::string
         const std::string parent = s->path.size() >= 2 ? s->path[s->path.size() - 2] : "";
         if (parent == "Contents" && element == "Key") s->key = s->text;
         if (parent == "Contents" && element == "Size") s->size = s->text;
+        if (parent == "Contents" && element == "ETag") s->etag = s->text;
         if (element == "Contents") {
           uint64_t size = 0;
           if (s->key.empty() || !absl::SimpleAtoi(s->size, &size)) s->bad = true;
-          s->page.objects.emplace_back(s->key, size);
+          s->page.objects.push_back({s->key, size, s->etag});
           s->key.clear();
           s->size.clear();
+          s->etag.clear();
         }
         if (element == "IsTruncated") s->page.truncated = s->text == "true";
         if (element == "NextContinuationToken") s->page.next_token = s->text;
@@ -132,10 +139,15 @@ struct CurlObjectStore::Counters {
 class CurlObjectStore::Object : public ByteSource {
  public:
   Object(std::shared_ptr<const CurlObjectStore> store, std::string url, Target target,
-         uint64_t size)
-      : store_(std::move(store)), url_(std::move(url)), target_(std::move(target)), size_(size) {}
+         uint64_t size, std::string version)
+      : store_(std::move(store)),
+        url_(std::move(url)),
+        target_(std::move(target)),
+        size_(size),
+        version_(std::move(version)) {}
   const std::string& name() const override { return url_; }
   uint64_t size() const override { return size_; }
+  std::string version() const override { return version_; }
   absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const override {
     if (offset > size_ || length > size_ - offset) {
       return absl::DataLossError(absl::StrFormat("%s: %d bytes at offset %d run past its end (%d)",
@@ -153,6 +165,7 @@ class CurlObjectStore::Object : public ByteSource {
   const std::string url_;
   const Target target_;
   const uint64_t size_;
+  const std::string version_;
 };
 
 absl::Status S3FromEnvironment(ObjectStoreOptions* options) {
@@ -280,21 +293,23 @@ absl::Status CurlObjectStore::WithReader(
   return status;
 }
 
-absl::StatusOr<std::unique_ptr<ByteSource>> CurlObjectStore::Open(const std::string& url,
-                                                                  int64_t size) const {
+absl::StatusOr<std::unique_ptr<ByteSource>> CurlObjectStore::Open(
+    const std::string& url, int64_t size, const std::string& known_version) const {
   absl::StatusOr<Target> target = Resolve(url);
   if (!target.ok()) return target.status();
+  std::string version = known_version;
   if (size < 0) {
     absl::Status st = WithReader(target->pool, [&](HttpReader& r) {
-      absl::StatusOr<int64_t> got = r.Size(target->http_url);
-      if (!got.ok()) return got.status();
-      size = *got;
+      absl::StatusOr<HttpReader::ObjectHead> head = r.Head(target->http_url);
+      if (!head.ok()) return head.status();
+      size = head->size;
+      version = head->etag;
       return absl::OkStatus();
     });
     if (!st.ok()) return Naming(url, target->http_url, st);
   }
-  return std::unique_ptr<ByteSource>(
-      new Object(shared_from_this(), url, *std::move(target), static_cast<uint64_t>(size)));
+  return std::unique_ptr<ByteSource>(new Object(shared_from_this(), url, *std::move(target),
+                                                static_cast<uint64_t>(size), std::move(version)));
 }
 
 absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::List(const std::string& prefix) const {
@@ -334,9 +349,9 @@ absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::ListS3(const std::strin
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat(where, ": ", st.message()));
     absl::StatusOr<ListPage> page = ParseListPage(xml, where);
     if (!page.ok()) return page.status();
-    for (auto& [key, size] : page->objects) {
-      const std::string name = page->url_encoded ? Unescape(key) : key;
-      objects.push_back({absl::StrCat("s3://", bucket, "/", name), size});
+    for (ListPage::Listed& o : page->objects) {
+      const std::string name = page->url_encoded ? Unescape(o.key) : o.key;
+      objects.push_back({absl::StrCat("s3://", bucket, "/", name), o.size, std::move(o.etag)});
     }
     if (static_cast<int64_t>(objects.size()) > options_.max_listed_objects) {
       return absl::ResourceExhaustedError(

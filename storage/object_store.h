@@ -53,8 +53,8 @@ class CurlObjectStore : public ObjectStore, public std::enable_shared_from_this<
 
   // s3:// prefixes only: Unimplemented for HTTP, which has no listing.
   absl::StatusOr<std::vector<ObjectInfo>> List(const std::string& prefix) const override;
-  absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& url,
-                                                   int64_t size = -1) const override;
+  absl::StatusOr<std::unique_ptr<ByteSource>> Open(const std::string& url, int64_t size = -1,
+                                                   const std::string& version = "") const override;
   StorageStats stats() const override;
 
   // Writes `size` bytes as the object at `url` (HTTP PUT).

@@ -40,6 +40,9 @@ struct ShardAccess {
   bool remote = false;
   size_t window_bytes = size_t{8} << 20;
   int parallel = 16;  // remote shards opened and indexed at once
+  // Where indexes made by a pass are kept, by (URL, size, version), for the
+  // next open; empty: not kept.
+  std::string cache_dir;
 };
 
 // A WebDataset over `shards` (in order), named below `root`.

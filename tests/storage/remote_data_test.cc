@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -57,6 +58,9 @@ class RemoteDataTest : public ::testing::Test {
       fs::copy_file(dir_->Join("www/shards/" + name), dir_->Join("www/bare/" + name));
     }
     http_ = new NodeServer("http", dir_->Join("www"));
+    // The default index cache (~/.cache/prepflow/index) goes below the suite's
+    // folder, here and in the workers it starts.
+    setenv("XDG_CACHE_HOME", dir_->Join("xdg-cache").c_str(), 1);
     s3_ = new NodeServer("s3", dir_->Join("s3"), {"data"});
     setenv("AWS_ENDPOINT_URL", absl::StrCat("http://", s3_->address()).c_str(), 1);
     setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
@@ -78,7 +82,8 @@ class RemoteDataTest : public ::testing::Test {
     delete s3_;
     delete http_;
     delete dir_;
-    for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"}) {
+    for (const char* v :
+         {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "XDG_CACHE_HOME"}) {
       unsetenv(v);
     }
   }
@@ -163,6 +168,45 @@ TEST_F(RemoteDataTest, SidecarsAndAStreamingPassIndexAlike) {
     EXPECT_EQ(with->label(i), local->label(i));
   }
   EXPECT_EQ(with->store()->stats().requests, 4 * 3 + 96);  // one range request per sample
+}
+
+// A shard without a sidecar is indexed by a pass once; the index is kept by
+// (URL, size, ETag), so the next open costs no pass, and a changed shard (a
+// new ETag) is indexed again.
+TEST_F(RemoteDataTest, PassIndexesAreCachedByVersion) {
+  RemoteReadOptions remote;
+  remote.index_cache_dir = dir_->Join("index-cache");
+  proto::DatasetSpec spec;
+  spec.set_path(HttpPattern("bare"));
+  auto count = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(remote.index_cache_dir)) n += e.is_regular_file();
+    return n;
+  };
+  auto first = OpenClientDataset(spec, remote);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->store()->stats().requests, 4 * 3);  // HEAD, sidecar's 404, one pass
+  EXPECT_EQ(count(), 4);
+  auto again = OpenClientDataset(spec, remote);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->store()->stats().requests, 4 * 2) << "no pass";
+  EXPECT_EQ((*again)->fingerprint(), (*first)->fingerprint());
+  // A new modification time is a new ETag for http-server: indexed again.
+  fs::last_write_time(
+      dir_->Join("www/bare/shard-000002.tar"),
+      fs::last_write_time(dir_->Join("www/bare/shard-000002.tar")) + std::chrono::hours(1));
+  auto changed = OpenClientDataset(spec, remote);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ((*changed)->store()->stats().requests, 4 * 2 + 1);
+  EXPECT_EQ((*changed)->fingerprint(), (*first)->fingerprint());
+  EXPECT_EQ(count(), 5);
+  // A damaged entry is made again, never trusted.
+  for (const auto& e : fs::directory_iterator(remote.index_cache_dir)) {
+    testing::WriteFile(e.path().string(), {'x'});
+  }
+  auto damaged = OpenClientDataset(spec, remote);
+  ASSERT_TRUE(damaged.ok()) << damaged.status();
+  EXPECT_EQ((*damaged)->fingerprint(), (*first)->fingerprint());
 }
 
 TEST_F(RemoteDataTest, StaleSidecarsAndMissingShardsAreNamed) {

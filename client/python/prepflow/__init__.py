@@ -131,7 +131,9 @@ class Loader:
     `storage_connect_timeout_seconds` (10), `storage_attempts` (4, the first
     try included), `storage_backoff_seconds` (0.1), and the reads started
     ahead of decoding: `read_ahead_requests` (64 at once) within
-    `read_ahead_bytes` (256 MiB).
+    `read_ahead_bytes` (256 MiB); `index_cache_dir` (default
+    ~/.cache/prepflow/index; "" for none) keeps the indexes of shards without
+    a sidecar.
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
@@ -187,7 +189,7 @@ class Loader:
                  tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
                  storage_connect_timeout_seconds=10.0, storage_attempts=4,
                  storage_backoff_seconds=0.1, read_ahead_requests=64,
-                 read_ahead_bytes=256 << 20):
+                 read_ahead_bytes=256 << 20, index_cache_dir=None):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -232,7 +234,8 @@ class Loader:
             storage_connect_timeout_seconds=float(storage_connect_timeout_seconds),
             storage_attempts=storage_attempts,
             storage_backoff_seconds=float(storage_backoff_seconds),
-            read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes)
+            read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes,
+            index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir))
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)

@@ -145,6 +145,14 @@ std::string FlagSet::Usage() const {
   return out;
 }
 
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    out.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return out;
+}
+
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,
                                                                   const std::string& flag) {
   std::map<std::string, std::string> out;

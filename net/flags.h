@@ -63,6 +63,10 @@ class FlagSet {
   bool help_ = false;
 };
 
+// The items of a comma-separated flag value ("a, b,,c" -> a, b, c): each
+// stripped of whitespace, empty ones skipped.
+std::vector<std::string> SplitList(const std::string& text);
+
 // Parses "k=v,k2=v2" (e.g. --labels zone=a,rack=3). Errors: InvalidArgument
 // naming `flag` and the part that is not key=value.
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,

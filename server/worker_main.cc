@@ -108,13 +108,10 @@ struct WorkerFlags {
     auto parsed = cli::ParseKeyValues(labels, "labels");
     if (!parsed.ok()) return std::string(parsed.status().message());
     parsed_labels = {parsed->begin(), parsed->end()};
-    std::vector<std::string> paths;
-    for (absl::string_view p : absl::StrSplit(plugins, ',', absl::SkipWhitespace())) {
-      paths.emplace_back(absl::StripAsciiWhitespace(p));
+    if (absl::Status s = LoadPlugins(cli::SplitList(plugins)); !s.ok()) {
+      return std::string(s.message());
     }
-    if (absl::Status s = LoadPlugins(paths); !s.ok()) return std::string(s.message());
-    for (absl::string_view p : absl::StrSplit(allow_url_prefix, ',', absl::SkipWhitespace())) {
-      const std::string prefix(absl::StripAsciiWhitespace(p));
+    for (const std::string& prefix : cli::SplitList(allow_url_prefix)) {
       if (!absl::StartsWith(prefix, "http://") && !absl::StartsWith(prefix, "https://") &&
           !absl::StartsWith(prefix, "s3://")) {
         return absl::StrCat("--allow-url-prefix: '", prefix,

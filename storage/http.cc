@@ -26,8 +26,6 @@ void GlobalInit() {
   (void)done;
 }
 
-std::string Shown(const std::string& url) { return RedactedUrl(url); }
-
 // Failures a later attempt may not see: the server or the path to it.
 bool MayPass(CURLcode code) {
   switch (code) {
@@ -166,7 +164,7 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
   stats_.connections += connects;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
   curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &a->content_length);
-  const std::string where = Shown(url);
+  const std::string where = RedactedUrl(url);
   if (code == CURLE_WRITE_ERROR && a->overflow) {
     if (length < 0) {
       return absl::ResourceExhaustedError(
@@ -205,11 +203,11 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
 absl::Status HttpReader::CheckRange(const std::string& url, int64_t offset, int64_t length) const {
   if (offset < 0 || length <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("%s: bad range (offset %d, length %d)", Shown(url), offset, length));
+        absl::StrFormat("%s: bad range (offset %d, length %d)", RedactedUrl(url), offset, length));
   }
   if (length > options_.max_range_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrFormat("%s: a %d-byte range is over the limit of %d", Shown(url), length,
+        absl::StrFormat("%s: a %d-byte range is over the limit of %d", RedactedUrl(url), length,
                         options_.max_range_bytes));
   }
   return absl::OkStatus();
@@ -236,11 +234,11 @@ absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64
     if (absl::Status st = Perform(url, Method::kGet, offset, length, &a); !st.ok()) return st;
     if (a.status == 200 && !(offset == 0 && a.received == length)) {
       return absl::DataLossError(
-          absl::StrCat(Shown(url), ": the server ignored the Range request"));
+          absl::StrCat(RedactedUrl(url), ": the server ignored the Range request"));
     }
     if (a.received != length) {
       return absl::DataLossError(absl::StrFormat("%s: %d bytes at %d, expected %d (short read)",
-                                                 Shown(url), a.received, offset, length));
+                                                 RedactedUrl(url), a.received, offset, length));
     }
     return absl::OkStatus();
   });
@@ -254,10 +252,11 @@ absl::StatusOr<std::string> HttpReader::Fetch(const std::string& url, int64_t ma
     a.grow = &body;
     a.capacity = max_bytes;
     if (absl::Status p = Perform(url, Method::kGet, 0, -1, &a); !p.ok()) return p;
-    if (a.status != 200) return absl::DataLossError(absl::StrCat(Shown(url), ": HTTP ", a.status));
+    if (a.status != 200)
+      return absl::DataLossError(absl::StrCat(RedactedUrl(url), ": HTTP ", a.status));
     if (a.content_length >= 0 && a.received != a.content_length) {
-      return absl::DataLossError(absl::StrFormat("%s: %d of %d bytes (short read)", Shown(url),
-                                                 a.received, a.content_length));
+      return absl::DataLossError(absl::StrFormat("%s: %d of %d bytes (short read)",
+                                                 RedactedUrl(url), a.received, a.content_length));
     }
     return absl::OkStatus();
   });
@@ -321,7 +320,7 @@ absl::StatusOr<HttpReader::ObjectHead> HttpReader::Head(const std::string& url) 
     if (absl::Status p = Perform(url, Method::kHead, 0, 1, &a); !p.ok()) return p;
     if (a.content_length < 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat(Shown(url), ": the server gave no Content-Length"));
+          absl::StrCat(RedactedUrl(url), ": the server gave no Content-Length"));
     }
     head.size = static_cast<int64_t>(a.content_length);
     head.etag = a.etag;

@@ -53,13 +53,7 @@ constexpr char kPluginHelp[] =
     "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]";
 
 // Loads the --plugin list.
-absl::Status LoadPluginFlag(const std::string& list) {
-  std::vector<std::string> paths;
-  for (absl::string_view p : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    paths.emplace_back(absl::StripAsciiWhitespace(p));
-  }
-  return LoadPlugins(paths);
-}
+absl::Status LoadPluginFlag(const std::string& list) { return LoadPlugins(SplitList(list)); }
 
 constexpr int kOk = 0;
 constexpr int kFailed = 1;
@@ -259,9 +253,7 @@ struct RunFlags {
     }
     o.demand = demand;
     o.bandwidth = bandwidth_mbps * 1e6 / 8;
-    for (absl::string_view w : absl::StrSplit(workers, ',', absl::SkipWhitespace())) {
-      o.workers.emplace_back(absl::StripAsciiWhitespace(w));
-    }
+    o.workers = SplitList(workers);
     o.scheduler = scheduler;
     o.scheduler_weight = weight;
     o.security = security;

@@ -75,6 +75,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
         absl::StrCat("pipeline ", pipeline_->name(), ": ", batch_ops.status().message()));
   }
   batch_ops_ = *std::move(batch_ops);
+  if (absl::Status s = OpenCache(); !s.ok()) return s;
 
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   const int64_t size = dataset_->size();
@@ -89,7 +90,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
   runner_ =
-      std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(), threads,
+      std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(), cache_.get(), threads,
                                      2 * static_cast<size_t>(options_.batch_size) *
                                          std::max(options_.prefetch_batches, kMaxPrefetchBatches),
                                      [this] { SignalBatchDone(); });
@@ -152,6 +153,36 @@ absl::Status Loader::OpenPipeline() {
   return absl::OkStatus();
 }
 
+absl::Status Loader::OpenCache() {
+  const Pipeline& p = *pipeline_;
+  cache_at_ = options_.cache_at >= 0 ? options_.cache_at : p.CacheBoundary();
+  if (cache_at_ > p.num_stages()) {
+    return absl::InvalidArgumentError(absl::StrCat("--cache-at ", cache_at_,
+                                                   ": past the last stage boundary (pipeline ",
+                                                   p.name(), " has ", p.num_stages(), ")"));
+  }
+  if (const std::string why = p.WhyNotDeterministic(cache_at_); !why.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cache-at ", cache_at_, ": the values there differ from epoch to epoch (",
+                     why, "); the last boundary that may be cached is ", p.CacheBoundary()));
+  }
+  if (!options_.cache.enabled()) return absl::OkStatus();
+  auto cache = SampleCache::Open(options_.cache);
+  if (!cache.ok()) return cache.status();
+  cache_ = std::make_unique<BoundaryCache>(
+      std::shared_ptr<SampleCache>(*std::move(cache)),
+      CacheSpace(dataset_->fingerprint(), p.PrefixFingerprint(cache_at_)), cache_at_);
+  return absl::OkStatus();
+}
+
+void Loader::PrefetchLocal(absl::Span<const int64_t> indices) const {
+  if (cache_ != nullptr) {
+    dataset_->Prefetch(cache_->NotHeld(indices));
+  } else {
+    dataset_->Prefetch(indices);
+  }
+}
+
 proto::JobOpen Loader::JobOpenMessage() const {
   proto::JobOpen open;
   open.set_job_id(job_id_);
@@ -175,6 +206,7 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_dataset_size(dataset_->size());
   open.set_dataset_fingerprint(dataset_->fingerprint());
   open.set_max_items_in_flight(options_.max_items_per_worker);
+  open.set_cache_at(cache_at_);
   return open;
 }
 
@@ -201,7 +233,7 @@ absl::Status Loader::StartRemote() {
   callbacks.run_locally = [this](RemoteItem item) {
     std::vector<int64_t> indices;
     for (int64_t slot : item.slots) indices.push_back(item.batch->index_at(slot));
-    dataset_->Prefetch(indices);
+    PrefetchLocal(indices);
     for (int64_t slot : item.slots) runner_->RunLocal(item.batch, slot);
   };
   callbacks.failed = [this](const absl::Status& status) { OnRefusal(status); };
@@ -417,7 +449,7 @@ void Loader::Place(Batch* b) {
   }
   // Remote data: the batch's reads start now, many at once, ahead of the
   // threads that decode.
-  dataset_->Prefetch(local_indices);
+  PrefetchLocal(local_indices);
   for (const int64_t slot : local_slots) runner_->RunLocal(b, slot);
 }
 
@@ -555,6 +587,7 @@ LoaderStats Loader::Stats() const {
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
     st.plan_fractions = placement_.Fractions();
+    st.storage_bytes_read_per_epoch = StorageBytesPerEpoch();
   }
   st.offload = OffloadModeString(offload_);
   const policy::ReplanState plan = replanner_ ? replanner_->State() : policy::ReplanState();
@@ -580,7 +613,29 @@ LoaderStats Loader::Stats() const {
   st.remote_stages = runner_->RemoteStages();
   if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
   st.storage.Add(runner_->RemoteStorage());
+  st.cache_at = cache_at_;
+  st.cache_hits = runner_->remote_cache_hits();
+  st.cache_misses = runner_->remote_cache_misses();
+  if (cache_ != nullptr) {
+    st.cache_hits += cache_->hits();
+    st.cache_misses += cache_->misses();
+    const SampleCache::Stats c = cache_->cache().stats();
+    st.cache_ram_bytes = c.ram_bytes;
+    st.cache_disk_bytes = c.disk_bytes;
+    st.cache_evictions = c.evictions;
+  }
   return st;
+}
+
+std::vector<int64_t> Loader::StorageBytesPerEpoch() const {
+  const int begun =
+      std::min(options_.epochs, next_epoch_ - options_.first_epoch + (order_ready_ ? 1 : 0));
+  std::vector<int64_t> out(static_cast<size_t>(std::max(0, begun)), 0);
+  for (const auto& [epoch, bytes] : runner_->StorageBytesByEpoch()) {
+    const int64_t e = static_cast<int64_t>(epoch) - options_.first_epoch;
+    if (e >= 0 && e < static_cast<int64_t>(out.size())) out[static_cast<size_t>(e)] = bytes;
+  }
+  return out;
 }
 
 void Loader::AddRemoteStats(const policy::ReplanState& plan, LoaderStats* st) const {

@@ -50,6 +50,7 @@
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/sample_cache.h"
 #include "pipeline/text.h"
 #include "policy/replanner.h"
 #include "proto/worker.pb.h"
@@ -106,6 +107,13 @@ class Loader {
   Loader() = default;
   absl::Status Init(const LoaderOptions& options);
   absl::Status OpenPipeline();
+  // Checks --cache-at against the pipeline and opens the cache, if any.
+  absl::Status OpenCache();
+  // Starts reading the samples at `indices` that will be read here (remote
+  // data; those the cache holds are not read).
+  void PrefetchLocal(absl::Span<const int64_t> indices) const;
+  // storage_bytes_read_per_epoch, for the epochs begun.
+  std::vector<int64_t> StorageBytesPerEpoch() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens the pool (and the scheduler's grants) and waits for the workers to
   // open the job. Errors: a refusal; Unavailable when remote placement was
   // asked for, no worker is reachable and --fallback-local is not given.
@@ -153,6 +161,9 @@ class Loader {
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<MixupCutmix> batch_ops_;  // null without batch stages
   std::shared_ptr<FreeBatches> free_batches_;
+  // The values at cache_at_ kept across epochs here (null without a cache).
+  std::unique_ptr<BoundaryCache> cache_;
+  int cache_at_ = 0;
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_epoch_ = 0;

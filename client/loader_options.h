@@ -21,6 +21,7 @@
 #include "net/security.h"
 #include "pipeline/image_decode.h"
 #include "pipeline/sample.h"
+#include "pipeline/sample_cache.h"
 #include "proto/pipeline.pb.h"
 #include "storage/flags.h"
 
@@ -100,6 +101,12 @@ struct LoaderOptions {
   // (storage/flags.h); credentials come from the environment
   // (S3FromEnvironment).
   RemoteReadOptions storage;
+  // A sample cache here (RAM, and optionally disk) for the values at
+  // boundary `cache_at` of the pipeline (-1: Pipeline::CacheBoundary(), the
+  // last deterministic one before the first random stage). Workers keep
+  // theirs at the same boundary, in caches their own flags size.
+  SampleCacheOptions cache;
+  int cache_at = -1;
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;

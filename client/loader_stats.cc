@@ -145,6 +145,46 @@ std::vector<StatField<S>>* StorageFields() {
   };
 }
 
+// Reuse across epochs: the sample caches.
+std::vector<StatField<S>>* CacheFields() {
+  return new std::vector<StatField<S>>{
+      {"storage_bytes_read_per_epoch",
+       [](const S& s) -> StatValue { return s.storage_bytes_read_per_epoch; }},
+      {"cache_at", [](const S& s) -> StatValue { return static_cast<int64_t>(s.cache_at); }},
+      {"cache_hits",
+       [](const S& s) -> StatValue { return s.cache_hits; },
+       "prepflow_client_cache_hits_total",
+       kCounter,
+       {},
+       "Samples whose value at the cache boundary was found in a sample cache (here or on a "
+       "worker) instead of being read and prepared again."},
+      {"cache_misses",
+       [](const S& s) -> StatValue { return s.cache_misses; },
+       "prepflow_client_cache_misses_total",
+       kCounter,
+       {},
+       "Samples looked up in a sample cache (here or on a worker) and not found there."},
+      {"cache_ram_bytes",
+       [](const S& s) -> StatValue { return s.cache_ram_bytes; },
+       "prepflow_client_cache_bytes",
+       kGauge,
+       {{"tier", "ram"}},
+       "Bytes of sample values this process's cache holds, by tier."},
+      {"cache_disk_bytes",
+       [](const S& s) -> StatValue { return s.cache_disk_bytes; },
+       "prepflow_client_cache_bytes",
+       kGauge,
+       {{"tier", "disk"}},
+       "Bytes of sample values this process's cache holds, by tier."},
+      {"cache_evictions",
+       [](const S& s) -> StatValue { return s.cache_evictions; },
+       "prepflow_client_cache_evictions_total",
+       kCounter,
+       {},
+       "Values this process's cache dropped to make room for higher-ranked ones."},
+  };
+}
+
 // Where samples run: the mode, the plan in force and what it was made from.
 std::vector<StatField<S>>* PlanFields() {
   return new std::vector<StatField<S>>{
@@ -263,7 +303,8 @@ std::vector<StatField<S>>* PoolFields() {
 const std::vector<StatField<S>>& LoaderStatFields() {
   static const auto* fields = [] {
     std::vector<StatField<S>>* all = DeliveryFields();
-    for (std::vector<StatField<S>>* part : {StorageFields(), PlanFields(), PoolFields()}) {
+    for (std::vector<StatField<S>>* part :
+         {StorageFields(), CacheFields(), PlanFields(), PoolFields()}) {
       all->insert(all->end(), part->begin(), part->end());
       delete part;
     }

@@ -75,10 +75,24 @@ struct LoaderStats {
   // workers' (as their items report them) cost together. The latency
   // histogram is the trainer's own requests'.
   StorageStats storage;
+  // Per epoch of this run, from its first: bytes read from remote storage
+  // for that epoch's samples, here and on the workers.
+  std::vector<int64_t> storage_bytes_read_per_epoch;
+  // Sample caches (--cache-bytes, --cache-dir): the boundary whose values
+  // they keep, and how often a sample's value was found there, here and on
+  // the workers together.
+  int cache_at = 0;
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
+  // This process's cache: bytes held in each tier, and values dropped.
+  int64_t cache_ram_bytes = 0;
+  int64_t cache_disk_bytes = 0;
+  int64_t cache_evictions = 0;
 };
 
 // One field's value as renderers see it.
-using StatValue = std::variant<int64_t, uint64_t, double, bool, std::string, std::vector<double>>;
+using StatValue = std::variant<int64_t, uint64_t, double, bool, std::string, std::vector<double>,
+                               std::vector<int64_t>>;
 
 // One field of a stats record (`Record`: LoaderStats, one of its workers, a
 // stage, an error).
@@ -91,7 +105,8 @@ struct StatField {
   // or the sum of other series). Its series carries `labels`; a label value
   // "$scheduler" stands for LoaderStats::scheduler. A vector value is one
   // series per element, labelled path="local" for the first, then
-  // path="cut=K" for K = 0, 1, ... (plan_fractions).
+  // path="cut=K" for K = 0, 1, ... (plan_fractions). A list of integers is
+  // never a series.
   const char* metric = nullptr;
   Kind kind = kGauge;
   std::vector<std::pair<const char*, const char*>> labels = {};

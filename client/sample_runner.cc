@@ -1,5 +1,6 @@
 #include "client/sample_runner.h"
 
+#include <algorithm>
 #include <new>
 #include <utility>
 
@@ -29,10 +30,11 @@ std::vector<policy::StageTotals> Totals(const std::vector<StageStats>& stats) {
 
 }  // namespace
 
-SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, int threads,
-                           size_t queue_capacity, std::function<void()> batch_done)
+SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache,
+                           int threads, size_t queue_capacity, std::function<void()> batch_done)
     : dataset_(*dataset),
       pipeline_(*pipeline),
+      cache_(cache),
       batch_done_(std::move(batch_done)),
       read_profiler_({"read"}),
       stage_profiler_(pipeline->stage_names()),
@@ -61,28 +63,51 @@ bool SampleRunner::Finish(Batch* batch, int64_t slot, const absl::Status& status
              : batch->FinishError(slot, SampleError{s.index, dataset_.SamplePath(s.index), status});
 }
 
-void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
-  Workspace& ws = *workspaces_[thread];
-  const int64_t index = batch->index_at(slot);
-  Sample s;
-  s.epoch = batch->epoch();
-  s.index = index;
-  s.label = dataset_.label(index);
+absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
+  *from = 0;
+  if (cache_ != nullptr && cache_->Restore(s, ws)) {
+    *from = cache_->boundary();
+    return absl::OkStatus();
+  }
   const int64_t t0 = ThreadCpuNanos();
+  const StorageStats storage_before = ThreadStorageStats();
   size_t size = 0;
   absl::Status status;
   try {
-    status = dataset_.Read(index, &ws.encoded, &size);
+    status = dataset_.Read(s.index, &ws.encoded, &size);
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("out of memory reading the sample");
   }
   read_profiler_.Record(0, ThreadCpuNanos() - t0, static_cast<int64_t>(size));
+  CountStorage(s.epoch, ThreadStorageStats().Minus(storage_before).bytes);
+  if (!status.ok()) return status;
+  s.kind = ValueKind::kEncoded;
+  s.data = ws.encoded.data();
+  s.size = size;
+  s.shape = {static_cast<int64_t>(size)};
+  if (cache_ == nullptr) return absl::OkStatus();
+  *from = cache_->boundary();
+  status = pipeline_.Run(0, *from, s, ws, &stage_profiler_);
+  if (status.ok()) cache_->Keep(s);
+  return status;
+}
+
+void SampleRunner::CountStorage(uint64_t epoch, int64_t bytes) {
+  if (bytes == 0) return;
+  absl::MutexLock lock(&storage_mu_);
+  storage_by_epoch_[epoch] += bytes;
+}
+
+void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
+  Workspace& ws = *workspaces_[thread];
+  Sample s;
+  s.epoch = batch->epoch();
+  s.index = batch->index_at(slot);
+  s.label = dataset_.label(s.index);
+  int from = 0;
+  absl::Status status = Load(s, ws, &from);
   if (status.ok()) {
-    s.kind = ValueKind::kEncoded;
-    s.data = ws.encoded.data();
-    s.size = size;
-    s.shape = {static_cast<int64_t>(size)};
-    status = pipeline_.Run(0, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
+    status = pipeline_.Run(from, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
                            batch->sample_bytes());
   }
   if (Finish(batch, slot, status, s, /*remote=*/false)) batch_done_();
@@ -100,13 +125,21 @@ void SampleRunner::TakeRemote(const RemoteItem& item,
                                           std::memory_order_relaxed);
     worker_transport_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
-  if (answer->message.result().has_storage()) {
-    const proto::StorageCost& cost = answer->message.result().storage();
+  const proto::ItemResult& result = answer->message.result();
+  if (result.has_storage()) {
+    const proto::StorageCost& cost = result.storage();
     absl::MutexLock lock(&storage_mu_);
     remote_storage_.bytes += cost.bytes();
     remote_storage_.requests += cost.requests();
     remote_storage_.retries += cost.retries();
     remote_storage_.errors += cost.errors();
+    if (cost.bytes() > 0) storage_by_epoch_[item.batch->epoch()] += cost.bytes();
+  }
+  if (result.has_cache()) {
+    remote_cache_hits_.fetch_add(std::max<int64_t>(0, result.cache().hits()),
+                                 std::memory_order_relaxed);
+    remote_cache_misses_.fetch_add(std::max<int64_t>(0, result.cache().misses()),
+                                   std::memory_order_relaxed);
   }
   // The item is ours alone now, and its batch cannot be handed out before
   // every slot is finished: copy and finish without a lock.
@@ -136,10 +169,17 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
     return fail(absl::Status(static_cast<absl::StatusCode>(r->code()),
                              absl::StrCat("on worker ", address, ": ", r->error())));
   }
-  remote_profiler_.Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
-  for (int k = 0; k < r->stages_size(); ++k) {
-    remote_profiler_.Record(k + 1, static_cast<int64_t>(r->stages(k).cpu_seconds() * 1e9),
-                            r->stages(k).output_bytes());
+  // Costs are taken only where they name stages the item ran (a worker's
+  // word is not trusted to index the profiler).
+  const int first = r->first_stage();
+  if (first >= 0 && first <= item.cut && r->stages_size() <= item.cut - first) {
+    if (!r->cache_hit()) {
+      remote_profiler_.Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
+    }
+    for (int k = 0; k < r->stages_size(); ++k) {
+      remote_profiler_.Record(first + k + 1, static_cast<int64_t>(r->stages(k).cpu_seconds() * 1e9),
+                              r->stages(k).output_bytes());
+    }
   }
   const size_t size = answer->payload_size(i);
   if (item.cut == pipeline_.num_stages()) {
@@ -199,6 +239,11 @@ void SampleRunner::Measure(policy::Snapshot* snapshot) const {
   snapshot->worker_transport = {
       worker_transport_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9,
       static_cast<double>(worker_transport_bytes_.load(std::memory_order_relaxed))};
+}
+
+std::map<uint64_t, int64_t> SampleRunner::StorageBytesByEpoch() const {
+  absl::MutexLock lock(&storage_mu_);
+  return storage_by_epoch_;
 }
 
 StorageStats SampleRunner::RemoteStorage() const {

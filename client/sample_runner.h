@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
+#include "pipeline/sample_cache.h"
 #include "policy/replanner.h"
 
 namespace prepflow {
@@ -42,8 +44,10 @@ class SampleRunner {
   // `dataset` and `pipeline` outlive the runner. `queue_capacity`: tasks
   // that may wait (RunLocal and suffixes); Submit waits for room beyond it.
   // `batch_done` is called when a sample completes its batch.
-  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, int threads, size_t queue_capacity,
-               std::function<void()> batch_done);
+  // `cache`, when given, keeps local samples' values at its boundary
+  // across epochs; it outlives the runner.
+  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache, int threads,
+               size_t queue_capacity, std::function<void()> batch_done);
   // Stop()s.
   ~SampleRunner();
   SampleRunner(const SampleRunner&) = delete;
@@ -77,9 +81,22 @@ class SampleRunner {
   // What the workers' reads cost in remote storage, as their items report it
   // (counts only: no latency).
   StorageStats RemoteStorage() const;
+  // Bytes read from remote storage for the samples of each epoch, here and
+  // on the workers, by epoch.
+  std::map<uint64_t, int64_t> StorageBytesByEpoch() const;
+  // The workers' sample caches, for this job's items.
+  int64_t remote_cache_hits() const { return remote_cache_hits_.load(std::memory_order_relaxed); }
+  int64_t remote_cache_misses() const {
+    return remote_cache_misses_.load(std::memory_order_relaxed);
+  }
 
  private:
   void RunSample(int thread, Batch* batch, int64_t slot);
+  // Puts sample `s`'s value at boundary `*from` into it: from the cache
+  // (*from = its boundary), or read (*from = 0; with a cache, run up to its
+  // boundary and kept there).
+  absl::Status Load(Sample& s, Workspace& ws, int* from);
+  void CountStorage(uint64_t epoch, int64_t bytes);
   // Returns true when sample `i` of the answer finished its batch.
   bool TakeRemoteSample(const RemoteItem& item, size_t i,
                         const std::shared_ptr<const ReceivedMessage>& answer,
@@ -92,6 +109,7 @@ class SampleRunner {
 
   const Dataset& dataset_;
   const Pipeline& pipeline_;
+  BoundaryCache* const cache_;  // may be null
   const std::function<void()> batch_done_;
   std::vector<int64_t> max_sample_bytes_;  // by cut, 0..n
   StageProfiler read_profiler_;
@@ -105,6 +123,9 @@ class SampleRunner {
   std::atomic<int64_t> worker_transport_bytes_{0};
   mutable absl::Mutex storage_mu_;
   StorageStats remote_storage_ ABSL_GUARDED_BY(storage_mu_);
+  std::map<uint64_t, int64_t> storage_by_epoch_ ABSL_GUARDED_BY(storage_mu_);
+  std::atomic<int64_t> remote_cache_hits_{0};
+  std::atomic<int64_t> remote_cache_misses_{0};
   ThreadPool threads_;  // last: stopped before the rest goes
 };
 

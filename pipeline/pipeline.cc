@@ -1,5 +1,7 @@
 #include "pipeline/pipeline.h"
 
+#include <xxhash.h>
+
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -9,10 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "opencv2/core.hpp"
 #include "pipeline/op_schema.h"
+#include "pipeline/plugins.h"
 
 namespace prepflow {
 namespace {
@@ -74,6 +79,38 @@ absl::StatusOr<proto::PipelineSpec> ParseText(const std::string& text, const std
         absl::StrCat("bad pipeline: ", ExplainParseError(errors.first())));
   }
   return spec;
+}
+
+// Whether `stage`'s op draws random numbers.
+bool StageRandom(const proto::Stage& stage) {
+  if (stage.op_case() == proto::Stage::kCustom) {
+    for (const PluginOpInfo& op : LoadedPluginOps()) {
+      if (op.name == stage.custom().name()) return op.random;
+    }
+    return true;  // unknown here: assume the worst
+  }
+  const OpSchema* schema = FindOpSchema(OpRegistry::OpName(stage.op_case()));
+  return schema == nullptr || schema->random;
+}
+
+// XXH3 of the stages [0, k) for every k, and of the decode limits.
+std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& spec,
+                                         const DecodeOptions& decode) {
+  // Each prefix is hashed whole: stages are a few dozen bytes each.
+  std::string bytes = absl::StrCat(decode.max_pixels, ",", decode.max_jpeg_scans, ";");
+  std::vector<uint64_t> out = {XXH3_64bits(bytes.data(), bytes.size())};
+  for (const proto::Stage& stage : spec.stages()) {
+    std::string serialized;
+    {
+      google::protobuf::io::StringOutputStream stream(&serialized);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      stage.SerializeToCodedStream(&coded);
+    }
+    absl::StrAppend(&bytes, serialized.size(), ":", serialized);
+    out.push_back(XXH3_64bits(bytes.data(), bytes.size()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -152,8 +189,11 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     }
     p->types_.push_back(*type);
     p->stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);
+    p->random_.push_back(StageRandom(stage));
+    p->plans_decode_.push_back((*op)->PlansDecode());
     p->ops_.push_back(*std::move(op));
   }
+  p->prefix_fingerprints_ = PrefixFingerprints(spec, options.decode);
   for (size_t i = 0; i + 1 < p->ops_.size(); ++i) {
     p->ops_[i]->SetConsumer(p->ops_[i + 1].get(), static_cast<int>(i + 1));
   }
@@ -195,6 +235,27 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
     sample.data = sink;
   }
   return absl::OkStatus();
+}
+
+std::string Pipeline::WhyNotDeterministic(int k) const {
+  for (int i = 0; i < k; ++i) {
+    if (random_[i]) {
+      return absl::StrCat("stage ", i, " (", stage_names_[i], ") before it draws random numbers");
+    }
+  }
+  // A decode feeding stage k decodes the region that stage's draws pick.
+  if (k >= 1 && k < num_stages() && random_[k] && plans_decode_[k] &&
+      types_[k - 1].kind == ValueKind::kEncoded) {
+    return absl::StrCat("stage ", k - 1, " (", stage_names_[k - 1], ") decodes the region that ",
+                        "stage ", k, " (", stage_names_[k], ") draws at random");
+  }
+  return "";
+}
+
+int Pipeline::CacheBoundary() const {
+  int first_random = 0;
+  while (first_random < num_stages() && !random_[first_random]) ++first_random;
+  return Deterministic(first_random) ? first_random : first_random - 1;
 }
 
 int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {

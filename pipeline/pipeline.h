@@ -47,6 +47,23 @@ class Pipeline {
   const ValueType& boundary_type(int k) const { return types_[k]; }
   const ValueType& output_type() const { return types_.back(); }
   const PipelineOptions& options() const { return options_; }
+  // Whether stage i draws random numbers (its op's schema, or its plugin's
+  // word).
+  bool stage_random(int i) const { return random_[i]; }
+  // Whether the value at boundary k is a function of the sample alone, the
+  // same in every epoch and every job: no stage before k draws random
+  // numbers, and stage k does not steer the decode before it with random
+  // draws (random_resized_crop's region decode). What may be cached or
+  // materialized. REQUIRES: 0 <= k <= num_stages().
+  bool Deterministic(int k) const { return WhyNotDeterministic(k).empty(); }
+  // Why boundary k is not deterministic, naming the stage; "" when it is.
+  std::string WhyNotDeterministic(int k) const;
+  // The last deterministic boundary before the first random stage
+  // (num_stages() when no stage is random): the default cache boundary.
+  int CacheBoundary() const;
+  // A hash of stages [0, k) and the decode limits: with a dataset's
+  // fingerprint, it names the values at boundary k (what a cache keys on).
+  uint64_t PrefixFingerprint(int k) const { return prefix_fingerprints_[k]; }
   // An upper bound on one sample's bytes at boundary k, known before anything
   // runs: exact for a fixed type; for an image or tensor whose size depends
   // on the file, what --max-pixels allows (3 channels, 1 or 4 bytes each);
@@ -75,6 +92,9 @@ class Pipeline {
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::string> stage_names_;
   std::vector<ValueType> types_;
+  std::vector<bool> random_;                   // by stage
+  std::vector<bool> plans_decode_;             // by stage: steers the decode before it
+  std::vector<uint64_t> prefix_fingerprints_;  // by boundary
 };
 
 // Built-in pipelines by name ("imagenet-train", "imagenet-eval").

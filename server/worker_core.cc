@@ -135,6 +135,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
   }
   job->dataset_ = *std::move(ds);
+  if (absl::Status s = OpenCache(job.get()); !s.ok()) return refuse(s);
   if (absl::Status s = AdmitStream(client); !s.ok()) {
     return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
@@ -159,6 +160,25 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
                job->dataset_->size(), job->pipeline_->DebugString());
   return job;
+}
+
+absl::Status WorkerCore::OpenCache(WorkerJob* job) const {
+  const Pipeline& p = *job->pipeline_;
+  const proto::JobOpen& open = job->spec_;
+  const int k = open.has_cache_at() ? open.cache_at() : p.CacheBoundary();
+  if (k < 0 || (open.has_cache_at() && k > job->spec_.pipeline().stages_size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job open: cache_at ", k, " is not a stage boundary of the pipeline"));
+  }
+  // Past the stages this worker can run: no item reaches it here.
+  if (k > p.num_stages() || options_.cache == nullptr) return absl::OkStatus();
+  if (const std::string why = p.WhyNotDeterministic(k); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job open: cache_at ", k, ": the values there differ from epoch to epoch: ", why));
+  }
+  job->cache_ = std::make_unique<BoundaryCache>(
+      options_.cache, CacheSpace(job->dataset_->fingerprint(), p.PrefixFingerprint(k)), k);
+  return absl::OkStatus();
 }
 
 absl::Status WorkerCore::AdmitStream(const std::string& client) {
@@ -220,8 +240,14 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
         item.item_id(), item.indices_size(), item.cut(), bytes, sample_bytes, item_cap,
         options_.max_memory_bytes, kMaxReplyBytes));
   }
-  // Remote data: the item's reads start now, ahead of the thread that runs it.
-  job->dataset().Prefetch(absl::MakeConstSpan(item.indices().data(), item.indices_size()));
+  // Remote data: the item's reads start now, ahead of the thread that runs
+  // it (those the cache holds are not read).
+  const auto indices = absl::MakeConstSpan(item.indices().data(), item.indices_size());
+  if (job->Cached(item.cut())) {
+    job->dataset().Prefetch(job->cache()->NotHeld(indices));
+  } else {
+    job->dataset().Prefetch(indices);
+  }
   Admission a{std::move(job), std::move(item), std::move(done), bytes};
   {
     absl::MutexLock lock(&budget_mu_);
@@ -309,16 +335,43 @@ int WorkerCore::active_streams() const {
   return streams_;
 }
 
+absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
+                              proto::SampleResult* out, int* from, int64_t* reported) {
+  *from = 0;
+  BoundaryCache* cache = job.Cached(cut) ? job.cache() : nullptr;
+  if (cache != nullptr && cache->Restore(s, ws)) {
+    *from = cache->boundary();
+    out->set_cache_hit(true);
+    out->set_first_stage(*from);
+    return absl::OkStatus();
+  }
+  const int64_t t0 = ThreadCpuNanos();
+  size_t size = 0;
+  absl::Status status = job.dataset().Read(s.index, &ws.encoded, &size);
+  const int64_t read_nanos = ThreadCpuNanos() - t0;
+  *reported += read_nanos;
+  out->set_read_cpu_seconds(read_nanos * 1e-9);
+  if (!status.ok()) return status;
+  s.kind = ValueKind::kEncoded;
+  s.data = ws.encoded.data();
+  s.size = size;
+  s.shape = {static_cast<int64_t>(size)};
+  if (cache != nullptr && cache->boundary() == 0) cache->Keep(s);
+  return absl::OkStatus();
+}
+
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
                          ItemOutput* output) {
   proto::ItemResult* result = &output->result;
   Workspace& ws = *workspaces_[thread];
   const Pipeline& pipeline = job.pipeline();
   const Dataset& dataset = job.dataset();
+  BoundaryCache* cache = job.Cached(item.cut()) ? job.cache() : nullptr;
   result->set_item_id(item.item_id());
   int64_t bytes = 0, reported = 0;
   const StorageStats storage_before = ThreadStorageStats();
   output->payloads.resize(static_cast<size_t>(item.indices_size()));
+  int64_t hits = 0, misses = 0;
   for (int i = 0; i < item.indices_size(); ++i) {
     const int64_t index = item.indices(i);
     proto::SampleResult* out = result->add_samples();
@@ -328,30 +381,22 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.epoch = item.epoch();
     s.index = index;
     s.label = dataset.label(index);
-    const int64_t t0 = ThreadCpuNanos();
-    size_t size = 0;
-    absl::Status status = dataset.Read(index, &ws.encoded, &size);
-    const int64_t read_nanos = ThreadCpuNanos() - t0;
-    reported += read_nanos;
-    out->set_read_cpu_seconds(read_nanos * 1e-9);
-    if (status.ok()) {
-      s.kind = ValueKind::kEncoded;
-      s.data = ws.encoded.data();
-      s.size = size;
-      s.shape = {static_cast<int64_t>(size)};
-      // Stage costs are measured here, one stage at a time, so they travel
-      // with the sample for the client's planner.
-      for (int stage = 0; stage < item.cut() && status.ok(); ++stage) {
-        const int64_t c0 = ThreadCpuNanos();
-        status = pipeline.Run(stage, stage + 1, s, ws);
-        const int64_t nanos = ThreadCpuNanos() - c0;
-        reported += nanos;
-        const double seconds = nanos * 1e-9;
-        proto::StageCost* cost = out->add_stages();
-        cost->set_cpu_seconds(seconds);
-        cost->set_output_bytes(static_cast<int64_t>(s.size));
-        if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
-      }
+    int from = 0;
+    absl::Status status = Load(job, item.cut(), s, ws, out, &from, &reported);
+    if (cache != nullptr) ++(out->cache_hit() ? hits : misses);
+    // Stage costs are measured here, one stage at a time, so they travel
+    // with the sample for the client's planner.
+    for (int stage = from; stage < item.cut() && status.ok(); ++stage) {
+      const int64_t c0 = ThreadCpuNanos();
+      status = pipeline.Run(stage, stage + 1, s, ws);
+      const int64_t nanos = ThreadCpuNanos() - c0;
+      reported += nanos;
+      const double seconds = nanos * 1e-9;
+      proto::StageCost* cost = out->add_stages();
+      cost->set_cpu_seconds(seconds);
+      cost->set_output_bytes(static_cast<int64_t>(s.size));
+      if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
+      if (status.ok() && cache != nullptr && stage + 1 == cache->boundary()) cache->Keep(s);
     }
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));
@@ -382,6 +427,10 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     cost->set_requests(storage.requests);
     cost->set_retries(storage.retries);
     cost->set_errors(storage.errors);
+  }
+  if (cache != nullptr) {
+    result->mutable_cache()->set_hits(hits);
+    result->mutable_cache()->set_misses(misses);
   }
   if (metrics_ != nullptr) {
     metrics_->ItemDone(item.indices_size(), bytes);

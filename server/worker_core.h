@@ -27,6 +27,7 @@
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/sample_cache.h"
 #include "pipeline/wire.h"
 #include "proto/worker.pb.h"
 #include "server/dataset_cache.h"
@@ -40,8 +41,11 @@ struct WorkerOptions {
   // through `store`.
   std::vector<std::string> allow_url_prefixes;
   std::shared_ptr<const ObjectStore> store;
-  ReadAheadOptions read_ahead;      // for each job's remote data
-  std::string index_cache_dir;      // see DatasetOptions
+  ReadAheadOptions read_ahead;  // for each job's remote data
+  std::string index_cache_dir;  // see DatasetOptions
+  // Keeps samples' values at each job's cache boundary across epochs and
+  // jobs (--cache-bytes, --cache-dir); null: no cache.
+  std::shared_ptr<SampleCache> cache;
   int threads = 0;                  // 0: every available CPU
   int max_streams = 64;             // open job streams at once
   int max_streams_per_client = 32;  // of them, from one client host
@@ -86,6 +90,10 @@ class WorkerJob {
   int max_items_in_flight() const { return max_items_in_flight_; }
   // Bound on one sample's bytes after stage cut - 1, by cut.
   int64_t max_sample_bytes(int cut) const { return max_sample_bytes_[cut]; }
+  // The job's view of the worker's sample cache; null without one.
+  BoundaryCache* cache() const { return cache_.get(); }
+  // Whether an item cut at `cut` reads through the cache.
+  bool Cached(int cut) const { return cache_ != nullptr && cut >= cache_->boundary(); }
 
  private:
   friend class WorkerCore;
@@ -98,6 +106,7 @@ class WorkerJob {
   std::vector<prometheus::Histogram*> stage_histograms_;
   int max_items_in_flight_ = 0;
   std::vector<int64_t> max_sample_bytes_;
+  std::unique_ptr<BoundaryCache> cache_;
 };
 
 class WorkerCore {
@@ -152,6 +161,16 @@ class WorkerCore {
   // ResourceExhausted over a limit.
   absl::Status AdmitStream(const std::string& client) ABSL_LOCKS_EXCLUDED(mu_);
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
+  // Puts sample `s`'s value at boundary `*from` into it for an item cut at
+  // `cut`: from the job's cache, or read (and, at a cut past the cache's
+  // boundary, run up to it and kept). Fills the read cost and cache_hit of
+  // `out`.
+  absl::Status Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
+                    proto::SampleResult* out, int* from, int64_t* reported);
+  // Chooses the job's cache boundary (cache_at, else the pipeline's
+  // default). InvalidArgument when the client named one that is not
+  // deterministic.
+  absl::Status OpenCache(WorkerJob* job) const;
   struct Admission {
     std::shared_ptr<WorkerJob> job;
     proto::WorkItem item;

@@ -50,6 +50,7 @@ struct WorkerFlags {
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
   RemoteReadOptions storage;
+  SampleCacheOptions cache;
 
   void Register(cli::FlagSet& f) {
     daemon::RegisterServerFlags(f, &server);
@@ -92,6 +93,7 @@ struct WorkerFlags {
              "none, so a worker reads no URL. S3 credentials come from this process's "
              "environment (AWS_ACCESS_KEY_ID, ...; see docs/deploy.md)");
     RegisterStorageFlags(f, &storage);
+    RegisterCacheFlags(f, &cache);
     f.String("plugin", &plugins,
              "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
              "naming an op none provides runs here only up to that op");
@@ -126,6 +128,11 @@ struct WorkerFlags {
     store.http = storage.http;
     if (absl::Status s = S3FromEnvironment(&store); !s.ok()) return std::string(s.message());
     options.store = CurlObjectStore::Create(std::move(store));
+    if (cache.enabled()) {
+      auto opened = SampleCache::Open(cache);
+      if (!opened.ok()) return std::string(opened.status().message());
+      options.cache = *std::move(opened);
+    }
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
@@ -189,6 +196,11 @@ int Run(const WorkerFlags& f, const Security& security) {
   if (exposer) {
     storage_metrics = std::make_shared<StorageCollector>(f.options.store, "prepflow_worker");
     exposer->RegisterCollectable(storage_metrics);
+  }
+  std::shared_ptr<CacheCollector> cache_metrics;
+  if (exposer && f.options.cache != nullptr) {
+    cache_metrics = std::make_shared<CacheCollector>(f.options.cache, "prepflow_worker");
+    exposer->RegisterCollectable(cache_metrics);
   }
   WorkerCore core(f.options, &metrics);
   const int64_t open_files = daemon::RaiseOpenFilesLimit();

@@ -36,6 +36,17 @@ void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* remote) {
                "over it) is kept, by URL, size and ETag, for the next open (empty: not kept)");
 }
 
+void RegisterCacheFlags(cli::FlagSet& flags, SampleCacheOptions* options) {
+  flags.Int("cache-bytes", &options->ram_bytes,
+            "keep samples' values at the cache boundary in RAM, up to this many bytes, so later "
+            "epochs (and jobs) do not read and prepare them again (0: no RAM cache)");
+  flags.String("cache-dir", &options->dir,
+               "keep them also in files under this folder, which outlive the process (one "
+               "process per folder; empty: no disk cache)");
+  flags.Int("cache-disk-bytes", &options->disk_bytes,
+            "with --cache-dir: the most bytes kept there (0: half the folder's free space)");
+}
+
 absl::Status CheckStorageOptions(const RemoteReadOptions& remote) {
   const HttpOptions& o = remote.http;
   if (!(o.connect_timeout_seconds > 0) || !(o.request_timeout_seconds > 0)) {

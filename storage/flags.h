@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "net/flags.h"
 #include "pipeline/read_ahead.h"
+#include "pipeline/sample_cache.h"
 #include "storage/http.h"
 
 namespace prepflow {
@@ -31,6 +32,10 @@ void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* options);
 
 // InvalidArgument naming the flag whose value cannot be used.
 absl::Status CheckStorageOptions(const RemoteReadOptions& options);
+
+// --cache-bytes, --cache-dir, --cache-disk-bytes: a process's sample cache
+// (pipeline/sample_cache.h), the same for prepflow and prepflow-worker.
+void RegisterCacheFlags(cli::FlagSet& flags, SampleCacheOptions* options);
 
 }  // namespace prepflow
 

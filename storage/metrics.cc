@@ -49,4 +49,38 @@ std::vector<MetricFamily> StorageCollector::Collect() const {
   return out;
 }
 
+std::vector<MetricFamily> CacheCollector::Collect() const {
+  const SampleCache::Stats stats = cache_->stats();
+  std::vector<MetricFamily> out;
+  const auto counter = [&](const char* name, const char* help, int64_t value) {
+    ClientMetric m;
+    m.counter.value = static_cast<double>(value);
+    out.push_back(MetricFamily{prefix_ + name, help, MetricType::Counter, {std::move(m)}});
+  };
+  const auto by_tier = [&](const char* name, const char* help, int64_t ram, int64_t disk) {
+    MetricFamily f{prefix_ + name, help, MetricType::Gauge, {}};
+    for (const auto& [tier, value] :
+         {std::pair<const char*, int64_t>{"ram", ram}, {"disk", disk}}) {
+      ClientMetric m;
+      m.label = {{"tier", tier}};
+      m.gauge.value = static_cast<double>(value);
+      f.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(f));
+  };
+  counter("_cache_hits_total", "Samples whose value was found in the sample cache.", stats.hits);
+  counter("_cache_misses_total", "Samples looked up in the sample cache and not found.",
+          stats.misses);
+  counter("_cache_evictions_total",
+          "Values the sample cache dropped to make room for higher-ranked ones.", stats.evictions);
+  counter("_cache_disk_errors_total",
+          "Sample cache files that failed their check when read, or could not be written.",
+          stats.disk_errors);
+  by_tier("_cache_bytes", "Bytes of sample values the cache holds, by tier.", stats.ram_bytes,
+          stats.disk_bytes);
+  by_tier("_cache_entries", "Sample values the cache holds, by tier.", stats.ram_entries,
+          stats.disk_entries);
+  return out;
+}
+
 }  // namespace prepflow

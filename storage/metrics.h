@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipeline/byte_source.h"
+#include "pipeline/sample_cache.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
@@ -30,6 +31,21 @@ class StorageCollector : public prometheus::Collectable {
 
  private:
   std::shared_ptr<const ObjectStore> store_;
+  std::string prefix_;
+};
+
+// A sample cache's counters and gauges, read when scraped:
+// <prefix>_cache_hits_total, _cache_misses_total, _cache_evictions_total,
+// _cache_disk_errors_total, and _cache_bytes and _cache_entries labelled
+// tier="ram" or "disk".
+class CacheCollector : public prometheus::Collectable {
+ public:
+  CacheCollector(std::shared_ptr<const SampleCache> cache, std::string prefix)
+      : cache_(std::move(cache)), prefix_(std::move(prefix)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  std::shared_ptr<const SampleCache> cache_;
   std::string prefix_;
 };
 

@@ -156,6 +156,8 @@ struct RunFlags {
   int metrics_port = -1;
   SecurityOptions security;
   RemoteReadOptions storage;
+  SampleCacheOptions cache;
+  std::string cache_at = "auto";
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -211,6 +213,11 @@ struct RunFlags {
            "reached at the start, instead of failing");
     RegisterSecurityFlags(f, &security, /*server=*/false);
     RegisterStorageFlags(f, &storage);
+    RegisterCacheFlags(f, &cache);
+    f.String("cache-at", &cache_at,
+             "the stage boundary whose values caches keep, here and on workers: K (after stage "
+             "K-1; 0: the read bytes) or auto (the last deterministic one before the first "
+             "random stage)");
     f.Int("metrics-port", &metrics_port,
           "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
@@ -265,6 +272,11 @@ struct RunFlags {
     o.hedge_after = hedge_after;
     o.item_samples = item_samples;
     o.fallback_local = fallback_local;
+    o.cache = cache;
+    if (cache_at != "auto" && (!absl::SimpleAtoi(cache_at, &o.cache_at) || o.cache_at < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--cache-at: '", cache_at, "' is neither auto nor a stage boundary (0, 1, ...)"));
+    }
     return o;
   }
 };

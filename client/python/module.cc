@@ -125,6 +125,10 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.storage.read_ahead.max_bytes = Get<int64_t>(d, "read_ahead_bytes", int64_t{256} << 20);
   o.storage.index_cache_dir = Get<std::string>(d, "index_cache_dir", DefaultIndexCacheDir());
   if (absl::Status s = CheckStorageOptions(o.storage); !s.ok()) Raise(s);
+  o.cache.ram_bytes = Get<int64_t>(d, "cache_bytes", 0);
+  o.cache.dir = Get<std::string>(d, "cache_dir", "");
+  o.cache.disk_bytes = Get<int64_t>(d, "cache_disk_bytes", 0);
+  o.cache_at = Get<int>(d, "cache_at", -1);
   return o;
 }
 

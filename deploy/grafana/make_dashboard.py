@@ -108,6 +108,19 @@ def build():
             [(f"prepflow_client_scheduler_up{{{JOB}}}", "{{job_id}}"),
              (f"sum by (job_id) (prepflow_client_worker_up{{{JOB}}})", "{{job_id}} workers up")])
 
+    d.panel("Cache hit ratio",
+            "Share of samples whose value at the cache boundary came from a sample cache (the "
+            "trainer's or a worker's) instead of storage and the stages before it.",
+            [(f"sum by (job_id) (rate(prepflow_client_cache_hits_total{{{JOB}}}[5m])) / "
+              f"(sum by (job_id) (rate(prepflow_client_cache_hits_total{{{JOB}}}[5m])) + "
+              f"sum by (job_id) (rate(prepflow_client_cache_misses_total{{{JOB}}}[5m])))",
+              "{{job_id}}")], unit="percentunit")
+    d.panel("Storage read",
+            "Bytes per second read from remote storage for each job, by its trainer and its "
+            "workers together (a cache that holds the data brings it to zero after epoch 1).",
+            [(f"rate(prepflow_client_storage_bytes_read_total{{{JOB}}}[1m])", "{{job_id}}")],
+            unit="Bps")
+
     d.row("Workers")
     d.panel("Samples processed",
             "Samples per second each worker ran (for every job).",
@@ -134,6 +147,13 @@ def build():
               "errors {{code}}"),
              (f"sum by (code) (rate(prepflow_worker_refused_streams_total{{{WORKER}}}[5m]))",
               "refused {{code}}")], unit="ops")
+    d.panel("Cache held and hit ratio",
+            "Bytes each worker's sample cache holds, by tier, and its hit ratio.",
+            [(f"prepflow_worker_cache_bytes{{{WORKER}}}", "{{instance}} {{tier}}"),
+             (f"rate(prepflow_worker_cache_hits_total{{{WORKER}}}[5m]) / "
+              f"(rate(prepflow_worker_cache_hits_total{{{WORKER}}}[5m]) + "
+              f"rate(prepflow_worker_cache_misses_total{{{WORKER}}}[5m]))",
+              "{{instance}} hit ratio")], unit="bytes")
     d.panel("Workers up",
             "Workers Prometheus can scrape (PrepflowWorkerDown fires after 2 minutes down).",
             [('sum(up{job="prepflow-worker"})', "up"),

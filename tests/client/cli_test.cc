@@ -103,6 +103,31 @@ TEST_F(CliTest, RunJsonContract) {
   EXPECT_EQ(r1.LastJson()["checksum"], checksum);
 }
 
+// A disk cache outlives the job: the next job finds every sample there.
+TEST_F(CliTest, ADiskCacheServesTheNextJob) {
+  const std::string run = absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --json ",
+                                       "--cache-dir ", dir_.Join("cache"), " --cache-at ");
+  const CliRun first = Prepflow(run + "auto", dir_);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const nlohmann::json a = first.LastJson();
+  EXPECT_EQ(a["cache_at"], 0);
+  EXPECT_EQ(a["cache_misses"], 15);
+  EXPECT_EQ(a["cache_hits"], 0);
+  EXPECT_GT(a["cache_disk_bytes"].get<int64_t>(), 15 * 100);
+  EXPECT_EQ(a["storage_bytes_read_per_epoch"], nlohmann::json::array({0}));  // local files
+  const CliRun second = Prepflow(run + "0", dir_);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const nlohmann::json b = second.LastJson();
+  EXPECT_EQ(b["cache_hits"], 15);
+  EXPECT_EQ(b["checksum"], a["checksum"]);
+  const CliRun random = Prepflow(run + "2", dir_);
+  EXPECT_NE(random.exit_code, 0);
+  EXPECT_THAT(random.err, HasSubstr("--cache-at 2: the values there differ from epoch to epoch"));
+  const CliRun bad = Prepflow(run + "soon", dir_);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--cache-at: 'soon' is neither auto nor a stage boundary"));
+}
+
 TEST_F(CliTest, PackedShardsGiveTheSameChecksum) {
   const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
                                             dir_.Join("shards"), " --shard-samples 4 --json"),

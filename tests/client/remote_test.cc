@@ -103,6 +103,48 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
   }
 }
 
+// Caches at a boundary past the decode (a pipeline that resizes first): the
+// resized images kept here and on the workers, from epoch to epoch, give the
+// uncached checksum at every cut, exactly once.
+TEST_F(RemoteTest, CachedValuesGiveTheUncachedChecksumAtEveryCut) {
+  const char* kResizeFirst = R"pb(
+    name: "resize-first"
+    stages { decode {} }
+    stages { resize { shorter_side: 64 } }
+    stages { random_crop { size: 56 } }
+    stages { random_horizontal_flip {} }
+    stages { normalize {} }
+  )pb";
+  LoaderOptions plain = Options({}, "off");
+  plain.pipeline = *LoadPipelineSpec(kResizeFirst);
+  plain.epochs = 2;
+  const uint64_t uncached = RunWith(plain).stats.checksum;
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1", "--cache-bytes", "33554432"});
+  for (const std::string mode : {"off", "cut=1", "cut=2", "cut=3", "remote"}) {
+    LoaderOptions o = Options({a.address()}, mode);
+    o.pipeline = plain.pipeline;
+    o.epochs = 2;
+    o.cache.ram_bytes = 32 << 20;
+    const RunResult r = RunWith(o);
+    ExpectExactlyOnce(r, 96, 2);
+    EXPECT_EQ(r.stats.checksum, uncached) << mode;
+    EXPECT_EQ(r.stats.cache_at, 2) << mode;
+    // cut=1 stops before the boundary: only the trainer's cache is used,
+    // and for none of the samples (each runs its suffix here).
+    if (mode != "cut=1") {
+      EXPECT_GE(r.stats.cache_hits, 96) << mode;
+    }
+  }
+  // A boundary whose values change with the epoch is refused, naming why.
+  LoaderOptions bad = plain;
+  bad.cache.ram_bytes = 1 << 20;
+  bad.cache_at = 3;
+  EXPECT_THAT(Loader::Create(bad).status().message(),
+              HasSubstr("--cache-at 3: the values there differ from epoch to epoch (stage 2 "
+                        "(random_crop) before it draws random numbers); the last boundary that "
+                        "may be cached is 2"));
+}
+
 // A shard pattern travels to workers as written (made absolute), and each
 // worker expands it below its data root: the same samples, the same checksum.
 TEST_F(RemoteTest, AShardPatternIsExpandedByWorkersToo) {

@@ -50,6 +50,11 @@ def exported_series():
     for folder in ("server", "scheduler", "client"):
         for path in (SOURCE / folder).rglob("*.cc"):
             names |= set(re.findall(r'"(prepflow_[a-z_]+)"', path.read_text()))
+    # storage/metrics.cc's collectors name their families prefix + suffix, for
+    # the worker and the trainer.
+    for suffix in re.findall(r'"(_(?:storage|cache)_[a-z_]+)"',
+                             (SOURCE / "storage/metrics.cc").read_text()):
+        names |= {"prepflow_worker" + suffix, "prepflow_client" + suffix}
     histograms = {"prepflow_worker_stage_seconds", "prepflow_scheduler_rebalance_seconds"}
     for h in histograms:
         assert h in names, h

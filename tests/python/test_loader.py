@@ -473,6 +473,21 @@ class RemoteData(unittest.TestCase):
         self.addCleanup(self.server.wait)
         self.addCleanup(self.server.terminate)
 
+    def test_a_cache_reads_storage_once(self):
+        n = len([f for f in os.listdir(os.path.join(TMP, "www", "shards")) if f.endswith(".tar")])
+        url = f"http://{self.address}/shards/shard-{{000000..{n - 1:06d}}}.tar"
+        loader = prepflow.Loader(url, batch_size=8, seed=7, threads=2, as_numpy=True, epochs=2,
+                                 cache_bytes=64 << 20)
+        for _ in range(2):  # one epoch per pass, as a DataLoader
+            for _ in loader:
+                pass
+        stats = loader.stats()
+        self.assertEqual(stats["checksum"], cli_checksum("--seed", "7", "--epochs", "2"))
+        first, second = stats["storage_bytes_read_per_epoch"]
+        self.assertGreater(first, 0)
+        self.assertEqual(second, 0)
+        self.assertEqual(stats["cache_hits"], stats["images"] // 2)
+
     def test_a_url_gives_the_local_checksum_and_counts_its_requests(self):
         n = len([f for f in os.listdir(os.path.join(TMP, "www", "shards")) if f.endswith(".tar")])
         url = f"http://{self.address}/shards/shard-{{000000..{n - 1:06d}}}.tar"
@@ -488,6 +503,8 @@ class RemoteData(unittest.TestCase):
         self.assertEqual(stats["storage_retries"], 0)
         with self.assertRaises(ValueError):
             prepflow.Loader(url, read_ahead_requests=-1)
+        with self.assertRaises(ValueError):
+            prepflow.Loader(url, cache_bytes=-1)
         with self.assertRaises(FileNotFoundError):
             prepflow.Loader(f"http://{self.address}/shards/nothing-{{0..1}}.tar")
 

@@ -13,6 +13,7 @@
 #include "pipeline/synthetic.h"
 #include "prometheus/exposer.h"
 #include "server/worker_core.h"
+#include "storage/metrics.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -56,6 +57,12 @@ TEST(WorkerMetrics, CountItemsSamplesErrorsAndStageTimes) {
   WorkerOptions options;
   options.data_root = dir.path();
   options.threads = 1;
+  SampleCacheOptions cache;
+  cache.ram_bytes = 1 << 20;
+  options.cache = *SampleCache::Open(cache);
+  // The exposer keeps a weak reference: the collector lives as long as the test.
+  const auto collector = std::make_shared<CacheCollector>(options.cache, "prepflow_worker");
+  exposer.RegisterCollectable(collector);
   WorkerCore core(options, &metrics);
   proto::JobOpen open;
   open.mutable_dataset()->set_path(dir.Join("data"));
@@ -90,6 +97,13 @@ TEST(WorkerMetrics, CountItemsSamplesErrorsAndStageTimes) {
   EXPECT_THAT(text, ContainsRegex("prepflow_worker_active_streams 1\\b"));
   EXPECT_THAT(text,
               ContainsRegex("prepflow_worker_sent_bytes_total 1204224\\b"));  // 2 x 3x224x224x4
+  // imagenet-eval is cached at its output by default: three misses (the
+  // bad file's too), and of the two good tensors (602 KB each) 1 MiB keeps
+  // one, the higher-ranked, whichever came first.
+  EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_misses_total 3\\b"));
+  EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_bytes\\{tier=\"ram\"\\} 602125\\b"));
+  EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_entries\\{tier=\"ram\"\\} 1\\b"));
+  EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_entries\\{tier=\"disk\"\\} 0\\b"));
   core.CloseJob(*job);
   EXPECT_THAT(Scrape(port), ContainsRegex("prepflow_worker_active_streams 0\\b"));
 }

@@ -293,5 +293,72 @@ TEST_F(WorkerCoreTest, AJobOnAChangedDatasetIsServedWhileAnOlderOneRuns) {
   core.CloseJob(*b);
 }
 
+TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
+  WorkerOptions options;
+  options.data_root = root_;
+  options.threads = 1;
+  SampleCacheOptions co;
+  co.ram_bytes = 64 << 20;
+  options.cache = *SampleCache::Open(co);
+  WorkerCore core(options, nullptr);
+  // imagenet-eval cached after its resize (boundary 2).
+  proto::JobOpen open = Open(root_ + "/data", "imagenet-eval");
+  open.set_cache_at(2);
+  proto::JobOpened opened;
+  auto job = core.OpenJob(open, "client-a", &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto run = [&](int cut) {
+    proto::WorkItem item;
+    item.set_item_id(1);
+    item.set_cut(cut);
+    for (int64_t i : {1, 2, 5}) item.add_indices(i);
+    absl::Notification done;
+    ItemOutput out;
+    EXPECT_TRUE(core.Submit(*job, item,
+                            [&](ItemOutput r) {
+                              out = std::move(r);
+                              done.Notify();
+                            })
+                    .ok());
+    done.WaitForNotification();
+    return out;
+  };
+  auto payloads = [](const ItemOutput& out) {
+    std::vector<std::string> v;
+    for (const Payload& p : out.payloads) {
+      v.emplace_back(reinterpret_cast<const char*>(p.data.get()), p.size);
+    }
+    return v;
+  };
+  const ItemOutput first = run(4);
+  EXPECT_EQ(first.result.cache().misses(), 3);
+  EXPECT_EQ(first.result.cache().hits(), 0);
+  const ItemOutput second = run(4);
+  EXPECT_EQ(second.result.cache().hits(), 3);
+  EXPECT_EQ(payloads(second), payloads(first));
+  for (const proto::SampleResult& s : second.result.samples()) {
+    EXPECT_TRUE(s.cache_hit());
+    EXPECT_EQ(s.first_stage(), 2);
+    EXPECT_EQ(s.stages_size(), 2);  // center_crop and normalize only
+  }
+  // An item cut before the boundary does not use the cache.
+  const ItemOutput early = run(1);
+  EXPECT_FALSE(early.result.has_cache());
+  EXPECT_FALSE(early.result.samples(0).cache_hit());
+  core.CloseJob(*job);
+
+  // A boundary whose values change with the epoch is refused, naming why.
+  proto::JobOpen random = Open(root_ + "/data", "imagenet-train");
+  random.set_cache_at(1);
+  const auto refused = core.OpenJob(random, "client-a", &opened);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("cache_at 1: the values there differ from epoch to epoch: stage 0 "
+                        "(decode) decodes the region that stage 1 (random_resized_crop) draws"));
+  random.set_cache_at(9);
+  EXPECT_THAT(core.OpenJob(random, "client-a", &opened).status().message(),
+              HasSubstr("cache_at 9 is not a stage boundary"));
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -362,5 +362,42 @@ TEST_F(RemoteDataTest, AKilledWorkerLosesNothingWithRemoteData) {
   EXPECT_EQ(r.stats.workers_alive, 1);
 }
 
+TEST_F(RemoteDataTest, ACacheThatHoldsTheDatasetReadsNothingAfterTheFirstEpoch) {
+  const uint64_t local = LocalChecksum(3);
+  // Here: the trainer's own cache.
+  LoaderOptions o = Options(HttpPattern("shards"), {}, "off");
+  o.epochs = 3;
+  o.cache.ram_bytes = 64 << 20;
+  const testing::Drained here = testing::Drain(o);
+  ExpectExactlyOnce(here, 96, 3);
+  EXPECT_EQ(here.stats.checksum, local);
+  ASSERT_EQ(here.stats.storage_bytes_read_per_epoch.size(), 3u);
+  EXPECT_GT(here.stats.storage_bytes_read_per_epoch[0], 96 * 1000);
+  EXPECT_EQ(here.stats.storage_bytes_read_per_epoch[1], 0);
+  EXPECT_EQ(here.stats.storage_bytes_read_per_epoch[2], 0);
+  EXPECT_EQ(here.stats.cache_at, 0);  // imagenet-train: the read bytes
+  EXPECT_EQ(here.stats.cache_misses, 96);
+  EXPECT_EQ(here.stats.cache_hits, 192);
+  EXPECT_GT(here.stats.cache_ram_bytes, 96 * 1000);
+
+  // On a worker: its cache, for every placement that reaches the boundary.
+  std::vector<std::string> flags = AllowingWorker();
+  flags.insert(flags.end(), {"--cache-bytes", "67108864"});
+  WorkerProcess a(dir_->Join("root"), flags);
+  for (const std::string mode : {"remote", "cut=2"}) {
+    LoaderOptions w = Options(HttpPattern("shards"), {a.address()}, mode);
+    w.epochs = 3;
+    const testing::Drained there = testing::Drain(w);
+    ExpectExactlyOnce(there, 96, 3);
+    EXPECT_EQ(there.stats.checksum, local) << mode;
+    ASSERT_EQ(there.stats.storage_bytes_read_per_epoch.size(), 3u);
+    // The worker's cache outlives the job: the second job reads nothing.
+    EXPECT_EQ(there.stats.storage_bytes_read_per_epoch[0] > 0, mode == "remote") << mode;
+    EXPECT_EQ(there.stats.storage_bytes_read_per_epoch[1], 0) << mode;
+    EXPECT_EQ(there.stats.storage_bytes_read_per_epoch[2], 0) << mode;
+    EXPECT_EQ(there.stats.cache_hits, mode == "remote" ? 192 : 288) << mode;
+  }
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -135,6 +135,13 @@ class Loader:
     ~/.cache/prepflow/index; "" for none) keeps the indexes of shards without
     a sidecar.
 
+    Reuse across epochs (README, "Caches"): `cache_bytes` (0: none) keeps each
+    sample's value at the cache boundary in RAM here, and `cache_dir` with
+    `cache_disk_bytes` (0: half the folder's free space) on disk as well, so
+    later epochs (and later jobs, from the disk) neither read nor prepare it
+    again; `cache_at` picks the boundary (None: the last deterministic one
+    before the first random stage). Workers keep theirs at the same boundary.
+
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
     mutual TLS), `tls_server_name` (the name to verify in the servers'
@@ -189,7 +196,8 @@ class Loader:
                  tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
                  storage_connect_timeout_seconds=10.0, storage_attempts=4,
                  storage_backoff_seconds=0.1, read_ahead_requests=64,
-                 read_ahead_bytes=256 << 20, index_cache_dir=None):
+                 read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
+                 cache_dir=None, cache_disk_bytes=0, cache_at=None):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -199,6 +207,10 @@ class Loader:
         _check_int("storage_attempts", storage_attempts, 1)
         _check_int("read_ahead_requests", read_ahead_requests, 0)
         _check_int("read_ahead_bytes", read_ahead_bytes, 0)
+        _check_int("cache_bytes", cache_bytes, 0)
+        _check_int("cache_disk_bytes", cache_disk_bytes, 0)
+        if cache_at is not None:
+            _check_int("cache_at", cache_at, 0)
         if rank >= world_size:
             raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
         if epochs is not None:
@@ -235,7 +247,9 @@ class Loader:
             storage_attempts=storage_attempts,
             storage_backoff_seconds=float(storage_backoff_seconds),
             read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes,
-            index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir))
+            index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir),
+            cache_bytes=cache_bytes, cache_dir=os.fspath(cache_dir) if cache_dir else "",
+            cache_disk_bytes=cache_disk_bytes, cache_at=-1 if cache_at is None else cache_at)
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)

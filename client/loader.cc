@@ -428,23 +428,28 @@ void Loader::Place(Batch* b) {
   // Workers without a custom op's plugin run up to it; results are the same
   // at every cut.
   const int stage_limit = remote_ ? remote_->StageLimit() : 0;
-  std::map<int, RemoteItem> open_items;
+  // Remote items by (cut, home worker): with caching workers each sample
+  // goes to the one whose cache holds it (RemotePool::HomeOf).
+  std::map<std::pair<int, int>, RemoteItem> open_items;
   std::vector<int64_t> local_slots, local_indices;
   for (int64_t slot = 0; slot < b->size(); ++slot) {
-    int cut = PlacementOf(b->epoch(), b->index_at(slot));
+    const int64_t index = b->index_at(slot);
+    int cut = PlacementOf(b->epoch(), index);
     if (cut > stage_limit) cut = stage_limit;
     if (cut < 0) {
       local_slots.push_back(slot);
-      local_indices.push_back(b->index_at(slot));
+      local_indices.push_back(index);
       continue;
     }
-    RemoteItem& item = open_items.try_emplace(cut, RemoteItem{b, {}, cut}).first->second;
+    const int home = remote_->HomeOf(index, cut);
+    const RemoteItem fresh{b, {}, cut, home};
+    RemoteItem& item = open_items.try_emplace({cut, home}, fresh).first->second;
     item.slots.push_back(slot);
     if (static_cast<int>(item.slots.size()) == ItemSamples(cut, limit)) {
-      remote_->Submit(std::exchange(item, RemoteItem{b, {}, cut}));
+      remote_->Submit(std::exchange(item, fresh));
     }
   }
-  for (auto& [cut, item] : open_items) {
+  for (auto& [key, item] : open_items) {
     if (!item.slots.empty()) remote_->Submit(std::move(item));
   }
   // Remote data: the batch's reads start now, many at once, ahead of the

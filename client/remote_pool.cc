@@ -12,6 +12,13 @@
 namespace prepflow {
 namespace {
 
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kPermissionDenied ||
          code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnauthenticated ||
@@ -44,6 +51,7 @@ int RemotePool::Add(const std::string& address, const std::string& worker_id, do
   Worker& worker = workers_.emplace_back();
   worker.member.id = id;
   worker.member.address = address;
+  worker.key = Mix(std::hash<std::string>()(address));
   worker.member.worker_id = worker_id;
   worker.member.alive = true;
   worker.member.granted_cores = granted_cores;
@@ -100,6 +108,7 @@ void RemotePool::OnOpened(int w, const proto::JobOpened& opened) {
     item_bytes_limit_ = std::min(item_bytes_limit_, opened.max_item_bytes());
   }
   worker.cores = opened.cores() > 0 ? opened.cores() : opened.threads();
+  worker.cache_bytes = std::max<int64_t>(0, opened.cache_bytes());
   if (!opened.unavailable().empty()) {
     worker.stages = std::max(0, opened.num_stages());
     worker.unavailable = SafeText(opened.unavailable());
@@ -133,49 +142,98 @@ void RemotePool::RunHere(std::map<uint64_t, Pending>::iterator it) {
   items_.erase(it);
 }
 
+bool RemotePool::Locality() const {
+  for (const Worker& w : workers_) {
+    if (w.member.usable() && w.cache_bytes > 0) return true;
+  }
+  return false;
+}
+
+int RemotePool::HomeLocked(int64_t index, int cut) const {
+  // Weighted rendezvous hashing: every worker draws a score for the sample
+  // from (its key, the index), scaled by its cores; the highest wins.
+  int home = -1;
+  double best = 0;
+  const uint64_t sample = Mix(static_cast<uint64_t>(index));
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    const Worker& worker = workers_[w];
+    if (!worker.member.usable() || worker.stages < cut) continue;
+    const double u = (static_cast<double>(Mix(worker.key ^ sample) >> 11) + 0.5) * 0x1.0p-53;
+    const double score = -std::max(UsableCores(worker), 1e-3) / std::log(u);
+    if (home < 0 || score > best) {
+      home = static_cast<int>(w);
+      best = score;
+    }
+  }
+  return home;
+}
+
+int RemotePool::HomeOf(int64_t index, int cut) const {
+  absl::MutexLock lock(&mu_);
+  return Locality() ? HomeLocked(index, cut) : -1;
+}
+
+int RemotePool::TargetOf(RemoteItem& item, bool locality, bool* capable) {
+  if (locality) {
+    const bool home_ok = item.home >= 0 && item.home < static_cast<int>(workers_.size()) &&
+                         workers_[item.home].member.usable() &&
+                         workers_[item.home].stages >= item.cut;
+    // A lost home: its samples move to theirs among the rest.
+    if (!home_ok) item.home = HomeLocked(item.batch->index_at(item.slots.front()), item.cut);
+    *capable = item.home >= 0;
+    return item.home >= 0 && FreeCredits(workers_[item.home]) > 0 ? item.home : -1;
+  }
+  int best = -1, best_free = 0;
+  *capable = false;
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    const Worker& worker = workers_[w];
+    // A worker that lacks a stage's op (JobOpened.unavailable) takes no
+    // item cut past it.
+    if (!worker.member.usable() || worker.stages < item.cut) continue;
+    *capable = true;
+    const int free = FreeCredits(worker);
+    if (free > best_free) {
+      best = static_cast<int>(w);
+      best_free = free;
+    }
+  }
+  return best;
+}
+
 void RemotePool::Dispatch() {
-  while (!queued_.empty()) {
-    int best = -1;
-    int best_free = 0;
-    bool any_usable = false, any_capable = false;
-    const uint64_t id = queued_.front();
-    const auto head = items_.find(id);
-    const int cut = head->second.item.cut;
-    for (size_t w = 0; w < workers_.size(); ++w) {
-      const Worker& worker = workers_[w];
-      if (!worker.member.usable()) continue;
-      any_usable = true;
-      // A worker that lacks a stage's op (JobOpened.unavailable) takes no
-      // item cut past it.
-      if (worker.stages < cut) continue;
-      any_capable = true;
-      const int free = FreeCredits(worker);
-      if (free > best_free) {
-        best = static_cast<int>(w);
-        best_free = free;
-      }
+  const bool any_usable = std::any_of(workers_.begin(), workers_.end(),
+                                      [](const Worker& w) { return w.member.usable(); });
+  if (!any_usable && !queued_.empty()) {
+    // Nobody left to ask: everything queued runs here.
+    if (!all_gone_logged_ && !workers_.empty()) {
+      spdlog::warn("all workers are gone; continuing locally");
+      all_gone_logged_ = true;
     }
-    if (!any_usable) {
-      // Nobody left to ask: everything queued runs here.
-      if (!all_gone_logged_ && !workers_.empty()) {
-        spdlog::warn("all workers are gone; continuing locally");
-        all_gone_logged_ = true;
-      }
-      for (uint64_t queued : queued_) RunHere(items_.find(queued));
-      queued_.clear();
-      return;
-    }
-    if (!any_capable) {
+    for (uint64_t queued : queued_) RunHere(items_.find(queued));
+    queued_.clear();
+    return;
+  }
+  const bool locality = Locality();
+  for (auto q = queued_.begin(); q != queued_.end();) {
+    const uint64_t id = *q;
+    const auto it = items_.find(id);
+    bool capable = false;
+    const int target = TargetOf(it->second.item, locality, &capable);
+    if (!capable) {
       // Cut past what every worker left can run (the loader cuts new items
       // at StageLimit(); this one was cut before such a worker came): here.
-      queued_.pop_front();
-      RunHere(head);
+      q = queued_.erase(q);
+      RunHere(it);
       continue;
     }
-    if (best < 0) return;  // every worker is at its credit limit
-    queued_.pop_front();
-    head->second.worker = best;
-    Send(best, id);
+    if (target < 0) {
+      if (!locality) return;  // every worker is at its credit limit
+      ++q;                    // waits for its home; items of other homes may go
+      continue;
+    }
+    q = queued_.erase(q);
+    it->second.worker = target;
+    Send(target, id);
   }
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one
 }

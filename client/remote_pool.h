@@ -18,6 +18,14 @@
 // dropped worker and the slower of a hedged pair are dropped. When no worker
 // is left, queued items are handed back to run locally.
 //
+// Locality: when any worker caches samples (JobOpened.cache_bytes), each
+// sample has one home worker, chosen by rendezvous hashing of its index over
+// the usable workers weighted by their cores, and its items wait for that
+// worker's credits rather than go to another: across epochs each sample is
+// read from storage about once for the whole pool. A worker that joins or
+// leaves moves only its share of the samples; a lost worker's items are
+// re-homed among the rest.
+//
 // Hedging: while a worker sits idle and nothing is queued, it gets a copy of
 // the oldest item that has waited `hedge_after` times the fastest worker's
 // smoothed item latency (at least 20 ms).
@@ -62,6 +70,9 @@ struct RemoteItem {
   Batch* batch = nullptr;
   std::vector<int64_t> slots;
   int cut = 0;
+  // With locality: the worker (id) whose cache its samples belong to
+  // (RemotePool::HomeOf); -1: any worker.
+  int home = -1;
 };
 
 struct RemotePoolOptions {
@@ -161,6 +172,9 @@ class RemotePool {
   int StageLimit() const;
   // The most bytes one item may carry: the least any worker takes.
   int64_t item_bytes_limit() const;
+  // With locality (a usable worker caches samples): the id of the worker
+  // that is sample `index`'s home among those that can run `cut`; else -1.
+  int HomeOf(int64_t index, int cut) const;
   // Per-worker counters and the transport's totals, for the re-planner.
   void FillSnapshot(policy::Snapshot* snapshot) const;
 
@@ -196,6 +210,8 @@ class RemotePool {
     // there at most.
     int stages = std::numeric_limits<int>::max();
     std::string unavailable;  // why it stops there (JobOpened.unavailable)
+    int64_t cache_bytes = 0;  // JobOpened.cache_bytes
+    uint64_t key = 0;         // a hash of its address: its rendezvous key
     // What the re-planner reads its link from: answers taken, their bytes,
     // the CPU the worker reported for them, and those that arrived with
     // every credit out.
@@ -210,6 +226,13 @@ class RemotePool {
     return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
   }
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker to send `item` to: its home under locality (chosen again
+  // when the home can no longer take it), else the capable worker with the
+  // most free credits. -1 with *capable false: no usable worker can run its
+  // cut; -1 with *capable true: it must wait for credits.
+  int TargetOf(RemoteItem& item, bool locality, bool* capable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Locality() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int HomeLocked(int64_t index, int cut) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a queued item to run_locally and forgets it.
   void RunHere(std::map<uint64_t, Pending>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -112,6 +112,8 @@ class SampleCache {
   };
   Stats stats() const;
   const SampleCacheOptions& options() const { return options_; }
+  // Bytes both tiers may hold (the disk's as resolved at open).
+  int64_t capacity() const { return capacity_[kRam] + capacity_[kDisk]; }
 
  private:
   enum Tier { kRam = 0, kDisk = 1 };

@@ -153,6 +153,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   opened->set_max_items_in_flight(job->max_items_in_flight_);
   opened->set_num_stages(job->pipeline_->num_stages());
   opened->set_unavailable(unavailable);
+  if (options_.cache != nullptr) opened->set_cache_bytes(options_.cache->capacity());
   job->unavailable_ = unavailable;
   // Enough for every thread to hold an item at once, within one reply.
   opened->set_max_item_bytes(std::min(

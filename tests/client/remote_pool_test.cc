@@ -67,13 +67,14 @@ class RemotePoolTest : public ::testing::Test {
 
   // Adds a worker and has it open the job with `credits`.
   FakeStream* Open(const std::string& address, int credits, const std::string& worker_id = "",
-                   double granted = 0, int cores = 4) {
+                   double granted = 0, int cores = 4, int64_t cache_bytes = 0) {
     pool_->Add(address, worker_id, granted);
     FakeStream* s = streams_.back();
     proto::JobOpened opened;
     opened.set_max_items_in_flight(credits);
     opened.set_threads(cores);
     opened.set_cores(cores);
+    opened.set_cache_bytes(cache_bytes);
     s->handlers.opened(opened);
     return s;
   }
@@ -183,6 +184,76 @@ TEST_F(RemotePoolTest, SpreadsItemsToTheWorkerWithTheMostFreeCredits) {
   EXPECT_EQ(a->sent.size(), 1u);
   EXPECT_EQ(b->sent.size(), 3u);
   EXPECT_EQ(pool_->UsableCredits(), 4);
+}
+
+TEST_F(RemotePoolTest, WithCachingWorkersEachSampleHasOneHomeWeightedByCores) {
+  Make();
+  Open("a:1", 2, "", 0, 4, 1 << 30);
+  Open("b:1", 2, "", 0, 4, 1 << 30);
+  Open("c:1", 2, "", 0, 8, 1 << 30);
+  std::map<int, int> share;
+  std::vector<int> homes;
+  for (int64_t i = 0; i < 20000; ++i) {
+    homes.push_back(pool_->HomeOf(i, 2));
+    ++share[homes.back()];
+  }
+  // By cores: a quarter, a quarter, a half (within 3%).
+  EXPECT_NEAR(share[0], 5000, 600);
+  EXPECT_NEAR(share[1], 5000, 600);
+  EXPECT_NEAR(share[2], 10000, 600);
+  // c leaves: only its samples move, split between a and b.
+  streams_[2]->handlers.closed(absl::UnavailableError("gone"));
+  for (int64_t i = 0; i < 20000; ++i) {
+    const int home = pool_->HomeOf(i, 2);
+    if (homes[i] != 2) {
+      EXPECT_EQ(home, homes[i]) << i;
+    } else {
+      EXPECT_TRUE(home == 0 || home == 1) << i;
+    }
+  }
+}
+
+TEST_F(RemotePoolTest, WithoutACachingWorkerThereAreNoHomes) {
+  Make();
+  Open("a:1", 2);
+  EXPECT_EQ(pool_->HomeOf(7, 2), -1);
+}
+
+TEST_F(RemotePoolTest, ItemsWaitForTheirHomeAndMoveWhenItGoes) {
+  Make();
+  FakeStream* a = Open("a:1", 1, "", 0, 4, 1 << 30);
+  FakeStream* b = Open("b:1", 3, "", 0, 4, 1 << 30);
+  std::vector<int64_t> on_a, on_b;
+  for (int64_t slot = 0; slot < 64 && (on_a.size() < 3 || on_b.size() < 2); ++slot) {
+    (pool_->HomeOf(batch_.index_at(slot), 2) == 0 ? on_a : on_b).push_back(slot);
+  }
+  on_a.resize(3);
+  on_b.resize(2);
+  for (int64_t slot : on_a) {
+    pool_->Submit(RemoteItem{&batch_, {slot}, 2, pool_->HomeOf(batch_.index_at(slot), 2)});
+  }
+  for (int64_t slot : on_b) {
+    pool_->Submit(RemoteItem{&batch_, {slot}, 2, pool_->HomeOf(batch_.index_at(slot), 2)});
+  }
+  // a has one credit: its other two items wait for it although b has room;
+  // b's items pass them.
+  ASSERT_EQ(a->sent.size(), 1u);
+  EXPECT_EQ(a->sent[0].indices(0), batch_.index_at(on_a[0]));
+  ASSERT_EQ(b->sent.size(), 2u);
+  Answer(a, 0);
+  ASSERT_EQ(a->sent.size(), 2u);
+  EXPECT_EQ(a->sent[1].indices(0), batch_.index_at(on_a[1]));
+  // a dies owing one and with one queued: both go to b, its new home.
+  a->handlers.closed(absl::UnavailableError("connection reset"));
+  Answer(b, 0);
+  Answer(b, 1);
+  ASSERT_EQ(b->sent.size(), 4u);
+  Answer(b, 2);
+  Answer(b, 3);
+  std::vector<int64_t> all = on_a;
+  all.insert(all.end(), on_b.begin(), on_b.end());
+  ExpectExactlyOnce(all);
+  EXPECT_EQ(Delivered(), 5);
 }
 
 TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {

@@ -399,5 +399,51 @@ TEST_F(RemoteDataTest, ACacheThatHoldsTheDatasetReadsNothingAfterTheFirstEpoch) 
   }
 }
 
+// Two workers, each caching half: every sample goes to its home worker, so
+// over three epochs each is read from storage once for the whole pool; and
+// a worker lost mid-run has its share read again by the other, exactly once.
+TEST_F(RemoteDataTest, CachingWorkersShareTheDatasetAndReadEachSampleOnce) {
+  const uint64_t local = LocalChecksum(3);
+  std::vector<std::string> flags = AllowingWorker();
+  flags.insert(flags.end(), {"--cache-bytes", "67108864"});
+  int64_t one_epoch = 0;  // what one pass over the samples reads
+  {
+    WorkerProcess a(dir_->Join("root"), flags);
+    WorkerProcess b(dir_->Join("root"), flags);
+    LoaderOptions o = Options(HttpPattern("shards"), {a.address(), b.address()}, "remote");
+    o.epochs = 3;
+    o.hedge_after = 0;  // a hedged copy would read on the other worker
+    const testing::Drained r = testing::Drain(o);
+    ExpectExactlyOnce(r, 96, 3);
+    EXPECT_EQ(r.stats.checksum, local);
+    EXPECT_EQ(r.stats.cache_misses, 96);  // each sample missed once, on its home
+    EXPECT_EQ(r.stats.cache_hits, 192);
+    ASSERT_EQ(r.stats.storage_bytes_read_per_epoch.size(), 3u);
+    one_epoch = r.stats.storage_bytes_read_per_epoch[0];
+    EXPECT_GT(one_epoch, 96 * 1000);
+    EXPECT_EQ(r.stats.storage_bytes_read_per_epoch[1], 0);
+    EXPECT_EQ(r.stats.storage_bytes_read_per_epoch[2], 0);
+    // Both did their share.
+    ASSERT_EQ(r.stats.workers.size(), 2u);
+    EXPECT_GT(r.stats.workers[0].samples, 3 * 96 / 4);
+    EXPECT_GT(r.stats.workers[1].samples, 3 * 96 / 4);
+  }
+  WorkerProcess a(dir_->Join("root"), flags);
+  WorkerProcess b(dir_->Join("root"), flags);
+  LoaderOptions o = Options(HttpPattern("shards"), {a.address(), b.address()}, "remote");
+  o.epochs = 3;
+  o.hedge_after = 0;
+  const testing::Drained r = testing::Drain(o, [&](Loader&) {
+    b.Signal(SIGKILL);
+    b.Wait();
+  });
+  ExpectExactlyOnce(r, 96, 3);
+  EXPECT_EQ(r.stats.checksum, local);
+  EXPECT_EQ(r.stats.workers_alive, 1);
+  // b's share is read again by a, once: no later epoch reads anything.
+  ASSERT_EQ(r.stats.storage_bytes_read_per_epoch.size(), 3u);
+  EXPECT_EQ(r.stats.storage_bytes_read_per_epoch[2], 0);
+}
+
 }  // namespace
 }  // namespace prepflow

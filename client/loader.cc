@@ -80,7 +80,8 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   const int64_t size = dataset_->size();
   samples_per_epoch_ =
-      size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0);
+      (size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0)) *
+      options_.echo;
   {
     absl::MutexLock lock(&mu_);
     next_epoch_ = options_.first_epoch;
@@ -89,11 +90,12 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   // Room for every task of every batch that may come to be in flight, twice
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
-  runner_ =
-      std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(), cache_.get(), threads,
-                                     2 * static_cast<size_t>(options_.batch_size) *
-                                         std::max(options_.prefetch_batches, kMaxPrefetchBatches),
-                                     [this] { SignalBatchDone(); });
+  runner_ = std::make_unique<SampleRunner>(
+      dataset_.get(), pipeline_.get(), cache_.get(),
+      SampleRunner::Echo{options_.echo, echo_at_, options_.echo_bytes}, threads,
+      2 * static_cast<size_t>(options_.batch_size) *
+          std::max(options_.prefetch_batches, kMaxPrefetchBatches),
+      [this] { SignalBatchDone(); });
   const bool remote_possible = offload_.kind != OffloadMode::kOff &&
                                (!options_.workers.empty() || !options_.scheduler.empty());
   if (offload_.kind == OffloadMode::kAuto && !remote_possible) {
@@ -166,6 +168,17 @@ absl::Status Loader::OpenCache() {
         absl::StrCat("--cache-at ", cache_at_, ": the values there differ from epoch to epoch (",
                      why, "); the last boundary that may be cached is ", p.CacheBoundary()));
   }
+  echo_at_ = options_.echo_at >= 0 ? options_.echo_at : cache_at_;
+  if (echo_at_ > p.num_stages()) {
+    return absl::InvalidArgumentError(absl::StrCat("--echo-at ", echo_at_,
+                                                   ": past the last stage boundary (pipeline ",
+                                                   p.name(), " has ", p.num_stages(), ")"));
+  }
+  if (const std::string why = p.WhyNotSplittable(echo_at_); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--echo-at ", echo_at_,
+                                                   ": copies cannot share the value there (", why,
+                                                   "); echo before or after that stage"));
+  }
   if (!options_.cache.enabled()) return absl::OkStatus();
   auto cache = SampleCache::Open(options_.cache);
   if (!cache.ok()) return cache.status();
@@ -207,6 +220,7 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_dataset_fingerprint(dataset_->fingerprint());
   open.set_max_items_in_flight(options_.max_items_per_worker);
   open.set_cache_at(cache_at_);
+  open.set_echo_at(echo_at_);
   return open;
 }
 
@@ -387,6 +401,11 @@ Batch* Loader::StartBatch() {
     if (!order_ready_) {
       order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                           options_.shuffle, options_.rank, options_.world_size);
+      order_copies_.clear();
+      if (options_.echo > 1) {
+        EchoOrder(&order_, &order_copies_, options_.echo, options_.echo_window, options_.seed,
+                  static_cast<uint64_t>(next_epoch_));
+      }
       order_ready_ = true;
       // A resumed run starts its first epoch past the batches already seen.
       next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
@@ -414,7 +433,10 @@ Batch* Loader::StartBatch() {
                                       options_.batch_allocator);
     }
     batch->Reset(static_cast<uint64_t>(next_epoch_), next_number_,
-                 absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)));
+                 absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)),
+                 order_copies_.empty() ? absl::Span<const uint32_t>()
+                                       : absl::MakeConstSpan(order_copies_.data() + next_offset_,
+                                                             static_cast<size_t>(take)));
     next_offset_ += take;
     ++next_number_;
     return batch.release();
@@ -552,6 +574,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
+  for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
   bytes_ += batch->bytes();
   ++batches_;
   MaybeReplan();
@@ -582,6 +605,8 @@ LoaderStats Loader::Stats() const {
     st.images = images_;
     st.remote_images = remote_images_;
     st.local_images = images_ - remote_images_;
+    st.echoed_samples = echoed_images_;
+    st.fresh_samples = images_ - echoed_images_;
     st.errors = errors_;
     st.batches = batches_;
     st.bytes = bytes_;
@@ -619,6 +644,8 @@ LoaderStats Loader::Stats() const {
   if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
   st.storage.Add(runner_->RemoteStorage());
   st.cache_at = cache_at_;
+  st.echo_factor = options_.echo;
+  st.echo_at = echo_at_;
   st.cache_hits = runner_->remote_cache_hits();
   st.cache_misses = runner_->remote_cache_misses();
   if (cache_ != nullptr) {

@@ -107,7 +107,8 @@ class Loader {
   Loader() = default;
   absl::Status Init(const LoaderOptions& options);
   absl::Status OpenPipeline();
-  // Checks --cache-at against the pipeline and opens the cache, if any.
+  // Checks --cache-at and --echo-at against the pipeline and opens the
+  // cache, if any.
   absl::Status OpenCache();
   // Starts reading the samples at `indices` that will be read here (remote
   // data; those the cache holds are not read).
@@ -164,6 +165,7 @@ class Loader {
   // The values at cache_at_ kept across epochs here (null without a cache).
   std::unique_ptr<BoundaryCache> cache_;
   int cache_at_ = 0;
+  int echo_at_ = 0;                       // stages from here on draw each echoed copy's numbers
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_epoch_ = 0;
@@ -181,7 +183,8 @@ class Loader {
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);  // of next_epoch_
+  std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);          // of next_epoch_
+  std::vector<uint32_t> order_copies_ ABSL_GUARDED_BY(mu_);  // echoed copies; empty: none
   bool order_ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   int64_t start_nanos_ ABSL_GUARDED_BY(mu_) = 0;
@@ -194,6 +197,7 @@ class Loader {
   // the planner charges to every delivered sample.
   int64_t trainer_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remote_images_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t echoed_images_ ABSL_GUARDED_BY(mu_) = 0;  // copies 1 and up
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "pipeline/rng.h"
 #include "pipeline/text.h"
 
 namespace prepflow {
@@ -48,6 +49,11 @@ absl::Status CheckNumbers(const LoaderOptions& o) {
     return Invalid("--rank/--world-size: need 0 <= rank < world_size, got ", o.rank, "/",
                    o.world_size);
   }
+  if (o.echo < 1 || o.echo >= static_cast<int>(kMaxCopies)) {
+    return Invalid("--echo: must be 1 to ", kMaxCopies - 1, ", got ", o.echo);
+  }
+  if (o.echo_window < 1) return Invalid("--echo-window: must be at least 1, got ", o.echo_window);
+  if (o.echo_bytes < 0) return Invalid("--echo-bytes: must be >= 0, got ", o.echo_bytes);
   if (o.prefetch_batches < 1) {
     return Invalid("--prefetch: must be at least 1, got ", o.prefetch_batches);
   }

@@ -107,6 +107,15 @@ struct LoaderOptions {
   // theirs at the same boundary, in caches their own flags size.
   SampleCacheOptions cache;
   int cache_at = -1;
+  // Data echoing: each sample loaded up to boundary `echo_at` (-1: the
+  // cache boundary) yields `echo` copies per epoch, each with its own random
+  // draws from there on, spread through the epoch by a shuffle within
+  // blocks of `echo_window` samples. Values waiting for their copies are
+  // held within `echo_bytes`.
+  int echo = 1;
+  int echo_at = -1;
+  int64_t echo_window = 256;
+  int64_t echo_bytes = int64_t{512} << 20;
   // Where batches' sample memory comes from (default: malloc); e.g.
   // page-locked memory for asynchronous GPU copies (client/gpu).
   HostAllocator batch_allocator;

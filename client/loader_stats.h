@@ -88,6 +88,12 @@ struct LoaderStats {
   int64_t cache_ram_bytes = 0;
   int64_t cache_disk_bytes = 0;
   int64_t cache_evictions = 0;
+  // Data echoing (--echo): the factor, the boundary it echoes at, and the
+  // delivered samples that were first copies (fresh) or later ones.
+  int echo_factor = 1;
+  int echo_at = 0;
+  int64_t fresh_samples = 0;
+  int64_t echoed_samples = 0;
 };
 
 // One field's value as renderers see it.

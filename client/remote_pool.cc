@@ -249,7 +249,13 @@ void RemotePool::Send(int w, uint64_t id) {
   msg.set_item_id(id);
   msg.set_epoch(p.item.batch->epoch());
   msg.set_cut(p.item.cut);
-  for (int64_t slot : p.item.slots) msg.add_indices(p.item.batch->index_at(slot));
+  bool echoed = false;
+  for (int64_t slot : p.item.slots) {
+    msg.add_indices(p.item.batch->index_at(slot));
+    msg.add_copies(p.item.batch->copy_at(slot));
+    echoed |= p.item.batch->copy_at(slot) != 0;
+  }
+  if (!echoed) msg.clear_copies();
   worker.stream->Send(std::move(msg));
 }
 

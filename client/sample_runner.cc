@@ -31,10 +31,13 @@ std::vector<policy::StageTotals> Totals(const std::vector<StageStats>& stats) {
 }  // namespace
 
 SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache,
-                           int threads, size_t queue_capacity, std::function<void()> batch_done)
+                           Echo echo, int threads, size_t queue_capacity,
+                           std::function<void()> batch_done)
     : dataset_(*dataset),
       pipeline_(*pipeline),
       cache_(cache),
+      echo_(echo),
+      echo_store_(echo.bytes),
       batch_done_(std::move(batch_done)),
       read_profiler_({"read"}),
       stage_profiler_(pipeline->stage_names()),
@@ -92,6 +95,15 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   return status;
 }
 
+absl::Status SampleRunner::LoadTo(Sample& s, Workspace& ws, int target, int* from) {
+  absl::Status status = Load(s, ws, from);
+  if (status.ok() && *from < target) {
+    status = pipeline_.Run(*from, target, s, ws, &stage_profiler_);
+    *from = target;
+  }
+  return status;
+}
+
 void SampleRunner::CountStorage(uint64_t epoch, int64_t bytes) {
   if (bytes == 0) return;
   absl::MutexLock lock(&storage_mu_);
@@ -104,8 +116,19 @@ void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
   s.epoch = batch->epoch();
   s.index = batch->index_at(slot);
   s.label = dataset_.label(s.index);
+  s.copy = batch->copy_at(slot);
+  s.echo_at = echo_.at;
   int from = 0;
-  absl::Status status = Load(s, ws, &from);
+  absl::Status status;
+  if (echo_.factor > 1) {
+    // Copies share the value at the echo boundary (past the cache's, if
+    // that is later: the stages between draw nothing), made once.
+    const int at = std::max(echo_.at, cache_ != nullptr ? cache_->boundary() : 0);
+    status = echo_store_.Get(s, ws, echo_.factor, [&] { return LoadTo(s, ws, at, &from); });
+    from = at;
+  } else {
+    status = Load(s, ws, &from);
+  }
   if (status.ok()) {
     status = pipeline_.Run(from, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
                            batch->sample_bytes());
@@ -218,6 +241,8 @@ void SampleRunner::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
   s.epoch = batch->epoch();
   s.index = r.index();
   s.label = r.label();
+  s.copy = batch->copy_at(slot);
+  s.echo_at = echo_.at;
   const int64_t cpu = ThreadCpuNanos();
   absl::Status status = FromWire(r.value(), answer->payloads[sample], ws, s);
   wire_copy_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);

@@ -31,6 +31,7 @@
 #include "client/remote_pool.h"
 #include "pipeline/batch.h"
 #include "pipeline/dataset.h"
+#include "pipeline/echo_store.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
@@ -44,10 +45,17 @@ class SampleRunner {
   // `dataset` and `pipeline` outlive the runner. `queue_capacity`: tasks
   // that may wait (RunLocal and suffixes); Submit waits for room beyond it.
   // `batch_done` is called when a sample completes its batch.
+  // Data echoing: `factor` copies of each sample, loaded once up to
+  // boundary `at` (held within `bytes` while their copies come).
+  struct Echo {
+    int factor = 1;
+    int at = 0;
+    int64_t bytes = 0;
+  };
   // `cache`, when given, keeps local samples' values at its boundary
   // across epochs; it outlives the runner.
-  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache, int threads,
-               size_t queue_capacity, std::function<void()> batch_done);
+  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache, Echo echo,
+               int threads, size_t queue_capacity, std::function<void()> batch_done);
   // Stop()s.
   ~SampleRunner();
   SampleRunner(const SampleRunner&) = delete;
@@ -96,6 +104,8 @@ class SampleRunner {
   // (*from = its boundary), or read (*from = 0; with a cache, run up to its
   // boundary and kept there).
   absl::Status Load(Sample& s, Workspace& ws, int* from);
+  // Load, then the stages up to `target` (from wherever Load left it).
+  absl::Status LoadTo(Sample& s, Workspace& ws, int target, int* from);
   void CountStorage(uint64_t epoch, int64_t bytes);
   // Returns true when sample `i` of the answer finished its batch.
   bool TakeRemoteSample(const RemoteItem& item, size_t i,
@@ -110,6 +120,8 @@ class SampleRunner {
   const Dataset& dataset_;
   const Pipeline& pipeline_;
   BoundaryCache* const cache_;  // may be null
+  const Echo echo_;
+  EchoStore echo_store_;
   const std::function<void()> batch_done_;
   std::vector<int64_t> max_sample_bytes_;  // by cut, 0..n
   StageProfiler read_profiler_;

@@ -17,10 +17,16 @@ Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator alloc
   ok_.reserve(capacity);
 }
 
-void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices) {
+void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
+                  absl::Span<const uint32_t> copies) {
   epoch_ = epoch;
   number_ = number;
   indices_.assign(indices.begin(), indices.end());
+  if (copies.empty()) {
+    copies_.assign(indices.size(), 0);
+  } else {
+    copies_.assign(copies.begin(), copies.end());
+  }
   labels_.assign(indices.size(), -1);
   hashes_.assign(indices.size(), 0);
   ok_.assign(indices.size(), 0);
@@ -63,6 +69,7 @@ std::vector<SampleError> Batch::Compact() {
     if (out != i) {
       std::memmove(slot(out), slot(i), sample_bytes_);
       indices_[out] = indices_[i];
+      copies_[out] = copies_[i];
       labels_[out] = labels_[i];
       hashes_[out] = hashes_[i];
       remote_[out] = remote_[i];
@@ -70,6 +77,7 @@ std::vector<SampleError> Batch::Compact() {
     ++out;
   }
   indices_.resize(out);
+  copies_.resize(out);
   labels_.resize(out);
   hashes_.resize(out);
   remote_.resize(out);

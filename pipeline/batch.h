@@ -35,11 +35,14 @@ class Batch {
   // samples' storage comes from (e.g. page-locked memory for GPU copies).
   Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator = {});
 
-  // Prepares the batch for the samples `indices` (at most capacity()).
-  void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices);
+  // Prepares the batch for the samples `indices` (at most capacity()), and
+  // with data echoing which copy of each it is (empty: every one copy 0).
+  void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
+             absl::Span<const uint32_t> copies = {});
 
   uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
   int64_t index_at(int64_t i) const { return indices_[i]; }
+  uint32_t copy_at(int64_t i) const { return copies_[i]; }
   // Records the outcome of slot i (`hash`: its SampleHash); returns true for
   // the call that completes the batch.
   // `remote`: some of its stages ran on a worker.
@@ -62,6 +65,7 @@ class Batch {
   size_t bytes() const { return sample_bytes_ * indices_.size(); }
   const float* floats() const { return reinterpret_cast<const float*>(storage_.data()); }
   const std::vector<int64_t>& indices() const { return indices_; }
+  const std::vector<uint32_t>& copies() const { return copies_; }
   const std::vector<int64_t>& labels() const { return labels_; }
   // Soft labels, [size(), num_classes()] float32, when a batch op (MixUp,
   // CutMix) made them; num_classes() is 0 otherwise.
@@ -86,6 +90,7 @@ class Batch {
   uint64_t epoch_ = 0;
   int64_t number_ = 0;
   std::vector<int64_t> indices_;
+  std::vector<uint32_t> copies_;
   std::vector<int64_t> labels_;
   int64_t num_classes_ = 0;
   std::vector<float> soft_labels_;

@@ -1,5 +1,6 @@
 #include "pipeline/epoch_order.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <numeric>
 #include <utility>
@@ -23,6 +24,38 @@ std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool s
   mine.reserve(static_cast<size_t>(n / world_size + 1));
   for (int64_t i = rank; i < n; i += world_size) mine.push_back(order[i]);
   return mine;
+}
+
+void EchoOrder(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int factor,
+               int64_t window, uint64_t seed, uint64_t epoch) {
+  if (factor <= 1) {  // nothing to echo: the order as it is
+    copies->assign(order->size(), 0);
+    return;
+  }
+  const std::vector<int64_t> fresh = std::move(*order);
+  order->clear();
+  copies->clear();
+  order->reserve(fresh.size() * static_cast<size_t>(factor));
+  copies->reserve(fresh.size() * static_cast<size_t>(factor));
+  for (size_t start = 0; start < fresh.size(); start += static_cast<size_t>(window)) {
+    const size_t end = std::min(fresh.size(), start + static_cast<size_t>(window));
+    const size_t first = order->size();
+    for (size_t i = start; i < end; ++i) {
+      for (int c = 0; c < factor; ++c) {
+        order->push_back(fresh[i]);
+        copies->push_back(static_cast<uint32_t>(c));
+      }
+    }
+    // Each block its own stream: that of the last stage number (the Loader
+    // places samples with its copy 0), copy 1, indexed by the block.
+    SampleRng rng(seed, epoch, start / static_cast<size_t>(window), kMaxStages - 1, 1);
+    for (size_t i = order->size() - 1; i > first; --i) {
+      const auto j =
+          first + static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(i - first)));
+      std::swap((*order)[i], (*order)[j]);
+      std::swap((*copies)[i], (*copies)[j]);
+    }
+  }
 }
 
 }  // namespace prepflow

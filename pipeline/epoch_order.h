@@ -15,6 +15,16 @@ namespace prepflow {
 std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool shuffle, int rank,
                                 int world_size);
 
+// Data echoing: expands `order` so that each sample appears `factor` times,
+// as copies 0 .. factor-1 (`*copies`, parallel to `*order`), spread by a
+// bounded shuffle: the order is cut into blocks of `window` samples, and each
+// block's factor x window entries are shuffled among themselves from (seed,
+// epoch). Every copy of a sample lies in its block, so holding the samples
+// of two blocks is enough to load each once. Factor 1 leaves the order as
+// it is. REQUIRES: factor >= 1, window >= 1.
+void EchoOrder(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int factor,
+               int64_t window, uint64_t seed, uint64_t epoch);
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_EPOCH_ORDER_H_

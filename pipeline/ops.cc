@@ -173,7 +173,8 @@ class DecodeOp : public Op {
     absl::Status status;
     if (consumer_ != nullptr) {
       auto plan = [&](int w, int h) {
-        SampleRng rng(ctx.seed, s.epoch, s.index, static_cast<uint32_t>(consumer_stage_));
+        SampleRng rng(ctx.seed, s.epoch, static_cast<uint64_t>(s.index),
+                      static_cast<uint32_t>(consumer_stage_), s.copy_at(consumer_stage_));
         return consumer_->PlanDecode(w, h, rng);
       };
       const DecodePlanner planner(plan);

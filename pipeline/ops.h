@@ -70,7 +70,10 @@ struct StageContext {
   size_t sink_bytes = 0;
   bool last = false;
 
-  SampleRng Rng(const Sample& s) const { return SampleRng(seed, s.epoch, s.index, stage); }
+  SampleRng Rng(const Sample& s) const {
+    return SampleRng(seed, s.epoch, static_cast<uint64_t>(s.index), static_cast<uint32_t>(stage),
+                     s.copy_at(stage));
+  }
   // Memory for an `n`-byte output of an op whose input is `in`.
   uint8_t* Output(const void* in, size_t n) const {
     if (last && sink != nullptr && n == sink_bytes) return sink;

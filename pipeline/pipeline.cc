@@ -243,6 +243,10 @@ std::string Pipeline::WhyNotDeterministic(int k) const {
       return absl::StrCat("stage ", i, " (", stage_names_[i], ") before it draws random numbers");
     }
   }
+  return WhyNotSplittable(k);
+}
+
+std::string Pipeline::WhyNotSplittable(int k) const {
   // A decode feeding stage k decodes the region that stage's draws pick.
   if (k >= 1 && k < num_stages() && random_[k] && plans_decode_[k] &&
       types_[k - 1].kind == ValueKind::kEncoded) {

@@ -58,6 +58,10 @@ class Pipeline {
   bool Deterministic(int k) const { return WhyNotDeterministic(k).empty(); }
   // Why boundary k is not deterministic, naming the stage; "" when it is.
   std::string WhyNotDeterministic(int k) const;
+  // Why the value at boundary k cannot be made once and continued with other
+  // random draws (data echoing): the decode before it is planned from stage
+  // k's draws. "" when it can.
+  std::string WhyNotSplittable(int k) const;
   // The last deterministic boundary before the first random stage
   // (num_stages() when no stage is random): the default cache boundary.
   int CacheBoundary() const;

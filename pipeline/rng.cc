@@ -34,8 +34,11 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
   return c;
 }
 
-SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage)
-    : SampleRng({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, uint32_t copy)
+    // Word 1 holds the index's bits 32 to 47 and the copy above them: copy 0
+    // draws what the sample drew before echoing existed.
+    : SampleRng({static_cast<uint32_t>(index),
+                 static_cast<uint32_t>((index >> 32) & 0xFFFFu) | (copy & 0xFFFFu) << 16,
                  static_cast<uint32_t>(epoch), (stage & 0xFFu) << 24},
                 {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}) {}
 

@@ -23,11 +23,16 @@ std::array<uint32_t, 4> Philox4x32(std::array<uint32_t, 4> counter, std::array<u
 // Stages are numbered below this; the top value of the stage byte names the
 // per-epoch shuffle stream.
 inline constexpr uint32_t kMaxStages = 255;
+// Echoed copies of a sample are numbered below this (data echoing: the copy
+// index joins the counter, so each copy draws its own numbers).
+inline constexpr uint32_t kMaxCopies = 1u << 16;
 
 class SampleRng {
  public:
-  // The stream of stage `stage` (< kMaxStages) for sample `index` of `epoch`.
-  SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage);
+  // The stream of stage `stage` (< kMaxStages) for sample `index` of `epoch`,
+  // and of its echoed copy `copy` (< kMaxCopies; 0: the sample itself).
+  // REQUIRES: index < 2^48.
+  SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, uint32_t copy = 0);
 
   uint32_t NextU32();
   uint64_t NextU64();

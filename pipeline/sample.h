@@ -92,6 +92,15 @@ struct Sample {
   uint64_t epoch = 0;
   int64_t index = 0;
   int64_t label = -1;
+  // Data echoing: which copy of the sample this is (0: the sample itself),
+  // and the stage from which the copy draws its own random numbers (stages
+  // before it draw copy 0's, so the value they make is the same for every
+  // copy and is made once).
+  uint32_t copy = 0;
+  int echo_at = 0;
+
+  // The copy whose random numbers stage `stage` draws.
+  uint32_t copy_at(int stage) const { return stage >= echo_at ? copy : 0; }
 
   ValueKind kind = ValueKind::kEncoded;
   uint8_t* data = nullptr;

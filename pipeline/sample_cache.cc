@@ -388,39 +388,16 @@ SampleCache::Stats SampleCache::stats() const {
 
 bool BoundaryCache::Restore(Sample& s, Workspace& ws) {
   const SampleCache::Blob blob = cache_->Find({space_, s.index});
-  uint32_t header_size = 0;
-  proto::SampleValue value;
-  bool ok = blob != nullptr && blob->size() >= sizeof(header_size);
-  if (ok) {
-    std::memcpy(&header_size, blob->data(), sizeof(header_size));
-    ok = header_size <= blob->size() - sizeof(header_size) &&
-         value.ParseFromArray(blob->data() + sizeof(header_size), static_cast<int>(header_size));
-  }
-  if (ok) {
-    const size_t offset = sizeof(header_size) + header_size;
-    const absl::string_view data(blob->data() + offset, blob->size() - offset);
-    ok = FromWire(value, absl::MakeConstSpan(&data, 1), ws, s).ok();
-  }
+  const bool ok = blob != nullptr && FromValueBytes(*blob, ws, s).ok();
   (ok ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
   return ok;
 }
 
 void BoundaryCache::Keep(const Sample& s) {
   const CacheKey key{space_, s.index};
-  proto::SampleValue value;
-  ToWire(s, &value, /*include_data=*/false);
-  const std::string header = value.SerializeAsString();
-  const auto header_size = static_cast<uint32_t>(header.size());
-  const size_t size = sizeof(header_size) + header.size() + s.size;
   // Most misses of a settled cache are not admitted: no copy for those.
-  if (!cache_->Wants(key, static_cast<int64_t>(size))) return;
-  auto blob = std::make_shared<std::string>();
-  blob->resize(size);
-  char* p = blob->data();
-  std::memcpy(p, &header_size, sizeof(header_size));
-  std::memcpy(p + sizeof(header_size), header.data(), header.size());
-  if (s.size > 0) std::memcpy(p + sizeof(header_size) + header.size(), s.data, s.size);
-  cache_->Insert(key, std::move(blob));
+  if (!cache_->Wants(key, static_cast<int64_t>(s.size + 64))) return;
+  cache_->Insert(key, std::make_shared<const std::string>(ValueBytes(s)));
 }
 
 std::vector<int64_t> BoundaryCache::NotHeld(absl::Span<const int64_t> indices) const {

@@ -115,4 +115,30 @@ absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::st
   return absl::OkStatus();
 }
 
+std::string ValueBytes(const Sample& s) {
+  proto::SampleValue value;
+  ToWire(s, &value, /*include_data=*/false);
+  const std::string header = value.SerializeAsString();
+  const auto header_size = static_cast<uint32_t>(header.size());
+  std::string out(sizeof(header_size) + header.size() + s.size, '\0');
+  char* p = out.data();
+  std::memcpy(p, &header_size, sizeof(header_size));
+  std::memcpy(p + sizeof(header_size), header.data(), header.size());
+  if (s.size > 0) std::memcpy(p + sizeof(header_size) + header.size(), s.data, s.size);
+  return out;
+}
+
+absl::Status FromValueBytes(absl::string_view bytes, Workspace& ws, Sample& s) {
+  uint32_t header_size = 0;
+  proto::SampleValue value;
+  if (bytes.size() < sizeof(header_size)) return absl::InvalidArgumentError("value: truncated");
+  std::memcpy(&header_size, bytes.data(), sizeof(header_size));
+  if (header_size > bytes.size() - sizeof(header_size) ||
+      !value.ParseFromArray(bytes.data() + sizeof(header_size), static_cast<int>(header_size))) {
+    return absl::InvalidArgumentError("value: malformed header");
+  }
+  const absl::string_view data = bytes.substr(sizeof(header_size) + header_size);
+  return FromWire(value, absl::MakeConstSpan(&data, 1), ws, s);
+}
+
 }  // namespace prepflow

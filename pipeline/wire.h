@@ -6,6 +6,8 @@
 #ifndef PREPFLOW_PIPELINE_WIRE_H_
 #define PREPFLOW_PIPELINE_WIRE_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -34,6 +36,13 @@ absl::Status FromWire(const proto::SampleValue& value, Workspace& ws, Sample& sa
 // buffer that was not copied into value.data).
 absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::string_view> data,
                       Workspace& ws, Sample& sample);
+
+// The value `sample` holds as one string: its wire form's metadata and its
+// bytes (what the sample caches and the echo store keep).
+std::string ValueBytes(const Sample& sample);
+// Makes `sample` hold the value in `bytes` (from ValueBytes), copied into a
+// buffer of `ws`; keeps its identity. InvalidArgument when malformed.
+absl::Status FromValueBytes(absl::string_view bytes, Workspace& ws, Sample& sample);
 
 }  // namespace prepflow
 

@@ -136,6 +136,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   }
   job->dataset_ = *std::move(ds);
   if (absl::Status s = OpenCache(job.get()); !s.ok()) return refuse(s);
+  if (open.echo_at() < 0 || open.echo_at() > open.pipeline().stages_size()) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "job open: echo_at ", open.echo_at(), " is not a stage boundary of the pipeline")));
+  }
   if (absl::Status s = AdmitStream(client); !s.ok()) {
     return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
@@ -224,6 +228,17 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
     return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": has ",
                                                    item.indices_size(), " samples; 1 to ",
                                                    options_.max_item_samples, " allowed"));
+  }
+  if (item.copies_size() != 0 && item.copies_size() != item.indices_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": has ",
+                                                   item.copies_size(), " copies for ",
+                                                   item.indices_size(), " samples"));
+  }
+  for (uint32_t copy : item.copies()) {
+    if (copy >= kMaxCopies) {
+      return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": copy ", copy,
+                                                     " is not below ", kMaxCopies));
+    }
   }
   for (int64_t index : item.indices()) {
     if (index < 0 || index >= n) {
@@ -382,6 +397,8 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.epoch = item.epoch();
     s.index = index;
     s.label = dataset.label(index);
+    s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
+    s.echo_at = job.spec().echo_at();
     int from = 0;
     absl::Status status = Load(job, item.cut(), s, ws, out, &from, &reported);
     if (cache != nullptr) ++(out->cache_hit() ? hits : misses);

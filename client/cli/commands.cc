@@ -157,7 +157,9 @@ struct RunFlags {
   SecurityOptions security;
   RemoteReadOptions storage;
   SampleCacheOptions cache;
-  std::string cache_at = "auto";
+  std::string cache_at = "auto", echo_at = "auto";
+  int echo = 1;
+  int64_t echo_window = 256, echo_bytes = int64_t{512} << 20;
 
   void Register(FlagSet& f, bool data_required) {
     f.String("data", &data,
@@ -218,6 +220,14 @@ struct RunFlags {
              "the stage boundary whose values caches keep, here and on workers: K (after stage "
              "K-1; 0: the read bytes) or auto (the last deterministic one before the first "
              "random stage)");
+    f.Int("echo", &echo,
+          "data echoing: each sample loaded (up to --echo-at) yields this many copies per epoch, "
+          "each with its own random draws after it (1: none)");
+    f.String("echo-at", &echo_at,
+             "the boundary copies share: K, or auto (the cache boundary, --cache-at)");
+    f.Int("echo-window", &echo_window,
+          "copies are shuffled within blocks of this many samples, so they are not adjacent");
+    f.Int("echo-bytes", &echo_bytes, "values held for their later copies, at most");
     f.Int("metrics-port", &metrics_port,
           "serve Prometheus metrics on this port while running (0: any free port; -1: none)");
     f.Bool("json", &json, "print a JSON summary as the last line of stdout");
@@ -273,6 +283,13 @@ struct RunFlags {
     o.item_samples = item_samples;
     o.fallback_local = fallback_local;
     o.cache = cache;
+    o.echo = echo;
+    o.echo_window = echo_window;
+    o.echo_bytes = echo_bytes;
+    if (echo_at != "auto" && (!absl::SimpleAtoi(echo_at, &o.echo_at) || o.echo_at < 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--echo-at: '", echo_at, "' is neither auto nor a stage boundary (0, 1, ...)"));
+    }
     if (cache_at != "auto" && (!absl::SimpleAtoi(cache_at, &o.cache_at) || o.cache_at < 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--cache-at: '", cache_at, "' is neither auto nor a stage boundary (0, 1, ...)"));

@@ -129,6 +129,10 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.cache.dir = Get<std::string>(d, "cache_dir", "");
   o.cache.disk_bytes = Get<int64_t>(d, "cache_disk_bytes", 0);
   o.cache_at = Get<int>(d, "cache_at", -1);
+  o.echo = Get<int>(d, "echo", 1);
+  o.echo_at = Get<int>(d, "echo_at", -1);
+  o.echo_window = Get<int64_t>(d, "echo_window", 256);
+  o.echo_bytes = Get<int64_t>(d, "echo_bytes", int64_t{512} << 20);
   return o;
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_join.h"
@@ -143,6 +144,57 @@ TEST_F(RemoteTest, CachedValuesGiveTheUncachedChecksumAtEveryCut) {
               HasSubstr("--cache-at 3: the values there differ from epoch to epoch (stage 2 "
                         "(random_crop) before it draws random numbers); the last boundary that "
                         "may be cached is 2"));
+}
+
+// Data echoing: every sample yields three copies per epoch, each delivered
+// exactly once, each with its own draws after the echo boundary, and every
+// copy's bytes are the same wherever its stages ran.
+TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
+  auto options = [&](const std::string& mode) {
+    LoaderOptions o = Options({a.address(), b.address()}, mode);
+    o.pipeline = *LoadPipelineSpec(R"pb(
+      stages { decode {} }
+      stages { resize { shorter_side: 64 } }
+      stages { random_crop { size: 56 } }
+      stages { random_horizontal_flip {} }
+      stages { normalize {} }
+    )pb");
+    o.echo = 3;
+    o.echo_window = 16;
+    return o;
+  };
+  const RunResult here = RunWith(options("off"));
+  ASSERT_EQ(here.copy_deliveries.size(), 3u * 96);
+  for (const auto& [key, count] : here.copy_deliveries) EXPECT_EQ(count, 1) << key.first;
+  EXPECT_EQ(here.stats.images, 3 * 96);
+  EXPECT_EQ(here.stats.fresh_samples, 96);
+  EXPECT_EQ(here.stats.echoed_samples, 192);
+  EXPECT_EQ(here.stats.echo_at, 2);  // the cache boundary: after the resize
+  // Three crops and flips of 81 x 2: now and then two copies agree.
+  int distinct = 0;
+  for (int64_t i = 0; i < 96; ++i) {
+    distinct += std::set<uint64_t>{here.copy_hashes.at({i, 0}), here.copy_hashes.at({i, 1}),
+                                   here.copy_hashes.at({i, 2})}
+                    .size() == 3;
+  }
+  EXPECT_GE(distinct, 85);
+  // The read and the decode ran once per sample, not once per copy.
+  EXPECT_EQ(here.stats.stages[1].samples, 96);
+  for (const std::string mode : {"cut=1", "cut=2", "cut=3", "remote"}) {
+    const RunResult r = RunWith(options(mode));
+    EXPECT_EQ(r.copy_hashes, here.copy_hashes) << mode;
+    EXPECT_EQ(r.stats.checksum, here.stats.checksum) << mode;
+    for (const auto& [key, count] : r.copy_deliveries) EXPECT_EQ(count, 1) << mode;
+  }
+  // A boundary the copies cannot share is refused, naming why.
+  LoaderOptions bad = options("off");
+  bad.pipeline = *LoadPipelineSpec("imagenet-train");
+  bad.echo_at = 1;
+  EXPECT_THAT(Loader::Create(bad).status().message(),
+              HasSubstr("--echo-at 1: copies cannot share the value there (stage 0 (decode) "
+                        "decodes the region that stage 1 (random_resized_crop) draws at random)"));
 }
 
 // A shard pattern travels to workers as written (made absolute), and each

@@ -77,6 +77,9 @@ Drained Drain(Loader& loader, const std::function<void()>& fault,
     for (int64_t i = 0; i < batch.size(); ++i) {
       d.indices.push_back(batch.indices()[i]);
       ++d.deliveries[batch.indices()[i]];
+      ++d.copy_deliveries[{batch.indices()[i], batch.copies()[i]}];
+      d.copy_hashes[{batch.indices()[i], batch.copies()[i]}] =
+          SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i), batch.sample_bytes());
       d.recomputed +=
           SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i), batch.sample_bytes());
     }
@@ -95,7 +98,11 @@ Drained Drain(const LoaderOptions& options, const std::function<void(Loader&)>& 
               const std::function<bool(const Loader&)>& when) {
   auto loader = Loader::Create(options);
   EXPECT_TRUE(loader.ok()) << loader.status();
-  if (!loader.ok()) return Drained{loader.status(), {}, {}, {}, {}, 0};
+  if (!loader.ok()) {
+    Drained failed;
+    failed.status = loader.status();
+    return failed;
+  }
   Loader& l = **loader;
   return Drain(l, fault ? [&] { fault(l); } : std::function<void()>(),
                when ? [&] { return when(l); } : std::function<bool()>());

@@ -19,6 +19,9 @@ struct Drained {
   std::map<int64_t, int> deliveries;  // index -> how many times
   std::vector<size_t> batch_sizes;
   uint64_t recomputed = 0;  // the checksum, recomputed from the delivered tensors
+  // Data echoing: (index, copy) -> how many times, and the last one's hash.
+  std::map<std::pair<int64_t, uint32_t>, int> copy_deliveries;
+  std::map<std::pair<int64_t, uint32_t>, uint64_t> copy_hashes;
 };
 
 // The 96-image ImageFolder (4 classes of 24, 120 to 400 px) the suites with

@@ -141,6 +141,10 @@ class Loader:
     later epochs (and later jobs, from the disk) neither read nor prepare it
     again; `cache_at` picks the boundary (None: the last deterministic one
     before the first random stage). Workers keep theirs at the same boundary.
+    Data echoing: `echo` (1) copies of each loaded sample per epoch, each
+    with its own random draws from `echo_at` (None: the cache boundary) on,
+    shuffled within blocks of `echo_window` samples; an epoch is then `echo`
+    times as long (len() counts the copies).
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
@@ -197,7 +201,8 @@ class Loader:
                  storage_connect_timeout_seconds=10.0, storage_attempts=4,
                  storage_backoff_seconds=0.1, read_ahead_requests=64,
                  read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
-                 cache_dir=None, cache_disk_bytes=0, cache_at=None):
+                 cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
+                 echo_window=256, echo_bytes=512 << 20):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -211,6 +216,11 @@ class Loader:
         _check_int("cache_disk_bytes", cache_disk_bytes, 0)
         if cache_at is not None:
             _check_int("cache_at", cache_at, 0)
+        _check_int("echo", echo, 1)
+        if echo_at is not None:
+            _check_int("echo_at", echo_at, 0)
+        _check_int("echo_window", echo_window, 1)
+        _check_int("echo_bytes", echo_bytes, 0)
         if rank >= world_size:
             raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
         if epochs is not None:
@@ -249,7 +259,9 @@ class Loader:
             read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes,
             index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir),
             cache_bytes=cache_bytes, cache_dir=os.fspath(cache_dir) if cache_dir else "",
-            cache_disk_bytes=cache_disk_bytes, cache_at=-1 if cache_at is None else cache_at)
+            cache_disk_bytes=cache_disk_bytes, cache_at=-1 if cache_at is None else cache_at,
+            echo=echo, echo_at=-1 if echo_at is None else echo_at, echo_window=echo_window,
+            echo_bytes=echo_bytes)
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)

@@ -1,0 +1,86 @@
+#include "pipeline/echo_store.h"
+
+#include "pipeline/wire.h"
+
+namespace prepflow {
+
+absl::Status EchoStore::Get(Sample& s, Workspace& ws, int copies,
+                            const std::function<absl::Status()>& load) {
+  if (copies <= 1) return load();
+  const Key key{s.epoch, s.index};
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    while (it != entries_.end() && it->second.loading) {
+      loaded_.Wait(&mu_);
+      it = entries_.find(key);
+    }
+    if (it != entries_.end()) {
+      Entry& e = it->second;
+      const absl::Status status = e.status;
+      const std::shared_ptr<const std::string> value = e.value;
+      if (--e.remaining <= 0) {  // the last copy: it goes
+        if (value != nullptr) stats_.held_bytes -= static_cast<int64_t>(value->size());
+        entries_.erase(it);
+      }
+      ++stats_.taken;
+      if (!status.ok()) return status;
+      return FromValueBytes(*value, ws, s);
+    }
+    // The first copy to ask, or one whose value was dropped for room.
+    Entry& e = entries_[key];
+    e.loading = true;
+    e.order = next_order_++;
+    if (auto d = dropped_.find(key); d != dropped_.end()) {
+      e.remaining = static_cast<int>(d->second) - 1;
+      dropped_.erase(d);
+      ++stats_.reloads;
+    } else {
+      e.remaining = copies - 1;
+    }
+    ++stats_.loads;
+  }
+  const absl::Status status = load();
+  std::shared_ptr<const std::string> value;
+  if (status.ok()) value = std::make_shared<const std::string>(ValueBytes(s));
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(key);
+  Entry& e = it->second;
+  e.loading = false;
+  e.status = status;
+  e.value = value;
+  if (e.remaining <= 0) {
+    entries_.erase(it);
+  } else if (value != nullptr) {
+    stats_.held_bytes += static_cast<int64_t>(value->size());
+    held_.emplace_back(e.order, key);
+    Trim();
+  }
+  loaded_.SignalAll();
+  return status;
+}
+
+void EchoStore::Trim() {
+  // Values all taken leave their place in the queue: drop those at its head.
+  auto stale = [this](const std::pair<uint64_t, Key>& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = entries_.find(h.second);
+    return it == entries_.end() || it->second.order != h.first;
+  };
+  while (!held_.empty() && stale(held_.front())) held_.pop_front();
+  while (stats_.held_bytes > max_bytes_ && !held_.empty()) {
+    const auto [order, key] = held_.front();
+    held_.pop_front();
+    auto it = entries_.find(key);
+    if (it == entries_.end() || it->second.order != order || it->second.loading) continue;
+    stats_.held_bytes -= static_cast<int64_t>(it->second.value->size());
+    dropped_[key] = it->second.remaining;
+    entries_.erase(it);
+  }
+}
+
+EchoStore::Stats EchoStore::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace prepflow

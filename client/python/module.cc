@@ -438,6 +438,7 @@ PYBIND11_MODULE(_prepflow, m) {
       .def_property_readonly("remote_samples",
                              [](const PyBatch& b) { return b.batch()->remote_samples(); })
       .def_property_readonly("indices", [](const PyBatch& b) { return b.batch()->indices(); })
+      .def_property_readonly("copies", [](const PyBatch& b) { return b.batch()->copies(); })
       .def_property_readonly("checksum",
                              [](const PyBatch& b) {
                                // Its part of the run's checksum (a sum mod 2^64).

@@ -102,6 +102,24 @@ class Delivery(unittest.TestCase):
         self.assertEqual(l.stats()["checksum"],
                          cli_checksum("--batch", "8", "--seed", "7", "--epochs", "2"))
 
+    def test_echo_yields_every_copy_once_and_len_counts_them(self):
+        l = loader(echo=2, echo_window=8, epochs=1)
+        seen = set()
+        for b in l.batches():
+            self.assertEqual(len(b.copies), len(b.indices))
+            for i, c in zip(b.indices, b.copies):
+                self.assertNotIn((int(i), int(c)), seen)
+                seen.add((int(i), int(c)))
+        self.assertEqual(len(seen), 80)  # 40 samples, 2 copies each
+        self.assertEqual({c for _, c in seen}, {0, 1})
+        stats = l.stats()
+        self.assertEqual((stats["fresh_samples"], stats["echoed_samples"]), (40, 40))
+        self.assertEqual(stats["checksum"],
+                         cli_checksum("--batch", "8", "--seed", "7", "--echo", "2",
+                                      "--echo-window", "8"))
+        with self.assertRaises(ValueError):
+            loader(echo=0)
+
     def test_stats_have_the_same_keys_as_the_table_and_the_cli(self):
         # One field table (client/loader_stats.h) renders the Python dict and
         # the CLI's JSON: a key in one and not the other fails here.

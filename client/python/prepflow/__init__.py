@@ -86,13 +86,15 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
 
 class Batch:
     """One batch: `images`, `labels`, and where it stands (`epoch`, `number`,
-    `indices`: the dataset index of each sample)."""
+    `indices`: the dataset index of each sample; `copies`: with data echoing,
+    which copy of it each is, 0 for the first)."""
 
-    __slots__ = ("images", "labels", "epoch", "number", "indices")
+    __slots__ = ("images", "labels", "epoch", "number", "indices", "copies")
 
-    def __init__(self, images, labels, epoch, number, indices):
+    def __init__(self, images, labels, epoch, number, indices, copies=None):
         self.images, self.labels = images, labels
         self.epoch, self.number, self.indices = epoch, number, indices
+        self.copies = copies if copies is not None else [0] * len(indices)
 
     def __iter__(self):  # images, labels = batch
         return iter((self.images, self.labels))
@@ -436,7 +438,7 @@ class Loader:
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
-        return Batch(images, labels, b.epoch, b.number, b.indices)
+        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies)
 
     # -- iteration -----------------------------------------------------------
 
@@ -455,7 +457,7 @@ class Loader:
             # batch k is being trained on.
             ahead = collections.deque()
             for b in self._core_batches(epoch):
-                ahead.append((b, self._tail.submit(b.images_numpy(), b.epoch, b.indices)))
+                ahead.append((b, self._tail.submit(b.images_numpy(), b.epoch, b.indices, b.copies)))
                 if len(ahead) > self._options["prefetch"]:
                     yield self._deliver(*ahead.popleft())
             while ahead:
@@ -496,7 +498,7 @@ class Loader:
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
-        return Batch(images, labels, b.epoch, b.number, b.indices)
+        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies)
 
     def __iter__(self):
         for batch in self.batches():

@@ -28,10 +28,11 @@ _MASK = (1 << 64) - 1
 _tail = None  # the transforms, in a worker process (set by _init)
 
 
-def sample_seed(seed, epoch, index):
-    """A 64-bit seed for one sample: splitmix64 over (seed, epoch, index)."""
+def sample_seed(seed, epoch, index, copy=0):
+    """A 64-bit seed for one sample: splitmix64 over (seed, epoch, index),
+    and its echoed copy's index when not 0."""
     x = seed & _MASK
-    for v in (epoch, index):
+    for v in (epoch, index) if copy == 0 else (epoch, index, copy):
         x = (x ^ (v & _MASK)) + 0x9E3779B97F4A7C15 & _MASK
         x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
         x = (x ^ (x >> 27)) * 0x94D049BB133111EB & _MASK
@@ -57,7 +58,7 @@ def _to_array(y, where):
                         f"image") from e
 
 
-def run_chunk(images, epoch, indices, seed, tail=None):
+def run_chunk(images, epoch, indices, seed, tail=None, copies=None):
     """The tail over some samples of a batch: (a stacked array, the CPU
     seconds it took in this process or thread)."""
     from PIL import Image  # torchvision's dependency; imported where it runs
@@ -66,8 +67,9 @@ def run_chunk(images, epoch, indices, seed, tail=None):
     start = clock()
     tail = tail if tail is not None else _tail
     out = []
-    for image, index in zip(images, indices):
-        s = sample_seed(seed, epoch, int(index))
+    copies = copies if copies is not None else [0] * len(indices)
+    for image, index, copy in zip(images, indices, copies):
+        s = sample_seed(seed, epoch, int(index), int(copy))
         torch.manual_seed(s)
         random.seed(s)
         np.random.seed(s & 0xFFFFFFFF)
@@ -104,7 +106,7 @@ class Tail:
                 workers, mp_context=multiprocessing.get_context(method), initializer=_init,
                 initargs=(tail,))
 
-    def submit(self, images, epoch, indices):
+    def submit(self, images, epoch, indices, copies=None):
         """The tail over one batch (NHWC uint8 or NCHW float32 numpy), in
         chunks over the workers; a callable that returns the stacked result
         and the CPU seconds the workers spent on it."""
@@ -114,7 +116,8 @@ class Tail:
         step = max(1, -(-n // self.workers))
         tail = self.tail if self.mode == "thread" else None
         futures = [self._pool.submit(run_chunk, images[i:i + step], epoch, indices[i:i + step],
-                                     self.seed, tail)
+                                     self.seed, tail,
+                                     None if copies is None else copies[i:i + step])
                    for i in range(0, n, step)]
 
         def result():

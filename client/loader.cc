@@ -221,6 +221,7 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_max_items_in_flight(options_.max_items_per_worker);
   open.set_cache_at(cache_at_);
   open.set_echo_at(echo_at_);
+  open.set_echo(options_.echo);
   return open;
 }
 

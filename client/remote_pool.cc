@@ -143,6 +143,8 @@ void RemotePool::RunHere(std::map<uint64_t, Pending>::iterator it) {
 }
 
 bool RemotePool::Locality() const {
+  // Echoed copies of a sample go where its first copy's value is kept.
+  if (open_.echo() > 1) return true;
   for (const Worker& w : workers_) {
     if (w.member.usable() && w.cache_bytes > 0) return true;
   }

@@ -196,7 +196,7 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
   // word is not trusted to index the profiler).
   const int first = r->first_stage();
   if (first >= 0 && first <= item.cut && r->stages_size() <= item.cut - first) {
-    if (!r->cache_hit()) {
+    if (!r->cache_hit() && !r->echoed()) {
       remote_profiler_.Record(0, static_cast<int64_t>(r->read_cpu_seconds() * 1e9), 0);
     }
     for (int k = 0; k < r->stages_size(); ++k) {

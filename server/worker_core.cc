@@ -140,6 +140,11 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     return refuse(absl::InvalidArgumentError(absl::StrCat(
         "job open: echo_at ", open.echo_at(), " is not a stage boundary of the pipeline")));
   }
+  if (open.echo() < 0 || open.echo() >= static_cast<int>(kMaxCopies)) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: echo ", open.echo(), " is outside [0, ", kMaxCopies, ")")));
+  }
+  if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
   if (absl::Status s = AdmitStream(client); !s.ok()) {
     return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
@@ -376,11 +381,31 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   return absl::OkStatus();
 }
 
+absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sample& s,
+                                   Workspace& ws, proto::SampleResult* out, int64_t* reported) {
+  // Stage costs are measured here, one stage at a time, so they travel with
+  // the sample for the client's planner.
+  BoundaryCache* cache = job.Cached(end) ? job.cache() : nullptr;
+  for (int stage = begin; stage < end; ++stage) {
+    const int64_t c0 = ThreadCpuNanos();
+    const absl::Status status = job.pipeline().Run(stage, stage + 1, s, ws);
+    const int64_t nanos = ThreadCpuNanos() - c0;
+    *reported += nanos;
+    const double seconds = nanos * 1e-9;
+    proto::StageCost* cost = out->add_stages();
+    cost->set_cpu_seconds(seconds);
+    cost->set_output_bytes(static_cast<int64_t>(s.size));
+    if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
+    if (!status.ok()) return status;
+    if (cache != nullptr && stage + 1 == cache->boundary()) cache->Keep(s);
+  }
+  return absl::OkStatus();
+}
+
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
                          ItemOutput* output) {
   proto::ItemResult* result = &output->result;
   Workspace& ws = *workspaces_[thread];
-  const Pipeline& pipeline = job.pipeline();
   const Dataset& dataset = job.dataset();
   BoundaryCache* cache = job.Cached(item.cut()) ? job.cache() : nullptr;
   result->set_item_id(item.item_id());
@@ -400,22 +425,27 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
     s.echo_at = job.spec().echo_at();
     int from = 0;
-    absl::Status status = Load(job, item.cut(), s, ws, out, &from, &reported);
-    if (cache != nullptr) ++(out->cache_hit() ? hits : misses);
-    // Stage costs are measured here, one stage at a time, so they travel
-    // with the sample for the client's planner.
-    for (int stage = from; stage < item.cut() && status.ok(); ++stage) {
-      const int64_t c0 = ThreadCpuNanos();
-      status = pipeline.Run(stage, stage + 1, s, ws);
-      const int64_t nanos = ThreadCpuNanos() - c0;
-      reported += nanos;
-      const double seconds = nanos * 1e-9;
-      proto::StageCost* cost = out->add_stages();
-      cost->set_cpu_seconds(seconds);
-      cost->set_output_bytes(static_cast<int64_t>(s.size));
-      if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
-      if (status.ok() && cache != nullptr && stage + 1 == cache->boundary()) cache->Keep(s);
+    absl::Status status;
+    const int echo_at = job.EchoAt(item.cut());
+    if (echo_at >= 0) {
+      // Copies of the sample share one load up to the echo boundary.
+      bool loaded = false;
+      status = job.echo_->Get(s, ws, job.spec().echo(), [&] {
+        loaded = true;
+        absl::Status st = Load(job, item.cut(), s, ws, out, &from, &reported);
+        if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, &reported);
+        return st;
+      });
+      if (!loaded) {
+        out->set_echoed(true);
+        out->set_first_stage(echo_at);
+      }
+      from = echo_at;
+    } else {
+      status = Load(job, item.cut(), s, ws, out, &from, &reported);
     }
+    if (cache != nullptr && !out->echoed()) ++(out->cache_hit() ? hits : misses);
+    if (status.ok()) status = RunStages(job, from, item.cut(), s, ws, out, &reported);
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));
       out->set_error(std::string(status.message()));  // the client adds the path

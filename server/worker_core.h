@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "pipeline/dataset.h"
+#include "pipeline/echo_store.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/sample_cache.h"
@@ -43,6 +44,8 @@ struct WorkerOptions {
   std::shared_ptr<const ObjectStore> store;
   ReadAheadOptions read_ahead;  // for each job's remote data
   std::string index_cache_dir;  // see DatasetOptions
+  // Data echoing: values held for their later copies, per job.
+  int64_t echo_bytes = int64_t{256} << 20;
   // Keeps samples' values at each job's cache boundary across epochs and
   // jobs (--cache-bytes, --cache-dir); null: no cache.
   std::shared_ptr<SampleCache> cache;
@@ -94,6 +97,14 @@ class WorkerJob {
   BoundaryCache* cache() const { return cache_.get(); }
   // Whether an item cut at `cut` reads through the cache.
   bool Cached(int cut) const { return cache_ != nullptr && cut >= cache_->boundary(); }
+  // Data echoing: the boundary up to which an item cut at `cut` loads each
+  // sample once for all its copies (the echo boundary, or the cache's if
+  // later); -1 when it does not (no echoing, or a cut before it).
+  int EchoAt(int cut) const {
+    if (echo_ == nullptr) return -1;
+    const int at = std::max(spec_.echo_at(), Cached(cut) ? cache_->boundary() : 0);
+    return cut >= at ? at : -1;
+  }
 
  private:
   friend class WorkerCore;
@@ -107,6 +118,7 @@ class WorkerJob {
   int max_items_in_flight_ = 0;
   std::vector<int64_t> max_sample_bytes_;
   std::unique_ptr<BoundaryCache> cache_;
+  std::unique_ptr<EchoStore> echo_;  // with echo > 1
 };
 
 class WorkerCore {
@@ -167,6 +179,10 @@ class WorkerCore {
   // `out`.
   absl::Status Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
                     proto::SampleResult* out, int* from, int64_t* reported);
+  // Runs stages [begin, end) on `s`, one at a time, adding each one's cost
+  // to `out` (and keeping the value at the cache boundary when it passes it).
+  absl::Status RunStages(const WorkerJob& job, int begin, int end, Sample& s, Workspace& ws,
+                         proto::SampleResult* out, int64_t* reported);
   // Chooses the job's cache boundary (cache_at, else the pipeline's
   // default). InvalidArgument when the client named one that is not
   // deterministic.

@@ -94,6 +94,8 @@ struct WorkerFlags {
              "environment (AWS_ACCESS_KEY_ID, ...; see docs/deploy.md)");
     RegisterStorageFlags(f, &storage);
     RegisterCacheFlags(f, &cache);
+    f.Int("echo-bytes", &options.echo_bytes,
+          "data echoing: a job's values held for their later copies, at most (per job stream)");
     f.String("plugin", &plugins,
              "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
              "naming an op none provides runs here only up to that op");
@@ -136,11 +138,13 @@ struct WorkerFlags {
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
-        options.max_memory_bytes < 0 || max_message_bytes < 1024 || server.port < 0 ||
-        !(server.idle_connection_seconds >= 1) || !(options.min_reindex_seconds >= 0)) {
+        options.max_memory_bytes < 0 || options.echo_bytes < 0 || max_message_bytes < 1024 ||
+        server.port < 0 || !(server.idle_connection_seconds >= 1) ||
+        !(options.min_reindex_seconds >= 0)) {
       return "--max-streams, --max-streams-per-client, --max-item-samples, --max-pixels, "
-             "--max-jpeg-scans must be positive, --max-memory-bytes >= 0, --max-message-bytes "
-             "at least 1024, --idle-connection-seconds at least 1 and --port >= 0";
+             "--max-jpeg-scans must be positive, --max-memory-bytes and --echo-bytes >= 0, "
+             "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
+             "--port >= 0";
     }
     server.handshake_timeout_seconds = open_timeout_seconds > 0 ? open_timeout_seconds : 120;
     server.max_receive_message_bytes = max_message_bytes;

@@ -445,5 +445,33 @@ TEST_F(RemoteDataTest, CachingWorkersShareTheDatasetAndReadEachSampleOnce) {
   EXPECT_EQ(r.stats.storage_bytes_read_per_epoch[2], 0);
 }
 
+// Data echoing on workers: every copy of a sample goes to its home worker,
+// which reads the sample once for all of them.
+TEST_F(RemoteDataTest, EchoedCopiesOnWorkersReadEachSampleOnce) {
+  WorkerProcess a(dir_->Join("root"), AllowingWorker());
+  WorkerProcess b(dir_->Join("root"), AllowingWorker());
+  LoaderOptions plain = Options(HttpPattern("shards"), {}, "off");
+  plain.echo = 3;
+  plain.echo_window = 16;
+  const testing::Drained here = testing::Drain(plain);
+  ExpectExactlyOnce(here, 96, 3);
+  LoaderOptions once = Options(HttpPattern("shards"), {a.address(), b.address()}, "remote");
+  once.hedge_after = 0;
+  const int64_t one_pass = testing::Drain(once).stats.storage_bytes_read_per_epoch.at(0);
+  for (const std::string mode : {"remote", "cut=2"}) {
+    LoaderOptions o = Options(HttpPattern("shards"), {a.address(), b.address()}, mode);
+    o.echo = 3;
+    o.echo_window = 16;
+    o.hedge_after = 0;  // a hedged copy would load on the other worker
+    const testing::Drained r = testing::Drain(o);
+    ExpectExactlyOnce(r, 96, 3);
+    EXPECT_EQ(r.stats.checksum, here.stats.checksum) << mode;
+    EXPECT_EQ(r.copy_hashes, here.copy_hashes) << mode;
+    EXPECT_EQ(r.stats.storage_bytes_read_per_epoch.at(0), one_pass) << mode;
+    EXPECT_EQ(r.stats.remote_stages[0].samples, 96) << mode;      // reads
+    EXPECT_EQ(r.stats.remote_stages[1].samples, 3 * 96) << mode;  // a decode per copy
+  }
+}
+
 }  // namespace
 }  // namespace prepflow

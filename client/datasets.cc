@@ -1,5 +1,7 @@
 #include "client/datasets.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -8,6 +10,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/text_format.h"
+#include "pipeline/braces.h"
+#include "pipeline/materialize.h"
 #include "storage/object_store.h"
 
 namespace prepflow {
@@ -24,6 +29,61 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
     options.store = CurlObjectStore::Create(std::move(storage));
   }
   return OpenDataset(spec, options);
+}
+
+namespace {
+
+// The folder (or URL prefix) where a dataset's manifest would be.
+std::string ManifestFolder(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  struct stat st;
+  const bool folder = IsUrl(p) ? !absl::EndsWith(p, ".tar") && !HasBraces(p)
+                               : stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  if (folder) return p;
+  const size_t slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+}  // namespace
+
+absl::Status FindMaterialized(proto::DatasetSpec* spec, const RemoteReadOptions& remote) {
+  constexpr uint64_t kMaxManifestBytes = 1 << 20;
+  const std::string where = absl::StrCat(ManifestFolder(spec->path()), "/", kManifestName);
+  std::string text;
+  if (IsUrl(where)) {
+    ObjectStoreOptions storage;
+    storage.http = remote.http;
+    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
+    std::shared_ptr<CurlObjectStore> store = CurlObjectStore::Create(std::move(storage));
+    absl::StatusOr<std::unique_ptr<ByteSource>> source = store->Open(where);
+    if (absl::IsNotFound(source.status())) return absl::OkStatus();
+    if (!source.ok()) return source.status();
+    if ((*source)->size() > kMaxManifestBytes) {
+      return absl::DataLossError(absl::StrCat(RedactedUrl(where), ": over 1 MiB, not a manifest"));
+    }
+    text.resize((*source)->size());
+    if (absl::Status s = (*source)->ReadAt(0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
+        !s.ok()) {
+      return s;
+    }
+  } else {
+    std::ifstream in(where, std::ios::binary);
+    if (!in) return absl::OkStatus();
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (text.size() > kMaxManifestBytes) {
+      return absl::DataLossError(absl::StrCat(where, ": over 1 MiB, not a manifest"));
+    }
+  }
+  if (!google::protobuf::TextFormat::ParseFromString(text, spec->mutable_materialized()) ||
+      spec->materialized().upto() < 0 ||
+      CheckEncoding(spec->materialized().encoding()) != absl::OkStatus()) {
+    spec->clear_materialized();
+    return absl::DataLossError(
+        absl::StrCat(IsUrl(where) ? RedactedUrl(where) : where,
+                     ": not a materialized dataset's manifest (written by prepflow materialize)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::function<absl::Status(const std::string& path)>> RemotePackOutput(

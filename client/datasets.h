@@ -20,6 +20,13 @@ namespace prepflow {
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
                                                            const RemoteReadOptions& remote);
 
+// When `spec` names a materialized dataset (a materialized.pbtxt beside its
+// shards: in the folder or prefix, or in the folder of its shard or pattern),
+// sets spec->materialized from it. Errors: DataLoss for a manifest that does
+// not parse, naming it; a manifest that cannot be read for another reason
+// than its absence.
+absl::Status FindMaterialized(proto::DatasetSpec* spec, const RemoteReadOptions& remote);
+
 // Where `prepflow pack --out s3://bucket/prefix` writes. The prefix must
 // hold nothing (FailedPrecondition naming it and --overwrite), unless
 // `overwrite`: then its .tar and .tar.idx objects are deleted first. Returns

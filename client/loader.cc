@@ -20,6 +20,7 @@
 #include "client/scheduler_grants.h"
 #include "pipeline/batch_ops.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/materialize.h"
 #include "pipeline/rng.h"
 #include "spdlog/spdlog.h"
 
@@ -64,6 +65,15 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
   job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
   if (absl::Status s = OpenPipeline(); !s.ok()) return s;
+  if (!options_.dataset.has_materialized()) {
+    if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
+  }
+  if (const proto::Materialized* m = Materialized()) {
+    if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
+    }
+  }
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
@@ -91,8 +101,10 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
   runner_ = std::make_unique<SampleRunner>(
-      dataset_.get(), pipeline_.get(), cache_.get(),
-      SampleRunner::Echo{options_.echo, echo_at_, options_.echo_bytes}, threads,
+      dataset_.get(), pipeline_.get(),
+      SampleRunner::Sources{
+          cache_.get(), Materialized(), {options_.echo, echo_at_, options_.echo_bytes}},
+      threads,
       2 * static_cast<size_t>(options_.batch_size) *
           std::max(options_.prefetch_batches, kMaxPrefetchBatches),
       [this] { SignalBatchDone(); });
@@ -157,7 +169,13 @@ absl::Status Loader::OpenPipeline() {
 
 absl::Status Loader::OpenCache() {
   const Pipeline& p = *pipeline_;
-  cache_at_ = options_.cache_at >= 0 ? options_.cache_at : p.CacheBoundary();
+  const int start = Materialized() != nullptr ? Materialized()->upto() : 0;
+  cache_at_ = options_.cache_at >= 0 ? options_.cache_at : std::max(start, p.CacheBoundary());
+  if (cache_at_ < start || (options_.echo_at >= 0 && options_.echo_at < start)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.echo_at >= 0 && options_.echo_at < start ? "--echo-at " : "--cache-at ",
+        "must not be before the boundary the data was materialized at (", start, ")"));
+  }
   if (cache_at_ > p.num_stages()) {
     return absl::InvalidArgumentError(absl::StrCat("--cache-at ", cache_at_,
                                                    ": past the last stage boundary (pipeline ",
@@ -451,6 +469,7 @@ void Loader::Place(Batch* b) {
   // Workers without a custom op's plugin run up to it; results are the same
   // at every cut.
   const int stage_limit = remote_ ? remote_->StageLimit() : 0;
+  const int start = Materialized() != nullptr ? Materialized()->upto() : 0;
   // Remote items by (cut, home worker): with caching workers each sample
   // goes to the one whose cache holds it (RemotePool::HomeOf).
   std::map<std::pair<int, int>, RemoteItem> open_items;
@@ -459,6 +478,8 @@ void Loader::Place(Batch* b) {
     const int64_t index = b->index_at(slot);
     int cut = PlacementOf(b->epoch(), index);
     if (cut > stage_limit) cut = stage_limit;
+    // Materialized data starts at its boundary: no cut comes before it.
+    if (cut >= 0 && cut < start) cut = stage_limit >= start ? start : -1;
     if (cut < 0) {
       local_slots.push_back(slot);
       local_indices.push_back(index);

@@ -107,6 +107,10 @@ class Loader {
   Loader() = default;
   absl::Status Init(const LoaderOptions& options);
   absl::Status OpenPipeline();
+  // The data's materialization (from its manifest), or null.
+  const proto::Materialized* Materialized() const {
+    return options_.dataset.has_materialized() ? &options_.dataset.materialized() : nullptr;
+  }
   // Checks --cache-at and --echo-at against the pipeline and opens the
   // cache, if any.
   absl::Status OpenCache();

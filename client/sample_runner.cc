@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "pipeline/checksum.h"
+#include "pipeline/materialize.h"
 #include "pipeline/wire.h"
 #include "policy/measurements.h"
 
@@ -30,14 +31,14 @@ std::vector<policy::StageTotals> Totals(const std::vector<StageStats>& stats) {
 
 }  // namespace
 
-SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache,
-                           Echo echo, int threads, size_t queue_capacity,
-                           std::function<void()> batch_done)
+SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, Sources sources,
+                           int threads, size_t queue_capacity, std::function<void()> batch_done)
     : dataset_(*dataset),
       pipeline_(*pipeline),
-      cache_(cache),
-      echo_(echo),
-      echo_store_(echo.bytes),
+      cache_(sources.cache),
+      materialized_(sources.materialized),
+      echo_(sources.echo),
+      echo_store_(sources.echo.bytes),
       batch_done_(std::move(batch_done)),
       read_profiler_({"read"}),
       stage_profiler_(pipeline->stage_names()),
@@ -88,9 +89,16 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   s.data = ws.encoded.data();
   s.size = size;
   s.shape = {static_cast<int64_t>(size)};
+  if (materialized_ != nullptr) {
+    // Materialized data: the stored value is the one after its stages.
+    status = DecodeMaterialized(*materialized_, pipeline_.options().decode, ws, s);
+    if (!status.ok()) return status;
+    *from = materialized_->upto();
+  }
   if (cache_ == nullptr) return absl::OkStatus();
+  const int start = *from;
   *from = cache_->boundary();
-  status = pipeline_.Run(0, *from, s, ws, &stage_profiler_);
+  status = pipeline_.Run(start, *from, s, ws, &stage_profiler_);
   if (status.ok()) cache_->Keep(s);
   return status;
 }

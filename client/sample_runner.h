@@ -52,10 +52,17 @@ class SampleRunner {
     int at = 0;
     int64_t bytes = 0;
   };
-  // `cache`, when given, keeps local samples' values at its boundary
-  // across epochs; it outlives the runner.
-  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, BoundaryCache* cache, Echo echo,
-               int threads, size_t queue_capacity, std::function<void()> batch_done);
+  // Where local samples' values come from before their stages run.
+  struct Sources {
+    // Keeps values at its boundary across epochs; outlives the runner.
+    BoundaryCache* cache = nullptr;
+    // The data is materialized up to materialized->upto(); outlives the
+    // runner.
+    const proto::Materialized* materialized = nullptr;
+    Echo echo;
+  };
+  SampleRunner(const Dataset* dataset, const Pipeline* pipeline, Sources sources, int threads,
+               size_t queue_capacity, std::function<void()> batch_done);
   // Stop()s.
   ~SampleRunner();
   SampleRunner(const SampleRunner&) = delete;
@@ -119,7 +126,8 @@ class SampleRunner {
 
   const Dataset& dataset_;
   const Pipeline& pipeline_;
-  BoundaryCache* const cache_;  // may be null
+  BoundaryCache* const cache_;                     // may be null
+  const proto::Materialized* const materialized_;  // may be null
   const Echo echo_;
   EchoStore echo_store_;
   const std::function<void()> batch_done_;

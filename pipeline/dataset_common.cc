@@ -40,8 +40,9 @@ std::string detail::LowerExtension(const std::string& name) {
 
 // torchvision.datasets.folder.IMG_EXTENSIONS
 bool detail::IsImageExtension(const std::string& ext) {
-  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm", "bmp",
-                                      "pgm", "tif",  "tiff", "webp"};
+  // "pfv": a materialized value (pipeline/materialize.h).
+  static const char* const kExts[] = {"jpg", "jpeg", "png",  "ppm",  "bmp",
+                                      "pgm", "tif",  "tiff", "webp", "pfv"};
   for (const char* e : kExts) {
     if (ext == e) return true;
   }

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -136,6 +138,31 @@ absl::StatusOr<std::vector<std::string>> LocalShards(const std::string& spec) {
   return shards;
 }
 
+// Sample i's members: "%09d.<ext>" (`bytes`), "%09d.cls" (its label) and
+// "%09d.class" (its class's name, where the dataset has names).
+absl::Status AddSample(const Dataset& dataset, int64_t i, const std::string& bytes,
+                       const std::string& ext, ShardWriter* shard) {
+  const std::string key = absl::StrFormat("%09d", i);
+  if (absl::Status s = shard->Add(absl::StrCat(key, ".", ext), bytes.data(), bytes.size(), "");
+      !s.ok()) {
+    return s;
+  }
+  const std::string label = absl::StrCat(dataset.label(i));
+  if (absl::Status s = shard->Add(absl::StrCat(key, ".cls"), label.data(), label.size(), label);
+      !s.ok()) {
+    return s;
+  }
+  // The class's name too, so that the shards keep what the folder names.
+  if (const std::vector<std::string>& classes = dataset.classes();
+      dataset.label(i) >= 0 && dataset.label(i) < static_cast<int64_t>(classes.size())) {
+    const std::string& name = classes[dataset.label(i)];
+    if (name.size() <= kMaxClassNameBytes) {
+      return shard->Add(absl::StrCat(key, ".class"), name.data(), name.size(), name);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
@@ -159,6 +186,53 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   return absl::OkStatus();
 }
 
+namespace {
+
+// Sample i's member: the file as it is, or what options.make makes of it.
+absl::Status MakeMember(const Dataset& dataset, const PackOptions& options, int64_t i,
+                        Workspace& ws, std::string* bytes, std::string* ext) {
+  if (options.make) return options.make(i, ws, bytes, ext);
+  size_t size = 0;
+  if (absl::Status s = dataset.Read(i, &ws.encoded, &size); !s.ok()) return s;
+  bytes->assign(reinterpret_cast<const char*>(ws.encoded.data()), size);
+  *ext = dataset.Extension(i);
+  if (ext->empty()) *ext = "jpg";
+  return absl::OkStatus();
+}
+
+// Makes the members of samples [begin, end) on `threads` threads.
+absl::Status MakeMembers(const Dataset& dataset, const PackOptions& options, int64_t begin,
+                         int64_t end, std::vector<std::unique_ptr<Workspace>>& workspaces,
+                         std::vector<std::string>* bytes, std::vector<std::string>* exts) {
+  const auto n = static_cast<size_t>(end - begin);
+  bytes->assign(n, "");
+  exts->assign(n, "");
+  std::vector<absl::Status> status(n);
+  std::atomic<size_t> next{0};
+  auto work = [&](Workspace& ws) {
+    for (size_t k = next++; k < n; k = next++) {
+      status[k] = MakeMember(dataset, options, begin + static_cast<int64_t>(k), ws, &(*bytes)[k],
+                             &(*exts)[k]);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < workspaces.size(); ++t)
+    threads.emplace_back(work, std::ref(*workspaces[t]));
+  work(*workspaces[0]);
+  for (std::thread& t : threads) t.join();
+  for (size_t k = 0; k < n; ++k) {
+    if (!status[k].ok()) {
+      if (!options.make) return status[k];  // a read's error names the file
+      const int64_t i = begin + static_cast<int64_t>(k);
+      return absl::Status(status[k].code(), absl::StrCat("sample ", i, " (", dataset.SamplePath(i),
+                                                         "): ", status[k].message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptions& options,
                                          const std::function<void(const PackStats&)>& progress) {
   if (options.samples_per_shard <= 0) {
@@ -166,7 +240,6 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
   }
   if (absl::Status s = PrepareOutput(options.out_dir, options.overwrite); !s.ok()) return s;
   PackStats stats;
-  Buffer buf;
   ShardWriter shard;
   // On any failure (a full disk, an unreadable sample) the partial shard is
   // removed: finished shards stay, and no .tmp file is left behind.
@@ -174,44 +247,38 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
     shard.Abandon();
     return s;
   };
-  for (int64_t i = 0; i < dataset.size(); ++i) {
-    if (i % options.samples_per_shard == 0) {
-      if (shard.open()) {
-        if (absl::Status s = shard.Finish(&stats.bytes, options.finished); !s.ok()) {
-          return abandon(s);
-        }
-      }
-      const std::string path =
-          absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
-      if (absl::Status s = shard.Open(path); !s.ok()) return abandon(s);
-      ++stats.shards;
-    }
-    size_t size = 0;
-    if (absl::Status s = dataset.Read(i, &buf, &size); !s.ok()) return abandon(s);
-    std::string ext = dataset.Extension(i);
-    if (ext.empty()) ext = "jpg";
-    const std::string key = absl::StrFormat("%09d", i);
-    if (absl::Status s = shard.Add(absl::StrCat(key, ".", ext), buf.data(), size, ""); !s.ok()) {
-      return abandon(s);
-    }
-    const std::string label = absl::StrCat(dataset.label(i));
-    if (absl::Status s = shard.Add(absl::StrCat(key, ".cls"), label.data(), label.size(), label);
+  std::vector<std::unique_ptr<Workspace>> workspaces;
+  for (int t = 0; t < std::max(1, options.threads); ++t) {
+    workspaces.push_back(std::make_unique<Workspace>());
+  }
+  // Members are made a chunk at a time, in parallel, and written in order.
+  const int64_t chunk = 64 * static_cast<int64_t>(workspaces.size());
+  std::vector<std::string> bytes, exts;
+  for (int64_t begin = 0; begin < dataset.size(); begin += chunk) {
+    const int64_t end = std::min(dataset.size(), begin + chunk);
+    if (absl::Status s = MakeMembers(dataset, options, begin, end, workspaces, &bytes, &exts);
         !s.ok()) {
       return abandon(s);
     }
-    // The class's name too, so that the shards keep what the folder names.
-    if (const std::vector<std::string>& classes = dataset.classes();
-        dataset.label(i) >= 0 && dataset.label(i) < static_cast<int64_t>(classes.size())) {
-      const std::string& name = classes[dataset.label(i)];
-      if (name.size() <= kMaxClassNameBytes) {
-        if (absl::Status s = shard.Add(absl::StrCat(key, ".class"), name.data(), name.size(), name);
-            !s.ok()) {
-          return abandon(s);
+    for (int64_t i = begin; i < end; ++i) {
+      if (i % options.samples_per_shard == 0) {
+        if (shard.open()) {
+          if (absl::Status s = shard.Finish(&stats.bytes, options.finished); !s.ok()) {
+            return abandon(s);
+          }
         }
+        const std::string path =
+            absl::StrFormat("%s/%s-%06d.tar", options.out_dir, options.prefix, stats.shards);
+        if (absl::Status s = shard.Open(path); !s.ok()) return abandon(s);
+        ++stats.shards;
       }
+      if (absl::Status s = AddSample(dataset, i, bytes[i - begin], exts[i - begin], &shard);
+          !s.ok()) {
+        return abandon(s);
+      }
+      ++stats.samples;
+      if (progress) progress(stats);
     }
-    ++stats.samples;
-    if (progress) progress(stats);
   }
   if (shard.open()) {
     if (absl::Status s = shard.Finish(&stats.bytes, options.finished); !s.ok()) return abandon(s);

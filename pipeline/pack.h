@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
+#include "pipeline/ops.h"
 
 namespace prepflow {
 
@@ -25,6 +26,12 @@ struct PackOptions {
   // sidecar): e.g. to upload it elsewhere and remove it. An error stops the
   // pack with it.
   std::function<absl::Status(const std::string& path)> finished;
+  // Makes sample i's member (its bytes and extension) instead of copying
+  // the dataset's file (`prepflow materialize`'s stages), on `threads`
+  // threads, each with its own Workspace; null: the file as it is. An
+  // error stops the pack with it, naming the sample.
+  std::function<absl::Status(int64_t i, Workspace& ws, std::string* bytes, std::string* ext)> make;
+  int threads = 1;
 };
 struct PackStats {
   int64_t samples = 0;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/materialize.h"
 #include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
 #include "pipeline/wire.h"
@@ -145,6 +146,16 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: echo ", open.echo(), " is outside [0, ", kMaxCopies, ")")));
   }
   if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
+  if (open.dataset().has_materialized()) {
+    const proto::Materialized& m = open.dataset().materialized();
+    absl::Status s = CheckEncoding(m.encoding());
+    if (s.ok() && m.upto() <= job->pipeline_->num_stages()) {
+      s = CheckMaterializedPrefix(m, *job->pipeline_);
+    }
+    if (!s.ok()) {
+      return refuse(absl::InvalidArgumentError(absl::StrCat("job open: dataset: ", s.message())));
+    }
+  }
   if (absl::Status s = AdmitStream(client); !s.ok()) {
     return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
@@ -233,6 +244,11 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
     return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": has ",
                                                    item.indices_size(), " samples; 1 to ",
                                                    options_.max_item_samples, " allowed"));
+  }
+  if (const int start = job->start_stage(); item.cut() < start) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("work item ", item.item_id(), ": cut ", item.cut(),
+                     " is before the boundary the data was materialized at (", start, ")"));
   }
   if (item.copies_size() != 0 && item.copies_size() != item.indices_size()) {
     return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": has ",
@@ -377,7 +393,14 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   s.data = ws.encoded.data();
   s.size = size;
   s.shape = {static_cast<int64_t>(size)};
-  if (cache != nullptr && cache->boundary() == 0) cache->Keep(s);
+  if (const proto::DatasetSpec& spec = job.spec().dataset(); spec.has_materialized()) {
+    // Materialized data: the stored value is the one after its stages.
+    status = DecodeMaterialized(spec.materialized(), job.pipeline().options().decode, ws, s);
+    if (!status.ok()) return status;
+    *from = spec.materialized().upto();
+    out->set_first_stage(*from);
+  }
+  if (cache != nullptr && cache->boundary() == *from) cache->Keep(s);
   return absl::OkStatus();
 }
 

@@ -97,12 +97,16 @@ class WorkerJob {
   BoundaryCache* cache() const { return cache_.get(); }
   // Whether an item cut at `cut` reads through the cache.
   bool Cached(int cut) const { return cache_ != nullptr && cut >= cache_->boundary(); }
+  // The boundary the job's data starts at: its materialization's, else 0.
+  int start_stage() const {
+    return spec_.dataset().has_materialized() ? spec_.dataset().materialized().upto() : 0;
+  }
   // Data echoing: the boundary up to which an item cut at `cut` loads each
   // sample once for all its copies (the echo boundary, or the cache's if
   // later); -1 when it does not (no echoing, or a cut before it).
   int EchoAt(int cut) const {
     if (echo_ == nullptr) return -1;
-    const int at = std::max(spec_.echo_at(), Cached(cut) ? cache_->boundary() : 0);
+    const int at = std::max({spec_.echo_at(), Cached(cut) ? cache_->boundary() : 0, start_stage()});
     return cut >= at ? at : -1;
   }
 

@@ -28,6 +28,8 @@
 #include "pipeline/checksum.h"
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
+#include "pipeline/executor.h"
+#include "pipeline/materialize.h"
 #include "pipeline/op_schema.h"
 #include "pipeline/pack.h"
 #include "pipeline/pipeline.h"
@@ -682,6 +684,36 @@ int PlanCommand(int argc, char** argv) {
   return kOk;
 }
 
+namespace {
+
+// Where pack and materialize write: a folder, or an s3:// prefix, to which
+// each shard is uploaded from a staging folder (removed at the end).
+struct ShardOutput {
+  std::optional<std::filesystem::path> staging;
+
+  absl::Status Prepare(const std::string& out, PackOptions* options) {
+    options->out_dir = out;
+    if (!IsUrl(out)) return absl::OkStatus();
+    auto upload = RemotePackOutput(out, options->overwrite);
+    if (!upload.ok()) return upload.status();
+    char dir[] = "/tmp/prepflow-pack.XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      return absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno)));
+    }
+    staging = dir;
+    options->out_dir = dir;
+    options->overwrite = false;
+    options->finished = *std::move(upload);
+    return absl::OkStatus();
+  }
+  ~ShardOutput() {
+    std::error_code ignored;
+    if (staging.has_value()) std::filesystem::remove_all(*staging, ignored);
+  }
+};
+
+}  // namespace
+
 int PackCommand(int argc, char** argv) {
   std::string data, out;
   PackOptions options;
@@ -703,28 +735,8 @@ int PackCommand(int argc, char** argv) {
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
   if (data.empty() || out.empty())
     return UsageError("prepflow pack: --data and --out are required", flags);
-  options.out_dir = out;
-  // To object storage: each shard is written here, uploaded and removed.
-  std::optional<std::filesystem::path> staging;
-  if (IsUrl(out)) {
-    auto upload = RemotePackOutput(out, options.overwrite);
-    if (!upload.ok()) return Failure("pack", upload.status());
-    char dir[] = "/tmp/prepflow-pack.XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      return Failure("pack", absl::InternalError(absl::StrCat("mkdtemp: ", std::strerror(errno))));
-    }
-    staging = dir;
-    options.out_dir = dir;
-    options.overwrite = false;
-    options.finished = *std::move(upload);
-  }
-  struct RemoveStaging {
-    std::optional<std::filesystem::path>* dir;
-    ~RemoveStaging() {
-      std::error_code ignored;
-      if (dir->has_value()) std::filesystem::remove_all(**dir, ignored);
-    }
-  } remove_staging{&staging};
+  ShardOutput output;
+  if (absl::Status s = output.Prepare(out, &options); !s.ok()) return Failure("pack", s);
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
@@ -749,6 +761,101 @@ int PackCommand(int argc, char** argv) {
     std::printf("packed %lld samples into %lld shards (%.1f MiB) in %s in %.2f s\n",
                 static_cast<long long>(stats->samples), static_cast<long long>(stats->shards),
                 stats->bytes / 1048576.0, out.c_str(), seconds);
+  }
+  return kOk;
+}
+
+int MaterializeCommand(int argc, char** argv) {
+  std::string data, out, pipeline = "imagenet-train", plugins, upto = "auto", format = "auto";
+  MaterializeOptions options;
+  int64_t max_pixels = 64'000'000;
+  int max_jpeg_scans = kDefaultMaxJpegScans;
+  bool json = false;
+  FlagSet flags("prepflow materialize",
+                "Runs the deterministic prefix of a pipeline once over a dataset and writes the "
+                "values as WebDataset shards with a manifest (materialized.pbtxt): a job given "
+                "them and the whole pipeline runs only the stages after (PRESTO's offline step; "
+                "prepflow strategies says which prefix pays).");
+  flags.String("data", &data, "the dataset to materialize (any --data prepflow run takes)");
+  flags.String("format", &format, "auto | imagefolder | wds");
+  flags.String("pipeline", &pipeline, kPipelineHelp);
+  flags.String("plugin", &plugins, kPluginHelp);
+  flags.String("upto", &upto,
+               "run stages [0, K) and keep their output: K, or auto (the last deterministic "
+               "boundary before the first random stage)");
+  flags.String("encoding", &options.encoding,
+               "raw (each value's wire form: exact) | png (images, lossless) | jpeg:Q (images, "
+               "lossy, quality Q)");
+  flags.String("out", &out,
+               "output folder (must be empty, or see --overwrite), or an s3://bucket/prefix");
+  flags.Bool("overwrite", &options.pack.overwrite,
+             "write into a folder (or prefix) that is not empty, removing its shards first");
+  flags.Int("shard-samples", &options.pack.samples_per_shard, "samples per shard");
+  flags.Int("threads", &options.pack.threads, "threads running the stages (0: every CPU)");
+  flags.Int("max-pixels", &max_pixels, "as prepflow run's: jobs must use the same");
+  flags.Int("max-jpeg-scans", &max_jpeg_scans, "as prepflow run's: jobs must use the same");
+  flags.Bool("json", &json, "print a JSON summary as the last line");
+  if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  if (data.empty() || out.empty()) {
+    return UsageError("prepflow materialize: --data and --out are required", flags);
+  }
+  if (upto != "auto" && (!absl::SimpleAtoi(upto, &options.upto) || options.upto < 0)) {
+    return UsageError(absl::StrCat("--upto: '", upto, "' is neither auto nor a stage boundary"),
+                      flags);
+  }
+  if (absl::Status s = CheckEncoding(options.encoding); !s.ok()) {
+    return UsageError(std::string(s.message()), flags);
+  }
+  if (options.pack.threads <= 0) options.pack.threads = AvailableCpus();
+  if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return Failure("materialize", s);
+  auto spec = LoadPipelineSpec(pipeline);
+  if (!spec.ok()) return UsageError(absl::StrCat("--pipeline: ", spec.status().message()), flags);
+  PipelineOptions popts;
+  popts.decode.max_pixels = max_pixels;
+  popts.decode.max_jpeg_scans = max_jpeg_scans;
+  auto built = Pipeline::Create(*spec, popts);
+  if (!built.ok()) return Failure("materialize", built.status());
+  ShardOutput output;
+  if (absl::Status s = output.Prepare(out, &options.pack); !s.ok()) {
+    return Failure("materialize", s);
+  }
+  proto::DatasetSpec dspec;
+  dspec.set_path(data);
+  auto fmt = ParseDatasetFormat(format);
+  if (!fmt.ok()) return UsageError(std::string(fmt.status().message()), flags);
+  dspec.set_format(*fmt);
+  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
+  if (!dataset.ok()) return Failure("materialize", dataset.status());
+  Progress progress;
+  const int64_t total = (*dataset)->size();
+  const int64_t t0 = WallNanos();
+  auto made = Materialize(**dataset, **built, *spec, options, [&](const PackStats& s) {
+    const double secs = (WallNanos() - t0) * 1e-9;
+    progress.Update(absl::StrFormat("materialized %d/%d samples into %d shards (%.0f samples/s)",
+                                    s.samples, total, s.shards, secs > 0 ? s.samples / secs : 0));
+  });
+  progress.Done();
+  if (!made.ok()) return Failure("materialize", made.status());
+  const double seconds = (WallNanos() - t0) * 1e-9;
+  uint64_t bytes = 0;
+  if (!output.staging) {
+    std::error_code ignored;
+    for (const auto& e : std::filesystem::directory_iterator(out, ignored)) {
+      bytes += e.is_regular_file(ignored) ? e.file_size(ignored) : 0;
+    }
+  }
+  if (json) {
+    PrintJson(Json{{"command", "materialize"},
+                   {"samples", made->samples()},
+                   {"upto", made->upto()},
+                   {"encoding", made->encoding()},
+                   {"bytes", bytes},
+                   {"seconds", seconds},
+                   {"out", SafeText(out)}});
+  } else {
+    std::printf("materialized %lld samples after stages [0, %d) as %s into %s in %.2f s\n",
+                static_cast<long long>(made->samples()), made->upto(), made->encoding().c_str(),
+                out.c_str(), seconds);
   }
   return kOk;
 }

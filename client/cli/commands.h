@@ -7,14 +7,15 @@
 
 namespace prepflow::cli {
 
-int RunCommand(int argc, char** argv);      // prepflow run
-int ProfileCommand(int argc, char** argv);  // prepflow profile
-int PackCommand(int argc, char** argv);     // prepflow pack
-int IndexCommand(int argc, char** argv);    // prepflow index
-int PlanCommand(int argc, char** argv);     // prepflow plan
-int DemoCommand(int argc, char** argv);     // prepflow demo
-int ProbeCommand(int argc, char** argv);    // prepflow probe
-int OpsCommand(int argc, char** argv);      // prepflow ops
+int RunCommand(int argc, char** argv);          // prepflow run
+int ProfileCommand(int argc, char** argv);      // prepflow profile
+int PackCommand(int argc, char** argv);         // prepflow pack
+int IndexCommand(int argc, char** argv);        // prepflow index
+int MaterializeCommand(int argc, char** argv);  // prepflow materialize
+int PlanCommand(int argc, char** argv);         // prepflow plan
+int DemoCommand(int argc, char** argv);         // prepflow demo
+int ProbeCommand(int argc, char** argv);        // prepflow probe
+int OpsCommand(int argc, char** argv);          // prepflow ops
 
 // Runs a command. With --json among its flags, stdout ends with exactly one
 // JSON line whatever happens: the command's summary (with an "error" field

@@ -21,6 +21,7 @@ commands:
   profile  measure each stage's CPU time and output size per sample
   pack     write an ImageFolder as WebDataset .tar shards
   index    write the index of existing shards beside them, for remote reading
+  materialize  run a pipeline's deterministic prefix once and write its output as shards
   plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   for (const auto& [name, f] : {std::pair<const char*, Command>{"run", prepflow::cli::RunCommand},
                                 {"profile", prepflow::cli::ProfileCommand},
                                 {"pack", prepflow::cli::PackCommand},
+                                {"materialize", prepflow::cli::MaterializeCommand},
                                 {"index", prepflow::cli::IndexCommand},
                                 {"plan", prepflow::cli::PlanCommand},
                                 {"demo", prepflow::cli::DemoCommand},

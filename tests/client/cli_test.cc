@@ -128,6 +128,37 @@ TEST_F(CliTest, ADiskCacheServesTheNextJob) {
   EXPECT_THAT(bad.err, HasSubstr("--cache-at: 'soon' is neither auto nor a stage boundary"));
 }
 
+TEST_F(CliTest, MaterializeOnceThenRunTheRest) {
+  const std::string eval = " --pipeline imagenet-eval --threads 2 --json";
+  const CliRun source = Prepflow(absl::StrCat("run --data ", dir_.Join("data"), eval), dir_);
+  ASSERT_EQ(source.exit_code, 0) << source.err;
+  const CliRun made =
+      Prepflow(absl::StrCat("materialize --data ", dir_.Join("data"),
+                            " --pipeline imagenet-eval --out ", dir_.Join("mat"), " --json"),
+               dir_);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(made.LastJson()["samples"], 15);
+  EXPECT_EQ(made.LastJson()["upto"], 4);  // imagenet-eval draws nothing: all of it
+  EXPECT_EQ(made.LastJson()["encoding"], "raw");
+  const CliRun all = Prepflow(absl::StrCat("run --data ", dir_.Join("mat"), eval), dir_);
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.LastJson()["checksum"], source.LastJson()["checksum"]);
+  const CliRun png = Prepflow(absl::StrCat("materialize --data ", dir_.Join("data"),
+                                           " --pipeline imagenet-eval --upto 3 --encoding png "
+                                           "--out ",
+                                           dir_.Join("mat3"), " --json"),
+                              dir_);
+  ASSERT_EQ(png.exit_code, 0) << png.err;
+  const CliRun rest = Prepflow(absl::StrCat("run --data ", dir_.Join("mat3"), eval), dir_);
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_EQ(rest.LastJson()["checksum"], source.LastJson()["checksum"]);
+  const CliRun bad = Prepflow(absl::StrCat("materialize --data ", dir_.Join("data"),
+                                           " --encoding gif --out ", dir_.Join("x")),
+                              dir_);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--encoding: 'gif' is not raw, png or jpeg:Q"));
+}
+
 TEST_F(CliTest, PackedShardsGiveTheSameChecksum) {
   const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
                                             dir_.Join("shards"), " --shard-samples 4 --json"),

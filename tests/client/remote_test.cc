@@ -22,6 +22,7 @@
 #include "google/protobuf/text_format.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "pipeline/materialize.h"
 #include "pipeline/pack.h"
 #include "pipeline/plugins.h"
 #include "pipeline/synthetic.h"
@@ -195,6 +196,66 @@ TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
   EXPECT_THAT(Loader::Create(bad).status().message(),
               HasSubstr("--echo-at 1: copies cannot share the value there (stage 0 (decode) "
                         "decodes the region that stage 1 (random_resized_crop) draws at random)"));
+}
+
+// Materialized data: imagenet-eval's decode and resize run once, kept as
+// shards; the job continues from there with the unmaterialized checksum
+// (lossless encodings), locally and at every cut on workers.
+TEST_F(RemoteTest, MaterializedDataGivesTheSourceChecksumAtEveryCut) {
+  LoaderOptions source = Options({}, "off");
+  source.pipeline = *LoadPipelineSpec("imagenet-eval");
+  source.epochs = 2;
+  const uint64_t expected = RunWith(source).stats.checksum;
+  proto::DatasetSpec spec;
+  spec.set_path(dir_->Join("root/data"));
+  auto dataset = OpenDataset(spec);
+  ASSERT_TRUE(dataset.ok());
+  auto pipeline = Pipeline::Create(source.pipeline, PipelineOptions());
+  ASSERT_TRUE(pipeline.ok());
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  for (const std::string encoding : {"raw", "png"}) {
+    MaterializeOptions mo;
+    mo.upto = 2;
+    mo.encoding = encoding;
+    mo.pack.out_dir = dir_->Join("root/eval-" + encoding);
+    mo.pack.samples_per_shard = 40;
+    mo.pack.threads = 2;
+    auto made = Materialize(**dataset, **pipeline, source.pipeline, mo, nullptr);
+    ASSERT_TRUE(made.ok()) << made.status();
+    EXPECT_EQ(made->samples(), 96);
+    for (const std::string mode : {"off", "cut=1", "cut=3", "remote"}) {
+      LoaderOptions o = Options({a.address()}, mode);
+      o.dataset.set_path(mo.pack.out_dir);
+      o.pipeline = source.pipeline;
+      o.epochs = 2;
+      const RunResult r = RunWith(o);
+      ExpectExactlyOnce(r, 96, 2);
+      EXPECT_EQ(r.stats.checksum, expected) << encoding << " " << mode;
+      // Nothing ran before the boundary: no decode, no resize.
+      EXPECT_EQ(r.stats.stages[1].samples + r.stats.remote_stages[1].samples, 0) << mode;
+    }
+  }
+  // Another pipeline cannot continue it.
+  LoaderOptions other = Options({}, "off");
+  other.dataset.set_path(dir_->Join("root/eval-raw"));
+  EXPECT_THAT(Loader::Create(other).status().message(),
+              HasSubstr("was materialized after stages [0, 2) = decode -> resize"));
+  // A random boundary, or pictures of what is not an image, are refused.
+  MaterializeOptions bad;
+  bad.pack.out_dir = dir_->Join("bad");
+  auto train = Pipeline::Create(*LoadPipelineSpec("imagenet-train"), PipelineOptions());
+  bad.upto = 1;
+  EXPECT_THAT(
+      std::string(Materialize(**dataset, **train, *LoadPipelineSpec("imagenet-train"), bad, nullptr)
+                      .status()
+                      .message()),
+      HasSubstr("--upto 1: the values there differ from epoch to epoch"));
+  bad.upto = 4;
+  bad.encoding = "png";
+  EXPECT_THAT(
+      std::string(
+          Materialize(**dataset, **pipeline, source.pipeline, bad, nullptr).status().message()),
+      HasSubstr("--encoding png holds images; the value here is a tensor"));
 }
 
 // A shard pattern travels to workers as written (made absolute), and each

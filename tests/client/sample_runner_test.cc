@@ -22,8 +22,8 @@ class SampleRunnerTest : public ::testing::Test {
     spec.set_path(dir_.Join("d"));
     dataset_ = *OpenDataset(spec);
     pipeline_ = *Pipeline::Create(*LoadPipelineSpec("imagenet-eval"), PipelineOptions());
-    runner_ = std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(), nullptr,
-                                             SampleRunner::Echo{}, 1, 16, [] {});
+    runner_ = std::make_unique<SampleRunner>(dataset_.get(), pipeline_.get(),
+                                             SampleRunner::Sources{}, 1, 16, [] {});
     batch_ = std::make_unique<Batch>(pipeline_->output_type(), 4);
     const int64_t indices[] = {0, 1, 2, 3};
     batch_->Reset(0, 0, indices);

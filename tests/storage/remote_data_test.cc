@@ -317,10 +317,11 @@ TEST_F(RemoteDataTest, PackWritesShardsToS3) {
 // exactly once with the local checksum.
 TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   using testing::Fault;
+  // The job first looks for a manifest (materialized data: 404 here).
   // Opening shard 0 asks for its size, its sidecar's size, then the sidecar;
   // shard 1 the same: each fault meets one of these, and its retry passes.
   testing::FaultProxy proxy(http_->address(),
-                            {Fault::k503, Fault::kNone, Fault::kReset, Fault::kNone, Fault::kCut,
+                            {Fault::kNone, Fault::k503, Fault::kNone, Fault::kReset, Fault::kNone, Fault::kCut,
                              Fault::kNone, Fault::k429, Fault::kNone, Fault::kStall});
   LoaderOptions o = Options(
       absl::StrCat("http://", proxy.address(), "/shards/shard-{000000..000003}.tar"), {}, "off");
@@ -334,7 +335,7 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   EXPECT_EQ(r.stats.storage.retries, 5) << "one per fault";
   EXPECT_EQ(r.stats.storage.errors, 0);
   EXPECT_EQ(r.stats.storage.requests, 4 * 3 + 96 + 5);
-  EXPECT_EQ(proxy.connections(), 4 * 3 + 96 + 5);
+  EXPECT_EQ(proxy.connections(), 1 + 4 * 3 + 96 + 5);
 
   // Storage that keeps failing: the job cannot open, and says where and why.
   testing::FaultProxy down(http_->address(), {Fault::k503}, /*always=*/true);
@@ -343,7 +344,8 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   auto refused = Loader::Create(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
-  EXPECT_THAT(refused.status().message(), HasSubstr("/shards/shard-000000.tar: HTTP 503"));
+  // (Its first request, for a manifest beside the shard, already fails.)
+  EXPECT_THAT(refused.status().message(), HasSubstr("/shards/materialized.pbtxt: HTTP 503"));
   EXPECT_THAT(refused.status().message(), HasSubstr("(2 attempts)"));
 }
 

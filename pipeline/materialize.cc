@@ -1,6 +1,7 @@
 #include "pipeline/materialize.h"
 
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -11,6 +12,7 @@
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
 #include "pipeline/detail/image_op.h"
+#include "pipeline/profiler.h"
 #include "pipeline/wire.h"
 
 namespace prepflow {
@@ -162,6 +164,132 @@ absl::StatusOr<proto::Materialized> Materialize(
     if (absl::Status s = finished(manifest); !s.ok()) return s;
   }
   return m;
+}
+
+namespace {
+
+// A sample's stored bytes at boundary 0 (as read), with its identity.
+struct Source {
+  Sample sample;
+  std::string bytes;
+};
+
+absl::Status RunTimed(const Pipeline& p, int begin, int end, Sample& s, Workspace& ws,
+                      double* cpu) {
+  const int64_t t0 = ThreadCpuNanos();
+  absl::Status status = p.Run(begin, end, s, ws);
+  *cpu += (ThreadCpuNanos() - t0) * 1e-9;
+  return status;
+}
+
+// Measures the materialized strategy (upto, encoding) on one sample whose
+// value at `upto` is `at` (made from the source by `prefix_cpu`).
+void MeasureMaterialized(const Pipeline& p, const Sample& at, double prefix_cpu, Strategy* st,
+                         Workspace& ws) {
+  std::string stored, ext;
+  int64_t t0 = ThreadCpuNanos();
+  const absl::Status encoded = EncodeMaterialized(at, st->encoding, &stored, &ext);
+  const double encode_cpu = (ThreadCpuNanos() - t0) * 1e-9;
+  if (!encoded.ok()) {
+    if (st->unusable.empty()) st->unusable = std::string(encoded.message());
+    return;
+  }
+  proto::Materialized m;
+  m.set_upto(st->upto);
+  m.set_encoding(st->encoding);
+  Sample s;
+  s.index = at.index;
+  s.label = at.label;
+  uint8_t* data = ws.encoded.Reserve(stored.size());
+  std::memcpy(data, stored.data(), stored.size());
+  s.kind = ValueKind::kEncoded;
+  s.data = data;
+  s.size = stored.size();
+  s.shape = {static_cast<int64_t>(stored.size())};
+  double online = 0;
+  t0 = ThreadCpuNanos();
+  absl::Status status = DecodeMaterialized(m, p.options().decode, ws, s);
+  online += (ThreadCpuNanos() - t0) * 1e-9;
+  if (status.ok()) status = RunTimed(p, st->upto, p.num_stages(), s, ws, &online);
+  if (!status.ok()) {
+    if (st->unusable.empty()) st->unusable = std::string(status.message());
+    return;
+  }
+  st->bytes += static_cast<double>(stored.size());
+  st->oneoff_cpu += prefix_cpu + encode_cpu;
+  st->online_cpu += online;
+  ++st->samples;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
+    const Dataset& dataset, const Pipeline& p, const std::vector<int64_t>& indices,
+    const std::vector<std::string>& encodings, const std::function<void(int64_t)>& progress) {
+  std::vector<Strategy> out(1);  // the source
+  for (int k = 1; k <= p.CacheBoundary(); ++k) {
+    for (const std::string& e : encodings) {
+      if (absl::Status s = CheckEncoding(e); !s.ok()) return s;
+      Strategy st;
+      st.upto = k;
+      st.encoding = e;
+      out.push_back(st);
+    }
+  }
+  Workspace ws, scratch;
+  for (int64_t done = 0; done < static_cast<int64_t>(indices.size()); ++done) {
+    const int64_t i = indices[done];
+    Sample s;
+    s.index = i;
+    s.label = dataset.label(i);
+    size_t size = 0;
+    int64_t t0 = ThreadCpuNanos();
+    absl::Status status = dataset.Read(i, &ws.encoded, &size);
+    const double read_cpu = (ThreadCpuNanos() - t0) * 1e-9;
+    if (!status.ok()) return status;
+    const std::string bytes(reinterpret_cast<const char*>(ws.encoded.data()), size);
+    auto fresh = [&](Sample& x) {
+      uint8_t* d = ws.encoded.Reserve(bytes.size());
+      std::memcpy(d, bytes.data(), bytes.size());
+      x.epoch = 0;
+      x.view = ImageView();
+      x.index = i;
+      x.label = dataset.label(i);
+      x.kind = ValueKind::kEncoded;
+      x.data = d;
+      x.size = bytes.size();
+      x.shape = {static_cast<int64_t>(bytes.size())};
+    };
+    // The source: read and every stage, fused as a job runs them.
+    fresh(s);
+    double online = read_cpu;
+    status = RunTimed(p, 0, p.num_stages(), s, ws, &online);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat(dataset.SamplePath(i), ": ", status.message()));
+    }
+    out[0].bytes += static_cast<double>(size);
+    out[0].online_cpu += online;
+    ++out[0].samples;
+    // Each boundary: the prefix once, then each encoding of its value.
+    fresh(s);
+    double prefix = read_cpu;
+    size_t next = 1;
+    for (int k = 1; k <= p.CacheBoundary(); ++k) {
+      if (absl::Status st = RunTimed(p, k - 1, k, s, ws, &prefix); !st.ok()) return st;
+      for (size_t e = 0; e < encodings.size(); ++e, ++next) {
+        MeasureMaterialized(p, s, prefix, &out[next], scratch);
+      }
+    }
+    if (progress) progress(done + 1);
+  }
+  for (Strategy& st : out) {
+    if (st.samples == 0) continue;
+    st.bytes /= static_cast<double>(st.samples);
+    st.oneoff_cpu /= static_cast<double>(st.samples);
+    st.online_cpu /= static_cast<double>(st.samples);
+  }
+  return out;
 }
 
 }  // namespace prepflow

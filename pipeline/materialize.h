@@ -65,6 +65,28 @@ absl::StatusOr<proto::Materialized> Materialize(
     const Dataset& dataset, const Pipeline& pipeline, const proto::PipelineSpec& spec,
     const MaterializeOptions& options, const std::function<void(const PackStats&)>& progress);
 
+// One way to run a pipeline over a dataset (PRESTO's strategies): online
+// from the source (upto 0), or materialized after stages [0, upto) as
+// `encoding`, measured per sample on one thread.
+struct Strategy {
+  int upto = 0;
+  std::string encoding;   // "" for the source
+  double bytes = 0;       // stored per sample
+  double oneoff_cpu = 0;  // CPU seconds per sample to materialize (read, stages, encode)
+  double online_cpu = 0;  // CPU seconds per sample each epoch (decode stored, rest)
+  int64_t samples = 0;    // measured
+  std::string unusable;   // why the encoding cannot hold the values here; "" if it can
+};
+
+// Measures every strategy: the source, and each deterministic boundary
+// 1..CacheBoundary() in each of `encodings`, over `indices` of `dataset`.
+// Stages before a boundary run one at a time, so a decode fused with the
+// stage after the boundary costs what it costs once that fusion is lost.
+// Errors: the first sample that fails at the source, named.
+absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
+    const Dataset& dataset, const Pipeline& pipeline, const std::vector<int64_t>& indices,
+    const std::vector<std::string>& encodings, const std::function<void(int64_t)>& progress);
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_MATERIALIZE_H_

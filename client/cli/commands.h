@@ -12,6 +12,7 @@ int ProfileCommand(int argc, char** argv);      // prepflow profile
 int PackCommand(int argc, char** argv);         // prepflow pack
 int IndexCommand(int argc, char** argv);        // prepflow index
 int MaterializeCommand(int argc, char** argv);  // prepflow materialize
+int StrategiesCommand(int argc, char** argv);   // prepflow strategies
 int PlanCommand(int argc, char** argv);         // prepflow plan
 int DemoCommand(int argc, char** argv);         // prepflow demo
 int ProbeCommand(int argc, char** argv);        // prepflow probe

@@ -22,6 +22,7 @@ commands:
   pack     write an ImageFolder as WebDataset .tar shards
   index    write the index of existing shards beside them, for remote reading
   materialize  run a pipeline's deterministic prefix once and write its output as shards
+  strategies   which prefix to materialize, and how: storage, one-off time, throughput
   plan     what the offload planner decides for given measurements or a dataset
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
                                 {"profile", prepflow::cli::ProfileCommand},
                                 {"pack", prepflow::cli::PackCommand},
                                 {"materialize", prepflow::cli::MaterializeCommand},
+                                {"strategies", prepflow::cli::StrategiesCommand},
                                 {"index", prepflow::cli::IndexCommand},
                                 {"plan", prepflow::cli::PlanCommand},
                                 {"demo", prepflow::cli::DemoCommand},

@@ -159,6 +159,30 @@ TEST_F(CliTest, MaterializeOnceThenRunTheRest) {
   EXPECT_THAT(bad.err, HasSubstr("--encoding: 'gif' is not raw, png or jpeg:Q"));
 }
 
+TEST_F(CliTest, StrategiesWeighEveryMaterializationPoint) {
+  const std::string base = absl::StrCat("strategies --data ", dir_.Join("data"),
+                                        " --pipeline imagenet-eval --epochs 5 --cores 2 --json");
+  const CliRun r = Prepflow(base, dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = r.LastJson();
+  // The source, then boundaries 1 to 4 in raw, png and jpeg:90.
+  ASSERT_EQ(j["strategies"].size(), 1u + 4 * 3);
+  EXPECT_EQ(j["strategies"][0]["encoding"], "source");
+  EXPECT_GT(j["strategies"][0]["online_samples_per_s"].get<double>(), 0);
+  // A tensor cannot be a picture.
+  EXPECT_THAT(j["strategies"][11]["unusable"].get<std::string>(), HasSubstr("holds images"));
+  ASSERT_TRUE(j["recommended"].is_object());
+  // When storage binds hard, the fewest bytes win.
+  const CliRun slow = Prepflow(base + " --storage-mbps 0.01", dir_);
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  const nlohmann::json k = slow.LastJson();
+  double least = 1e300;
+  for (const auto& row : k["strategies"]) {
+    if (row.contains("stored_bytes")) least = std::min(least, row["stored_bytes"].get<double>());
+  }
+  EXPECT_EQ(k["recommended"]["stored_bytes"].get<double>(), least);
+}
+
 TEST_F(CliTest, PackedShardsGiveTheSameChecksum) {
   const CliRun pack = Prepflow(absl::StrCat("pack --data ", dir_.Join("data"), " --out ",
                                             dir_.Join("shards"), " --shard-samples 4 --json"),

@@ -408,6 +408,11 @@ void Loader::MaybeReplan() {
   runner_->Measure(&s);
   s.trainer_work = {trainer_cpu_nanos_ * 1e-9, 0, static_cast<double>(images_)};
   s.delivered_samples = static_cast<double>(images_);
+  s.reuse_at = options_.echo > 1 ? std::max(echo_at_, cache_at_) : cache_at_;
+  s.cache_hits = static_cast<double>(runner_->remote_cache_hits() + (cache_ ? cache_->hits() : 0));
+  s.cache_misses =
+      static_cast<double>(runner_->remote_cache_misses() + (cache_ ? cache_->misses() : 0));
+  s.echo = options_.echo;
   s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
   std::vector<std::string> notes;
   std::optional<policy::Placement> next = replanner_->Update(s, &notes);

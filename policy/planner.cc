@@ -11,7 +11,8 @@
 namespace prepflow::policy {
 namespace {
 
-constexpr int kRows = 4;  // local CPU, remote CPU, network, demand
+// Local CPU, remote CPU, network, demand, storage here, storage on workers.
+constexpr int kRows = 6;
 constexpr double kUnlimited = 1e299;
 
 struct Candidate {
@@ -67,11 +68,24 @@ const char* BindingName(Binding b) {
       return "network";
     case Binding::kDemand:
       return "demand";
+    case Binding::kLocalStorage:
+      return "storage reads here";
+    case Binding::kRemoteStorage:
+      return "storage reads on workers";
   }
   return "?";
 }
 
 namespace {
+
+std::array<double, kRows> Capacities(const PlanInput& in) {
+  return {in.local_cores,
+          in.remote_cores,
+          in.bandwidth,
+          in.demand,
+          in.local_storage_bandwidth,
+          in.remote_storage_bandwidth};
+}
 
 // Checks the input and computes each path's use of each resource per sample.
 absl::Status Validate(const PlanInput& in) {
@@ -90,7 +104,7 @@ absl::Status Validate(const PlanInput& in) {
       }
     }
   }
-  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  const std::array<double, kRows> cap = Capacities(in);
   const char* const names[kRows] = {"local_cores", "remote_cores", "bandwidth", "demand"};
   for (int r = 0; r < kRows; ++r) {
     if (!(cap[r] >= 0) || std::isnan(cap[r])) {
@@ -115,6 +129,15 @@ absl::Status Validate(const PlanInput& in) {
   if (!(in.cores_per_worker > 0)) {
     return absl::InvalidArgumentError("plan input: cores_per_worker must be positive");
   }
+  if (in.reuse_at < 0 || in.reuse_at > static_cast<int>(in.local_cost.size()) ||
+      !(in.cache_hit >= 0 && in.cache_hit <= 1) || !(in.echo >= 1) || !std::isfinite(in.echo) ||
+      !(in.read_bytes >= 0) || !std::isfinite(in.read_bytes) ||
+      !(in.local_storage_bandwidth >= 0) || !(in.remote_storage_bandwidth >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan input: reuse_at must be a boundary, cache_hit in [0, 1], echo >= 1, read_bytes "
+        "and storage bandwidths >= 0 (got ",
+        in.reuse_at, ", ", in.cache_hit, ", ", in.echo, ", ", in.read_bytes, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -123,13 +146,23 @@ std::vector<std::array<double, kRows>> PathUse(const PlanInput& in) {
   const size_t n = in.local_cost.size();
   const std::vector<double>& remote = in.remote_cost.empty() ? in.local_cost : in.remote_cost;
   std::vector<std::array<double, kRows>> use(n + 1);
+  // What one delivered sample costs of a load, where loads are reused.
+  const double per_load = (1 - in.cache_hit) / in.echo;
   for (size_t k = 0; k <= n; ++k) {
+    const bool reuses = k == 0 || static_cast<int>(k) >= in.reuse_at;
     double local = 0, rem = 0;
-    for (size_t i = 0; i < n; ++i)
-      (i >= k ? local : rem) += (i >= k ? in.local_cost[i] : remote[i]);
+    for (size_t i = 0; i < n; ++i) {
+      const double share = reuses && static_cast<int>(i) < in.reuse_at ? per_load : 1.0;
+      (i >= k ? local : rem) += share * (i >= k ? in.local_cost[i] : remote[i]);
+    }
     const double bytes = k == 0 ? 0.0 : in.boundary_bytes[k - 1];
+    const double read = in.read_bytes * (reuses ? per_load : 1.0);
     use[k] = {in.fixed_local_cost + local + in.local_cost_per_byte * bytes,
-              rem + in.remote_cost_per_byte * bytes, bytes, 1.0};
+              rem + in.remote_cost_per_byte * bytes,
+              bytes,
+              1.0,
+              k == 0 ? read : 0.0,
+              k == 0 ? 0.0 : read};
   }
   return use;
 }
@@ -152,7 +185,7 @@ absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<doubl
     return absl::InvalidArgumentError(absl::StrCat("fractions sum to ", sum, ", not 1"));
   }
   const std::vector<std::array<double, kRows>> use = PathUse(in);
-  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  const std::array<double, kRows> cap = Capacities(in);
   double rate = kUnlimited;
   for (int r = 0; r < kRows; ++r) {
     double per_sample = 0;
@@ -184,6 +217,11 @@ std::string Explain(const PlanInput& in, const Plan& plan) {
       plan.local_cores_used, plan.remote_cores_used, plan.workers, plan.workers == 1 ? "" : "s",
       plan.network_bytes_per_s / 1e6,
       binding.empty() ? "nothing" : absl::StrJoin(binding, " and "));
+  if (in.cache_hit > 0 || in.echo > 1) {
+    absl::StrAppend(&out, absl::StrFormat("; stages before %d run once per load (%.0f%% cached, "
+                                          "%g copies each)",
+                                          in.reuse_at, 100 * in.cache_hit, in.echo));
+  }
   if (in.max_cut >= 0 && in.max_cut < static_cast<int>(n)) {
     absl::StrAppend(&out, "; no cut past ", in.max_cut,
                     in.max_cut_why.empty() ? "" : absl::StrCat(" (", in.max_cut_why, ")"));
@@ -196,7 +234,7 @@ std::string Explain(const PlanInput& in, const Plan& plan) {
 absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   if (absl::Status s = Validate(in); !s.ok()) return s;
   const size_t n = in.local_cost.size();
-  const std::array<double, kRows> cap = {in.local_cores, in.remote_cores, in.bandwidth, in.demand};
+  const std::array<double, kRows> cap = Capacities(in);
   // Path k's use of each resource per sample.
   const size_t paths = n + 1;
   const std::vector<std::array<double, kRows>> use = PathUse(in);
@@ -286,10 +324,13 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   plan.remote_fraction =
       plan.throughput > 0 ? (plan.throughput - best.rate[0]) / plan.throughput : 0;
   plan.workers = static_cast<int>(std::ceil(plan.remote_cores_used / in.cores_per_worker - 1e-9));
-  const std::array<double, kRows> used = {plan.local_cores_used, plan.remote_cores_used,
-                                          plan.network_bytes_per_s, plan.throughput};
-  const Binding kinds[kRows] = {Binding::kLocalCpu, Binding::kRemoteCpu, Binding::kNetwork,
-                                Binding::kDemand};
+  std::array<double, kRows> used{};
+  for (size_t k = 0; k < paths; ++k) {
+    for (int r = 0; r < kRows; ++r) used[r] += best.rate[k] * use[k][r];
+  }
+  const Binding kinds[kRows] = {Binding::kLocalCpu,     Binding::kRemoteCpu,
+                                Binding::kNetwork,      Binding::kDemand,
+                                Binding::kLocalStorage, Binding::kRemoteStorage};
   for (int r : finite_rows) {
     if (used[r] >= cap[r] * (1 - 1e-6) && cap[r] > 0) plan.binding.push_back(kinds[r]);
     if (cap[r] == 0) plan.binding.push_back(kinds[r]);
@@ -297,6 +338,20 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
 
   plan.explanation = Explain(in, plan);
   return plan;
+}
+
+absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan) {
+  if (max_echo < 1) return absl::InvalidArgumentError("--max-echo: must be at least 1");
+  PlanInput in = input;
+  for (int e = 1; e <= max_echo; ++e) {
+    in.echo = e;
+    absl::StatusOr<Plan> p = MakePlan(in);
+    if (!p.ok()) return p.status();
+    *plan = *std::move(p);
+    // Fresh samples meet the demand (or nothing more could: no demand).
+    if (plan->throughput >= input.demand * (1 - 1e-6) || input.demand >= kUnlimited) return e;
+  }
+  return max_echo;
 }
 
 }  // namespace prepflow::policy

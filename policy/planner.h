@@ -12,6 +12,10 @@
 //   B              ingest bandwidth, bytes/s.   D  demand, samples/s.
 //   t_l, t_r       transport CPU-seconds per byte: receiving here (t_l) and
 //                  sending on a worker (t_r).
+//   K, h, E        reuse: stages [0, K) of a sample run once per load, a load
+//                  is answered by a cache with probability h, and yields E
+//                  echoed copies; s bytes are read from storage per miss.
+//   S_l, S_r       storage read bandwidth of this trainer and of the workers.
 //
 // The model. Choose rates y_k >= 0 (samples/s taking path k) to
 //
@@ -20,6 +24,13 @@
 //              Σ_k y_k · (Σ_{i<k}  r_i + t_r·b_k) <= R   (remote CPU)
 //              Σ_k y_k · b_k          <= B       (network)
 //              Σ_k y_k                <= D       (demand)
+//              y_0 · s·(1-h)/E        <= S_l     (storage, here)
+//              Σ_{k>0} y_k · s·(1-h)/E <= S_r    (storage, workers)
+//
+// where, on the paths that reuse (k = 0, where the trainer's cache and echo
+// store serve, and k >= K, where the workers' do), the stages before K cost
+// (1-h)/E of themselves per delivered sample; a cut between 0 and K reuses
+// nothing (the value at K is made on both sides).
 //
 // (c_i includes, on every path, the trainer's fixed per-sample work: batch
 // ops), and, among plans reaching the best T, use the fewest remote cores, then the
@@ -57,9 +68,18 @@ struct PlanInput {
   // custom op a worker lacks, a Python tail). -1: any cut.
   int max_cut = -1;
   std::string max_cut_why;  // for the explanation
+  // Reuse (caches, echoing): the boundary K a load reaches, the share h of
+  // loads a cache answers (0 to 1), the copies E per load (>= 1), the bytes
+  // s a miss reads from storage, and the storage bandwidths S_l, S_r.
+  int reuse_at = 0;
+  double cache_hit = 0;
+  double echo = 1;
+  double read_bytes = 0;
+  double local_storage_bandwidth = 1e300;
+  double remote_storage_bandwidth = 1e300;
 };
 
-enum class Binding { kLocalCpu, kRemoteCpu, kNetwork, kDemand };
+enum class Binding { kLocalCpu, kRemoteCpu, kNetwork, kDemand, kLocalStorage, kRemoteStorage };
 const char* BindingName(Binding b);
 
 struct Plan {
@@ -86,6 +106,12 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& input);
 // it is really better. Errors: InvalidArgument as MakePlan, or fractions of
 // the wrong size, negative, or not summing to 1.
 absl::StatusOr<double> ThroughputOf(const PlanInput& input, const std::vector<double>& fractions);
+
+// `--echo auto`: the smallest echo factor in [1, max_echo] whose plan meets
+// the demand (input.demand; the input's own echo is ignored); max_echo when
+// none does. Sets *plan to that factor's plan. Errors as MakePlan, and
+// InvalidArgument for max_echo < 1.
+absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan);
 
 }  // namespace prepflow::policy
 

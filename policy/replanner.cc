@@ -1,6 +1,7 @@
 #include "policy/replanner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -203,6 +204,14 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.fixed_local_cost = trainer_cpu_.value_or(0) + std::max(0.0, unseen_cpu_.value_or(0));
   in.remote_cost_per_byte = send_cost_.value_or(options_.send_cost_per_byte);
   in.local_cores = s.local_cores;
+  // Reuse: measured stage costs are per run (a cached or echoed value runs
+  // nothing before its boundary), and the planner amortises them.
+  if (s.reuse_at >= 0 && s.reuse_at <= static_cast<int>(in.local_cost.size())) {
+    in.reuse_at = s.reuse_at;
+  }
+  const double lookups = s.cache_hits + s.cache_misses;
+  if (lookups > 0 && s.cache_hits >= 0) in.cache_hit = std::min(1.0, s.cache_hits / lookups);
+  if (s.echo >= 1 && std::isfinite(s.echo)) in.echo = s.echo;
   if (s.max_cut >= 0 && s.max_cut < static_cast<int>(in.local_cost.size())) {
     in.max_cut = s.max_cut;
     in.max_cut_why = s.max_cut_why;

@@ -156,6 +156,13 @@ struct Snapshot {
   // The last cut workers can take (PlanInput::max_cut) and why; -1: any.
   int max_cut = -1;
   std::string max_cut_why;
+  // Reuse (PlanInput's reuse terms): the boundary a load reaches, the
+  // sample caches' hits and misses so far (here and on workers), and the
+  // echo factor.
+  int reuse_at = 0;
+  double cache_hits = 0;
+  double cache_misses = 0;
+  double echo = 1;
 };
 
 struct ReplanOptions {

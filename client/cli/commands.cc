@@ -635,8 +635,31 @@ int PlanCommand(int argc, char** argv) {
   flags.Int("max-cut", &max_cut,
             "the last cut workers can take: stages from it on run here (e.g. a custom op the "
             "workers lack); -1: any");
+  int reuse_at = 0, max_echo = 8;
+  double cache_hit = 0, read_bytes = -1, storage_mbps = 0, worker_storage_mbps = 0;
+  std::string echo = "1";
+  flags.Int("reuse-at", &reuse_at,
+            "reuse: the boundary a load reaches (the cache or echo boundary; 0: the read)");
+  flags.Double("cache-hit", &cache_hit, "reuse: the share of loads caches answer (0 to 1)");
+  flags.String("echo", &echo,
+               "reuse: copies per load, or auto (the fewest that meet --demand, up to "
+               "--max-echo)");
+  flags.Int("max-echo", &max_echo, "with --echo auto: the most copies per load");
+  flags.Double("read-bytes", &read_bytes,
+               "bytes a load reads from storage (default: with --data, the files' mean size; "
+               "else 0)");
+  flags.Double("storage-mbps", &storage_mbps,
+               "storage read bandwidth of this trainer in Mbit/s (0: unlimited)");
+  flags.Double("worker-storage-mbps", &worker_storage_mbps,
+               "storage read bandwidth of the workers together in Mbit/s (0: unlimited)");
   flags.Bool("json", &json, "print JSON");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
+  const bool auto_echo = echo == "auto";
+  double echo_factor = 1;
+  if (!auto_echo && (!absl::SimpleAtod(echo, &echo_factor) || !(echo_factor >= 1))) {
+    return UsageError(absl::StrCat("--echo: '", echo, "' is neither auto nor a number >= 1"),
+                      flags);
+  }
 
   policy::PlanInput in;
   std::vector<std::string> names;
@@ -659,6 +682,7 @@ int PlanCommand(int argc, char** argv) {
       in.boundary_bytes.push_back(stages[i].bytes_per_sample());
     }
     if (!in.local_cost.empty()) in.local_cost[0] += stages[0].cpu_seconds_per_sample();
+    if (read_bytes < 0) read_bytes = stages[0].bytes_per_sample();
   } else {
     return UsageError("prepflow plan: give --data, or --stage-ms with --stage-bytes", flags);
   }
@@ -678,7 +702,22 @@ int PlanCommand(int argc, char** argv) {
   if (max_cut >= 0 && max_cut < static_cast<int>(names.size())) {
     in.max_cut_why = absl::StrCat("--max-cut: ", names[max_cut], " and after run here");
   }
-  auto plan = policy::MakePlan(in);
+  in.reuse_at = reuse_at;
+  in.cache_hit = cache_hit;
+  in.echo = echo_factor;
+  in.read_bytes = std::max(0.0, read_bytes);
+  if (storage_mbps > 0) in.local_storage_bandwidth = storage_mbps * 1e6 / 8;
+  if (worker_storage_mbps > 0) in.remote_storage_bandwidth = worker_storage_mbps * 1e6 / 8;
+  absl::StatusOr<policy::Plan> plan;
+  if (auto_echo) {
+    policy::Plan chosen;
+    absl::StatusOr<int> factor = policy::ChooseEcho(in, max_echo, &chosen);
+    if (!factor.ok()) return Failure("plan", factor.status());
+    in.echo = *factor;
+    plan = chosen;
+  } else {
+    plan = policy::MakePlan(in);
+  }
   if (!plan.ok()) return Failure("plan", plan.status());
   PrintPlan(in, names, *plan, json);
   return kOk;

@@ -309,6 +309,15 @@ TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   EXPECT_NEAR(g["rate_per_cut"][2].get<double>(), 200, 1e-6);
   EXPECT_EQ(g["workers"], 2);
   EXPECT_THAT(g["explanation"].get<std::string>(), HasSubstr("bound by local CPU and network"));
+  // Storage reads bind at 100 samples/s a side (100 KB at 80 Mbit/s): two
+  // copies a load meet a demand of 250, one does not.
+  const CliRun echo = Prepflow(
+      "plan --stage-ms 8,2 --stage-bytes 600000,150000 --remote-cores 8 --read-bytes 100000 "
+      "--storage-mbps 80 --worker-storage-mbps 80 --demand 250 --echo auto --json",
+      dir_);
+  ASSERT_EQ(echo.exit_code, 0) << echo.err;
+  EXPECT_NEAR(echo.LastJson()["throughput"].get<double>(), 250, 1e-6);
+  EXPECT_THAT(echo.LastJson()["explanation"].get<std::string>(), HasSubstr("2 copies each"));
   // With stage 1 local-only (a plugin's op the workers lack), cut 1 is the last.
   const CliRun capped = Prepflow(
       "plan --stage-ms 8,1,1 --stage-bytes 600000,150000,600000 --remote-cores 4 "

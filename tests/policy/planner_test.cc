@@ -57,6 +57,70 @@ TEST(Planner, UsesEveryCoreAndSendsTheSmallerBoundary) {
   EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kRemoteCpu));
 }
 
+// Reading 100 KB a sample from storage that gives the trainer and the
+// workers 10 MB/s each: 100 samples/s a side.
+PlanInput StorageBound() {
+  PlanInput in = TwoStages();
+  in.remote_cores = 8;
+  in.read_bytes = 100e3;
+  in.local_storage_bandwidth = 10e6;
+  in.remote_storage_bandwidth = 10e6;
+  return in;
+}
+
+TEST(Planner, StorageReadsBindAndCachesAndEchoesLiftThem) {
+  auto plan = MakePlan(StorageBound());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 200, kTol);  // 100 local (CPU and storage), 100 remote
+  EXPECT_THAT(plan->binding, ::testing::Contains(Binding::kRemoteStorage));
+  // Half the loads answered by caches: the workers' reads carry twice as
+  // many samples; the trainer is CPU-bound at 100/s.
+  PlanInput cached = StorageBound();
+  cached.cache_hit = 0.5;
+  plan = MakePlan(cached);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 300, kTol);
+  EXPECT_THAT(plan->explanation, HasSubstr("50% cached"));
+  // Two copies a load do the same.
+  PlanInput echoed = StorageBound();
+  echoed.echo = 2;
+  plan = MakePlan(echoed);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 300, kTol);
+}
+
+TEST(Planner, OnlyPathsThatReachTheReuseBoundaryReuse) {
+  // The decode (stage 0) runs once per load: with half the loads cached, a
+  // sample costs 4 + 2 ms on the local path and at cut 2; at cut 1... also
+  // (it reaches boundary 1). Boundary 2 instead: cut 1 reuses nothing.
+  PlanInput in = TwoStages();
+  in.remote_cores = 1;
+  in.cache_hit = 0.5;
+  in.reuse_at = 1;
+  EXPECT_NEAR(*ThroughputOf(in, {1, 0, 0}), 1 / 0.006, 1e-6);
+  EXPECT_NEAR(*ThroughputOf(in, {0, 1, 0}), 1 / 0.004, 1e-6);  // 4 ms remote, 2 ms here
+  in.reuse_at = 2;
+  EXPECT_NEAR(*ThroughputOf(in, {0, 1, 0}), 1 / 0.008, 1e-6);  // 8 ms remote: no reuse
+  EXPECT_NEAR(*ThroughputOf(in, {0, 0, 1}), 1 / 0.005, 1e-6);  // (8 + 2) / 2 remote
+  in.cache_hit = 1.5;
+  EXPECT_THAT(std::string(MakePlan(in).status().message()), HasSubstr("cache_hit in [0, 1]"));
+}
+
+TEST(Planner, AutoEchoIsTheSmallestFactorThatMeetsTheDemand) {
+  PlanInput in = StorageBound();
+  in.demand = 250;
+  Plan plan;
+  auto echo = ChooseEcho(in, 8, &plan);
+  ASSERT_TRUE(echo.ok()) << echo.status();
+  EXPECT_EQ(*echo, 2);  // 200/s fresh; 300/s with two copies
+  EXPECT_NEAR(plan.throughput, 250, kTol);
+  in.demand = 150;
+  EXPECT_EQ(*ChooseEcho(in, 8, &plan), 1);  // fresh samples suffice
+  in.demand = 10000;                        // storage is not all that binds: CPU does at 900/s
+  EXPECT_EQ(*ChooseEcho(in, 3, &plan), 3);
+  EXPECT_FALSE(ChooseEcho(in, 0, &plan).ok());
+}
+
 TEST(Planner, NoCutPastALocalOnlyStage) {
   // As above, but stage 1 (the crop, say a plugin's op the workers lack)
   // must run here: cut 2 is out, so cut 1 carries the remote share, with its

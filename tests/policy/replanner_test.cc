@@ -135,6 +135,33 @@ TEST(Replanner, BatchOpsHereCountOnEveryPath) {
   EXPECT_LE(mixing.State().throughput, 2 / 0.005 + 1e-6);  // the batch ops alone bind
 }
 
+TEST(Replanner, CacheHitsAndEchoedCopiesAmortiseTheStagesBeforeTheirBoundary) {
+  // Decoded images cached after the decode (boundary 1), 3 loads in 4
+  // answered by a cache: the 10 ms decode costs 2.5 ms a sample on average,
+  // and the plan promises more for the same cores; two echoed copies a load
+  // halve it again.
+  Job job;
+  job.remote_cores = 1;
+  Replanner plain(Options(), Placement::Cut(2, 0, 0));
+  ASSERT_TRUE(plain.Update(job.At(1, 100), nullptr).has_value());
+  Replanner cached(Options(), Placement::Cut(2, 0, 0));
+  Snapshot s = job.At(1, 100);
+  s.reuse_at = 1;
+  s.cache_hits = 300;
+  s.cache_misses = 100;
+  ASSERT_TRUE(cached.Update(s, nullptr).has_value());
+  // 3 cores at 1 ms (crop) + 2.5 ms (a quarter of the decode), less the
+  // transport's CPU (within 2%).
+  EXPECT_NEAR(cached.State().throughput, 3 / 0.0035, 0.02 * 3 / 0.0035);
+  EXPECT_GT(cached.State().throughput, 2.5 * plain.State().throughput);
+  EXPECT_NE(cached.State().explanation.find("75% cached"), std::string::npos)
+      << cached.State().explanation;
+  Replanner echoed(Options(), Placement::Cut(2, 0, 0));
+  s.echo = 2;
+  ASSERT_TRUE(echoed.Update(s, nullptr).has_value());
+  EXPECT_NEAR(echoed.State().throughput, 3 / 0.00225, 0.02 * 3 / 0.00225);
+}
+
 TEST(Replanner, CpuNoCounterSawCountsOnEveryPath) {
   // The process spends 3 ms a sample outside every stage it measures (the
   // consumer's loop, batching, gRPC's threads), after 5 s of set-up before

@@ -24,6 +24,16 @@ bool ValueType::fixed() const {
   return true;
 }
 
+bool ValueType::Admits(const Sample& s) const {
+  if (s.kind != kind) return false;
+  if (kind == ValueKind::kEncoded) return true;
+  if (s.shape.size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (s.shape[i] < 0 || (shape[i] >= 0 && s.shape[i] != shape[i])) return false;
+  }
+  return true;
+}
+
 size_t ValueType::bytes() const {
   if (!fixed()) return 0;
   size_t n = kind == ValueKind::kTensor ? sizeof(float) : 1;

@@ -31,6 +31,9 @@ struct ValueType {
   Shape shape;
 
   bool fixed() const;
+  // Whether `s` holds a value of this type: the same kind, rank, and every
+  // dimension this type fixes.
+  bool Admits(const Sample& s) const;
   // Bytes per sample when fixed(), else 0.
   size_t bytes() const;
   std::string DebugString() const;

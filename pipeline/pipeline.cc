@@ -202,6 +202,14 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
 
 absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
                            StageProfiler* profiler, uint8_t* sink, size_t sink_bytes) const {
+  // A value from elsewhere (a worker, a cache, a materialized file) must be
+  // what the stages expect, or an op would read a shape that is not there.
+  if (begin < end && !types_[begin].Admits(sample)) {
+    ValueType got{sample.kind, sample.shape};
+    return absl::DataLossError(absl::StrCat("the value before stage ", begin, " (",
+                                            stage_names_[begin], ") is ", got.DebugString(),
+                                            "; the stage takes ", types_[begin].DebugString()));
+  }
   StageContext ctx;
   ctx.seed = options_.seed;
   ctx.ws = &ws;

@@ -286,5 +286,31 @@ TEST(BoundaryCacheTest, ARestoredValueContinuesExactlyAsTheOriginal) {
   EXPECT_EQ(cache.misses(), 1);
 }
 
+TEST(BoundaryCacheTest, AValueOfTheWrongTypeIsRefusedNotRun) {
+  // What arrives from elsewhere (a worker, a cache file, a materialized
+  // shard) is checked against the boundary's type: a one-dimensional tensor
+  // handed to center_crop would be read as an image of a shape it lacks.
+  auto p = Preset("imagenet-eval");
+  Workspace ws;
+  float data[5] = {};
+  Sample s;
+  s.kind = ValueKind::kTensor;
+  s.data = reinterpret_cast<uint8_t*>(data);
+  s.size = sizeof(data);
+  s.shape = {5};
+  const absl::Status status = p->Run(2, p->num_stages(), s, ws);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(),
+            "the value before stage 2 (center_crop) is float32 tensor [5]; the stage takes uint8 "
+            "image [?, ?, 3]");
+  // An image of the wrong channel count, likewise.
+  uint8_t pixels[16] = {};
+  s.kind = ValueKind::kImage;
+  s.data = pixels;
+  s.size = sizeof(pixels);
+  s.shape = {2, 2, 4};
+  EXPECT_EQ(p->Run(2, p->num_stages(), s, ws).code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -136,26 +136,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
   }
   job->dataset_ = *std::move(ds);
-  if (absl::Status s = OpenCache(job.get()); !s.ok()) return refuse(s);
-  if (open.echo_at() < 0 || open.echo_at() > open.pipeline().stages_size()) {
-    return refuse(absl::InvalidArgumentError(absl::StrCat(
-        "job open: echo_at ", open.echo_at(), " is not a stage boundary of the pipeline")));
-  }
-  if (open.echo() < 0 || open.echo() >= static_cast<int>(kMaxCopies)) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: echo ", open.echo(), " is outside [0, ", kMaxCopies, ")")));
-  }
-  if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
-  if (open.dataset().has_materialized()) {
-    const proto::Materialized& m = open.dataset().materialized();
-    absl::Status s = CheckEncoding(m.encoding());
-    if (s.ok() && m.upto() <= job->pipeline_->num_stages()) {
-      s = CheckMaterializedPrefix(m, *job->pipeline_);
-    }
-    if (!s.ok()) {
-      return refuse(absl::InvalidArgumentError(absl::StrCat("job open: dataset: ", s.message())));
-    }
-  }
+  if (absl::Status s = OpenReuse(job.get()); !s.ok()) return refuse(s);
   if (absl::Status s = AdmitStream(client); !s.ok()) {
     return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
   }
@@ -181,6 +162,30 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
                job->dataset_->size(), job->pipeline_->DebugString());
   return job;
+}
+
+absl::Status WorkerCore::OpenReuse(WorkerJob* job) const {
+  const proto::JobOpen& open = job->spec_;
+  if (open.echo_at() < 0 || open.echo_at() > open.pipeline().stages_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("job open: echo_at ", open.echo_at(),
+                                                   " is not a stage boundary of the pipeline"));
+  }
+  if (open.echo() < 0 || open.echo() >= static_cast<int>(kMaxCopies)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job open: echo ", open.echo(), " is outside [0, ", kMaxCopies, ")"));
+  }
+  if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
+  if (open.dataset().has_materialized()) {
+    const proto::Materialized& m = open.dataset().materialized();
+    absl::Status s = CheckEncoding(m.encoding());
+    if (s.ok() && m.upto() <= job->pipeline_->num_stages()) {
+      s = CheckMaterializedPrefix(m, *job->pipeline_);
+    }
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("job open: dataset: ", s.message()));
+    }
+  }
+  return OpenCache(job);
 }
 
 absl::Status WorkerCore::OpenCache(WorkerJob* job) const {
@@ -425,6 +430,32 @@ absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sam
   return absl::OkStatus();
 }
 
+absl::Status WorkerCore::RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
+                                   proto::SampleResult* out, int64_t* reported) {
+  int from = 0;
+  absl::Status status;
+  const int echo_at = job.EchoAt(cut);
+  if (echo_at >= 0) {
+    // Copies of the sample share one load up to the echo boundary.
+    bool loaded = false;
+    status = job.echo_->Get(s, ws, job.spec().echo(), [&] {
+      loaded = true;
+      absl::Status st = Load(job, cut, s, ws, out, &from, reported);
+      if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, reported);
+      return st;
+    });
+    if (!loaded) {
+      out->set_echoed(true);
+      out->set_first_stage(echo_at);
+    }
+    from = echo_at;
+  } else {
+    status = Load(job, cut, s, ws, out, &from, reported);
+  }
+  if (status.ok()) status = RunStages(job, from, cut, s, ws, out, reported);
+  return status;
+}
+
 void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item,
                          ItemOutput* output) {
   proto::ItemResult* result = &output->result;
@@ -447,28 +478,8 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.label = dataset.label(index);
     s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
     s.echo_at = job.spec().echo_at();
-    int from = 0;
-    absl::Status status;
-    const int echo_at = job.EchoAt(item.cut());
-    if (echo_at >= 0) {
-      // Copies of the sample share one load up to the echo boundary.
-      bool loaded = false;
-      status = job.echo_->Get(s, ws, job.spec().echo(), [&] {
-        loaded = true;
-        absl::Status st = Load(job, item.cut(), s, ws, out, &from, &reported);
-        if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, &reported);
-        return st;
-      });
-      if (!loaded) {
-        out->set_echoed(true);
-        out->set_first_stage(echo_at);
-      }
-      from = echo_at;
-    } else {
-      status = Load(job, item.cut(), s, ws, out, &from, &reported);
-    }
+    const absl::Status status = RunSample(job, item.cut(), s, ws, out, &reported);
     if (cache != nullptr && !out->echoed()) ++(out->cache_hit() ? hits : misses);
-    if (status.ok()) status = RunStages(job, from, item.cut(), s, ws, out, &reported);
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));
       out->set_error(std::string(status.message()));  // the client adds the path

@@ -183,6 +183,10 @@ class WorkerCore {
   // `out`.
   absl::Status Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
                     proto::SampleResult* out, int* from, int64_t* reported);
+  // Puts sample `s` (its identity set) through stages [0, cut): loaded (or
+  // taken from the cache or an earlier copy), then run; costs go to `out`.
+  absl::Status RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
+                         proto::SampleResult* out, int64_t* reported);
   // Runs stages [begin, end) on `s`, one at a time, adding each one's cost
   // to `out` (and keeping the value at the cache boundary when it passes it).
   absl::Status RunStages(const WorkerJob& job, int begin, int end, Sample& s, Workspace& ws,
@@ -191,6 +195,9 @@ class WorkerCore {
   // default). InvalidArgument when the client named one that is not
   // deterministic.
   absl::Status OpenCache(WorkerJob* job) const;
+  // Checks the job's echo and materialization fields, makes its echo store,
+  // and opens its cache (OpenCache). InvalidArgument naming the field.
+  absl::Status OpenReuse(WorkerJob* job) const;
   struct Admission {
     std::shared_ptr<WorkerJob> job;
     proto::WorkItem item;

@@ -605,6 +605,56 @@ void PrintPlan(const policy::PlanInput& in, const std::vector<std::string>& name
 
 }  // namespace
 
+namespace {
+
+// prepflow plan's reuse terms (policy/planner.h: K, h, E, s, S_l, S_r).
+struct ReuseFlags {
+  int reuse_at = 0, max_echo = 8;
+  double cache_hit = 0, read_bytes = -1, storage_mbps = 0, worker_storage_mbps = 0;
+  std::string echo = "1";
+
+  void Register(FlagSet& flags) {
+    flags.Int("reuse-at", &reuse_at,
+              "reuse: the boundary a load reaches (the cache or echo boundary; 0: the read)");
+    flags.Double("cache-hit", &cache_hit, "reuse: the share of loads caches answer (0 to 1)");
+    flags.String("echo", &echo,
+                 "reuse: copies per load, or auto (the fewest that meet --demand, up to "
+                 "--max-echo)");
+    flags.Int("max-echo", &max_echo, "with --echo auto: the most copies per load");
+    flags.Double("read-bytes", &read_bytes,
+                 "bytes a load reads from storage (default: with --data, the files' mean size; "
+                 "else 0)");
+    flags.Double("storage-mbps", &storage_mbps,
+                 "storage read bandwidth of this trainer in Mbit/s (0: unlimited)");
+    flags.Double("worker-storage-mbps", &worker_storage_mbps,
+                 "storage read bandwidth of the workers together in Mbit/s (0: unlimited)");
+  }
+
+  // Sets the terms in `in` and plans, choosing the echo factor for --echo
+  // auto. InvalidArgument naming the flag.
+  absl::StatusOr<policy::Plan> Plan(policy::PlanInput* in) const {
+    in->reuse_at = reuse_at;
+    in->cache_hit = cache_hit;
+    in->read_bytes = std::max(0.0, read_bytes);
+    if (storage_mbps > 0) in->local_storage_bandwidth = storage_mbps * 1e6 / 8;
+    if (worker_storage_mbps > 0) in->remote_storage_bandwidth = worker_storage_mbps * 1e6 / 8;
+    if (echo == "auto") {
+      policy::Plan chosen;
+      absl::StatusOr<int> factor = policy::ChooseEcho(*in, max_echo, &chosen);
+      if (!factor.ok()) return factor.status();
+      in->echo = *factor;
+      return chosen;
+    }
+    if (!absl::SimpleAtod(echo, &in->echo) || !(in->echo >= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--echo: '", echo, "' is neither auto nor a number >= 1"));
+    }
+    return policy::MakePlan(*in);
+  }
+};
+
+}  // namespace
+
 int PlanCommand(int argc, char** argv) {
   ProfileFlags pf;
   pf.samples = 64;
@@ -635,31 +685,10 @@ int PlanCommand(int argc, char** argv) {
   flags.Int("max-cut", &max_cut,
             "the last cut workers can take: stages from it on run here (e.g. a custom op the "
             "workers lack); -1: any");
-  int reuse_at = 0, max_echo = 8;
-  double cache_hit = 0, read_bytes = -1, storage_mbps = 0, worker_storage_mbps = 0;
-  std::string echo = "1";
-  flags.Int("reuse-at", &reuse_at,
-            "reuse: the boundary a load reaches (the cache or echo boundary; 0: the read)");
-  flags.Double("cache-hit", &cache_hit, "reuse: the share of loads caches answer (0 to 1)");
-  flags.String("echo", &echo,
-               "reuse: copies per load, or auto (the fewest that meet --demand, up to "
-               "--max-echo)");
-  flags.Int("max-echo", &max_echo, "with --echo auto: the most copies per load");
-  flags.Double("read-bytes", &read_bytes,
-               "bytes a load reads from storage (default: with --data, the files' mean size; "
-               "else 0)");
-  flags.Double("storage-mbps", &storage_mbps,
-               "storage read bandwidth of this trainer in Mbit/s (0: unlimited)");
-  flags.Double("worker-storage-mbps", &worker_storage_mbps,
-               "storage read bandwidth of the workers together in Mbit/s (0: unlimited)");
+  ReuseFlags reuse;
+  reuse.Register(flags);
   flags.Bool("json", &json, "print JSON");
   if (std::optional<int> exit = ParseFlags(flags, argc, argv)) return *exit;
-  const bool auto_echo = echo == "auto";
-  double echo_factor = 1;
-  if (!auto_echo && (!absl::SimpleAtod(echo, &echo_factor) || !(echo_factor >= 1))) {
-    return UsageError(absl::StrCat("--echo: '", echo, "' is neither auto nor a number >= 1"),
-                      flags);
-  }
 
   policy::PlanInput in;
   std::vector<std::string> names;
@@ -682,7 +711,7 @@ int PlanCommand(int argc, char** argv) {
       in.boundary_bytes.push_back(stages[i].bytes_per_sample());
     }
     if (!in.local_cost.empty()) in.local_cost[0] += stages[0].cpu_seconds_per_sample();
-    if (read_bytes < 0) read_bytes = stages[0].bytes_per_sample();
+    if (reuse.read_bytes < 0) reuse.read_bytes = stages[0].bytes_per_sample();
   } else {
     return UsageError("prepflow plan: give --data, or --stage-ms with --stage-bytes", flags);
   }
@@ -702,28 +731,58 @@ int PlanCommand(int argc, char** argv) {
   if (max_cut >= 0 && max_cut < static_cast<int>(names.size())) {
     in.max_cut_why = absl::StrCat("--max-cut: ", names[max_cut], " and after run here");
   }
-  in.reuse_at = reuse_at;
-  in.cache_hit = cache_hit;
-  in.echo = echo_factor;
-  in.read_bytes = std::max(0.0, read_bytes);
-  if (storage_mbps > 0) in.local_storage_bandwidth = storage_mbps * 1e6 / 8;
-  if (worker_storage_mbps > 0) in.remote_storage_bandwidth = worker_storage_mbps * 1e6 / 8;
-  absl::StatusOr<policy::Plan> plan;
-  if (auto_echo) {
-    policy::Plan chosen;
-    absl::StatusOr<int> factor = policy::ChooseEcho(in, max_echo, &chosen);
-    if (!factor.ok()) return Failure("plan", factor.status());
-    in.echo = *factor;
-    plan = chosen;
-  } else {
-    plan = policy::MakePlan(in);
-  }
+  absl::StatusOr<policy::Plan> plan = reuse.Plan(&in);
   if (!plan.ok()) return Failure("plan", plan.status());
   PrintPlan(in, names, *plan, json);
   return kOk;
 }
 
 namespace {
+
+// What materialize and strategies open from their flags.
+struct DataAndPipeline {
+  proto::PipelineSpec spec;
+  std::unique_ptr<Pipeline> pipeline;
+  std::unique_ptr<Dataset> dataset;
+};
+
+// Loads the plugins, the pipeline and the dataset. Errors: InvalidArgument
+// naming the flag (a usage error), or the dataset's.
+absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(const std::string& data,
+                                                    const std::string& format,
+                                                    const std::string& pipeline,
+                                                    const std::string& plugins,
+                                                    const PipelineOptions& options) {
+  DataAndPipeline out;
+  if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return s;
+  auto spec = LoadPipelineSpec(pipeline);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
+  }
+  out.spec = *std::move(spec);
+  auto built = Pipeline::Create(out.spec, options);
+  if (!built.ok()) return built.status();
+  out.pipeline = *std::move(built);
+  proto::DatasetSpec dspec;
+  dspec.set_path(data);
+  auto fmt = ParseDatasetFormat(format);
+  if (!fmt.ok()) return fmt.status();
+  dspec.set_format(*fmt);
+  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
+  if (!dataset.ok()) return dataset.status();
+  out.dataset = *std::move(dataset);
+  return out;
+}
+
+// The bytes of the files in `dir` (not below it).
+uint64_t FolderBytes(const std::string& dir) {
+  uint64_t bytes = 0;
+  std::error_code ignored;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ignored)) {
+    bytes += e.is_regular_file(ignored) ? e.file_size(ignored) : 0;
+  }
+  return bytes;
+}
 
 // Where pack and materialize write: a folder, or an s3:// prefix, to which
 // each shard is uploaded from a staging folder (removed at the end).
@@ -846,43 +905,30 @@ int MaterializeCommand(int argc, char** argv) {
     return UsageError(std::string(s.message()), flags);
   }
   if (options.pack.threads <= 0) options.pack.threads = AvailableCpus();
-  if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return Failure("materialize", s);
-  auto spec = LoadPipelineSpec(pipeline);
-  if (!spec.ok()) return UsageError(absl::StrCat("--pipeline: ", spec.status().message()), flags);
   PipelineOptions popts;
   popts.decode.max_pixels = max_pixels;
   popts.decode.max_jpeg_scans = max_jpeg_scans;
-  auto built = Pipeline::Create(*spec, popts);
-  if (!built.ok()) return Failure("materialize", built.status());
+  auto opened = OpenDataAndPipeline(data, format, pipeline, plugins, popts);
+  if (!opened.ok()) return Failure("materialize", opened.status());
   ShardOutput output;
   if (absl::Status s = output.Prepare(out, &options.pack); !s.ok()) {
     return Failure("materialize", s);
   }
-  proto::DatasetSpec dspec;
-  dspec.set_path(data);
-  auto fmt = ParseDatasetFormat(format);
-  if (!fmt.ok()) return UsageError(std::string(fmt.status().message()), flags);
-  dspec.set_format(*fmt);
-  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
-  if (!dataset.ok()) return Failure("materialize", dataset.status());
   Progress progress;
-  const int64_t total = (*dataset)->size();
+  const int64_t total = opened->dataset->size();
   const int64_t t0 = WallNanos();
-  auto made = Materialize(**dataset, **built, *spec, options, [&](const PackStats& s) {
-    const double secs = (WallNanos() - t0) * 1e-9;
-    progress.Update(absl::StrFormat("materialized %d/%d samples into %d shards (%.0f samples/s)",
-                                    s.samples, total, s.shards, secs > 0 ? s.samples / secs : 0));
-  });
+  auto made = Materialize(
+      *opened->dataset, *opened->pipeline, opened->spec, options, [&](const PackStats& s) {
+        const double secs = (WallNanos() - t0) * 1e-9;
+        progress.Update(
+            absl::StrFormat("materialized %d/%d samples into %d shards (%.0f samples/s)", s.samples,
+                            total, s.shards, secs > 0 ? s.samples / secs : 0));
+      });
   progress.Done();
   if (!made.ok()) return Failure("materialize", made.status());
   const double seconds = (WallNanos() - t0) * 1e-9;
-  uint64_t bytes = 0;
-  if (!output.staging) {
-    std::error_code ignored;
-    for (const auto& e : std::filesystem::directory_iterator(out, ignored)) {
-      bytes += e.is_regular_file(ignored) ? e.file_size(ignored) : 0;
-    }
-  }
+  // Uploaded shards are gone from here: their size is not counted.
+  const uint64_t bytes = output.staging ? 0 : FolderBytes(out);
   if (json) {
     PrintJson(Json{{"command", "materialize"},
                    {"samples", made->samples()},
@@ -898,6 +944,69 @@ int MaterializeCommand(int argc, char** argv) {
   }
   return kOk;
 }
+
+namespace {
+
+// Each strategy's figures for `n` samples over `epochs` on `cores`, as JSON
+// rows and table lines, and the best (least total time; -1: none usable).
+struct Ranking {
+  Json rows = Json::array();
+  std::vector<std::string> lines;
+  int best = -1;
+
+  // The table and the recommendation, as text.
+  void Print(const std::vector<Strategy>& measured) const {
+    std::printf("%-14s  %13s  %12s  %12s  %12s\n", "upto encoding", "stored", "one-off", "online",
+                "total");
+    for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    if (best < 0) return;
+    const Strategy& st = measured[best];
+    std::printf("recommended: %s\n",
+                st.upto == 0 ? "run from the source (materializing does not pay)"
+                             : absl::StrFormat("prepflow materialize --upto %d --encoding %s",
+                                               st.upto, st.encoding)
+                                   .c_str());
+  }
+};
+
+Ranking Rank(const std::vector<Strategy>& measured, double n, int epochs, double cores,
+             double storage_bps) {
+  Ranking out;
+  Json& rows = out.rows;
+  std::vector<std::string>& lines = out.lines;
+  int& best = out.best;
+  double best_total = 0;
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const Strategy& st = measured[i];
+    const std::string name = st.upto == 0 ? "source" : absl::StrCat(st.upto, " ", st.encoding);
+    Json row = {{"upto", st.upto}, {"encoding", st.upto == 0 ? "source" : st.encoding}};
+    if (!st.unusable.empty() || st.samples == 0 || !(st.online_cpu > 0)) {
+      row["unusable"] = SafeText(st.unusable);
+      lines.push_back(absl::StrFormat("%-14s  cannot: %s", name, SafeText(st.unusable)));
+      rows.push_back(row);
+      continue;
+    }
+    double rate = cores / st.online_cpu;
+    if (storage_bps > 0 && st.bytes > 0) rate = std::min(rate, storage_bps / st.bytes);
+    const double oneoff = n * st.oneoff_cpu / cores;
+    const double total = oneoff + epochs * n / rate;
+    row["stored_bytes"] = n * st.bytes;
+    row["oneoff_seconds"] = oneoff;
+    row["online_samples_per_s"] = rate;
+    row["online_samples_per_s_per_core"] = 1 / st.online_cpu;
+    row["total_seconds"] = total;
+    rows.push_back(row);
+    lines.push_back(absl::StrFormat("%-14s  %10.1f MB  %10.1f s  %10.0f/s  %10.1f s", name,
+                                    n * st.bytes / 1e6, oneoff, rate, total));
+    if (best < 0 || total < best_total) {
+      best = static_cast<int>(i);
+      best_total = total;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 int StrategiesCommand(int argc, char** argv) {
   ProfileFlags pf;
@@ -932,67 +1041,30 @@ int StrategiesCommand(int argc, char** argv) {
       return UsageError(std::string(s.message()), flags);
   }
   if (cores == 0) cores = AvailableCpus();
-  proto::DatasetSpec dspec;
-  dspec.set_path(pf.data);
-  auto fmt = ParseDatasetFormat(pf.format);
-  if (!fmt.ok()) return UsageError(std::string(fmt.status().message()), flags);
-  dspec.set_format(*fmt);
-  if (absl::Status s = LoadPluginFlag(pf.plugins); !s.ok()) return Failure("strategies", s);
-  auto spec = LoadPipelineSpec(pf.pipeline);
-  if (!spec.ok()) return UsageError(absl::StrCat("--pipeline: ", spec.status().message()), flags);
   PipelineOptions popts;
   popts.seed = pf.seed;
   popts.decode.max_pixels = pf.max_pixels;
-  auto pipeline = Pipeline::Create(*spec, popts);
-  if (!pipeline.ok()) return Failure("strategies", pipeline.status());
-  auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
-  if (!dataset.ok()) return Failure("strategies", dataset.status());
-  std::vector<int64_t> order = EpochOrder((*dataset)->size(), pf.seed, 0, true, 0, 1);
+  auto opened = OpenDataAndPipeline(pf.data, pf.format, pf.pipeline, pf.plugins, popts);
+  if (!opened.ok()) return Failure("strategies", opened.status());
+  const Pipeline& pipeline = *opened->pipeline;
+  const Dataset& dataset = *opened->dataset;
+  std::vector<int64_t> order = EpochOrder(dataset.size(), pf.seed, 0, true, 0, 1);
   if (pf.samples > 0 && pf.samples < static_cast<int64_t>(order.size())) order.resize(pf.samples);
   Progress progress;
-  auto measured = MeasureStrategies(**dataset, **pipeline, order, encodings, [&](int64_t done) {
+  auto measured = MeasureStrategies(dataset, pipeline, order, encodings, [&](int64_t done) {
     progress.Update(absl::StrFormat("measured %d/%d samples", done, order.size()));
   });
   progress.Done();
   if (!measured.ok()) return Failure("strategies", measured.status());
-  const auto n = static_cast<double>((*dataset)->size());
-  const double storage_bps = storage_mbps * 1e6 / 8;
-  Json rows = Json::array();
-  int best = -1;
-  double best_total = 0;
-  std::vector<std::string> lines;
-  for (size_t i = 0; i < measured->size(); ++i) {
-    const Strategy& st = (*measured)[i];
-    const std::string name = st.upto == 0 ? "source" : absl::StrCat(st.upto, " ", st.encoding);
-    Json row = {{"upto", st.upto}, {"encoding", st.upto == 0 ? "source" : st.encoding}};
-    if (!st.unusable.empty() || st.samples == 0 || !(st.online_cpu > 0)) {
-      row["unusable"] = SafeText(st.unusable);
-      lines.push_back(absl::StrFormat("%-14s  cannot: %s", name, SafeText(st.unusable)));
-      rows.push_back(row);
-      continue;
-    }
-    double rate = cores / st.online_cpu;
-    if (storage_bps > 0 && st.bytes > 0) rate = std::min(rate, storage_bps / st.bytes);
-    const double oneoff = n * st.oneoff_cpu / cores;
-    const double total = oneoff + epochs * n / rate;
-    row["stored_bytes"] = n * st.bytes;
-    row["oneoff_seconds"] = oneoff;
-    row["online_samples_per_s"] = rate;
-    row["online_samples_per_s_per_core"] = 1 / st.online_cpu;
-    row["total_seconds"] = total;
-    rows.push_back(row);
-    lines.push_back(absl::StrFormat("%-14s  %10.1f MB  %10.1f s  %10.0f/s  %10.1f s", name,
-                                    n * st.bytes / 1e6, oneoff, rate, total));
-    if (best < 0 || total < best_total) {
-      best = static_cast<int>(i);
-      best_total = total;
-    }
-  }
+  const auto n = static_cast<double>(dataset.size());
+  const Ranking ranked = Rank(*measured, n, epochs, cores, storage_mbps * 1e6 / 8);
+  const Json& rows = ranked.rows;
+  const int best = ranked.best;
   if (json) {
     Json j = {{"command", "strategies"},
-              {"pipeline", (*pipeline)->name()},
+              {"pipeline", pipeline.name()},
               {"samples", (*measured)[0].samples},
-              {"dataset_samples", (*dataset)->size()},
+              {"dataset_samples", dataset.size()},
               {"epochs", epochs},
               {"cores", cores},
               {"strategies", rows},
@@ -1003,20 +1075,10 @@ int StrategiesCommand(int argc, char** argv) {
   std::printf(
       "prepflow strategies: %s on %lld samples of %s (measured on %lld), %d epochs, %.0f "
       "cores%s\n",
-      (*pipeline)->DebugString().c_str(), static_cast<long long>(n), pf.data.c_str(),
+      pipeline.DebugString().c_str(), static_cast<long long>(n), pf.data.c_str(),
       static_cast<long long>((*measured)[0].samples), epochs, cores,
       storage_mbps > 0 ? absl::StrFormat(", storage %.0f Mbit/s", storage_mbps).c_str() : "");
-  std::printf("%-14s  %13s  %12s  %12s  %12s\n", "upto encoding", "stored", "one-off", "online",
-              "total");
-  for (const std::string& line : lines) std::printf("%s\n", line.c_str());
-  if (best >= 0) {
-    const Strategy& st = (*measured)[best];
-    std::printf("recommended: %s\n",
-                st.upto == 0 ? "run from the source (materializing does not pay)"
-                             : absl::StrFormat("prepflow materialize --upto %d --encoding %s",
-                                               st.upto, st.encoding)
-                                   .c_str());
-  }
+  ranked.Print(*measured);
   return kOk;
 }
 

@@ -53,14 +53,16 @@ class WorkerCoreTest : public ::testing::Test {
     return open;
   }
 
-  ItemOutput RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices, int cut) {
+  // Runs an item on `core` (default: the fixture's) and waits for it.
+  ItemOutput RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices, int cut,
+                     WorkerCore* core = nullptr) {
     proto::WorkItem item;
     item.set_item_id(1);
     item.set_cut(cut);
     for (int64_t i : indices) item.add_indices(i);
     absl::Notification done;
     ItemOutput out;
-    EXPECT_TRUE(core_
+    EXPECT_TRUE((core != nullptr ? core : core_.get())
                     ->Submit(job, item,
                              [&](ItemOutput r) {
                                out = std::move(r);
@@ -307,22 +309,7 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
   proto::JobOpened opened;
   auto job = core.OpenJob(open, "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
-  auto run = [&](int cut) {
-    proto::WorkItem item;
-    item.set_item_id(1);
-    item.set_cut(cut);
-    for (int64_t i : {1, 2, 5}) item.add_indices(i);
-    absl::Notification done;
-    ItemOutput out;
-    EXPECT_TRUE(core.Submit(*job, item,
-                            [&](ItemOutput r) {
-                              out = std::move(r);
-                              done.Notify();
-                            })
-                    .ok());
-    done.WaitForNotification();
-    return out;
-  };
+  auto run = [&](int cut) { return RunItem(*job, {1, 2, 5}, cut, &core); };
   auto payloads = [](const ItemOutput& out) {
     std::vector<std::string> v;
     for (const Payload& p : out.payloads) {

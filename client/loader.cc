@@ -206,12 +206,13 @@ absl::Status Loader::OpenCache() {
   return absl::OkStatus();
 }
 
-void Loader::PrefetchLocal(absl::Span<const int64_t> indices) const {
-  if (cache_ != nullptr) {
-    dataset_->Prefetch(cache_->NotHeld(indices));
-  } else {
-    dataset_->Prefetch(indices);
-  }
+void Loader::PrefetchLocal(uint64_t epoch, absl::Span<const int64_t> indices) const {
+  std::vector<int64_t> wanted(indices.begin(), indices.end());
+  if (cache_ != nullptr) wanted = cache_->NotHeld(wanted);
+  // An echoed copy whose sample an earlier copy loads (or loaded) is not
+  // read again: its read would go unused, and cost the link.
+  if (options_.echo > 1) wanted = runner_->NotLoaded(epoch, wanted);
+  dataset_->Prefetch(wanted);
 }
 
 proto::JobOpen Loader::JobOpenMessage() const {
@@ -266,7 +267,7 @@ absl::Status Loader::StartRemote() {
   callbacks.run_locally = [this](RemoteItem item) {
     std::vector<int64_t> indices;
     for (int64_t slot : item.slots) indices.push_back(item.batch->index_at(slot));
-    PrefetchLocal(indices);
+    PrefetchLocal(item.batch->epoch(), indices);
     for (int64_t slot : item.slots) runner_->RunLocal(item.batch, slot);
   };
   callbacks.failed = [this](const absl::Status& status) { OnRefusal(status); };
@@ -503,7 +504,7 @@ void Loader::Place(Batch* b) {
   }
   // Remote data: the batch's reads start now, many at once, ahead of the
   // threads that decode.
-  PrefetchLocal(local_indices);
+  PrefetchLocal(b->epoch(), local_indices);
   for (const int64_t slot : local_slots) runner_->RunLocal(b, slot);
 }
 

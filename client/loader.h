@@ -116,7 +116,7 @@ class Loader {
   absl::Status OpenCache();
   // Starts reading the samples at `indices` that will be read here (remote
   // data; those the cache holds are not read).
-  void PrefetchLocal(absl::Span<const int64_t> indices) const;
+  void PrefetchLocal(uint64_t epoch, absl::Span<const int64_t> indices) const;
   // storage_bytes_read_per_epoch, for the epochs begun.
   std::vector<int64_t> StorageBytesPerEpoch() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Opens the pool (and the scheduler's grants) and waits for the workers to

@@ -96,6 +96,9 @@ class SampleRunner {
   // What the workers' reads cost in remote storage, as their items report it
   // (counts only: no latency).
   StorageStats RemoteStorage() const;
+  // Data echoing: `indices` without the samples of `epoch` an earlier copy
+  // is loading or has loaded (what the read-ahead should not read again).
+  std::vector<int64_t> NotLoaded(uint64_t epoch, const std::vector<int64_t>& indices) const;
   // Bytes read from remote storage for the samples of each epoch, here and
   // on the workers, by epoch.
   std::map<uint64_t, int64_t> StorageBytesByEpoch() const;

@@ -78,6 +78,12 @@ void EchoStore::Trim() {
   }
 }
 
+bool EchoStore::Started(uint64_t epoch, int64_t index) const {
+  const Key key{epoch, index};
+  absl::MutexLock lock(&mu_);
+  return entries_.contains(key);
+}
+
 EchoStore::Stats EchoStore::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;

@@ -40,6 +40,10 @@ class EchoStore {
   // load's error is also the answer of the copies waiting for it.
   absl::Status Get(Sample& s, Workspace& ws, int copies, const std::function<absl::Status()>& load);
 
+  // Whether a copy of (epoch, index) has asked already and its value is
+  // being loaded or is held for the copies to come.
+  bool Started(uint64_t epoch, int64_t index) const;
+
   struct Stats {
     int64_t loads = 0;    // values made by `load`
     int64_t taken = 0;    // values handed to a later copy

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Reuse on the testbed (issue 17's benchmark): WebDataset shards on an
+# S3-compatible store (s3rver) on host w1, whose link is limited to BW_MBIT;
+# the trainer reads them. Side by side, on the trainer:
+#   - caches: a job with an empty --cache-dir (the first epoch: every sample
+#     from storage), then the same job again (the cache holds the dataset:
+#     what every later epoch gets);
+#   - echoing: --echo 2 against fresh samples only, without a cache.
+# Prints one JSON line per run (prepflow run --json, with a "what"); the
+# figures go to docs/benchmarks.md.
+#
+#   sudo scripts/bench_reuse.sh DATA_DIR      (an ImageFolder; packed into shards first)
+#   env: BW_MBIT=200 PIPELINE=imagenet-train THREADS=2 ROUNDS=3 SHARD_SAMPLES=64
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:?usage: scripts/bench_reuse.sh DATA_DIR}
+bw=${BW_MBIT:-200}
+pipeline=${PIPELINE:-imagenet-train}
+threads=${THREADS:-2}
+rounds=${ROUNDS:-3}
+shard_samples=${SHARD_SAMPLES:-64}
+bin=$PWD/build/bin
+servers=$PWD/tests/servers
+work=$(mktemp -d /tmp/prepflow-bench-reuse.XXXXXX)
+tb=scripts/testbed.sh
+
+cleanup() { $tb down >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+"$bin/prepflow" pack --data "$data" --out "$work/shards" --shard-samples "$shard_samples" >&2
+$tb up 1 --bw "$bw" >&2
+storage=$($tb addr w1)
+$tb exec w1 env LISTEN_HOST=0.0.0.0 node --openssl-legacy-provider "$servers/serve.js" s3 \
+  "$work/s3" data >"$work/s3.log" 2>&1 &
+for _ in $(seq 1 100); do
+  port=$(sed -n 's/^listening .*:\([0-9]*\)$/\1/p' "$work/s3.log")
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "bench_reuse: s3rver never said it was listening" >&2; exit 1; }
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_ENDPOINT_URL="http://$storage:$port"
+for f in "$work/shards"/*; do
+  $tb exec trainer curl -sf -X PUT --data-binary "@$f" --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user "S3RVER:S3RVER" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+    "$AWS_ENDPOINT_URL/data/shards/$(basename "$f")" >/dev/null
+done
+
+run() {  # label, flags...: one job on the trainer, its JSON line with the label
+  local label=$1
+  shift
+  $tb exec trainer env AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" "$bin/prepflow" run \
+    --data s3://data/shards --pipeline "$pipeline" --threads "$threads" --index-cache-dir "" \
+    --json "$@" 2>>"$work/run.log" | tail -n 1 | sed "s/^{/{\"what\":\"$label\",/"
+}
+
+for r in $(seq 1 "$rounds"); do
+  rm -rf "$work/cache"
+  run "cache: first epoch (empty --cache-dir)" --cache-dir "$work/cache"
+  run "cache: a later epoch (the cache holds the dataset)" --cache-dir "$work/cache"
+  run "fresh samples only" --echo 1
+  run "echo 2" --echo 2
+done

@@ -6,8 +6,9 @@
 #     from storage), then the same job again (the cache holds the dataset:
 #     what every later epoch gets);
 #   - echoing: --echo 2 against fresh samples only, without a cache.
-# Prints one JSON line per run (prepflow run --json, with a "what"); the
-# figures go to docs/benchmarks.md.
+# And curl fetching every whole shard (4 at once) from the trainer: what the
+# link and the store give. Prints one JSON line per run (prepflow run --json,
+# with a "what"); the figures go to docs/benchmarks.md.
 #
 #   sudo scripts/bench_reuse.sh DATA_DIR      (an ImageFolder; packed into shards first)
 #   env: BW_MBIT=200 PIPELINE=imagenet-train THREADS=2 ROUNDS=3 SHARD_SAMPLES=64
@@ -54,7 +55,21 @@ run() {  # label, flags...: one job on the trainer, its JSON line with the label
     --json "$@" 2>>"$work/run.log" | tail -n 1 | sed "s/^{/{\"what\":\"$label\",/"
 }
 
+curl_shards() {  # every whole shard, 4 transfers at once, signed as prepflow signs
+  local t0 t1 bytes
+  bytes=$(cat "$work/shards"/*.tar | wc -c)
+  t0=$(date +%s.%N)
+  ls "$work/shards" | grep '\.tar$' | sed "s|^|$AWS_ENDPOINT_URL/data/shards/|" |
+    $tb exec trainer xargs -P 4 -n 1 curl -sf -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user "S3RVER:S3RVER" \
+      -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+  t1=$(date +%s.%N)
+  awk -v b="$bytes" -v s="$(echo "$t1 - $t0" | bc)" \
+    'BEGIN { printf "{\"what\":\"curl whole shards\",\"bytes\":%d,\"seconds\":%.3f,\"mb_per_s\":%.2f}\n", b, s, b / s / 1e6 }'
+}
+
 for r in $(seq 1 "$rounds"); do
+  curl_shards
   rm -rf "$work/cache"
   run "cache: first epoch (empty --cache-dir)" --cache-dir "$work/cache"
   run "cache: a later epoch (the cache holds the dataset)" --cache-dir "$work/cache"

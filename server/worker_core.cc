@@ -177,6 +177,10 @@ absl::Status WorkerCore::OpenReuse(WorkerJob* job) const {
   if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
   if (open.dataset().has_materialized()) {
     const proto::Materialized& m = open.dataset().materialized();
+    if (m.upto() < 0 || m.upto() > open.pipeline().stages_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("job open: dataset: materialized upto ",
+                                                     m.upto(), " is not a stage boundary"));
+    }
     absl::Status s = CheckEncoding(m.encoding());
     if (s.ok() && m.upto() <= job->pipeline_->num_stages()) {
       s = CheckMaterializedPrefix(m, *job->pipeline_);

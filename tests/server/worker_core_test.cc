@@ -345,6 +345,17 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
   random.set_cache_at(9);
   EXPECT_THAT(core.OpenJob(random, "client-a", &opened).status().message(),
               HasSubstr("cache_at 9 is not a stage boundary"));
+
+  // A client's word on materialized data is checked too: a boundary before
+  // the first (the worker would run stage -1) or a foreign prefix.
+  proto::JobOpen materialized = Open(root_ + "/data", "imagenet-eval");
+  materialized.mutable_dataset()->mutable_materialized()->set_upto(-1);
+  materialized.mutable_dataset()->mutable_materialized()->set_encoding("raw");
+  EXPECT_THAT(core.OpenJob(materialized, "client-a", &opened).status().message(),
+              HasSubstr("materialized upto -1 is not a stage boundary"));
+  materialized.mutable_dataset()->mutable_materialized()->set_upto(2);
+  EXPECT_THAT(core.OpenJob(materialized, "client-a", &opened).status().message(),
+              HasSubstr("does not begin with exactly those stages"));
 }
 
 }  // namespace

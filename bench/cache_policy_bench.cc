@@ -78,8 +78,8 @@ class Lru {
 };
 
 struct Outcome {
-  double hit_ratio = 0;       // over epochs 2..E
-  double written_bytes = 0;   // per epoch, over epochs 2..E
+  double hit_ratio = 0;      // over epochs 2..E
+  double written_bytes = 0;  // per epoch, over epochs 2..E
 };
 
 }  // namespace
@@ -115,10 +115,11 @@ int main(int argc, char** argv) {
     std::shuffle(order.begin(), order.end(), rng);
   }
 
-  std::printf("{\"samples\": %d, \"epochs\": %d, \"dataset_bytes\": %lld, \"sizes\": \"%s\", "
-              "\"results\": [",
-              samples, epochs, static_cast<long long>(total * scale),
-              files.empty() ? "log-normal around 110 KB" : data.c_str());
+  std::printf(
+      "{\"samples\": %d, \"epochs\": %d, \"dataset_bytes\": %lld, \"sizes\": \"%s\", "
+      "\"results\": [",
+      samples, epochs, static_cast<long long>(total * scale),
+      files.empty() ? "log-normal around 110 KB" : data.c_str());
   bool first = true;
   for (absl::string_view f : absl::StrSplit(fractions_text, ',')) {
     const double fraction = std::stod(std::string(f));
@@ -153,11 +154,12 @@ int main(int argc, char** argv) {
       out->hit_ratio /= static_cast<double>(later);
       out->written_bytes = out->written_bytes * scale / (epochs - 1);
     }
-    std::printf("%s{\"cache_fraction\": %.2f, \"ideal_hit_ratio\": %.4f, "
-                "\"stable_hit_ratio\": %.4f, \"lru_hit_ratio\": %.4f, "
-                "\"stable_written_bytes_per_epoch\": %.0f, \"lru_written_bytes_per_epoch\": %.0f}",
-                first ? "" : ", ", fraction, std::min(1.0, fraction), s.hit_ratio, l.hit_ratio,
-                s.written_bytes, l.written_bytes);
+    std::printf(
+        "%s{\"cache_fraction\": %.2f, \"ideal_hit_ratio\": %.4f, "
+        "\"stable_hit_ratio\": %.4f, \"lru_hit_ratio\": %.4f, "
+        "\"stable_written_bytes_per_epoch\": %.0f, \"lru_written_bytes_per_epoch\": %.0f}",
+        first ? "" : ", ", fraction, std::min(1.0, fraction), s.hit_ratio, l.hit_ratio,
+        s.written_bytes, l.written_bytes);
     first = false;
   }
   std::printf("]}\n");

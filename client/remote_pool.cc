@@ -6,18 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/rng.h"
 #include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
 namespace {
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 bool IsRefusal(absl::StatusCode code) {
   return code == absl::StatusCode::kPermissionDenied ||
@@ -51,7 +45,7 @@ int RemotePool::Add(const std::string& address, const std::string& worker_id, do
   Worker& worker = workers_.emplace_back();
   worker.member.id = id;
   worker.member.address = address;
-  worker.key = Mix(std::hash<std::string>()(address));
+  worker.key = Mix64(std::hash<std::string>()(address));
   worker.member.worker_id = worker_id;
   worker.member.alive = true;
   worker.member.granted_cores = granted_cores;
@@ -156,11 +150,11 @@ int RemotePool::HomeLocked(int64_t index, int cut) const {
   // from (its key, the index), scaled by its cores; the highest wins.
   int home = -1;
   double best = 0;
-  const uint64_t sample = Mix(static_cast<uint64_t>(index));
+  const uint64_t sample = Mix64(static_cast<uint64_t>(index));
   for (size_t w = 0; w < workers_.size(); ++w) {
     const Worker& worker = workers_[w];
     if (!worker.member.usable() || worker.stages < cut) continue;
-    const double u = (static_cast<double>(Mix(worker.key ^ sample) >> 11) + 0.5) * 0x1.0p-53;
+    const double u = (static_cast<double>(Mix64(worker.key ^ sample) >> 11) + 0.5) * 0x1.0p-53;
     const double score = -std::max(UsableCores(worker), 1e-3) / std::log(u);
     if (home < 0 || score > best) {
       home = static_cast<int>(w);

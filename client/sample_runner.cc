@@ -114,11 +114,7 @@ absl::Status SampleRunner::LoadTo(Sample& s, Workspace& ws, int target, int* fro
 
 std::vector<int64_t> SampleRunner::NotLoaded(uint64_t epoch,
                                              const std::vector<int64_t>& indices) const {
-  std::vector<int64_t> out;
-  for (int64_t i : indices) {
-    if (!echo_store_.Started(epoch, i)) out.push_back(i);
-  }
-  return out;
+  return echo_store_.NotStarted(epoch, indices);
 }
 
 void SampleRunner::CountStorage(uint64_t epoch, int64_t bytes) {

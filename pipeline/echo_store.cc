@@ -78,10 +78,14 @@ void EchoStore::Trim() {
   }
 }
 
-bool EchoStore::Started(uint64_t epoch, int64_t index) const {
-  const Key key{epoch, index};
+std::vector<int64_t> EchoStore::NotStarted(uint64_t epoch,
+                                           absl::Span<const int64_t> indices) const {
+  std::vector<int64_t> out;
   absl::MutexLock lock(&mu_);
-  return entries_.contains(key);
+  for (int64_t i : indices) {
+    if (!entries_.contains(Key{epoch, i})) out.push_back(i);
+  }
+  return out;
 }
 
 EchoStore::Stats EchoStore::stats() const {

@@ -20,11 +20,13 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "pipeline/ops.h"
 #include "pipeline/sample.h"
 
@@ -40,9 +42,9 @@ class EchoStore {
   // load's error is also the answer of the copies waiting for it.
   absl::Status Get(Sample& s, Workspace& ws, int copies, const std::function<absl::Status()>& load);
 
-  // Whether a copy of (epoch, index) has asked already and its value is
-  // being loaded or is held for the copies to come.
-  bool Started(uint64_t epoch, int64_t index) const;
+  // `indices` of `epoch` that no copy has asked for yet, or whose value is
+  // no longer held (those a read ahead may still serve).
+  std::vector<int64_t> NotStarted(uint64_t epoch, absl::Span<const int64_t> indices) const;
 
   struct Stats {
     int64_t loads = 0;    // values made by `load`

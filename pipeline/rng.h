@@ -61,6 +61,15 @@ class SampleRng {
   int used_ = 4;
 };
 
+// splitmix64's finalizer: a stateless mixer of 64-bit keys, for ranking and
+// hashing (cache priorities, rendezvous homes), not for drawing numbers.
+inline uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 // The stream that shuffles `epoch`: up to 2^64 blocks, disjoint from every
 // SampleRng stream of the same seed.
 class EpochRng : public SampleRng {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "pipeline/rng.h"
 #include "pipeline/wire.h"
 #include "proto/pipeline.pb.h"
 
@@ -36,16 +37,9 @@ struct FileHeader {
   uint64_t hash;  // XXH3-64 of the value's bytes
 };
 
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // A sample's fixed rank: higher stays.
 uint64_t Priority(const CacheKey& key) {
-  return Mix(Mix(key.space) ^ static_cast<uint64_t>(key.index));
+  return Mix64(Mix64(key.space) ^ static_cast<uint64_t>(key.index));
 }
 
 bool WriteAll(int fd, const void* data, size_t size) {
@@ -99,7 +93,7 @@ std::vector<std::string> ListFolder(const std::string& path) {
 }  // namespace
 
 uint64_t CacheSpace(uint64_t dataset_fingerprint, uint64_t prefix_fingerprint) {
-  return Mix(dataset_fingerprint ^ Mix(prefix_fingerprint));
+  return Mix64(dataset_fingerprint ^ Mix64(prefix_fingerprint));
 }
 
 absl::StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const SampleCacheOptions& options) {
@@ -374,6 +368,15 @@ bool SampleCache::Holds(const CacheKey& key) const {
   return entries_.contains(key);
 }
 
+std::vector<int64_t> SampleCache::NotHeld(uint64_t space, absl::Span<const int64_t> indices) const {
+  std::vector<int64_t> out;
+  absl::MutexLock lock(&mu_);
+  for (int64_t i : indices) {
+    if (!entries_.contains(CacheKey{space, i})) out.push_back(i);
+  }
+  return out;
+}
+
 SampleCache::Stats SampleCache::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s = counters_;
@@ -401,11 +404,7 @@ void BoundaryCache::Keep(const Sample& s) {
 }
 
 std::vector<int64_t> BoundaryCache::NotHeld(absl::Span<const int64_t> indices) const {
-  std::vector<int64_t> out;
-  for (int64_t i : indices) {
-    if (!Holds(i)) out.push_back(i);
-  }
-  return out;
+  return cache_->NotHeld(space_, indices);
 }
 
 }  // namespace prepflow

@@ -91,6 +91,8 @@ class SampleCache {
   Blob Find(const CacheKey& key);
   // Whether `key` is kept, without reading it or counting a hit.
   bool Holds(const CacheKey& key) const;
+  // `indices` of `space` that are not kept (one lock for all of them).
+  std::vector<int64_t> NotHeld(uint64_t space, absl::Span<const int64_t> indices) const;
   // Keeps `value` for `key` when its priority earns it room (pushing out
   // lower-priority entries, RAM's to disk); otherwise does nothing.
   void Insert(const CacheKey& key, Blob value);

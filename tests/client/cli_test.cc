@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -152,6 +153,14 @@ TEST_F(CliTest, MaterializeOnceThenRunTheRest) {
   const CliRun rest = Prepflow(absl::StrCat("run --data ", dir_.Join("mat3"), eval), dir_);
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
   EXPECT_EQ(rest.LastJson()["checksum"], source.LastJson()["checksum"]);
+  // A manifest that is not one (damaged, or planted): the job stops, naming it.
+  std::ofstream(dir_.Join("mat3/materialized.pbtxt")) << "upto: -3 encoding: \"raw\"";
+  const CliRun planted = Prepflow(absl::StrCat("run --data ", dir_.Join("mat3"), eval), dir_);
+  EXPECT_EQ(planted.exit_code, 1);
+  EXPECT_THAT(planted.err, HasSubstr("materialized.pbtxt: not a materialized dataset's manifest"));
+  std::ofstream(dir_.Join("mat3/materialized.pbtxt")) << "upto: {{{";
+  EXPECT_THAT(Prepflow(absl::StrCat("run --data ", dir_.Join("mat3"), eval), dir_).err,
+              HasSubstr("not a materialized dataset's manifest"));
   const CliRun bad = Prepflow(absl::StrCat("materialize --data ", dir_.Join("data"),
                                            " --encoding gif --out ", dir_.Join("x")),
                               dir_);

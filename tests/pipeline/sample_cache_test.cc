@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
+#include "pipeline/materialize.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 
@@ -310,6 +311,30 @@ TEST(BoundaryCacheTest, AValueOfTheWrongTypeIsRefusedNotRun) {
   s.size = sizeof(pixels);
   s.shape = {2, 2, 4};
   EXPECT_EQ(p->Run(2, p->num_stages(), s, ws).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(MaterializedTest, HostileStoredValuesAreCleanErrors) {
+  // A .pfv member that is not a value: truncated, a header that lies about
+  // its length, or bytes that disagree with the shape it claims.
+  proto::Materialized m;
+  m.set_upto(2);
+  m.set_encoding("raw");
+  Workspace ws;
+  const std::vector<std::string> hostile = {
+      std::string("\x01\x00", 2), std::string("\xff\xff\xff\x7f garbage", 12),
+      std::string("\x06\x00\x00\x00\x08\x02\x12\x02\x10\x10", 10) + std::string(5, 'x')};
+  for (const std::string& bytes : hostile) {
+    Sample s;
+    s.kind = ValueKind::kEncoded;
+    s.data = reinterpret_cast<uint8_t*>(const_cast<char*>(bytes.data()));
+    s.size = bytes.size();
+    s.shape = {static_cast<int64_t>(bytes.size())};
+    const absl::Status status = DecodeMaterialized(m, DecodeOptions(), ws, s);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_NE(status.message().find("not a materialized value"), std::string::npos) << status;
+  }
+  EXPECT_EQ(CheckEncoding("jpeg:101").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckEncoding("jpeg:").code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -272,6 +272,26 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   EXPECT_THAT(submit(5, {0}).message(), HasSubstr("cut 5 is outside [0, 4]"));
   EXPECT_THAT(submit(1, {8}).message(), HasSubstr("index 8 is outside the dataset [0, 8)"));
   EXPECT_THAT(submit(1, {}).message(), HasSubstr("has 0 samples"));
+  // Echoed copies: one per sample, each below 65536.
+  proto::WorkItem copies;
+  copies.set_cut(1);
+  copies.add_indices(0);
+  copies.add_indices(1);
+  copies.add_copies(0);
+  EXPECT_THAT(core_->Submit(*a, copies, [](ItemOutput) {}).message(),
+              HasSubstr("has 1 copies for 2 samples"));
+  copies.add_copies(70000);
+  EXPECT_THAT(core_->Submit(*a, copies, [](ItemOutput) {}).message(),
+              HasSubstr("copy 70000 is not below 65536"));
+  // And a job's echo fields.
+  proto::JobOpen echo = Open(root_ + "/data");
+  echo.set_echo(1 << 20);
+  EXPECT_THAT(shared.OpenJob(echo, "ipv4:10.0.0.3", &opened).status().message(),
+              HasSubstr("echo 1048576 is outside [0, 65536)"));
+  echo.set_echo(2);
+  echo.set_echo_at(-4);
+  EXPECT_THAT(shared.OpenJob(echo, "ipv4:10.0.0.3", &opened).status().message(),
+              HasSubstr("echo_at -4 is not a stage boundary"));
 }
 
 // Files added to a dataset while job A runs: a new job brings the new

@@ -89,22 +89,21 @@ absl::Status Loader::Init(const LoaderOptions& given) {
 
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   const int64_t size = dataset_->size();
-  samples_per_epoch_ =
-      (size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0)) *
-      options_.echo;
+  samples_per_rank_ =
+      size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0);
+  echo_cap_ = options_.echo_auto ? options_.max_echo : options_.echo;
   {
     absl::MutexLock lock(&mu_);
     next_epoch_ = options_.first_epoch;
     prefetch_ = options_.prefetch_batches;
+    echo_now_ = ChooseEpochEcho(next_epoch_);
   }
   // Room for every task of every batch that may come to be in flight, twice
   // (a sample's local run, or its remote suffix): Submit() never waits for
   // long.
   runner_ = std::make_unique<SampleRunner>(
       dataset_.get(), pipeline_.get(),
-      SampleRunner::Sources{
-          cache_.get(), Materialized(), {options_.echo, echo_at_, options_.echo_bytes}},
-      threads,
+      SampleRunner::Sources{cache_.get(), Materialized(), {echo_at_, options_.echo_bytes}}, threads,
       2 * static_cast<size_t>(options_.batch_size) *
           std::max(options_.prefetch_batches, kMaxPrefetchBatches),
       [this] { SignalBatchDone(); });
@@ -115,9 +114,10 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   } else if (remote_possible) {
     if (absl::Status s = StartRemote(); !s.ok()) return s;
   }
+  if (options_.echo_auto && !replanner_) MakeReplanner();
   free_batches_ = std::make_shared<FreeBatches>();
   absl::MutexLock lock(&mu_);
-  if (replanner_) StartWarmUp();
+  if (replanner_ && offload_.kind == OffloadMode::kAuto) StartWarmUp();
   UpdatePrefetch();
   MakeBatches();
   spdlog::debug("loader: {} samples ({}), pipeline {}, {} threads, offload {}", size,
@@ -211,7 +211,7 @@ void Loader::PrefetchLocal(uint64_t epoch, absl::Span<const int64_t> indices) co
   if (cache_ != nullptr) wanted = cache_->NotHeld(wanted);
   // An echoed copy whose sample an earlier copy loads (or loaded) is not
   // read again: its read would go unused, and cost the link.
-  if (options_.echo > 1) wanted = runner_->NotLoaded(epoch, wanted);
+  if (echo_cap_ > 1) wanted = runner_->NotLoaded(epoch, wanted);
   dataset_->Prefetch(wanted);
 }
 
@@ -240,21 +240,44 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_max_items_in_flight(options_.max_items_per_worker);
   open.set_cache_at(cache_at_);
   open.set_echo_at(echo_at_);
-  open.set_echo(options_.echo);
+  open.set_echo(echo_cap_);
   return open;
 }
 
-absl::Status Loader::StartRemote() {
-  if (offload_.kind == OffloadMode::kAuto) {
-    policy::ReplanOptions ro;
-    ro.period_seconds = options_.replan_seconds;
-    ro.drift = options_.replan_drift;
-    ro.gain = options_.replan_gain;
-    ro.demand = options_.demand;
-    ro.bandwidth = options_.bandwidth;
-    absl::MutexLock lock(&mu_);
-    replanner_ = std::make_unique<policy::Replanner>(ro, placement_);
+void Loader::MakeReplanner() {
+  policy::ReplanOptions ro;
+  ro.period_seconds = options_.replan_seconds;
+  ro.drift = options_.replan_drift;
+  ro.gain = options_.replan_gain;
+  ro.demand = options_.demand;
+  ro.bandwidth = options_.bandwidth;
+  absl::MutexLock lock(&mu_);
+  replanner_ = std::make_unique<policy::Replanner>(ro, placement_);
+}
+
+int Loader::ChooseEpochEcho(int epoch) {
+  int echo = options_.echo;
+  if (options_.echo_auto) {
+    auto before = epoch_echo_.find(epoch - 1);
+    echo = epoch == options_.first_epoch ? std::max(1, options_.start_echo)
+           : before != epoch_echo_.end() ? before->second
+                                         : 1;
+    std::string why;
+    const std::optional<int> planned = replanner_ && epoch != options_.first_epoch
+                                           ? replanner_->EchoFactor(options_.max_echo, &why)
+                                           : std::nullopt;
+    if (planned && *planned != echo) {
+      spdlog::info("--echo auto: epoch {} yields {} cop{} of each sample (was {}): {}", epoch,
+                   *planned, *planned == 1 ? "y" : "ies", echo, why);
+      echo = *planned;
+    }
   }
+  epoch_echo_[epoch] = echo;
+  return echo;
+}
+
+absl::Status Loader::StartRemote() {
+  if (offload_.kind == OffloadMode::kAuto) MakeReplanner();
   RemotePoolOptions po;
   po.worker_timeout_seconds = options_.worker_timeout_seconds;
   po.connect_timeout_seconds = options_.connect_timeout_seconds;
@@ -343,14 +366,17 @@ int Loader::prefetch_batches() const {
 
 int64_t Loader::batches_per_epoch() const {
   const int64_t b = options_.batch_size;
-  return options_.drop_last ? samples_per_epoch_ / b : (samples_per_epoch_ + b - 1) / b;
+  const int64_t n = samples_per_epoch();
+  return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 double Loader::WantedRemoteCores() const {
   if (offload_.kind == OffloadMode::kOff) return 0;
   double want = options_.max_remote_cores > 0 ? options_.max_remote_cores : kWantAllCores;
   // kAuto: what the planner would use with the pool to itself.
-  if (replanner_) want = std::min(want, replanner_->WantedRemoteCores().value_or(want));
+  if (replanner_ && offload_.kind == OffloadMode::kAuto) {
+    want = std::min(want, replanner_->WantedRemoteCores().value_or(want));
+  }
   return want;
 }
 
@@ -401,24 +427,28 @@ void Loader::StartWarmUp() {
 void Loader::MaybeReplan() {
   if (!replanner_ || images_ == 0) return;
   policy::Snapshot s;
-  remote_->FillSnapshot(&s);
-  if (s.workers.empty()) return;
+  if (remote_) remote_->FillSnapshot(&s);
+  // --echo auto plans without workers too: for its echo factor.
+  if (s.workers.empty() && !options_.echo_auto) return;
   s.now_nanos = WallNanos();
   s.process_cpu_nanos = ProcessCpuNanos();
   s.local_cores = LocalCores();
   runner_->Measure(&s);
   s.trainer_work = {trainer_cpu_nanos_ * 1e-9, 0, static_cast<double>(images_)};
   s.delivered_samples = static_cast<double>(images_);
-  s.reuse_at = options_.echo > 1 ? std::max(echo_at_, cache_at_) : cache_at_;
+  s.reuse_at = delivered_echo_ > 1 ? std::max(echo_at_, cache_at_) : cache_at_;
   s.cache_hits = static_cast<double>(runner_->remote_cache_hits() + (cache_ ? cache_->hits() : 0));
   s.cache_misses =
       static_cast<double>(runner_->remote_cache_misses() + (cache_ ? cache_->misses() : 0));
-  s.echo = options_.echo;
+  s.echo = delivered_echo_;
   s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
   std::vector<std::string> notes;
   std::optional<policy::Placement> next = replanner_->Update(s, &notes);
-  for (const std::string& note : notes) spdlog::info("{}", note);
-  if (next) placement_ = *std::move(next);
+  // Without --offload auto the plans only inform --echo auto: not news.
+  const auto level =
+      offload_.kind == OffloadMode::kAuto ? spdlog::level::info : spdlog::level::debug;
+  for (const std::string& note : notes) spdlog::log(level, "{}", note);
+  if (next && offload_.kind == OffloadMode::kAuto) placement_ = *std::move(next);
 }
 
 Batch* Loader::StartBatch() {
@@ -427,8 +457,11 @@ Batch* Loader::StartBatch() {
       order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                           options_.shuffle, options_.rank, options_.world_size);
       order_copies_.clear();
-      if (options_.echo > 1) {
-        EchoOrder(&order_, &order_copies_, options_.echo, options_.echo_window, options_.seed,
+      const int echo =
+          epoch_echo_.count(next_epoch_) ? epoch_echo_[next_epoch_] : ChooseEpochEcho(next_epoch_);
+      echo_now_ = echo;
+      if (echo > 1) {
+        EchoOrder(&order_, &order_copies_, echo, options_.echo_window, options_.seed,
                   static_cast<uint64_t>(next_epoch_));
       }
       order_ready_ = true;
@@ -461,7 +494,8 @@ Batch* Loader::StartBatch() {
                  absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)),
                  order_copies_.empty() ? absl::Span<const uint32_t>()
                                        : absl::MakeConstSpan(order_copies_.data() + next_offset_,
-                                                             static_cast<size_t>(take)));
+                                                             static_cast<size_t>(take)),
+                 echo_now_);
     next_offset_ += take;
     ++next_number_;
     return batch.release();
@@ -603,6 +637,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
   for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
+  delivered_echo_ = batch->echo();
   bytes_ += batch->bytes();
   ++batches_;
   MaybeReplan();
@@ -646,6 +681,9 @@ LoaderStats Loader::Stats() const {
     st.first_errors = first_errors_;
     st.plan_fractions = placement_.Fractions();
     st.storage_bytes_read_per_epoch = StorageBytesPerEpoch();
+    for (const auto& [epoch, echo] : epoch_echo_) {
+      if (epoch < options_.first_epoch + options_.epochs) st.echo_factor_per_epoch.push_back(echo);
+    }
   }
   st.offload = OffloadModeString(offload_);
   const policy::ReplanState plan = replanner_ ? replanner_->State() : policy::ReplanState();
@@ -657,6 +695,8 @@ LoaderStats Loader::Stats() const {
     st.receive_cpu_per_byte = plan.receive_cost_per_byte;
     st.unseen_cpu_per_sample = plan.unseen_cost_per_sample;
     st.worker_send_cpu_per_byte = plan.send_cost_per_byte;
+    st.storage_limit_here = plan.storage_limit_here;
+    st.storage_limit_workers = plan.storage_limit_workers;
   }
   if (remote_) AddRemoteStats(plan, &st);
   st.scheduler = options_.scheduler;
@@ -672,7 +712,7 @@ LoaderStats Loader::Stats() const {
   if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
   st.storage.Add(runner_->RemoteStorage());
   st.cache_at = cache_at_;
-  st.echo_factor = options_.echo;
+  st.echo_factor = echo_now_;
   st.echo_at = echo_at_;
   st.cache_hits = runner_->remote_cache_hits();
   st.cache_misses = runner_->remote_cache_misses();

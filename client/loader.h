@@ -33,8 +33,10 @@
 #ifndef PREPFLOW_CLIENT_LOADER_H_
 #define PREPFLOW_CLIENT_LOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,8 +99,11 @@ class Loader {
   // A random id naming this job to workers, in logs and in metrics.
   const std::string& job_id() const { return job_id_; }
   int prefetch_batches() const;
-  // Samples and batches this rank sees per epoch.
-  int64_t samples_per_epoch() const { return samples_per_epoch_; }
+  // Samples and batches this rank sees per epoch: the latest epoch begun
+  // (with --echo auto each epoch's echo factor multiplies its samples).
+  int64_t samples_per_epoch() const {
+    return samples_per_rank_ * echo_now_.load(std::memory_order_relaxed);
+  }
   int64_t batches_per_epoch() const;
 
  private:
@@ -123,6 +128,11 @@ class Loader {
   // open the job. Errors: a refusal; Unavailable when remote placement was
   // asked for, no worker is reachable and --fallback-local is not given.
   absl::Status StartRemote();
+  // The re-planner: with --offload auto, or with --echo auto (for its echo
+  // factor alone).
+  void MakeReplanner() ABSL_LOCKS_EXCLUDED(mu_);
+  // The echo factor of `epoch`, chosen when its order is made.
+  int ChooseEpochEcho(int epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::JobOpen JobOpenMessage() const;
   // Remote cores to ask the scheduler for.
   double WantedRemoteCores() const;
@@ -148,7 +158,7 @@ class Loader {
   int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // kAuto, before anything is measured (policy::WarmUp).
   void StartWarmUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // kAuto: hands the re-planner a snapshot; applies a new placement.
+  // Hands the re-planner a snapshot; under kAuto applies a new placement.
   void MaybeReplan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts and reports the failed samples of a finished batch; under
   // OnError::kFail the first one ends the run (returned).
@@ -172,10 +182,15 @@ class Loader {
   int echo_at_ = 0;                       // stages from here on draw each echoed copy's numbers
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
-  int64_t samples_per_epoch_ = 0;
+  int64_t samples_per_rank_ = 0;  // an epoch's samples without echoing
+  // Data echoing: the most copies a sample may have in any epoch (--echo,
+  // or --max-echo with --echo auto: what workers are told), and the factor
+  // of the latest epoch begun.
+  int echo_cap_ = 1;
+  std::atomic<int> echo_now_{1};
   std::string job_id_;
   Security security_;                             // options_.security, loaded
-  std::unique_ptr<policy::Replanner> replanner_;  // kAuto with workers
+  std::unique_ptr<policy::Replanner> replanner_;  // kAuto with workers; --echo auto
   std::unique_ptr<RemotePool> remote_;            // with workers or a scheduler
   std::unique_ptr<SchedulerGrants> grants_;       // with a scheduler
 
@@ -201,7 +216,9 @@ class Loader {
   // the planner charges to every delivered sample.
   int64_t trainer_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remote_images_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t echoed_images_ ABSL_GUARDED_BY(mu_) = 0;  // copies 1 and up
+  int64_t echoed_images_ ABSL_GUARDED_BY(mu_) = 0;      // copies 1 and up
+  std::map<int, int> epoch_echo_ ABSL_GUARDED_BY(mu_);  // each epoch begun: its echo factor
+  int delivered_echo_ ABSL_GUARDED_BY(mu_) = 1;         // of the last batch delivered
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;

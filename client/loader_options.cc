@@ -52,6 +52,12 @@ absl::Status CheckNumbers(const LoaderOptions& o) {
   if (o.echo < 1 || o.echo >= static_cast<int>(kMaxCopies)) {
     return Invalid("--echo: must be 1 to ", kMaxCopies - 1, ", got ", o.echo);
   }
+  if (o.max_echo < 1 || o.max_echo >= static_cast<int>(kMaxCopies)) {
+    return Invalid("--max-echo: must be 1 to ", kMaxCopies - 1, ", got ", o.max_echo);
+  }
+  if (o.start_echo < 0 || (o.echo_auto && o.start_echo > o.max_echo)) {
+    return Invalid("--start-echo: must be 0 to --max-echo (", o.max_echo, "), got ", o.start_echo);
+  }
   if (o.echo_window < 1) return Invalid("--echo-window: must be at least 1, got ", o.echo_window);
   if (o.echo_bytes < 0) return Invalid("--echo-bytes: must be >= 0, got ", o.echo_bytes);
   if (o.prefetch_batches < 1) {

@@ -112,7 +112,17 @@ struct LoaderOptions {
   // draws from there on, spread through the epoch by a shuffle within
   // blocks of `echo_window` samples. Values waiting for their copies are
   // held within `echo_bytes`.
+  //
+  // `echo_auto` (--echo auto; `echo` is then ignored): each epoch's factor
+  // is chosen as its order is made, from 1 to `max_echo`: the planner's
+  // smallest that meets the measured demand (policy::ChooseEcho), from what
+  // the epochs before measured. The first epoch of a run, with nothing
+  // measured yet, runs `start_echo` (0: 1, fresh samples only); resuming
+  // mid-epoch, pass the factor that epoch had (stats' echo_factor).
   int echo = 1;
+  bool echo_auto = false;
+  int max_echo = 4;
+  int start_echo = 0;
   int echo_at = -1;
   int64_t echo_window = 256;
   int64_t echo_bytes = int64_t{512} << 20;

@@ -78,6 +78,10 @@ struct LoaderStats {
   // Per epoch of this run, from its first: bytes read from remote storage
   // for that epoch's samples, here and on the workers.
   std::vector<int64_t> storage_bytes_read_per_epoch;
+  // What storage gave while it bound the reads here and on the workers, in
+  // bytes/s, as the planner learnt it (0: not seen binding).
+  double storage_limit_here = 0;
+  double storage_limit_workers = 0;
   // Sample caches (--cache-bytes, --cache-dir): the boundary whose values
   // they keep, and how often a sample's value was found there, here and on
   // the workers together.
@@ -88,9 +92,12 @@ struct LoaderStats {
   int64_t cache_ram_bytes = 0;
   int64_t cache_disk_bytes = 0;
   int64_t cache_evictions = 0;
-  // Data echoing (--echo): the factor, the boundary it echoes at, and the
-  // delivered samples that were first copies (fresh) or later ones.
+  // Data echoing (--echo): the factor (of the latest epoch begun, and of
+  // each epoch begun: with --echo auto they differ), the boundary it echoes
+  // at, and the delivered samples that were first copies (fresh) or later
+  // ones.
   int echo_factor = 1;
+  std::vector<int64_t> echo_factor_per_epoch;
   int echo_at = 0;
   int64_t fresh_samples = 0;
   int64_t echoed_samples = 0;

@@ -252,6 +252,9 @@ void RemotePool::Send(int w, uint64_t id) {
     echoed |= p.item.batch->copy_at(slot) != 0;
   }
   if (!echoed) msg.clear_copies();
+  // The epoch's echo factor (with --echo auto, below the job's cap): how
+  // many copies the worker keeps a loaded value for.
+  if (open_.echo() > 1) msg.set_echo(static_cast<uint32_t>(p.item.batch->echo()));
   worker.stream->Send(std::move(msg));
 }
 

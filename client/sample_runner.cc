@@ -73,7 +73,7 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
     *from = cache_->boundary();
     return absl::OkStatus();
   }
-  const int64_t t0 = ThreadCpuNanos();
+  const int64_t t0 = ThreadCpuNanos(), wall0 = WallNanos();
   const StorageStats storage_before = ThreadStorageStats();
   size_t size = 0;
   absl::Status status;
@@ -83,6 +83,7 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
     status = absl::ResourceExhaustedError("out of memory reading the sample");
   }
   read_profiler_.Record(0, ThreadCpuNanos() - t0, static_cast<int64_t>(size));
+  read_wall_nanos_.fetch_add(WallNanos() - wall0, std::memory_order_relaxed);
   CountStorage(s.epoch, ThreadStorageStats().Minus(storage_before).bytes);
   if (!status.ok()) return status;
   s.kind = ValueKind::kEncoded;
@@ -133,11 +134,11 @@ void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
   s.echo_at = echo_.at;
   int from = 0;
   absl::Status status;
-  if (echo_.factor > 1) {
+  if (batch->echo() > 1) {
     // Copies share the value at the echo boundary (past the cache's, if
     // that is later: the stages between draw nothing), made once.
     const int at = std::max(echo_.at, cache_ != nullptr ? cache_->boundary() : 0);
-    status = echo_store_.Get(s, ws, echo_.factor, [&] { return LoadTo(s, ws, at, &from); });
+    status = echo_store_.Get(s, ws, batch->echo(), [&] { return LoadTo(s, ws, at, &from); });
     from = at;
   } else {
     status = Load(s, ws, &from);
@@ -171,6 +172,13 @@ void SampleRunner::TakeRemote(const RemoteItem& item,
     remote_storage_.errors += cost.errors();
     if (cost.bytes() > 0) storage_by_epoch_[item.batch->epoch()] += cost.bytes();
   }
+  // Its reads' waits, when plausible (at most a minute a sample).
+  const double wait = result.read_wait_seconds();
+  if (wait > 0 && wait <= 60.0 * std::max(1, result.samples_size())) {
+    remote_read_wait_nanos_.fetch_add(static_cast<int64_t>(wait * 1e9), std::memory_order_relaxed);
+  }
+  remote_read_bytes_.fetch_add(std::max<int64_t>(0, result.read_bytes()),
+                               std::memory_order_relaxed);
   if (result.has_cache()) {
     remote_cache_hits_.fetch_add(std::max<int64_t>(0, result.cache().hits()),
                                  std::memory_order_relaxed);
@@ -277,6 +285,12 @@ void SampleRunner::Measure(policy::Snapshot* snapshot) const {
   snapshot->worker_transport = {
       worker_transport_cpu_nanos_.load(std::memory_order_relaxed) * 1e-9,
       static_cast<double>(worker_transport_bytes_.load(std::memory_order_relaxed))};
+  snapshot->read_wait_seconds = read_wall_nanos_.load(std::memory_order_relaxed) * 1e-9;
+  snapshot->read_threads = threads();
+  snapshot->remote_read_wait_seconds =
+      remote_read_wait_nanos_.load(std::memory_order_relaxed) * 1e-9;
+  snapshot->remote_read_bytes =
+      static_cast<double>(remote_read_bytes_.load(std::memory_order_relaxed));
 }
 
 std::map<uint64_t, int64_t> SampleRunner::StorageBytesByEpoch() const {

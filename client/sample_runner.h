@@ -45,10 +45,10 @@ class SampleRunner {
   // `dataset` and `pipeline` outlive the runner. `queue_capacity`: tasks
   // that may wait (RunLocal and suffixes); Submit waits for room beyond it.
   // `batch_done` is called when a sample completes its batch.
-  // Data echoing: `factor` copies of each sample, loaded once up to
-  // boundary `at` (held within `bytes` while their copies come).
+  // Data echoing: the copies of a sample (as many as its batch's echo())
+  // share one load up to boundary `at` (held within `bytes` while their
+  // copies come).
   struct Echo {
-    int factor = 1;
     int at = 0;
     int64_t bytes = 0;
   };
@@ -88,6 +88,7 @@ class SampleRunner {
   // Fills the snapshot's stage totals (read, here, on workers) and the
   // workers' transport cost, and adds the CPU spent taking remote values off
   // the wire to its receive cost.
+  // Also the reads' waits and bytes, here and on the workers.
   void Measure(policy::Snapshot* snapshot) const;
   // "read", then each stage, as run here.
   std::vector<StageStats> LocalStages() const;
@@ -149,6 +150,11 @@ class SampleRunner {
   std::map<uint64_t, int64_t> storage_by_epoch_ ABSL_GUARDED_BY(storage_mu_);
   std::atomic<int64_t> remote_cache_hits_{0};
   std::atomic<int64_t> remote_cache_misses_{0};
+  // Wall time the reads here took (waiting for bytes, summed over threads);
+  // what the workers reported of theirs, and the bytes those read.
+  std::atomic<int64_t> read_wall_nanos_{0};
+  std::atomic<int64_t> remote_read_wait_nanos_{0};
+  std::atomic<int64_t> remote_read_bytes_{0};
   ThreadPool threads_;  // last: stopped before the rest goes
 };
 

@@ -18,8 +18,9 @@ Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator alloc
 }
 
 void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
-                  absl::Span<const uint32_t> copies) {
+                  absl::Span<const uint32_t> copies, int echo) {
   epoch_ = epoch;
+  echo_ = echo;
   number_ = number;
   indices_.assign(indices.begin(), indices.end());
   if (copies.empty()) {

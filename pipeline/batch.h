@@ -37,8 +37,9 @@ class Batch {
 
   // Prepares the batch for the samples `indices` (at most capacity()), and
   // with data echoing which copy of each it is (empty: every one copy 0).
+  // `echo`: copies of each sample in this epoch (data echoing; 1: none).
   void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
-             absl::Span<const uint32_t> copies = {});
+             absl::Span<const uint32_t> copies = {}, int echo = 1);
 
   uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
   int64_t index_at(int64_t i) const { return indices_[i]; }
@@ -54,6 +55,7 @@ class Batch {
 
   // The delivered batch.
   uint64_t epoch() const { return epoch_; }
+  int echo() const { return echo_; }
   int64_t number() const { return number_; }  // within the epoch
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }
   int64_t capacity() const { return capacity_; }
@@ -91,6 +93,7 @@ class Batch {
   int64_t number_ = 0;
   std::vector<int64_t> indices_;
   std::vector<uint32_t> copies_;
+  int echo_ = 1;
   std::vector<int64_t> labels_;
   int64_t num_classes_ = 0;
   std::vector<float> soft_labels_;

@@ -108,9 +108,12 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& input);
 absl::StatusOr<double> ThroughputOf(const PlanInput& input, const std::vector<double>& fractions);
 
 // `--echo auto`: the smallest echo factor in [1, max_echo] whose plan meets
-// the demand (input.demand; the input's own echo is ignored); max_echo when
-// none does. Sets *plan to that factor's plan. Errors as MakePlan, and
-// InvalidArgument for max_echo < 1.
+// the demand (input.demand; the input's own echo is ignored). When none does
+// (or the demand is unlimited), the smallest whose throughput is within 2% of
+// the best factor's: more copies than that only repeat data, since something
+// other than the loads (storage, the stages before the echo boundary) binds.
+// Sets *plan to that factor's plan. Errors as MakePlan, and InvalidArgument
+// for max_echo < 1.
 absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan);
 
 }  // namespace prepflow::policy

@@ -38,6 +38,9 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
   check(a.local_cost_per_byte, b.local_cost_per_byte, "the receive cost per byte");
   check(a.fixed_local_cost, b.fixed_local_cost, "the trainer's own cost per sample");
   check(a.remote_cost_per_byte, b.remote_cost_per_byte, "the workers' send cost per byte");
+  check(a.read_bytes, b.read_bytes, "the bytes a read takes");
+  check(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
+  check(a.remote_storage_bandwidth, b.remote_storage_bandwidth, "storage's bandwidth to workers");
   return worst;
 }
 
@@ -125,6 +128,9 @@ void Replanner::FoldStages(const Snapshot& s) {
   Fold(local_cpu_, local_bytes_, s.local_stages);
   Fold(remote_cpu_, remote_bytes_, s.remote_stages);
   read_cpu_.Update(s.read.cpu_seconds, s.read.samples);
+  read_bytes_.Update(s.read.output_bytes, s.read.samples);
+  if (!s.remote_stages.empty())
+    remote_read_bytes_.Update(s.remote_read_bytes, s.remote_stages[0].samples);
   trainer_cpu_.Update(s.trainer_work.cpu_seconds, s.trainer_work.samples);
   receive_cost_.Update(s.receive_cpu_seconds, s.received_bytes);
   send_cost_.Update(s.worker_transport.cpu_seconds, s.worker_transport.bytes);
@@ -168,7 +174,15 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
         static_cast<double>(w.saturated_results - lw.start.saturated_results) / results;
     ReplanState::Link& link = lw.link;
     link.ingest_rate = rate;
-    if (saturated >= 0.8 && busy < 0.6 && here_busy < 0.7) {
+    // A busy process could be slow to take results off the wire, but only
+    // if taking them is real work: at the measured receive cost, a rate
+    // that needs under a quarter of a core is not held back by a busy
+    // trainer. (Requiring an idle trainer as well meant the link was never
+    // found in a real run: with --offload auto the trainer runs its own
+    // share flat out.)
+    const double receive_cores =
+        rate * receive_cost_.value_or(options_.prior_receive_cost_per_byte);
+    if (saturated >= 0.8 && busy < 0.6 && (here_busy < 0.7 || receive_cores < 0.25)) {
       if (link.limit == 0 && notes != nullptr) {
         notes->push_back(absl::StrFormat(
             "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy)", w.name,
@@ -181,6 +195,26 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
     lw.start_nanos = s.now_nanos;
     lw.start = w;
   }
+}
+
+bool Replanner::FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
+                            double reads, double readers) {
+  if (w.start_nanos == 0) {
+    w = StorageWindow{now, wait_seconds, bytes, reads, w.limit};
+    return false;
+  }
+  const double seconds = (now - w.start_nanos) * 1e-9;
+  if (seconds < 1 || reads - w.reads < 4) return false;
+  const double rate = (bytes - w.bytes) / seconds;
+  const double waiting = (wait_seconds - w.wait_seconds) / (seconds * std::max(readers, 1.0));
+  const bool first = waiting >= 0.5 && w.limit == 0;
+  if (waiting >= 0.5) {
+    w.limit = w.limit > 0 ? 0.5 * (w.limit + rate) : rate;
+  } else if (w.limit > 0 && rate > w.limit) {
+    w.limit = rate;
+  }
+  w = StorageWindow{now, wait_seconds, bytes, reads, w.limit};
+  return first;
 }
 
 std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
@@ -229,7 +263,12 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
     every_link_binds = every_link_binds && limit > 0;
   }
   in.remote_cores = remote_cores;
-  in.cores_per_worker = usable > 0 ? remote_cores / usable : 1;
+  // Storage: what a read takes, and what storage gave where it bound.
+  in.read_bytes = read_bytes_.value_or(remote_read_bytes_.value_or(0));
+  if (storage_here_.limit > 0) in.local_storage_bandwidth = storage_here_.limit;
+  if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
+  // (Workers that offer no cores leave the default: MakePlan refuses 0.)
+  in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
   if (usable > 0 && every_link_binds) in.bandwidth = links;
   if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
   if (options_.demand > 0) {
@@ -245,6 +284,23 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   absl::MutexLock lock(&mu_);
   FoldStages(snapshot);
   FoldLinks(snapshot, notes);
+  double worker_cores = 0;
+  for (const WorkerTotals& w : snapshot.workers) worker_cores += w.usable ? w.cores : 0;
+  const StageTotals none;
+  const StageTotals& remote_read =
+      snapshot.remote_stages.empty() ? none : snapshot.remote_stages[0];
+  if (FoldStorage(storage_here_, snapshot.now_nanos, snapshot.read_wait_seconds,
+                  snapshot.read.output_bytes, snapshot.read.samples, snapshot.read_threads) &&
+      notes != nullptr) {
+    notes->push_back(
+        absl::StrFormat("storage binds the reads here at %.1f MB/s", storage_here_.limit / 1e6));
+  }
+  if (FoldStorage(storage_workers_, snapshot.now_nanos, snapshot.remote_read_wait_seconds,
+                  snapshot.remote_read_bytes, remote_read.samples, worker_cores) &&
+      notes != nullptr) {
+    notes->push_back(absl::StrFormat("storage binds the workers' reads at %.1f MB/s",
+                                     storage_workers_.limit / 1e6));
+  }
   const std::optional<PlanInput> in = CurrentInput(snapshot);
   if (!in) return std::nullopt;
   const int64_t now = snapshot.now_nanos;
@@ -286,6 +342,16 @@ std::optional<double> Replanner::WantedRemoteCores() const {
   return plan->remote_cores_used;
 }
 
+std::optional<int> Replanner::EchoFactor(int max_echo, std::string* why) const {
+  absl::MutexLock lock(&mu_);
+  if (!input_) return std::nullopt;
+  Plan plan;
+  const absl::StatusOr<int> echo = ChooseEcho(*input_, max_echo, &plan);
+  if (!echo.ok()) return std::nullopt;
+  if (why != nullptr) *why = plan.explanation;
+  return *echo;
+}
+
 ReplanState Replanner::State() const {
   absl::MutexLock lock(&mu_);
   ReplanState st;
@@ -297,6 +363,8 @@ ReplanState Replanner::State() const {
   st.unseen_cost_per_sample = std::max(0.0, unseen_cpu_.value_or(0));
   st.send_cost_per_byte = send_cost_.value_or(0);
   for (const auto& [id, lw] : links_) st.links[id] = lw.link;
+  st.storage_limit_here = storage_here_.limit;
+  st.storage_limit_workers = storage_workers_.limit;
   return st;
 }
 

@@ -33,13 +33,23 @@
 //               switching on noise gains nothing.
 //   links       over a window of ≥ 1 s and ≥ 4 results, a worker whose
 //               results came with every credit out (≥ 80% of them) while its
-//               CPU was < 60% busy and this process < 70% busy was held back
-//               by its link, and what arrived is what the link carries. The
+//               CPU was < 60% busy, and this process was either < 70% busy
+//               or needed < 0.25 core to receive that rate (t_l · rate), was
+//               held back by its link, and what arrived is what the link
+//               carries. The
 //               estimate rises on any faster window and is averaged with new
 //               binding evidence, so a plan that stops filling a link does
 //               not forget it. B = Σ link limits when every worker's link
 //               binds (else any other worker could carry more), capped by the
 //               operator's bandwidth.
+//   storage     over a window of >= 1 s and >= 4 reads, when the threads
+//               that read (here; on the workers, their cores) spent at least
+//               half their time waiting for bytes, storage bound them, and
+//               the bytes read per second are what it gives: S_l here, S_r
+//               for the workers together (one store behind them all is the
+//               common case). Kept as links are (raised by a faster window,
+//               averaged with new binding evidence); s, the bytes a load
+//               reads, is measured per read.
 //   demand      D = samples delivered per second the trainer was not waiting
 //               (or the operator's figure).
 //   trainer     the planner's fixed_local_cost, charged to every delivered
@@ -163,6 +173,15 @@ struct Snapshot {
   double cache_hits = 0;
   double cache_misses = 0;
   double echo = 1;
+  // Storage: wall seconds the threads reading here spent waiting for bytes
+  // (summed over them) and how many threads read; the workers' waits as
+  // their items report them (their cores read), and the bytes they read.
+  // Bytes read here are the "read" stage's output bytes; reads on workers
+  // are remote_stages[0].samples.
+  double read_wait_seconds = 0;
+  double read_threads = 1;
+  double remote_read_wait_seconds = 0;
+  double remote_read_bytes = 0;
 };
 
 struct ReplanOptions {
@@ -190,6 +209,9 @@ struct ReplanState {
     double ingest_rate = 0;  // bytes/s over its last window
   };
   std::map<int, Link> links;  // by WorkerTotals::id
+  // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
+  double storage_limit_here = 0;
+  double storage_limit_workers = 0;
 };
 
 class Replanner {
@@ -208,6 +230,10 @@ class Replanner {
   // Cores the last plan's inputs would use with the pool to itself; nullopt
   // before the first plan input.
   std::optional<double> WantedRemoteCores() const;
+  // `--echo auto`: the echo factor (1 to max_echo) ChooseEcho picks for the
+  // last plan's inputs, the echo factor aside; nullopt before the first
+  // plan input. `why` (may be null) gets the plan it expects, one line.
+  std::optional<int> EchoFactor(int max_echo, std::string* why) const;
   ReplanState State() const;
 
  private:
@@ -218,6 +244,16 @@ class Replanner {
   void FoldStages(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Storage's window on one side (see the rules).
+  struct StorageWindow {
+    int64_t start_nanos = 0;
+    double wait_seconds = 0, bytes = 0, reads = 0;  // the counters when it opened
+    double limit = 0;
+  };
+  // Folds one side's counters in; true when storage is first found binding.
+  static bool FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
+                          double reads, double readers);
 
   struct LinkWindow {
     int64_t start_nanos = 0;
@@ -244,6 +280,9 @@ class Replanner {
   int64_t window_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t window_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, LinkWindow> links_ ABSL_GUARDED_BY(mu_);
+  StorageWindow storage_here_ ABSL_GUARDED_BY(mu_), storage_workers_ ABSL_GUARDED_BY(mu_);
+  SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
+  SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);  // of the last plan
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;

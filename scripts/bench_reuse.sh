@@ -5,13 +5,17 @@
 #   - caches: a job with an empty --cache-dir (the first epoch: every sample
 #     from storage), then the same job again (the cache holds the dataset:
 #     what every later epoch gets);
-#   - echoing: --echo 2 against fresh samples only, without a cache.
+#   - echoing: --echo 2 against fresh samples only, without a cache; and
+#     --echo auto against fresh samples only over ECHO_EPOCHS epochs (auto's
+#     first epoch measures, fresh; the planner picks the later ones' factor
+#     from the storage rate it learnt, up to --max-echo MAX_ECHO).
 # And curl fetching every whole shard (4 at once) from the trainer: what the
 # link and the store give. Prints one JSON line per run (prepflow run --json,
 # with a "what"); the figures go to docs/benchmarks.md.
 #
 #   sudo scripts/bench_reuse.sh DATA_DIR      (an ImageFolder; packed into shards first)
 #   env: BW_MBIT=200 PIPELINE=imagenet-train THREADS=2 ROUNDS=3 SHARD_SAMPLES=64
+#        ECHO_EPOCHS=4 MAX_ECHO=4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:?usage: scripts/bench_reuse.sh DATA_DIR}
@@ -20,6 +24,8 @@ pipeline=${PIPELINE:-imagenet-train}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-3}
 shard_samples=${SHARD_SAMPLES:-64}
+echo_epochs=${ECHO_EPOCHS:-4}
+max_echo=${MAX_ECHO:-4}
 bin=$PWD/build/bin
 servers=$PWD/tests/servers
 work=$(mktemp -d /tmp/prepflow-bench-reuse.XXXXXX)
@@ -75,4 +81,6 @@ for r in $(seq 1 "$rounds"); do
   run "cache: a later epoch (the cache holds the dataset)" --cache-dir "$work/cache"
   run "fresh samples only" --echo 1
   run "echo 2" --echo 2
+  run "fresh samples only, $echo_epochs epochs" --echo 1 --epochs "$echo_epochs"
+  run "echo auto, $echo_epochs epochs" --echo auto --max-echo "$max_echo" --epochs "$echo_epochs"
 done

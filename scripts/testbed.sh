@@ -2,7 +2,7 @@
 # A multi-host testbed on one machine: N+1 hosts as network namespaces on a
 # bridge, for benchmarks and fault tests that must cross a network.
 #
-#   scripts/testbed.sh up N [--bw MBIT] [--cpu CORES] [--trainer-cpu CORES]
+#   scripts/testbed.sh up N [--bw MBIT] [--trainer-bw MBIT] [--cpu CORES] [--trainer-cpu CORES]
 #                                                       trainer + workers w1..wN
 #   scripts/testbed.sh exec HOST CMD [ARGS...]          run CMD on HOST (trainer, w1, ...)
 #   scripts/testbed.sh addr HOST                        print HOST's address
@@ -10,7 +10,9 @@
 #
 # Hosts get 10.77.0.1 (trainer) and 10.77.0.11, .12, ... (workers) on bridge
 # pfbr0. --bw limits each worker's egress (what it sends the trainer) with a
-# token bucket; --cpu caps each worker's CPU with a cgroup (v1 cpu or v2)
+# token bucket; --trainer-bw limits what reaches the trainer from all of them
+# together (its ingest link: a token bucket where the bridge sends to it);
+# --cpu caps each worker's CPU with a cgroup (v1 cpu or v2)
 # quota. Needs root (ip netns, tc); prints "testbed: unavailable: ..." and
 # exits 77 where that is not allowed, so callers can skip.
 set -euo pipefail
@@ -50,12 +52,13 @@ set_cpu_quota() {  # host cores
 cmd_up() {
   local n=${1:-}; shift || true
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || die "usage: testbed.sh up N [--bw MBIT] [--cpu CORES]"
-  local bw="" cpu="" trainer_cpu=""
+  local bw="" cpu="" trainer_cpu="" trainer_bw=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bw) bw=$2; shift ;;
       --cpu) cpu=$2; shift ;;
       --trainer-cpu) trainer_cpu=$2; shift ;;
+      --trainer-bw) trainer_bw=$2; shift ;;
       *) die "unknown flag '$1'" ;;
     esac
     shift
@@ -82,6 +85,9 @@ cmd_up() {
     if [ "$h" != trainer ] && [ -n "$bw" ]; then
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "${bw}mbit" burst 256kb latency 50ms
     fi
+    if [ "$h" = trainer ] && [ -n "$trainer_bw" ]; then
+      tc qdisc add dev "${prefix}-$h-br" root tbf rate "${trainer_bw}mbit" burst 256kb latency 50ms
+    fi
     local quota=$cpu
     [ "$h" = trainer ] && quota=$trainer_cpu
     if [ -n "$quota" ]; then
@@ -89,7 +95,7 @@ cmd_up() {
     fi
     echo "$h $addr" >>"$state/hosts"
   done
-  echo "testbed: up: trainer $(host_addr trainer)${trainer_cpu:+ (cpu ${trainer_cpu} cores)}, workers $(for i in $(seq 1 "$n"); do printf '%s ' "$(host_addr "w$i")"; done)${bw:+(egress ${bw} Mbit/s) }${cpu:+(cpu ${cpu} cores)}"
+  echo "testbed: up: trainer $(host_addr trainer)${trainer_cpu:+ (cpu ${trainer_cpu} cores)}${trainer_bw:+ (ingest ${trainer_bw} Mbit/s)}, workers $(for i in $(seq 1 "$n"); do printf '%s ' "$(host_addr "w$i")"; done)${bw:+(egress ${bw} Mbit/s) }${cpu:+(cpu ${cpu} cores)}"
 }
 
 cmd_exec() {

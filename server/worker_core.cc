@@ -264,6 +264,11 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
                                                    item.copies_size(), " copies for ",
                                                    item.indices_size(), " samples"));
   }
+  if (item.echo() > static_cast<uint32_t>(std::max(1, job->spec().echo()))) {
+    return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": echo ",
+                                                   item.echo(), " is over the job's ",
+                                                   std::max(1, job->spec().echo())));
+  }
   for (uint32_t copy : item.copies()) {
     if (copy >= kMaxCopies) {
       return absl::InvalidArgumentError(absl::StrCat("work item ", item.item_id(), ": copy ", copy,
@@ -382,7 +387,7 @@ int WorkerCore::active_streams() const {
 }
 
 absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                              proto::SampleResult* out, int* from, int64_t* reported) {
+                              proto::SampleResult* out, int* from, ItemTally* tally) {
   *from = 0;
   BoundaryCache* cache = job.Cached(cut) ? job.cache() : nullptr;
   if (cache != nullptr && cache->Restore(s, ws)) {
@@ -391,11 +396,13 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
     out->set_first_stage(*from);
     return absl::OkStatus();
   }
-  const int64_t t0 = ThreadCpuNanos();
+  const int64_t t0 = ThreadCpuNanos(), wall0 = WallNanos();
   size_t size = 0;
   absl::Status status = job.dataset().Read(s.index, &ws.encoded, &size);
   const int64_t read_nanos = ThreadCpuNanos() - t0;
-  *reported += read_nanos;
+  tally->reported_cpu_nanos += read_nanos;
+  tally->read_wait_nanos += WallNanos() - wall0;
+  tally->read_bytes += static_cast<int64_t>(size);
   out->set_read_cpu_seconds(read_nanos * 1e-9);
   if (!status.ok()) return status;
   s.kind = ValueKind::kEncoded;
@@ -435,16 +442,17 @@ absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sam
 }
 
 absl::Status WorkerCore::RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                                   proto::SampleResult* out, int64_t* reported) {
+                                   proto::SampleResult* out, int copies, ItemTally* tally) {
+  int64_t* reported = &tally->reported_cpu_nanos;
   int from = 0;
   absl::Status status;
   const int echo_at = job.EchoAt(cut);
   if (echo_at >= 0) {
     // Copies of the sample share one load up to the echo boundary.
     bool loaded = false;
-    status = job.echo_->Get(s, ws, job.spec().echo(), [&] {
+    status = job.echo_->Get(s, ws, copies, [&] {
       loaded = true;
-      absl::Status st = Load(job, cut, s, ws, out, &from, reported);
+      absl::Status st = Load(job, cut, s, ws, out, &from, tally);
       if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, reported);
       return st;
     });
@@ -454,7 +462,7 @@ absl::Status WorkerCore::RunSample(const WorkerJob& job, int cut, Sample& s, Wor
     }
     from = echo_at;
   } else {
-    status = Load(job, cut, s, ws, out, &from, reported);
+    status = Load(job, cut, s, ws, out, &from, tally);
   }
   if (status.ok()) status = RunStages(job, from, cut, s, ws, out, reported);
   return status;
@@ -467,7 +475,9 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
   const Dataset& dataset = job.dataset();
   BoundaryCache* cache = job.Cached(item.cut()) ? job.cache() : nullptr;
   result->set_item_id(item.item_id());
-  int64_t bytes = 0, reported = 0;
+  int64_t bytes = 0;
+  ItemTally tally;
+  const int copies = item.echo() > 0 ? static_cast<int>(item.echo()) : job.spec().echo();
   const StorageStats storage_before = ThreadStorageStats();
   output->payloads.resize(static_cast<size_t>(item.indices_size()));
   int64_t hits = 0, misses = 0;
@@ -482,7 +492,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.label = dataset.label(index);
     s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
     s.echo_at = job.spec().echo_at();
-    const absl::Status status = RunSample(job, item.cut(), s, ws, out, &reported);
+    const absl::Status status = RunSample(job, item.cut(), s, ws, out, copies, &tally);
     if (cache != nullptr && !out->echoed()) ++(out->cache_hit() ? hits : misses);
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));
@@ -505,7 +515,9 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     payload.size = s.size;
     bytes += static_cast<int64_t>(s.size);
   }
-  reported_cpu_nanos_.fetch_add(reported, std::memory_order_relaxed);
+  reported_cpu_nanos_.fetch_add(tally.reported_cpu_nanos, std::memory_order_relaxed);
+  result->set_read_wait_seconds(tally.read_wait_nanos * 1e-9);
+  result->set_read_bytes(tally.read_bytes);
   const StorageStats storage = ThreadStorageStats().Minus(storage_before);
   if (storage.requests > 0) {
     proto::StorageCost* cost = result->mutable_storage();

@@ -177,16 +177,24 @@ class WorkerCore {
   // ResourceExhausted over a limit.
   absl::Status AdmitStream(const std::string& client) ABSL_LOCKS_EXCLUDED(mu_);
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
+  // What an item's samples cost, summed as they run: CPU reported in their
+  // stage costs, and their reads' wall time and bytes.
+  struct ItemTally {
+    int64_t reported_cpu_nanos = 0;
+    int64_t read_wait_nanos = 0;
+    int64_t read_bytes = 0;
+  };
   // Puts sample `s`'s value at boundary `*from` into it for an item cut at
   // `cut`: from the job's cache, or read (and, at a cut past the cache's
   // boundary, run up to it and kept). Fills the read cost and cache_hit of
   // `out`.
   absl::Status Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                    proto::SampleResult* out, int* from, int64_t* reported);
+                    proto::SampleResult* out, int* from, ItemTally* tally);
   // Puts sample `s` (its identity set) through stages [0, cut): loaded (or
-  // taken from the cache or an earlier copy), then run; costs go to `out`.
+  // taken from the cache or an earlier copy: `copies` of it share one
+  // load), then run; costs go to `out`.
   absl::Status RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                         proto::SampleResult* out, int64_t* reported);
+                         proto::SampleResult* out, int copies, ItemTally* tally);
   // Runs stages [begin, end) on `s`, one at a time, adding each one's cost
   // to `out` (and keeping the value at the cache boundary when it passes it).
   absl::Status RunStages(const WorkerJob& job, int begin, int end, Sample& s, Workspace& ws,

@@ -159,8 +159,8 @@ struct RunFlags {
   SecurityOptions security;
   RemoteReadOptions storage;
   SampleCacheOptions cache;
-  std::string cache_at = "auto", echo_at = "auto";
-  int echo = 1;
+  std::string cache_at = "auto", echo_at = "auto", echo = "1";
+  int max_echo = 4, start_echo = 0;
   int64_t echo_window = 256, echo_bytes = int64_t{512} << 20;
 
   void Register(FlagSet& f, bool data_required) {
@@ -222,9 +222,15 @@ struct RunFlags {
              "the stage boundary whose values caches keep, here and on workers: K (after stage "
              "K-1; 0: the read bytes) or auto (the last deterministic one before the first "
              "random stage)");
-    f.Int("echo", &echo,
-          "data echoing: each sample loaded (up to --echo-at) yields this many copies per epoch, "
-          "each with its own random draws after it (1: none)");
+    f.String("echo", &echo,
+             "data echoing: each sample loaded (up to --echo-at) yields this many copies per "
+             "epoch, each with its own random draws after it (1: none); or auto: the planner "
+             "picks each epoch's factor, the fewest copies that meet the demand (--demand, else "
+             "measured) when fresh samples cannot, up to --max-echo");
+    f.Int("max-echo", &max_echo, "--echo auto: the most copies a sample may yield per epoch");
+    f.Int("start-echo", &start_echo,
+          "--echo auto: the first epoch's factor (0: 1, nothing measured yet); when resuming "
+          "mid-epoch, the factor that epoch had (--json's echo_factor)");
     f.String("echo-at", &echo_at,
              "the boundary copies share: K, or auto (the cache boundary, --cache-at)");
     f.Int("echo-window", &echo_window,
@@ -285,7 +291,13 @@ struct RunFlags {
     o.item_samples = item_samples;
     o.fallback_local = fallback_local;
     o.cache = cache;
-    o.echo = echo;
+    o.echo_auto = echo == "auto";
+    if (!o.echo_auto && !absl::SimpleAtoi(echo, &o.echo)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--echo: '", echo, "' is neither auto nor a number of copies (1, 2, ...)"));
+    }
+    o.max_echo = max_echo;
+    o.start_echo = start_echo;
     o.echo_window = echo_window;
     o.echo_bytes = echo_bytes;
     if (echo_at != "auto" && (!absl::SimpleAtoi(echo_at, &o.echo_at) || o.echo_at < 0)) {
@@ -609,7 +621,7 @@ namespace {
 
 // prepflow plan's reuse terms (policy/planner.h: K, h, E, s, S_l, S_r).
 struct ReuseFlags {
-  int reuse_at = 0, max_echo = 8;
+  int reuse_at = 0, max_echo = 4;
   double cache_hit = 0, read_bytes = -1, storage_mbps = 0, worker_storage_mbps = 0;
   std::string echo = "1";
 

@@ -130,6 +130,9 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.cache.disk_bytes = Get<int64_t>(d, "cache_disk_bytes", 0);
   o.cache_at = Get<int>(d, "cache_at", -1);
   o.echo = Get<int>(d, "echo", 1);
+  o.echo_auto = Get<bool>(d, "echo_auto", false);
+  o.max_echo = Get<int>(d, "max_echo", 4);
+  o.start_echo = Get<int>(d, "start_echo", 0);
   o.echo_at = Get<int>(d, "echo_at", -1);
   o.echo_window = Get<int64_t>(d, "echo_window", 256);
   o.echo_bytes = Get<int64_t>(d, "echo_bytes", int64_t{512} << 20);
@@ -434,6 +437,7 @@ PYBIND11_MODULE(_prepflow, m) {
   py::class_<PyBatch>(m, "Batch")
       .def_property_readonly("epoch", [](const PyBatch& b) { return b.batch()->epoch(); })
       .def_property_readonly("number", [](const PyBatch& b) { return b.batch()->number(); })
+      .def_property_readonly("echo", [](const PyBatch& b) { return b.batch()->echo(); })
       .def_property_readonly("size", [](const PyBatch& b) { return b.batch()->size(); })
       .def_property_readonly("remote_samples",
                              [](const PyBatch& b) { return b.batch()->remote_samples(); })

@@ -198,6 +198,65 @@ TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
                         "decodes the region that stage 1 (random_resized_crop) draws at random)"));
 }
 
+// --echo auto: each epoch's factor is the planner's, chosen as its order is
+// made (the first epoch, with nothing measured, fresh samples only); an
+// epoch of factor E delivers every (sample, copy < E) exactly once, and the
+// copies' bytes are the same here and on workers. The demand is fixed and
+// out of reach, and the stages before the echo boundary (read, decode,
+// resize) cost many times those after it (a 56 px crop, a flip, a
+// normalize), so every copy up to --max-echo adds throughput: the planner
+// asks for all three, here and with the workers.
+TEST_F(RemoteTest, AutoEchoPicksEachEpochsFactorAndStaysExactlyOnce) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  auto options = [&](const std::string& mode) {
+    LoaderOptions o = Options({a.address()}, mode);
+    o.pipeline = *LoadPipelineSpec(R"pb(
+      stages { decode {} }
+      stages { resize { shorter_side: 64 } }
+      stages { random_crop { size: 56 } }
+      stages { random_horizontal_flip {} }
+      stages { normalize {} }
+    )pb");
+    o.echo_auto = true;
+    o.max_echo = 3;
+    o.demand = 1e9;
+    o.epochs = 3;
+    o.echo_window = 16;
+    return o;
+  };
+  const RunResult here = RunWith(options("off"));
+  ASSERT_TRUE(here.status.ok()) << here.status;
+  EXPECT_EQ(here.stats.echo_factor_per_epoch, (std::vector<int64_t>{1, 3, 3}));
+  EXPECT_EQ(here.echo_by_epoch, (std::map<uint64_t, int>{{0, 1}, {1, 3}, {2, 3}}));
+  EXPECT_EQ(here.stats.echo_factor, 3);
+  ASSERT_EQ(here.epoch_copy_deliveries.size(), 96u * (1 + 3 + 3));
+  for (const auto& [key, count] : here.epoch_copy_deliveries) {
+    EXPECT_EQ(count, 1) << std::get<0>(key) << " " << std::get<1>(key);
+    EXPECT_LT(std::get<2>(key), static_cast<uint32_t>(here.echo_by_epoch.at(std::get<0>(key))));
+  }
+  EXPECT_EQ(here.stats.fresh_samples, 3 * 96);
+  EXPECT_EQ(here.stats.echoed_samples, 2 * 2 * 96);
+  const RunResult remote = RunWith(options("remote"));
+  ASSERT_TRUE(remote.status.ok()) << remote.status;
+  EXPECT_EQ(remote.echo_by_epoch, here.echo_by_epoch);
+  EXPECT_EQ(remote.epoch_copy_hashes, here.epoch_copy_hashes);
+  for (const auto& [key, count] : remote.epoch_copy_deliveries) EXPECT_EQ(count, 1);
+  // A resumed run names the factor of the epoch it resumes in.
+  LoaderOptions resumed = options("off");
+  resumed.first_epoch = 1;
+  resumed.epochs = 1;
+  resumed.skip_batches = 5;
+  resumed.start_echo = 3;
+  const RunResult rest = RunWith(resumed);
+  EXPECT_EQ(rest.echo_by_epoch, (std::map<uint64_t, int>{{1, 3}}));
+  for (const auto& [key, hash] : rest.epoch_copy_hashes)
+    EXPECT_EQ(here.epoch_copy_hashes.at(key), hash);
+  EXPECT_EQ(rest.epoch_copy_deliveries.size(), 3u * 96 - 5 * 8);
+  resumed.start_echo = 4;
+  EXPECT_THAT(Loader::Create(resumed).status().message(),
+              HasSubstr("--start-echo: must be 0 to --max-echo (3), got 4"));
+}
+
 // Materialized data: imagenet-eval's decode and resize run once, kept as
 // shards; the job continues from there with the unmaterialized checksum
 // (lossless encodings), locally and at every cut on workers.

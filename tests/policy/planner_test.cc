@@ -2,6 +2,7 @@
 #include "policy/planner.h"
 
 #include <cmath>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -119,6 +120,29 @@ TEST(Planner, AutoEchoIsTheSmallestFactorThatMeetsTheDemand) {
   in.demand = 10000;                        // storage is not all that binds: CPU does at 900/s
   EXPECT_EQ(*ChooseEcho(in, 3, &plan), 3);
   EXPECT_FALSE(ChooseEcho(in, 0, &plan).ok());
+}
+
+TEST(Planner, AutoEchoStopsWhereMoreCopiesGainNothing) {
+  // No factor meets an unlimited demand (a CLI run, a trainer that never
+  // waits). The workers' storage gives 100 loads/s and their CPU 800
+  // samples/s, so echo 8 reaches 900/s with the trainer's 100, and echo 12
+  // no more: the fewest copies within 2% of the best win.
+  PlanInput in = StorageBound();
+  Plan plan;
+  std::vector<double> reached;
+  for (int e = 1; e <= 12; ++e) {
+    in.echo = e;
+    reached.push_back(MakePlan(in)->throughput);
+  }
+  EXPECT_NEAR(reached[7], 900, kTol);
+  EXPECT_NEAR(reached[11], 900, kTol);
+  EXPECT_LT(reached[6], 0.98 * 900);
+  in.demand = 1e300;
+  EXPECT_EQ(*ChooseEcho(in, 12, &plan), 8);
+  EXPECT_NEAR(plan.throughput, 900, kTol);
+  in.demand = 1e6;
+  EXPECT_EQ(*ChooseEcho(in, 12, &plan), 8);
+  EXPECT_EQ(*ChooseEcho(in, 5, &plan), 5);  // the cap
 }
 
 TEST(Planner, NoCutPastALocalOnlyStage) {

@@ -120,6 +120,34 @@ class Delivery(unittest.TestCase):
         with self.assertRaises(ValueError):
             loader(echo=0)
 
+    def test_auto_echo_picks_each_epochs_factor_and_state_dict_keeps_it(self):
+        # A pipeline whose stages before the echo boundary (decode, resize)
+        # cost many times those after it, and a demand out of reach: after
+        # the first epoch (fresh, measuring) the planner asks for the most
+        # copies allowed. Each epoch delivers every (sample, copy) once.
+        spec = ("stages { decode {} } stages { resize { shorter_side: 48 } } "
+                "stages { random_crop { size: 32 } } stages { normalize {} }")
+        l = loader(pipeline=spec, echo="auto", max_echo=2, demand=1e9, epochs=3,
+                   echo_window=8)
+        for epoch in range(3):
+            seen = set()
+            for b in l.batches():
+                for i, c in zip(b.indices, b.copies):
+                    self.assertNotIn((int(i), int(c)), seen)
+                    seen.add((int(i), int(c)))
+            self.assertEqual(len(seen), 40 * (1 if epoch == 0 else 2), epoch)
+            if epoch == 0:
+                self.assertEqual(len(l), 10)  # the next epoch's: 80 samples
+        self.assertEqual(l.stats()["echo_factor_per_epoch"], [1, 2, 2])
+        # Resuming mid-epoch runs that epoch's factor again.
+        again = loader(pipeline=spec, echo="auto", max_echo=2, demand=1e9, epochs=3,
+                       echo_window=8)
+        again.load_state_dict({"epoch": 1, "batch": 3, "echo": 2})
+        rest = sum(len(b.indices) for b in again.batches())
+        self.assertEqual(rest, 80 - 3 * 8)
+        with self.assertRaises(ValueError):
+            loader(echo="often")
+
     def test_stats_have_the_same_keys_as_the_table_and_the_cli(self):
         # One field table (client/loader_stats.h) renders the Python dict and
         # the CLI's JSON: a key in one and not the other fails here.

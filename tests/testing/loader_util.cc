@@ -74,7 +74,13 @@ Drained Drain(Loader& loader, const std::function<void()>& fault,
     const Batch& batch = **b;
     d.batch_sizes.push_back(static_cast<size_t>(batch.size()));
     EXPECT_EQ(batch.shape()[0], batch.size());
+    d.echo_by_epoch[batch.epoch()] = batch.echo();
     for (int64_t i = 0; i < batch.size(); ++i) {
+      const std::tuple<uint64_t, int64_t, uint32_t> key{batch.epoch(), batch.indices()[i],
+                                                        batch.copies()[i]};
+      ++d.epoch_copy_deliveries[key];
+      d.epoch_copy_hashes[key] =
+          SampleHash(batch.indices()[i], batch.labels()[i], batch.sample(i), batch.sample_bytes());
       d.indices.push_back(batch.indices()[i]);
       ++d.deliveries[batch.indices()[i]];
       ++d.copy_deliveries[{batch.indices()[i], batch.copies()[i]}];

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "client/loader.h"
@@ -22,6 +23,11 @@ struct Drained {
   // Data echoing: (index, copy) -> how many times, and the last one's hash.
   std::map<std::pair<int64_t, uint32_t>, int> copy_deliveries;
   std::map<std::pair<int64_t, uint32_t>, uint64_t> copy_hashes;
+  // By epoch: (epoch, index, copy) -> how many times, and the last one's
+  // hash; and each epoch's echo factor, as its batches said.
+  std::map<std::tuple<uint64_t, int64_t, uint32_t>, int> epoch_copy_deliveries;
+  std::map<std::tuple<uint64_t, int64_t, uint32_t>, uint64_t> epoch_copy_hashes;
+  std::map<uint64_t, int> echo_by_epoch;
 };
 
 // The 96-image ImageFolder (4 classes of 24, 120 to 400 px) the suites with

@@ -146,7 +146,11 @@ class Loader:
     Data echoing: `echo` (1) copies of each loaded sample per epoch, each
     with its own random draws from `echo_at` (None: the cache boundary) on,
     shuffled within blocks of `echo_window` samples; an epoch is then `echo`
-    times as long (len() counts the copies).
+    times as long (len() counts the copies). `echo="auto"`: the planner picks
+    each epoch's factor (1 to `max_echo`): the fewest copies that meet the
+    measured demand when fresh samples cannot (the first epoch measures, at
+    1); len() follows the epoch about to start, and state_dict() keeps the
+    factor of the epoch it stands in.
 
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
@@ -204,7 +208,7 @@ class Loader:
                  storage_backoff_seconds=0.1, read_ahead_requests=64,
                  read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
                  cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
-                 echo_window=256, echo_bytes=512 << 20):
+                 echo_window=256, echo_bytes=512 << 20, max_echo=4):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("threads", threads, 0)
@@ -218,7 +222,12 @@ class Loader:
         _check_int("cache_disk_bytes", cache_disk_bytes, 0)
         if cache_at is not None:
             _check_int("cache_at", cache_at, 0)
-        _check_int("echo", echo, 1)
+        echo_auto = echo == "auto"
+        if isinstance(echo, str) and not echo_auto:
+            raise ValueError(f'echo: expected a number of copies or "auto", got {echo!r}')
+        if not echo_auto:
+            _check_int("echo", echo, 1)
+        _check_int("max_echo", max_echo, 1)
         if echo_at is not None:
             _check_int("echo_at", echo_at, 0)
         _check_int("echo_window", echo_window, 1)
@@ -262,8 +271,12 @@ class Loader:
             index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir),
             cache_bytes=cache_bytes, cache_dir=os.fspath(cache_dir) if cache_dir else "",
             cache_disk_bytes=cache_disk_bytes, cache_at=-1 if cache_at is None else cache_at,
-            echo=echo, echo_at=-1 if echo_at is None else echo_at, echo_window=echo_window,
+            echo=1 if echo_auto else echo, echo_auto=echo_auto, max_echo=max_echo,
+            echo_at=-1 if echo_at is None else echo_at, echo_window=echo_window,
             echo_bytes=echo_bytes)
+        # The echo factor of the epoch the position is in (echo="auto": a
+        # loader resumed mid-epoch must run it again).
+        self._echo = 1
         self._epochs = epochs
         self._as_numpy = bool(as_numpy) or torch is None
         self._device = self._resolve_device(device)
@@ -358,7 +371,8 @@ class Loader:
         made with the same arguments to deliver exactly the rest."""
         return {"epoch": self._epoch, "batch": self._position, "seed": self._options["seed"],
                 "batch_size": self._options["batch_size"],
-                "world_size": self._options["world_size"], "rank": self._options["rank"]}
+                "world_size": self._options["world_size"], "rank": self._options["rank"],
+                "echo": self._echo}
 
     def load_state_dict(self, state):
         for key in ("seed", "batch_size", "world_size", "rank"):
@@ -369,6 +383,8 @@ class Loader:
         _check_int("state_dict epoch", epoch, 0)
         _check_int("state_dict batch", position, 0)
         self._epoch, self._position = epoch, position
+        self._echo = state.get("echo", 1)
+        _check_int("state_dict echo", self._echo, 1)
 
     # -- the C++ loader ----------------------------------------------------
 
@@ -381,7 +397,8 @@ class Loader:
         if remaining < 1:
             raise ValueError(f"epoch {self._epoch}: the loader has only {self._epochs} epochs")
         options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
-                       epochs=remaining)
+                       epochs=remaining,
+                       start_echo=self._echo if self._position > 0 else 0)
         if self._device is not None and self._options.get("gpu_normalize"):
             # The pinned batch memory is allocated now: on the loader's device,
             # not on GPU 0 (which would make a context there in every rank).
@@ -480,6 +497,7 @@ class Loader:
     def _deliver(self, b, tail_result=None):
         """Batch `b` as handed out, counted; with the tail's output, if any."""
         self._position = b.number + 1
+        self._echo = b.echo
         self._checksum = (self._checksum + b.checksum) % (1 << 64)
         self._images += b.size
         self._remote_images += b.remote_samples

@@ -145,56 +145,110 @@ void Replanner::FoldStages(const Snapshot& s) {
 }
 
 void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
-  const double window = (s.now_nanos - window_nanos_) * 1e-9;
-  if (window_nanos_ == 0 || window < 1) {
-    if (window_nanos_ == 0) {
-      window_nanos_ = s.now_nanos;
-      window_cpu_nanos_ = s.process_cpu_nanos;
-    }
-    return;
-  }
-  const double here_busy =
-      (s.process_cpu_nanos - window_cpu_nanos_) * 1e-9 / (window * std::max(s.local_cores, 0.01));
-  window_nanos_ = s.now_nanos;
-  window_cpu_nanos_ = s.process_cpu_nanos;
+  // Each worker's window opens at its first answers and closes at the first
+  // snapshot 1 s later with 4 results more: a link that binds from the start
+  // is found about a second after the first results arrive.
   for (const WorkerTotals& w : s.workers) {
     if (!w.usable) continue;
     LinkWindow& lw = links_[w.id];
     if (lw.start_nanos == 0) {  // opens at its first answers
-      if (w.results > 0) lw = LinkWindow{s.now_nanos, w, lw.link};
+      if (w.results > 0) lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, lw.link};
       continue;
     }
     const double seconds = (s.now_nanos - lw.start_nanos) * 1e-9;
     const int64_t results = w.results - lw.start.results;
     if (seconds < 1 || results < 4) continue;
     const double rate = (w.received_bytes - lw.start.received_bytes) / seconds;
-    const double busy =
-        (w.cpu_seconds - lw.start.cpu_seconds) / (seconds * std::max(w.cores, 0.01));
-    const double saturated =
-        static_cast<double>(w.saturated_results - lw.start.saturated_results) / results;
+    const double here_busy = (s.process_cpu_nanos - lw.start_cpu_nanos) * 1e-9 /
+                             (seconds * std::max(s.local_cores, 0.01));
     ReplanState::Link& link = lw.link;
     link.ingest_rate = rate;
-    // A busy process could be slow to take results off the wire, but only
-    // if taking them is real work: at the measured receive cost, a rate
-    // that needs under a quarter of a core is not held back by a busy
-    // trainer. (Requiring an idle trainer as well meant the link was never
-    // found in a real run: with --offload auto the trainer runs its own
-    // share flat out.)
-    const double receive_cores =
-        rate * receive_cost_.value_or(options_.prior_receive_cost_per_byte);
-    if (saturated >= 0.8 && busy < 0.6 && (here_busy < 0.7 || receive_cores < 0.25)) {
+    if (LinkBound(w, lw.start, seconds, rate, here_busy)) {
       if (link.limit == 0 && notes != nullptr) {
         notes->push_back(absl::StrFormat(
             "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy)", w.name,
-            rate / 1e6, 100 * busy));
+            rate / 1e6,
+            100 * (w.cpu_seconds - lw.start.cpu_seconds) / (seconds * std::max(w.cores, 0.01))));
       }
       link.limit = link.limit > 0 ? 0.5 * (link.limit + rate) : rate;
     } else if (link.limit > 0 && rate > link.limit) {
       link.limit = rate;
     }
-    lw.start_nanos = s.now_nanos;
-    lw.start = w;
+    lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, link, true};
   }
+}
+
+bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds,
+                          double rate, double here_busy) const {
+  const int64_t results = w.results - start.results;
+  if (results <= 0) return false;
+  const double busy = (w.cpu_seconds - start.cpu_seconds) / (seconds * std::max(w.cores, 0.01));
+  const double saturated = static_cast<double>(w.saturated_results - start.saturated_results) /
+                           static_cast<double>(results);
+  // A busy process could be slow to take results off the wire, but only if
+  // taking them is real work: at the measured receive cost, a rate that
+  // needs under a quarter of a core is not held back by a busy trainer.
+  // (Requiring an idle trainer as well meant the link was never found in a
+  // real run: with --offload auto the trainer runs its own share flat out.)
+  const double receive_cores = rate * receive_cost_.value_or(options_.prior_receive_cost_per_byte);
+  return saturated >= 0.8 && busy < 0.6 && (here_busy < 0.7 || receive_cores < 0.25);
+}
+
+void Replanner::FoldIngest(const Snapshot& s) {
+  IngestWindow& iw = ingest_;
+  auto open = [&] {
+    iw.start_nanos = s.now_nanos;
+    iw.start_cpu_nanos = s.process_cpu_nanos;
+    iw.start.clear();
+    for (const WorkerTotals& w : s.workers) {
+      if (w.usable) iw.start[w.id] = w;
+    }
+  };
+  if (iw.start_nanos == 0) {
+    for (const WorkerTotals& w : s.workers) {
+      if (w.usable && w.results > 0) return open();
+    }
+    return;
+  }
+  const double seconds = (s.now_nanos - iw.start_nanos) * 1e-9;
+  int64_t results = 0;
+  double bytes = 0;
+  for (const WorkerTotals& w : s.workers) {
+    auto it = iw.start.find(w.id);
+    if (!w.usable || it == iw.start.end()) continue;
+    results += w.results - it->second.results;
+    bytes += w.received_bytes - it->second.received_bytes;
+  }
+  if (seconds < 1 || results < 4) return;
+  const double rate = bytes / seconds;
+  const double here_busy = (s.process_cpu_nanos - iw.start_cpu_nanos) * 1e-9 /
+                           (seconds * std::max(s.local_cores, 0.01));
+  // Every usable worker answered, and every link bound.
+  bool all_bound = !iw.start.empty();
+  for (const WorkerTotals& w : s.workers) {
+    if (!w.usable) continue;
+    auto it = iw.start.find(w.id);
+    all_bound = all_bound && it != iw.start.end() &&
+                LinkBound(w, it->second, seconds, rate, here_busy);
+  }
+  if (all_bound) {
+    iw.limit = iw.limit > 0 ? 0.5 * (iw.limit + rate) : rate;
+  } else if (iw.limit > 0 && rate > iw.limit) {
+    iw.limit = rate;
+  }
+  const double limit = iw.limit;
+  open();
+  iw.limit = limit;
+}
+
+bool Replanner::LinksMeasured(const Snapshot& s) const {
+  if (options_.bandwidth > 0) return true;  // told
+  for (const WorkerTotals& w : s.workers) {
+    if (!w.usable || w.results == 0) continue;
+    auto it = links_.find(w.id);
+    if (it == links_.end() || !it->second.measured) return false;
+  }
+  return true;
 }
 
 bool Replanner::FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
@@ -270,6 +324,7 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   // (Workers that offer no cores leave the default: MakePlan refuses 0.)
   in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
   if (usable > 0 && every_link_binds) in.bandwidth = links;
+  if (usable > 0 && ingest_.limit > 0) in.bandwidth = std::min(in.bandwidth, ingest_.limit);
   if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
   if (options_.demand > 0) {
     in.demand = options_.demand;
@@ -284,6 +339,7 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   absl::MutexLock lock(&mu_);
   FoldStages(snapshot);
   FoldLinks(snapshot, notes);
+  FoldIngest(snapshot);
   double worker_cores = 0;
   for (const WorkerTotals& w : snapshot.workers) worker_cores += w.usable ? w.cores : 0;
   const StageTotals none;
@@ -304,6 +360,11 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   const std::optional<PlanInput> in = CurrentInput(snapshot);
   if (!in) return std::nullopt;
   const int64_t now = snapshot.now_nanos;
+  if (first_nanos_ == 0) first_nanos_ = now;
+  if (changes_ == 0 && !LinksMeasured(snapshot) &&
+      now - first_nanos_ < static_cast<int64_t>(kLinkWaitSeconds * 1e9)) {
+    return std::nullopt;  // the first plan waits for the links (see the rules)
+  }
   const int64_t period = static_cast<int64_t>(options_.period_seconds * 1e9);
   const auto [drift, what] = input_ ? Drift(*input_, *in) : std::make_pair(1.0, std::string());
   const int64_t since = now - last_plan_nanos_;

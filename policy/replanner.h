@@ -24,6 +24,11 @@
 //   warm-up     before every stage is measured (WarmUp): a share R / (L + R)
 //               of samples goes remote at the cut whose type has the fewest
 //               bytes (the latest on a tie), so both sides measure stages.
+//               The first plan also waits (at most kLinkWaitSeconds past
+//               the stages) until every worker that answered has had a link
+//               window close, unless the bandwidth was given: a first plan
+//               blind to a tight link sends most samples through it, and
+//               the trainer starves until the link is found.
 //   when        a plan every `period_seconds`; sooner, but not before a
 //               quarter period, when drift > `drift`; at the next snapshot
 //               after Invalidate() (a worker came or went, a grant changed).
@@ -31,7 +36,8 @@
 //               T_new > (1 + gain) · T_running, both scored on the same inputs
 //               (ThroughputOf): near-ties between cuts are common, and
 //               switching on noise gains nothing.
-//   links       over a window of ≥ 1 s and ≥ 4 results, a worker whose
+//   links       over a window of ≥ 1 s and ≥ 4 results (each worker's
+//               opens at its first answers), a worker whose
 //               results came with every credit out (≥ 80% of them) while its
 //               CPU was < 60% busy, and this process was either < 70% busy
 //               or needed < 0.25 core to receive that rate (t_l · rate), was
@@ -39,9 +45,14 @@
 //               carries. The
 //               estimate rises on any faster window and is averaged with new
 //               binding evidence, so a plan that stops filling a link does
-//               not forget it. B = Σ link limits when every worker's link
-//               binds (else any other worker could carry more), capped by the
-//               operator's bandwidth.
+//               not forget it. The same over all workers at once (the
+//               trainer's ingest), updated only from windows in which every
+//               usable worker answered and every link bound: one worker's
+//               link can look faster once the others go quiet, when it is
+//               the trainer's link they share. B = the lower of Σ link limits
+//               (when every worker's link binds; else any other worker could
+//               carry more) and the ingest limit, capped by the operator's
+//               bandwidth.
 //   storage     over a window of >= 1 s and >= 4 reads, when the threads
 //               that read (here; on the workers, their cores) spent at least
 //               half their time waiting for bytes, storage bound them, and
@@ -91,6 +102,8 @@ namespace prepflow::policy {
 // transport_cpu_per_byte: all their CPU outside the sample costs).
 inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
 inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
+// How long the first plan may wait for the links to be measured.
+inline constexpr double kLinkWaitSeconds = 2;
 
 // Where samples run: the share of each path, as a cumulative distribution
 // over n + 2 outcomes (local, then remote cut 0..n).
@@ -244,6 +257,9 @@ class Replanner {
   void FoldStages(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every worker that has answered has had a link window close (or
+  // the operator gave the bandwidth).
+  bool LinksMeasured(const Snapshot& snapshot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Storage's window on one side (see the rules).
   struct StorageWindow {
@@ -255,10 +271,26 @@ class Replanner {
   static bool FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
                           double reads, double readers);
 
+  // The workers' links together: the trainer's ingest.
+  struct IngestWindow {
+    int64_t start_nanos = 0;
+    int64_t start_cpu_nanos = 0;
+    std::map<int, WorkerTotals> start;  // each usable worker's counters then
+    double limit = 0;                   // bytes/s; 0: never seen binding
+  };
+  void FoldIngest(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether worker `w`'s increments since `start` say its link bound: every
+  // credit out (>= 80% of results), its CPU < 60% busy, and this process
+  // either < 70% busy or needing < 0.25 core to receive `rate`.
+  bool LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds, double rate,
+                 double here_busy) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   struct LinkWindow {
     int64_t start_nanos = 0;
-    WorkerTotals start;  // the counters when the window opened
+    int64_t start_cpu_nanos = 0;  // this process's CPU then
+    WorkerTotals start;           // the worker's counters then
     ReplanState::Link link;
+    bool measured = false;  // a window has closed
   };
 
   const ReplanOptions options_;
@@ -276,14 +308,13 @@ class Replanner {
   // process's CPU clock moves in coarser steps than the stages' thread clocks.
   SmoothedRatio unseen_cpu_ ABSL_GUARDED_BY(mu_){256};
   std::optional<std::pair<double, double>> unseen_base_ ABSL_GUARDED_BY(mu_);
-  // The links' shared window: when it opened, and this process's CPU then.
-  int64_t window_nanos_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t window_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, LinkWindow> links_ ABSL_GUARDED_BY(mu_);
+  IngestWindow ingest_ ABSL_GUARDED_BY(mu_);
   StorageWindow storage_here_ ABSL_GUARDED_BY(mu_), storage_workers_ ABSL_GUARDED_BY(mu_);
   SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
   SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the first snapshot with every stage measured
   std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);  // of the last plan
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -12,15 +12,15 @@
 # and the link they learnt (ingest_limit), and whether every checksum agrees.
 #
 #   sudo scripts/bench_link.sh [DATA]
-#   env: TRAINER_BW_MBIT (100), CPU (1: each worker), TRAINER_CPU (1),
-#        EPOCHS (12), ROUNDS (3), PIPELINE (imagenet-train)
+#   env: TRAINER_BW_MBIT (100), CPU (1: each worker), TRAINER_CPU (0.5),
+#        EPOCHS (30), ROUNDS (3), PIPELINE (imagenet-train)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
 bw=${TRAINER_BW_MBIT:-100}
 cpu=${CPU:-1}
-trainer_cpu=${TRAINER_CPU:-1}
-epochs=${EPOCHS:-12}
+trainer_cpu=${TRAINER_CPU:-0.5}
+epochs=${EPOCHS:-30}
 rounds=${ROUNDS:-3}
 pipeline=${PIPELINE:-imagenet-train}
 tb=scripts/testbed.sh

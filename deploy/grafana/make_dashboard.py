@@ -118,8 +118,19 @@ def build():
     d.panel("Storage read",
             "Bytes per second read from remote storage for each job, by its trainer and its "
             "workers together (a cache that holds the data brings it to zero after epoch 1).",
-            [(f"rate(prepflow_client_storage_bytes_read_total{{{JOB}}}[1m])", "{{job_id}}")],
+            [(f"rate(prepflow_client_storage_bytes_read_total{{{JOB}}}[1m])", "{{job_id}}"),
+             (f"prepflow_client_storage_limit_bytes_per_second{{{JOB}}}",
+              "{{job_id}} limit learnt ({{side}})"),
+             (f"prepflow_client_ingest_limit_bytes_per_second{{{JOB}}}",
+              "{{job_id}} ingest limit learnt")],
             unit="Bps")
+    d.panel("Data echoing",
+            "Fresh samples (first copies) and echoed ones (later copies of a sample already "
+            "loaded) per second, and each job's echo factor (--echo, or --echo auto's choice "
+            "for the latest epoch).",
+            [(f"rate(prepflow_client_fresh_samples_total{{{JOB}}}[1m])", "{{job_id}} fresh"),
+             (f"rate(prepflow_client_echoed_samples_total{{{JOB}}}[1m])", "{{job_id}} echoed"),
+             (f"prepflow_client_echo_factor{{{JOB}}}", "{{job_id}} factor")])
 
     d.row("Workers")
     d.panel("Samples processed",

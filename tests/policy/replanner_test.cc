@@ -264,8 +264,8 @@ TEST(Replanner, InvalidateReplansAtTheNextSnapshot) {
   EXPECT_TRUE(r.Update(job.At(1.1, 200), nullptr).has_value());
 }
 
-// Three snapshots 1.5 s apart: the process's window opens, the worker's
-// window opens, and both close.
+// Three snapshots 1.5 s apart: no answers yet, the worker's first (its
+// window opens), and 1.5 s of answers (it closes).
 ReplanState LinkAfterWindows(double process_busy, double worker_busy, double saturated_share,
                              std::vector<std::string>* notes, double receive_cpu_per_byte = 0) {
   Replanner r(Options(), Placement::Cut(2, 0, 0));
@@ -273,9 +273,9 @@ ReplanState LinkAfterWindows(double process_busy, double worker_busy, double sat
   // Measured from the start: 16 MB received (a full window) at this cost.
   job.received = 16e6;
   job.receive_cpu = 16e6 * receive_cpu_per_byte;
+  r.Update(job.At(1, 100), notes);  // no answers yet
   job.worker_results = 10;
-  r.Update(job.At(1, 100), notes);
-  r.Update(job.At(2.5, 200), notes);
+  r.Update(job.At(2.5, 200), notes);  // the first: the worker's window opens
   // Over 1.5 s: 20 results, 30 MB, the given CPU shares.
   job.worker_results += 20;
   job.worker_saturated += static_cast<int64_t>(20 * saturated_share);
@@ -383,12 +383,74 @@ TEST(Replanner, BindingStorageCapsThePlanAndAutoEchoMeetsTheDemand) {
   EXPECT_FALSE(Replanner(o, Placement::Cut(2, 0, 0)).EchoFactor(8, nullptr).has_value());
 }
 
+TEST(Replanner, TheFirstPlanWaitsForTheLinksUnlessTold) {
+  // Answers have come, but no link window has closed: no plan yet. Once it
+  // closes (1.5 s, 20 results, every credit out, 20 MB/s), the first plan
+  // already knows the link.
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  EXPECT_FALSE(r.Update(job.At(1, 100), nullptr).has_value());
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 30e6;
+  ASSERT_TRUE(r.Update(job.At(2.5, 200), nullptr).has_value());
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+  // A worker whose window never closes (no more answers) holds the first
+  // plan back for kLinkWaitSeconds at most.
+  Replanner stuck(Options(), Placement::Cut(2, 0, 0));
+  Job quiet;
+  quiet.worker_results = 10;
+  EXPECT_FALSE(stuck.Update(quiet.At(1, 100), nullptr).has_value());
+  EXPECT_FALSE(stuck.Update(quiet.At(2.9, 200), nullptr).has_value());
+  EXPECT_TRUE(stuck.Update(quiet.At(3.1, 300), nullptr).has_value());
+  // Told the bandwidth, it plans at once.
+  ReplanOptions told = Options();
+  told.bandwidth = 50e6;
+  Replanner now(told, Placement::Cut(2, 0, 0));
+  EXPECT_TRUE(now.Update(quiet.At(1, 100), nullptr).has_value());
+}
+
+TEST(Replanner, ASharedIngestLinkIsNotOverCountedWhenOneWorkerGoesQuiet) {
+  // Two workers behind the trainer's one 20 MB/s link: both bind at 10 MB/s,
+  // then the plan uses one, which gets the whole 20 MB/s. Its own link now
+  // looks like 20 MB/s and the other's still 10: Σ = 30. The ingest window
+  // of both saw 20, and B stays there.
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  auto at = [&](double t, double samples, double a_bytes, int64_t a_results, double b_bytes,
+                int64_t b_results) {
+    Snapshot s = job.At(t, samples);
+    s.workers[0].received_bytes = a_bytes;
+    s.workers[0].results = s.workers[0].saturated_results = a_results;
+    WorkerTotals b = s.workers[0];
+    b.id = 8;
+    b.name = "w:2";
+    b.received_bytes = b_bytes;
+    b.results = b.saturated_results = b_results;
+    s.workers.push_back(b);
+    return s;
+  };
+  r.Update(at(1, 100, 0, 0, 0, 0), nullptr);
+  r.Update(at(2, 200, 1e6, 1, 1e6, 1), nullptr);       // the windows open
+  r.Update(at(3.5, 300, 16e6, 11, 16e6, 11), nullptr);  // both at 10 MB/s
+  EXPECT_DOUBLE_EQ(r.State().links.at(7).limit, 10e6);
+  EXPECT_DOUBLE_EQ(r.State().links.at(8).limit, 10e6);
+  r.Invalidate();
+  r.Update(at(5, 400, 46e6, 31, 16e6, 11), nullptr);  // only w:1, at 20 MB/s
+  EXPECT_DOUBLE_EQ(r.State().links.at(7).limit, 15e6);  // averaged with 20
+  r.Invalidate();
+  r.Update(at(6.5, 500, 76e6, 51, 16e6, 11), nullptr);
+  EXPECT_GT(r.State().links.at(7).limit + r.State().links.at(8).limit, 25e6);
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+}
+
 TEST(Replanner, ABindingLinkBecomesThePlansBandwidth) {
   std::vector<std::string> notes;
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;
-  job.worker_results = 10;
   r.Update(job.At(1, 100), &notes);
+  job.worker_results = 10;
   r.Update(job.At(2.5, 200), &notes);
   job.worker_results += 20;
   job.worker_saturated += 20;

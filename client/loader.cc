@@ -251,6 +251,7 @@ void Loader::MakeReplanner() {
   ro.gain = options_.replan_gain;
   ro.demand = options_.demand;
   ro.bandwidth = options_.bandwidth;
+  ro.link_wait_seconds = options_.replan_link_wait_seconds;
   absl::MutexLock lock(&mu_);
   replanner_ = std::make_unique<policy::Replanner>(ro, placement_);
 }

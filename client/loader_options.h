@@ -22,6 +22,7 @@
 #include "pipeline/image_decode.h"
 #include "pipeline/sample.h"
 #include "pipeline/sample_cache.h"
+#include "policy/replanner.h"
 #include "proto/pipeline.pb.h"
 #include "storage/flags.h"
 
@@ -80,8 +81,11 @@ struct LoaderOptions {
   double demand = 0;                          // samples/s the trainer consumes; 0: measured
   double bandwidth = 0;                       // bytes/s into this trainer, for kAuto; 0: unlimited
   double replan_seconds = 2;                  // kAuto: how often to re-plan
-  double replan_drift = 0.25;          // kAuto: re-plan sooner when a measurement moves this much
-  double replan_gain = 0.03;           // kAuto: switch plans only for this much more throughput
+  double replan_drift = 0.25;  // kAuto: re-plan sooner when a measurement moves this much
+  double replan_gain = 0.03;   // kAuto: switch plans only for this much more throughput
+  // kAuto without `bandwidth`: how long the first plan may wait for every
+  // worker's link to be watched (policy::ReplanOptions::link_wait_seconds).
+  double replan_link_wait_seconds = policy::kLinkWaitSeconds;
   double worker_timeout_seconds = 30;  // silence while owing results
   // Hedging: an item that has waited this many times the fastest worker's
   // item latency is copied to an idle worker; the first answer wins and the

@@ -221,15 +221,15 @@ void Replanner::FoldIngest(const Snapshot& s) {
   }
   if (seconds < 1 || results < 4) return;
   const double rate = bytes / seconds;
-  const double here_busy = (s.process_cpu_nanos - iw.start_cpu_nanos) * 1e-9 /
-                           (seconds * std::max(s.local_cores, 0.01));
+  const double here_busy =
+      (s.process_cpu_nanos - iw.start_cpu_nanos) * 1e-9 / (seconds * std::max(s.local_cores, 0.01));
   // Every usable worker answered, and every link bound.
   bool all_bound = !iw.start.empty();
   for (const WorkerTotals& w : s.workers) {
     if (!w.usable) continue;
     auto it = iw.start.find(w.id);
-    all_bound = all_bound && it != iw.start.end() &&
-                LinkBound(w, it->second, seconds, rate, here_busy);
+    all_bound =
+        all_bound && it != iw.start.end() && LinkBound(w, it->second, seconds, rate, here_busy);
   }
   if (all_bound) {
     iw.limit = iw.limit > 0 ? 0.5 * (iw.limit + rate) : rate;
@@ -359,10 +359,11 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   }
   const std::optional<PlanInput> in = CurrentInput(snapshot);
   if (!in) return std::nullopt;
+  latest_input_ = in;
   const int64_t now = snapshot.now_nanos;
   if (first_nanos_ == 0) first_nanos_ = now;
   if (changes_ == 0 && !LinksMeasured(snapshot) &&
-      now - first_nanos_ < static_cast<int64_t>(kLinkWaitSeconds * 1e9)) {
+      now - first_nanos_ < static_cast<int64_t>(options_.link_wait_seconds * 1e9)) {
     return std::nullopt;  // the first plan waits for the links (see the rules)
   }
   const int64_t period = static_cast<int64_t>(options_.period_seconds * 1e9);
@@ -405,9 +406,9 @@ std::optional<double> Replanner::WantedRemoteCores() const {
 
 std::optional<int> Replanner::EchoFactor(int max_echo, std::string* why) const {
   absl::MutexLock lock(&mu_);
-  if (!input_) return std::nullopt;
+  if (!latest_input_) return std::nullopt;
   Plan plan;
-  const absl::StatusOr<int> echo = ChooseEcho(*input_, max_echo, &plan);
+  const absl::StatusOr<int> echo = ChooseEcho(*latest_input_, max_echo, &plan);
   if (!echo.ok()) return std::nullopt;
   if (why != nullptr) *why = plan.explanation;
   return *echo;

@@ -24,7 +24,7 @@
 //   warm-up     before every stage is measured (WarmUp): a share R / (L + R)
 //               of samples goes remote at the cut whose type has the fewest
 //               bytes (the latest on a tie), so both sides measure stages.
-//               The first plan also waits (at most kLinkWaitSeconds past
+//               The first plan also waits (at most link_wait_seconds past
 //               the stages) until every worker that answered has had a link
 //               window close, unless the bandwidth was given: a first plan
 //               blind to a tight link sends most samples through it, and
@@ -102,7 +102,7 @@ namespace prepflow::policy {
 // transport_cpu_per_byte: all their CPU outside the sample costs).
 inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
 inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
-// How long the first plan may wait for the links to be measured.
+// How long the first plan may wait for the links to be measured (default).
 inline constexpr double kLinkWaitSeconds = 2;
 
 // Where samples run: the share of each path, as a cumulative distribution
@@ -203,6 +203,8 @@ struct ReplanOptions {
   double gain = 0.03;
   double demand = 0;     // D in samples/s; 0: measured
   double bandwidth = 0;  // a cap on B in bytes/s; 0: none
+  // The first plan waits at most this long for the links (see the rules).
+  double link_wait_seconds = kLinkWaitSeconds;
   // t_l before any receive is measured, and t_r before workers report it.
   double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
   double send_cost_per_byte = kAssumedSendCpuPerByte;
@@ -244,8 +246,9 @@ class Replanner {
   // before the first plan input.
   std::optional<double> WantedRemoteCores() const;
   // `--echo auto`: the echo factor (1 to max_echo) ChooseEcho picks for the
-  // last plan's inputs, the echo factor aside; nullopt before the first
-  // plan input. `why` (may be null) gets the plan it expects, one line.
+  // latest measurements (the last Update's plan input, whether or not it
+  // made a plan), the echo factor aside; nullopt before every stage is
+  // measured. `why` (may be null) gets the plan it expects, one line.
   std::optional<int> EchoFactor(int max_echo, std::string* why) const;
   ReplanState State() const;
 
@@ -315,7 +318,8 @@ class Replanner {
   SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the first snapshot with every stage measured
-  std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);  // of the last plan
+  std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);         // of the last plan
+  std::optional<PlanInput> latest_input_ ABSL_GUARDED_BY(mu_);  // of the last Update
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string explanation_ ABSL_GUARDED_BY(mu_);

@@ -9,6 +9,12 @@
 #     --echo auto against fresh samples only over ECHO_EPOCHS epochs (auto's
 #     first epoch measures, fresh; the planner picks the later ones' factor
 #     from the storage rate it learnt, up to --max-echo MAX_ECHO).
+#   - workers' caches: two workers (hosts w2, w3, links not limited) with
+#     --cache-bytes run every sample's stages up to cut 3 (uint8 crops; the
+#     trainer normalizes), reading from the store themselves: a first job
+#     (empty caches, each sample read by its home worker), then a second job
+#     (the caches hold the dataset: what every later epoch gets). The
+#     workers are restarted each round, so the first job finds them empty.
 # And curl fetching every whole shard (4 at once) from the trainer: what the
 # link and the store give. Prints one JSON line per run (prepflow run --json,
 # with a "what"); the figures go to docs/benchmarks.md.
@@ -31,11 +37,12 @@ servers=$PWD/tests/servers
 work=$(mktemp -d /tmp/prepflow-bench-reuse.XXXXXX)
 tb=scripts/testbed.sh
 
-cleanup() { $tb down >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() { $tb down >/dev/null 2>&1 || true; [ -n "${KEEP_LOGS:-}" ] && cp "$work"/*.log "$KEEP_LOGS"/ 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
 "$bin/prepflow" pack --data "$data" --out "$work/shards" --shard-samples "$shard_samples" >&2
-$tb up 1 --bw "$bw" >&2
+$tb up 3 --bw "$bw" --bw-hosts w1 >&2
+mkdir -p "$work/empty"
 storage=$($tb addr w1)
 $tb exec w1 env LISTEN_HOST=0.0.0.0 node --openssl-legacy-provider "$servers/serve.js" s3 \
   "$work/s3" data >"$work/s3.log" 2>&1 &
@@ -74,7 +81,31 @@ curl_shards() {  # every whole shard, 4 transfers at once, signed as prepflow si
     'BEGIN { printf "{\"what\":\"curl whole shards\",\"bytes\":%d,\"seconds\":%.3f,\"mb_per_s\":%.2f}\n", b, s, b / s / 1e6 }'
 }
 
+start_workers() {  # -> $workers: w2 and w3, caches empty
+  workers="" worker_pids=""
+  for w in w2 w3; do
+    rm -f "$work/$w.port"
+    $tb exec "$w" env AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" "$bin/prepflow-worker" \
+      --listen "$($tb addr "$w")" --insecure --data-root "$work/empty" --cache-bytes $((1 << 30)) \
+      --allow-url-prefix "s3://data/" \
+      --port-file "$work/$w.port" >/dev/null 2>>"$work/$w.log" &
+    worker_pids="$worker_pids $!"
+  done
+  for w in w2 w3; do
+    for _ in $(seq 100); do [ -s "$work/$w.port" ] && break; sleep 0.1; done
+    workers="${workers:+$workers,}$($tb addr "$w"):$(cat "$work/$w.port")"
+  done
+}
+stop_workers() {
+  kill $worker_pids 2>/dev/null || true
+  wait $worker_pids 2>/dev/null || true
+}
+
 for r in $(seq 1 "$rounds"); do
+  start_workers
+  run "workers' caches: first epoch (empty)" --offload cut=3 --workers "$workers"
+  run "workers' caches: a later epoch (they hold the dataset)" --offload cut=3 --workers "$workers"
+  stop_workers
   curl_shards
   rm -rf "$work/cache"
   run "cache: first epoch (empty --cache-dir)" --cache-dir "$work/cache"

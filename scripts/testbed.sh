@@ -2,7 +2,8 @@
 # A multi-host testbed on one machine: N+1 hosts as network namespaces on a
 # bridge, for benchmarks and fault tests that must cross a network.
 #
-#   scripts/testbed.sh up N [--bw MBIT] [--trainer-bw MBIT] [--cpu CORES] [--trainer-cpu CORES]
+#   scripts/testbed.sh up N [--bw MBIT [--bw-hosts w1,...]] [--trainer-bw MBIT] [--cpu CORES]
+#                           [--trainer-cpu CORES]
 #                                                       trainer + workers w1..wN
 #   scripts/testbed.sh exec HOST CMD [ARGS...]          run CMD on HOST (trainer, w1, ...)
 #   scripts/testbed.sh addr HOST                        print HOST's address
@@ -10,7 +11,7 @@
 #
 # Hosts get 10.77.0.1 (trainer) and 10.77.0.11, .12, ... (workers) on bridge
 # pfbr0. --bw limits each worker's egress (what it sends the trainer) with a
-# token bucket; --trainer-bw limits what reaches the trainer from all of them
+# token bucket (only those in --bw-hosts, when given); --trainer-bw limits what reaches the trainer from all of them
 # together (its ingest link: a token bucket where the bridge sends to it);
 # --cpu caps each worker's CPU with a cgroup (v1 cpu or v2)
 # quota. Needs root (ip netns, tc); prints "testbed: unavailable: ..." and
@@ -52,13 +53,14 @@ set_cpu_quota() {  # host cores
 cmd_up() {
   local n=${1:-}; shift || true
   [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] || die "usage: testbed.sh up N [--bw MBIT] [--cpu CORES]"
-  local bw="" cpu="" trainer_cpu="" trainer_bw=""
+  local bw="" cpu="" trainer_cpu="" trainer_bw="" bw_hosts=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --bw) bw=$2; shift ;;
       --cpu) cpu=$2; shift ;;
       --trainer-cpu) trainer_cpu=$2; shift ;;
       --trainer-bw) trainer_bw=$2; shift ;;
+      --bw-hosts) bw_hosts=$2; shift ;;
       *) die "unknown flag '$1'" ;;
     esac
     shift
@@ -82,7 +84,7 @@ cmd_up() {
     ip -n "$ns" addr add "$addr/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    if [ "$h" != trainer ] && [ -n "$bw" ]; then
+    if [ "$h" != trainer ] && [ -n "$bw" ] && { [ -z "$bw_hosts" ] || [[ ",$bw_hosts," == *",$h,"* ]]; }; then
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "${bw}mbit" burst 256kb latency 50ms
     fi
     if [ "$h" = trainer ] && [ -n "$trainer_bw" ]; then

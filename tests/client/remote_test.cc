@@ -393,6 +393,7 @@ TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {
   WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
   LoaderOptions o = Options({a.address(), b.address()}, "auto");
   o.replan_seconds = 0.01;
+  o.replan_link_wait_seconds = 0;  // a short run: plan as soon as the stages are measured
   const RunResult r = RunWith(o);
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
@@ -413,6 +414,7 @@ TEST_F(RemoteTest, AutoReplansWhenAWorkerGoes) {
   o.epochs = 3;
   o.replan_seconds = 3600;  // only the worker leaving can trigger the new plan
   o.replan_drift = 1e9;
+  o.replan_link_wait_seconds = 0;
   int64_t changes_before = -1;
   const RunResult r = RunWith(
       o,

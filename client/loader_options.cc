@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -149,9 +150,16 @@ absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
     }
   }
   if (resolved.scheduler.empty() && resolved.workers.empty()) {
-    // The cluster's scheduler, set once in the trainers' environment, so
-    // that a job needs only --offload (or PREPFLOW_OFFLOAD) to use the pool.
+    // The cluster's scheduler (or, without one, its workers), set once in
+    // the trainers' environment, so that a job needs only --offload (or
+    // PREPFLOW_OFFLOAD) to use the pool.
     if (const char* env = std::getenv("PREPFLOW_SCHEDULER")) resolved.scheduler = env;
+    const char* env = std::getenv("PREPFLOW_WORKERS");
+    if (env != nullptr && resolved.offload->kind != OffloadMode::kOff) {
+      for (absl::string_view w : absl::StrSplit(env, ',', absl::SkipWhitespace())) {
+        resolved.workers.emplace_back(absl::StripAsciiWhitespace(w));
+      }
+    }
   }
   const OffloadMode::Kind kind = resolved.offload->kind;
   if ((kind == OffloadMode::kRemote || kind == OffloadMode::kCut) && resolved.workers.empty() &&
@@ -160,7 +168,11 @@ absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
                    " needs workers (--workers host:port,... or --scheduler host:port)");
   }
   for (const std::string& w : resolved.workers) {
-    if (absl::Status s = CheckWorkerAddress(w); !s.ok()) return s;
+    if (absl::Status s = CheckWorkerAddress(w); !s.ok()) {
+      return options.workers.empty() && options.scheduler.empty()
+                 ? absl::InvalidArgumentError(absl::StrCat("PREPFLOW_WORKERS: ", s.message()))
+                 : s;
+    }
   }
   return resolved;
 }

@@ -1,7 +1,9 @@
 #include "net/flags.h"
 
+#include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,7 +31,44 @@ std::function<bool(const std::string&)> ParsedInto(T* target) {
   };
 }
 
+// Edits (insert, delete, replace a character) that turn `a` into `b`.
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 }  // namespace
+
+std::string FlagSet::Suggest(const std::string& name) const {
+  // The closest name within a third of its length (at least 2 edits), or
+  // one that begins the other at a word (--batch-size: --batch).
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
+  for (const Flag& f : flags_) {
+    const size_t d = EditDistance(name, f.name);
+    if (d < best_distance) {
+      best = f.name;
+      best_distance = d;
+    }
+  }
+  if (!best.empty()) return best;
+  for (const Flag& f : flags_) {
+    if (absl::StartsWith(name, f.name + "-") || absl::StartsWith(f.name, name + "-")) {
+      return f.name;
+    }
+  }
+  return "";
+}
 
 FlagSet::FlagSet(std::string command, std::string summary)
     : command_(std::move(command)), summary_(std::move(summary)) {}
@@ -108,6 +147,11 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
     }
     if (flag == nullptr) {
       if (lenient) continue;
+      if (const std::string near = Suggest(arg); !near.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(command_, ": unknown flag --", arg,
+                                                       "; did you mean --", near, "? (", command_,
+                                                       " --help lists every flag)"));
+      }
       std::vector<std::string> names;
       for (const Flag& f : flags_) names.push_back(absl::StrCat("--", f.name));
       return absl::InvalidArgumentError(
@@ -167,9 +211,15 @@ absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::str
   return out;
 }
 
+std::string FlagSet::UsageAfter(absl::string_view error) const {
+  // A suggestion is the whole answer; otherwise, the usage.
+  return absl::StrContains(error, "; did you mean --") ? "" : "\n" + Usage();
+}
+
 std::optional<int> FlagSet::ParseOrExit(int argc, char** argv, int first) {
   if (absl::Status s = Parse(argc, argv, first); !s.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", std::string(s.message()).c_str(), Usage().c_str());
+    std::fprintf(stderr, "%s\n%s", std::string(s.message()).c_str(),
+                 UsageAfter(s.message()).c_str());
     return 2;
   }
   if (help_) {

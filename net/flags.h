@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace prepflow::cli {
 
@@ -48,6 +49,9 @@ class FlagSet {
   std::optional<int> ParseOrExit(int argc, char** argv, int first);
   // Usage text listing every flag with its default.
   std::string Usage() const;
+  // What to print after a Parse() error: a blank line and the usage, or
+  // nothing when the error already suggests the flag meant.
+  std::string UsageAfter(absl::string_view error) const;
 
  private:
   struct Flag {
@@ -56,6 +60,9 @@ class FlagSet {
     std::function<bool(const std::string&)> assign;
   };
   Flag* Find(const std::string& name);
+  // The known flag an unknown `name` was most likely meant to be; "" if none
+  // is close.
+  std::string Suggest(const std::string& name) const;
   absl::Status Parse(int argc, char** argv, int first, bool lenient);
 
   std::string command_, summary_;

@@ -38,6 +38,8 @@ packages=(
   # The Python package, built for Debian's /usr/bin/python3, and what its
   # tests and examples/train_resnet.py use.
   python3-dev pybind11-dev libdlpack-dev python3-numpy python3-torch python3-torchvision
+  # `pip install .` (pyproject.toml, setup.py) and its test in a fresh venv.
+  python3-pip python3-venv python3-setuptools python3-wheel
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizer runtimes.
   clang libclang-rt-14-dev
   # Remote data (HTTP(S) and S3 through libcurl, which signs SigV4 itself;

@@ -78,7 +78,7 @@ void PrintJson(const Json& j) {
 // Prints a usage error and returns the usage exit code.
 int UsageError(const std::string& message, const FlagSet& flags) {
   last_error = SafeText(message);
-  std::fprintf(stderr, "%s\n\n%s", last_error.c_str(), flags.Usage().c_str());
+  std::fprintf(stderr, "%s\n%s", last_error.c_str(), flags.UsageAfter(message).c_str());
   return kUsage;
 }
 

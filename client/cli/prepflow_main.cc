@@ -30,6 +30,16 @@ commands:
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
+  PREPFLOW_OFFLOAD    a job's --offload when the flag is not given (off, auto, remote,
+                      cut=K[,remote_fraction=F]): offloading switched on per job
+  PREPFLOW_SCHEDULER  the scheduler (host:port) of jobs given neither --workers nor
+                      --scheduler: set it cluster-wide, and PREPFLOW_OFFLOAD=auto (or
+                      --offload auto) is the one per-job switch
+  PREPFLOW_WORKERS    without a scheduler: the workers (host:port,...) of offloading
+                      jobs given neither --workers nor --scheduler
+  XDG_CACHE_HOME, HOME
+                      where remote shards' indexes are cached (--index-cache-dir's
+                      default: $XDG_CACHE_HOME/prepflow/index, else ~/.cache/...)
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
                       credentials for s3:// data (none: anonymous requests)
   AWS_REGION, AWS_DEFAULT_REGION

@@ -224,6 +224,11 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   const CliRun unknown = Prepflow("run --data x --bogus 3", dir_);
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_THAT(unknown.err, HasSubstr("unknown flag --bogus"));
+  // torch's word gets a suggestion, not a page of usage.
+  const CliRun torch_word = Prepflow("run --data x --batch-size 8", dir_);
+  EXPECT_EQ(torch_word.exit_code, 2);
+  EXPECT_THAT(torch_word.err, HasSubstr("unknown flag --batch-size; did you mean --batch?"));
+  EXPECT_THAT(torch_word.err, ::testing::Not(HasSubstr("--max-pixels")));
   const CliRun bad_value = Prepflow("run --data x --batch many", dir_);
   EXPECT_EQ(bad_value.exit_code, 2);
   EXPECT_THAT(bad_value.err, HasSubstr("--batch: 'many'"));

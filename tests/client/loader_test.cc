@@ -293,6 +293,27 @@ TEST(Loader, SchedulerComesFromTheEnvironmentWhenNoWorkersAreGiven) {
   EXPECT_EQ(d.stats.local_images, 4);
 }
 
+TEST(Loader, WorkersComeFromTheEnvironmentWhenOffloadingIsOn) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
+  setenv("PREPFLOW_WORKERS", "w1:7000, w2:7000", 1);
+  o.offload = *ParseOffload("auto");
+  auto resolved = ResolveOptions(o);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->workers, (std::vector<std::string>{"w1:7000", "w2:7000"}));
+  // Workers given to the job win; a job that does not offload takes none.
+  o.workers = {"w3:7000"};
+  EXPECT_EQ(ResolveOptions(o)->workers, (std::vector<std::string>{"w3:7000"}));
+  o.workers.clear();
+  o.offload = *ParseOffload("off");
+  EXPECT_TRUE(ResolveOptions(o)->workers.empty());
+  // A bad entry names the variable.
+  setenv("PREPFLOW_WORKERS", "w1", 1);
+  o.offload = *ParseOffload("remote");
+  EXPECT_THAT(ResolveOptions(o).status().message(), HasSubstr("PREPFLOW_WORKERS: "));
+  unsetenv("PREPFLOW_WORKERS");
+}
+
 std::atomic<int> allocations{0}, frees{0};
 void* CountingAllocate(size_t bytes) {
   ++allocations;

@@ -72,6 +72,12 @@ TEST(FlagSetTest, ErrorsNameTheCommandAndTheFlag) {
               HasSubstr("flag --count: 'many' is not a valid value"));
   EXPECT_THAT(f.Parse({"--name"}).message(), HasSubstr("flag --name needs a value"));
   EXPECT_THAT(f.Parse({"stray"}).message(), HasSubstr("unexpected argument 'stray'"));
+  // A near miss gets a suggestion instead of the list: a typo, or a name
+  // that begins with a known one (torch's --batch-size for --batch).
+  EXPECT_THAT(f.Parse({"--cuont", "1"}).message(),
+              HasSubstr("unknown flag --cuont; did you mean --count? (prepflow test --help"));
+  EXPECT_THAT(f.Parse({"--verbose-mode"}).message(), HasSubstr("did you mean --verbose?"));
+  EXPECT_THAT(f.Parse({"--name-of-it", "x"}).message(), HasSubstr("did you mean --name?"));
   // --no- only negates booleans.
   EXPECT_THAT(f.Parse({"--no-count"}).message(), HasSubstr("unknown flag --no-count"));
   EXPECT_EQ(f.count, 3);  // nothing assigned from the failures

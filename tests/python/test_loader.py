@@ -226,6 +226,12 @@ class Errors(unittest.TestCase):
             loader(on_error="maybe")
         with self.assertRaisesRegex(ValueError, "--auth-token-file .*nowhere"):
             loader(auth_token_file=os.path.join(TMP, "nowhere"))
+        # Scheduler labels: the CLI's k=v syntax as well as a dict.
+        self.assertEqual(prepflow._labels("zone=a, rack=r1"), {"zone": "a", "rack": "r1"})
+        self.assertEqual(prepflow._labels({"zone": 1}), {"zone": "1"})
+        loader(labels="zone=a")
+        with self.assertRaisesRegex(ValueError, "labels: 'zone' is not key=value"):
+            loader(labels="zone")
 
     def test_a_bad_file_fails_with_its_path_under_on_error_fail(self):
         data = os.path.join(TMP, "broken")

@@ -24,7 +24,13 @@ import collections
 import logging
 import os
 
+try:
+    import numpy as _numpy  # noqa: F401 (batches come as NumPy arrays or through them)
+except ImportError as e:  # a Python whose numpy is missing: say so now, not at a batch
+    raise ImportError("prepflow needs numpy: pip install numpy") from e
+
 from . import _prepflow, ops, transforms
+from ._version import __version__
 
 try:
     import torch
@@ -33,7 +39,7 @@ try:
 except ImportError:  # NumPy only
     torch = None
 
-__all__ = ["Loader", "Batch", "ops", "transforms", "load_plugin", "plugin_ops"]
+__all__ = ["Loader", "Batch", "ops", "transforms", "load_plugin", "plugin_ops", "__version__"]
 _log = logging.getLogger("prepflow")
 
 # How many epochs a loader with epochs=None may run: in effect, unbounded.
@@ -57,6 +63,23 @@ def _check_int(name, value, minimum):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+
+
+def _labels(labels):
+    """The scheduler's locality labels: a dict, or the CLI's "k=v,k2=v2"."""
+    if labels is None:
+        return {}
+    if isinstance(labels, str):
+        out = {}
+        for item in filter(None, (p.strip() for p in labels.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq or not key.strip():
+                raise ValueError(f"labels: '{item}' is not key=value (e.g. labels='zone=a')")
+            out[key.strip()] = value.strip()
+        return out
+    if not isinstance(labels, dict):
+        raise TypeError(f"labels: expected a dict or 'k=v,...', got {type(labels).__name__}")
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _pipeline_text(pipeline, transform, batch_ops=()):
@@ -118,7 +141,8 @@ class Loader:
     "cut=K[,remote_fraction=F]" (None: the PREPFLOW_OFFLOAD environment
     variable, else off); workers come from `workers` (["host:port", ...]) or
     from a prepflow-scheduler (`scheduler`, or PREPFLOW_SCHEDULER), with
-    `weight`, locality `labels` ({"zone": "a"}) and `max_remote_cores`. With
+    `weight`, locality `labels` ({"zone": "a"}, or the CLI's "zone=a") and
+    `max_remote_cores`. With
     "remote" or "cut=K", creating the loader fails (RuntimeError naming each
     worker and why) when no worker can be reached, unless `fallback_local`
     lets it run locally instead.
@@ -254,7 +278,7 @@ class Loader:
             shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,
             prefetch=prefetch, offload=offload, workers=list(workers),
             scheduler=scheduler or "", weight=float(weight),
-            labels={str(k): str(v) for k, v in (labels or {}).items()},
+            labels=_labels(labels),
             max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),

@@ -1,0 +1,70 @@
+"""Builds the prepflow Python package with the project's CMake.
+
+pyproject.toml holds the metadata; this file only teaches setuptools to make
+the `prepflow._prepflow` extension by configuring the C++ tree for the
+Python that runs it (Python_EXECUTABLE) and building the `_prepflow` and
+`prepflow_python_sources` targets, then copying the assembled package
+(extension, pure-Python modules, _version.py) into the wheel.
+
+Environment:
+  PREPFLOW_PIP_BUILD_DIR      the CMake build folder (default: build/pip-<ABI>
+                              in this tree; kept, so a second install is
+                              incremental)
+  CMAKE_BUILD_PARALLEL_LEVEL  compile jobs (default: every CPU)
+"""
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = pathlib.Path(__file__).resolve().parent
+
+
+def project_version():
+    text = (ROOT / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(prepflow VERSION ([0-9][0-9.]*)", text)
+    if not match:
+        sys.exit("setup.py: CMakeLists.txt names no project(prepflow VERSION ...)")
+    return match.group(1)
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        abi = sysconfig.get_config_var("SOABI") or "py%d%d" % sys.version_info[:2]
+        build = pathlib.Path(os.environ.get("PREPFLOW_PIP_BUILD_DIR") or ROOT / "build" / f"pip-{abi}")
+        configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DPython_EXECUTABLE={sys.executable}"]
+        if shutil.which("ninja"):
+            configure += ["-G", "Ninja"]
+        if shutil.which("ccache"):
+            configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+                          "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
+        if (build / "CMakeCache.txt").exists():
+            configure = [a for a in configure if a not in ("-G", "Ninja")]
+        subprocess.run(configure, check=True)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
+        subprocess.run(["cmake", "--build", str(build), "--target", "_prepflow",
+                        "prepflow_python_sources", "--parallel", jobs], check=True)
+        package = build / "python" / "prepflow"
+        if not (package / "__init__.py").exists():
+            sys.exit(f"setup.py: the build made no package in {package} (is python3-dev, "
+                     "pybind11-dev and libdlpack-dev installed? scripts/setup.sh installs them)")
+        dest = pathlib.Path(self.get_ext_fullpath(ext.name)).parent
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in package.iterdir():
+            if f.is_file() and f.suffix in (".py", ".so"):
+                shutil.copy2(f, dest / f.name)
+
+
+setup(
+    version=project_version(),
+    ext_modules=[Extension("prepflow._prepflow", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    zip_safe=False,
+)

@@ -452,9 +452,22 @@ void Loader::MaybeReplan() {
   if (next && offload_.kind == OffloadMode::kAuto) placement_ = *std::move(next);
 }
 
+bool Loader::EpochStillLoading() const {
+  if (cache_ == nullptr && (remote_ == nullptr || !remote_->AnyWorkerCaches())) return false;
+  for (const Batch* b : in_flight_) {
+    if (!b->complete()) return true;
+  }
+  return false;
+}
+
 Batch* Loader::StartBatch() {
   while (next_epoch_ < options_.first_epoch + options_.epochs) {
     if (!order_ready_) {
+      // With sample caches, a sample of the next epoch must not start while
+      // this epoch's run of it may still be loading: it would miss the cache
+      // and read storage again. The next epoch starts once the batches in
+      // flight are complete (a pause of the pipeline's depth per epoch).
+      if (next_epoch_ > options_.first_epoch && EpochStillLoading()) return nullptr;
       order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                           options_.shuffle, options_.rank, options_.world_size);
       order_copies_.clear();

@@ -131,6 +131,9 @@ class Loader {
   // The re-planner: with --offload auto, or with --echo auto (for its echo
   // factor alone).
   void MakeReplanner() ABSL_LOCKS_EXCLUDED(mu_);
+  // With caches (here or on workers): whether a batch in flight is not
+  // complete yet (StartBatch then waits to begin the next epoch).
+  bool EpochStillLoading() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The echo factor of `epoch`, chosen when its order is made.
   int ChooseEpochEcho(int epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::JobOpen JobOpenMessage() const;

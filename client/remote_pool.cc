@@ -136,6 +136,14 @@ void RemotePool::RunHere(std::map<uint64_t, Pending>::iterator it) {
   items_.erase(it);
 }
 
+bool RemotePool::AnyWorkerCaches() const {
+  absl::MutexLock lock(&mu_);
+  for (const Worker& w : workers_) {
+    if (w.member.usable() && w.cache_bytes > 0) return true;
+  }
+  return false;
+}
+
 bool RemotePool::Locality() const {
   // Echoed copies of a sample go where its first copy's value is kept.
   if (open_.echo() > 1) return true;

@@ -232,6 +232,12 @@ class RemotePool {
   // cut; -1 with *capable true: it must wait for credits.
   int TargetOf(RemoteItem& item, bool locality, bool* capable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Locality() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+ public:
+  // Whether any usable worker keeps a sample cache for this job.
+  bool AnyWorkerCaches() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
   int HomeLocked(int64_t index, int cut) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands a queued item to run_locally and forgets it.
   void RunHere(std::map<uint64_t, Pending>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

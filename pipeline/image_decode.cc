@@ -1,6 +1,8 @@
 #include "pipeline/image_decode.h"
 
 // clang-format off
+#include <algorithm>
+#include <cctype>
 #include <csetjmp>
 #include <cstdio>
 #include <jpeglib.h>
@@ -90,8 +92,121 @@ ImageFormat SniffImageFormat(const uint8_t* data, size_t size) {
   static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size >= 8 && std::memcmp(data, kPng, 8) == 0) return ImageFormat::kPng;
   if (size >= 2 && data[0] == 'B' && data[1] == 'M') return ImageFormat::kBmp;
+  // Netpbm: P1-P6 (bitmap, graymap, pixmap; ASCII or binary).
+  if (size >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '6') return ImageFormat::kPnm;
+  if (size >= 4 && ((data[0] == 'I' && data[1] == 'I' && data[2] == 42 && data[3] == 0) ||
+                    (data[0] == 'M' && data[1] == 'M' && data[2] == 0 && data[3] == 42))) {
+    return ImageFormat::kTiff;
+  }
+  if (size >= 12 && std::memcmp(data, "RIFF", 4) == 0 && std::memcmp(data + 8, "WEBP", 4) == 0) {
+    return ImageFormat::kWebp;
+  }
   return ImageFormat::kUnknown;
 }
+
+namespace {
+
+const char* FormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kBmp:
+      return "BMP";
+    case ImageFormat::kPnm:
+      return "PPM/PGM";
+    case ImageFormat::kTiff:
+      return "TIFF";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kUnknown:
+      break;
+  }
+  return "image";
+}
+
+// A Netpbm header's width and height: after the magic, whitespace-separated
+// decimal numbers, with '#' comments to the end of the line. Only the first
+// 1 KiB is looked at.
+absl::Status PnmSize(const uint8_t* data, size_t size, int64_t* w, int64_t* h) {
+  const size_t end = std::min<size_t>(size, 1024);
+  size_t i = 2;
+  int64_t* fields[2] = {w, h};
+  for (int64_t* field : fields) {
+    while (i < end && (std::isspace(data[i]) || data[i] == '#')) {
+      if (data[i] == '#') {
+        while (i < end && data[i] != '\n') ++i;
+      } else {
+        ++i;
+      }
+    }
+    int digits = 0;
+    *field = 0;
+    while (i < end && std::isdigit(data[i]) && digits < 10) {
+      *field = *field * 10 + (data[i++] - '0');
+      ++digits;
+    }
+    if (digits == 0 || (i < end && std::isdigit(data[i]))) {
+      return absl::DataLossError("bad or truncated PPM/PGM header");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A TIFF's first image size: ImageWidth (256) and ImageLength (257) in its
+// first directory, read with the file's byte order and every offset checked.
+absl::Status TiffSize(const uint8_t* data, size_t size, int64_t* w, int64_t* h) {
+  const bool le = data[0] == 'I';
+  auto u16 = [&](size_t at) -> uint32_t {
+    return le ? data[at] | data[at + 1] << 8 : data[at] << 8 | data[at + 1];
+  };
+  auto u32 = [&](size_t at) -> uint32_t { return le ? ReadLe32(data + at) : ReadBe32(data + at); };
+  if (size < 8) return absl::DataLossError("truncated TIFF header");
+  const uint64_t ifd = u32(4);
+  if (ifd + 2 > size) return absl::DataLossError("TIFF directory offset past the end");
+  const uint32_t entries = u16(ifd);
+  if (ifd + 2 + uint64_t{entries} * 12 > size) {
+    return absl::DataLossError("truncated TIFF directory");
+  }
+  *w = *h = 0;
+  for (uint32_t e = 0; e < entries; ++e) {
+    const size_t at = ifd + 2 + e * 12;
+    const uint32_t tag = u16(at), type = u16(at + 2);
+    if (tag != 256 && tag != 257) continue;
+    const int64_t value = type == 3 ? u16(at + 8) : type == 4 ? u32(at + 8) : -1;
+    (tag == 256 ? *w : *h) = value;
+  }
+  if (*w <= 0 || *h <= 0) return absl::DataLossError("TIFF without its image size");
+  return absl::OkStatus();
+}
+
+// A WebP's canvas size, from its first chunk: VP8X (extended), VP8L
+// (lossless) or "VP8 " (lossy).
+absl::Status WebpSize(const uint8_t* data, size_t size, int64_t* w, int64_t* h) {
+  if (size < 30) return absl::DataLossError("truncated WebP header");
+  const uint8_t* chunk = data + 12;
+  if (std::memcmp(chunk, "VP8X", 4) == 0) {
+    *w = 1 + (data[24] | data[25] << 8 | data[26] << 16);
+    *h = 1 + (data[27] | data[28] << 8 | data[29] << 16);
+  } else if (std::memcmp(chunk, "VP8L", 4) == 0) {
+    if (data[20] != 0x2F) return absl::DataLossError("bad WebP lossless signature");
+    const uint32_t bits = ReadLe32(data + 21);
+    *w = 1 + (bits & 0x3FFF);
+    *h = 1 + ((bits >> 14) & 0x3FFF);
+  } else if (std::memcmp(chunk, "VP8 ", 4) == 0) {
+    if (data[23] != 0x9D || data[24] != 0x01 || data[25] != 0x2A) {
+      return absl::DataLossError("bad WebP frame start code");
+    }
+    *w = (data[26] | data[27] << 8) & 0x3FFF;
+    *h = (data[28] | data[29] << 8) & 0x3FFF;
+  } else {
+    return absl::DataLossError("WebP without a VP8, VP8L or VP8X chunk");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 struct ImageDecoder::Jpeg {
   struct Error {
@@ -159,12 +274,16 @@ absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size, const Decode
       return DecodeJpeg(data, size, options, planner, out, image);
     case ImageFormat::kPng:
     case ImageFormat::kBmp:
+    case ImageFormat::kPnm:
+    case ImageFormat::kTiff:
+    case ImageFormat::kWebp:
       return DecodeOther(data, size, format, options, planner, out, image);
     case ImageFormat::kUnknown:
       break;
   }
-  return absl::DataLossError(absl::StrCat("not a supported image (JPEG, PNG or BMP); first bytes: ",
-                                          HexPrefix(data, size)));
+  return absl::DataLossError(
+      absl::StrCat("not a supported image (JPEG, PNG, BMP, PPM/PGM, TIFF or WebP); first bytes: ",
+                   HexPrefix(data, size)));
 }
 
 absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
@@ -297,11 +416,16 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size, ImageFo
     if (size < 24) return absl::DataLossError("truncated PNG header");
     w = ReadBe32(data + 16);
     h = ReadBe32(data + 20);
-  } else {
+  } else if (format == ImageFormat::kBmp) {
     if (size < 26) return absl::DataLossError("truncated BMP header");
     w = ReadLe32(data + 18);
     h = ReadLe32(data + 22);
     if (h < 0) h = -h;  // top-down bitmap
+  } else {
+    absl::Status s = format == ImageFormat::kPnm    ? PnmSize(data, size, &w, &h)
+                     : format == ImageFormat::kTiff ? TiffSize(data, size, &w, &h)
+                                                    : WebpSize(data, size, &w, &h);
+    if (!s.ok()) return s;
   }
   if (w <= 0 || h <= 0) {
     return absl::DataLossError(absl::StrFormat("bad image size %dx%d in header", w, h));
@@ -321,8 +445,7 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size, ImageFo
     return absl::DataLossError(absl::StrCat("corrupt image: ", e.what()));
   }
   if (bgr.empty() || bgr.cols != w || bgr.rows != h) {
-    return absl::DataLossError(format == ImageFormat::kPng ? "corrupt or truncated PNG"
-                                                           : "corrupt or truncated BMP");
+    return absl::DataLossError(absl::StrCat("corrupt or truncated ", FormatName(format)));
   }
   uint8_t* pixels = out->Reserve(static_cast<size_t>(w) * h * 3);
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, pixels);

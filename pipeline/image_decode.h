@@ -57,7 +57,10 @@ struct DecodedImage {
   ImageView view;
 };
 
-enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp };
+// Every format an ImageFolder indexes (dataset.cc's extensions). JPEG goes
+// through libjpeg-turbo (DCT scaling, region decode); the others through
+// OpenCV, each after its header's size has passed max_pixels.
+enum class ImageFormat { kUnknown, kJpeg, kPng, kBmp, kPnm, kTiff, kWebp };
 // Recognises a format by its leading bytes.
 ImageFormat SniffImageFormat(const uint8_t* data, size_t size);
 

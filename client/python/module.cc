@@ -20,7 +20,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <variant>
 #include <vector>
@@ -28,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/loader.h"
 #include "client/loader_stats.h"
+#include "client/metrics.h"
 #include "gpu.h"
 #include "pipeline/augment.h"
 #include "pipeline/checksum.h"
@@ -37,6 +40,8 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
 #include "pipeline/text.h"
+#include "prometheus/exposer.h"
+#include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
 #include "storage/flags.h"
 
@@ -76,6 +81,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   auto format = ParseDatasetFormat(Get<std::string>(d, "format", "auto"));
   if (!format.ok()) Raise(format.status());
   o.dataset.set_format(*format);
+  o.dataset.set_max_file_bytes(Get<int64_t>(d, "max_file_bytes", kDefaultMaxFileBytes));
   auto spec = LoadPipelineSpec(Get<std::string>(d, "pipeline", "imagenet-train"));
   if (!spec.ok())
     Raise(absl::InvalidArgumentError(absl::StrCat("pipeline: ", spec.status().message())));
@@ -326,6 +332,21 @@ class PyLoader {
     }
     if (!loader.ok()) Raise(loader.status());
     loader_ = *std::move(loader);
+    if (const int port = Get<int>(options, "metrics_port", -1); port >= 0) {
+      try {
+        exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", port));
+      } catch (const std::exception& e) {
+        Raise(absl::UnavailableError(absl::StrCat("metrics_port ", port, ": ", e.what())));
+      }
+      metrics_ = std::make_shared<LoaderMetrics>(loader_.get());
+      exposer_->RegisterCollectable(metrics_);
+      spdlog::info("serving metrics on port {} (/metrics), job {}",
+                   exposer_->GetListeningPorts()[0], loader_->job_id());
+    }
+  }
+  // The port /metrics is served on; -1 without metrics.
+  int metrics_port() const {
+    return exposer_ != nullptr ? static_cast<int>(exposer_->GetListeningPorts()[0]) : -1;
   }
 
   // The next batch, or None after the last.
@@ -356,6 +377,9 @@ class PyLoader {
  private:
   std::unique_ptr<Loader> loader_;
   std::optional<gpu::NormalizeParams> normalize_;
+  // After the loader: destroyed (and no longer scraping it) first.
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<LoaderMetrics> metrics_;
 };
 
 // A DeviceNormalizer for Python: batches in, the caller's device tensor
@@ -422,6 +446,51 @@ py::list OpsSchema() {
   return ops;
 }
 
+// The core's log lines, for Python's `logging`: kept here by whichever
+// thread logs, and handed to the logger "prepflow" by the Python side
+// (take_logs) on the thread that holds the GIL, after each call into the
+// core. No C++ thread ever waits for the GIL, so a line logged under a lock
+// cannot deadlock against Python. Lines past kMaxLines waiting are counted,
+// not kept (the core rate-limits its repeated lines as on the command line).
+class PendingLines final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  static constexpr size_t kMaxLines = 1000;
+  struct Taken {
+    std::vector<std::pair<int, std::string>> lines;  // (spdlog level, text)
+    int64_t dropped = 0;
+  };
+  Taken Take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Taken t{std::move(lines_), dropped_};
+    lines_.clear();
+    dropped_ = 0;
+    return t;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (lines_.size() >= kMaxLines) {
+      ++dropped_;
+      return;
+    }
+    lines_.emplace_back(static_cast<int>(msg.level),
+                        SafeText(std::string(msg.payload.data(), msg.payload.size())));
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::pair<int, std::string>> lines_;
+  int64_t dropped_ = 0;
+};
+
+std::shared_ptr<PendingLines> RouteLogsToPython() {
+  auto pending = std::make_shared<PendingLines>();
+  auto logger = std::make_shared<spdlog::logger>("prepflow", pending);
+  logger->set_level(spdlog::get_level());
+  spdlog::set_default_logger(logger);
+  return pending;
+}
+
 }  // namespace
 }  // namespace prepflow::python
 
@@ -433,6 +502,25 @@ PYBIND11_MODULE(_prepflow, m) {
   using prepflow::python::StatKeys;
   namespace gpu = prepflow::gpu;
   m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
+
+  // Kept for the module's life (the default logger holds it too).
+  static const std::shared_ptr<prepflow::python::PendingLines> pending =
+      prepflow::python::RouteLogsToPython();
+  m.def(
+      "take_logs",
+      [] {
+        prepflow::python::PendingLines::Taken t = pending->Take();
+        return py::make_tuple(std::move(t.lines), t.dropped);
+      },
+      "The core's log lines since the last call, as (spdlog level, text), and how many were "
+      "dropped (over 1000 waiting).");
+  m.def(
+      "set_log_level",
+      [](int level) {
+        spdlog::set_level(static_cast<spdlog::level::level_enum>(
+            std::clamp(level, 0, static_cast<int>(spdlog::level::off))));
+      },
+      "The least severe spdlog level (0 trace .. 6 off) the core logs.");
 
   py::class_<PyBatch>(m, "Batch")
       .def_property_readonly("epoch", [](const PyBatch& b) { return b.batch()->epoch(); })
@@ -468,6 +556,10 @@ PYBIND11_MODULE(_prepflow, m) {
       .def("stats", &PyLoader::Stats)
       .def_property_readonly("job_id", [](const PyLoader& l) { return l.loader().job_id(); })
       .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
+      .def_property_readonly("metrics_port", &PyLoader::metrics_port)
+      .def_property_readonly(
+          "classes", [](const PyLoader& l) { return l.loader().dataset().classes(); },
+          "Class names by label (an ImageFolder's folder names, sorted)")
       .def_property_readonly("samples_per_epoch",
                              [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
       .def_property_readonly("batches_per_epoch",

@@ -147,6 +147,18 @@ TEST_F(RemoteTest, CachedValuesGiveTheUncachedChecksumAtEveryCut) {
                         "may be cached is 2"));
 }
 
+// A pipeline that resizes first: its decode and resize are deterministic
+// (the cache and echo boundary is 2), the crop and flip draw per copy.
+proto::PipelineSpec ResizeFirst() {
+  return *LoadPipelineSpec(R"pb(
+    stages { decode {} }
+    stages { resize { shorter_side: 64 } }
+    stages { random_crop { size: 56 } }
+    stages { random_horizontal_flip {} }
+    stages { normalize {} }
+  )pb");
+}
+
 // Data echoing: every sample yields three copies per epoch, each delivered
 // exactly once, each with its own draws after the echo boundary, and every
 // copy's bytes are the same wherever its stages ran.
@@ -155,13 +167,7 @@ TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
   WorkerProcess b(dir_->Join("root"), {"--threads", "1"});
   auto options = [&](const std::string& mode) {
     LoaderOptions o = Options({a.address(), b.address()}, mode);
-    o.pipeline = *LoadPipelineSpec(R"pb(
-      stages { decode {} }
-      stages { resize { shorter_side: 64 } }
-      stages { random_crop { size: 56 } }
-      stages { random_horizontal_flip {} }
-      stages { normalize {} }
-    )pb");
+    o.pipeline = ResizeFirst();
     o.echo = 3;
     o.echo_window = 16;
     return o;
@@ -210,13 +216,7 @@ TEST_F(RemoteTest, AutoEchoPicksEachEpochsFactorAndStaysExactlyOnce) {
   WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
   auto options = [&](const std::string& mode) {
     LoaderOptions o = Options({a.address()}, mode);
-    o.pipeline = *LoadPipelineSpec(R"pb(
-      stages { decode {} }
-      stages { resize { shorter_side: 64 } }
-      stages { random_crop { size: 56 } }
-      stages { random_horizontal_flip {} }
-      stages { normalize {} }
-    )pb");
+    o.pipeline = ResizeFirst();
     o.echo_auto = true;
     o.max_echo = 3;
     o.demand = 1e9;

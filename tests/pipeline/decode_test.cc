@@ -1,6 +1,10 @@
 // The decoder: region/scaled decoding against full decoding, odd but valid
 // inputs, and bad inputs that must be reported, never crash.
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -218,6 +222,90 @@ TEST(Decode, CorruptEntropyDataIsAnError) {
   EXPECT_THAT(d.status.message(), HasSubstr("corrupt JPEG"));
 }
 
+// An image whose pixels differ everywhere (so a swapped channel or row
+// shows), encoded by OpenCV as `ext` with `params`.
+std::vector<uint8_t> Encoded(const std::string& ext, int w, int h, std::vector<int> params = {}) {
+  cv::Mat bgr(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(static_cast<uint8_t>(x * 7 + y),
+                                          static_cast<uint8_t>(y * 5), static_cast<uint8_t>(x ^ y));
+    }
+  }
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(cv::imencode(ext, bgr, out, params)) << ext;
+  return out;
+}
+
+// Every format an ImageFolder indexes decodes: PPM, PGM, TIFF and WebP
+// (lossless here), to the same RGB pixels as the PNG of the same image.
+TEST(Decode, PpmPgmTiffAndWebpDecodeLikePng) {
+  const Decoded png = DecodeBytes(Encoded(".png", 37, 23));
+  ASSERT_TRUE(png.status.ok()) << png.status;
+  for (const auto& [ext, params] : std::vector<std::pair<std::string, std::vector<int>>>{
+           {".ppm", {}},
+           {".ppm", {cv::IMWRITE_PXM_BINARY, 0}},  // ASCII P3
+           {".tiff", {}},
+           {".webp", {cv::IMWRITE_WEBP_QUALITY, 101}}}) {  // > 100: lossless
+    const Decoded d = DecodeBytes(Encoded(ext, 37, 23, params));
+    ASSERT_TRUE(d.status.ok()) << ext << ": " << d.status;
+    EXPECT_EQ(cv::norm(d.rgb, png.rgb, cv::NORM_INF), 0) << ext;
+  }
+  // A graymap: three equal channels.
+  cv::Mat gray(5, 6, CV_8UC1, cv::Scalar(99));
+  std::vector<uint8_t> pgm;
+  ASSERT_TRUE(cv::imencode(".pgm", gray, pgm));
+  const Decoded g = DecodeBytes(pgm);
+  ASSERT_TRUE(g.status.ok()) << g.status;
+  EXPECT_EQ(g.rgb.at<cv::Vec3b>(4, 5), cv::Vec3b(99, 99, 99));
+  // Lossy WebP: its size, and colours near the original's.
+  const Decoded lossy = DecodeBytes(Encoded(".webp", 37, 23, {cv::IMWRITE_WEBP_QUALITY, 90}));
+  ASSERT_TRUE(lossy.status.ok()) << lossy.status;
+  EXPECT_EQ(lossy.rgb.size(), cv::Size(37, 23));
+}
+
+// Each header's size is checked against max_pixels before OpenCV allocates
+// anything; headers that lie or are cut short are DataLoss, never a crash.
+TEST(Decode, PpmTiffAndWebpHeadersAreCheckedBeforeDecoding) {
+  DecodeOptions options;
+  options.max_pixels = 100;
+  for (const std::string ext : {".ppm", ".tiff", ".webp"}) {
+    const Decoded d = DecodeBytes(Encoded(ext, 37, 23), nullptr, options);
+    EXPECT_EQ(d.status.code(), absl::StatusCode::kResourceExhausted) << ext << d.status;
+    EXPECT_THAT(d.status.message(), HasSubstr("37x23")) << ext;
+  }
+  // A PPM header claiming 60000 x 60000 with 12 bytes of pixels.
+  const std::string huge = "P6\n# a comment\n60000 60000\n255\n0123456789ab";
+  const Decoded h = DecodeBytes(std::vector<uint8_t>(huge.begin(), huge.end()));
+  EXPECT_EQ(h.status.code(), absl::StatusCode::kResourceExhausted) << h.status;
+  EXPECT_THAT(h.status.message(), HasSubstr("60000x60000"));
+  for (const std::string bad : {"P6\n", "P6 12", "P6 x 3\n255\n", "P6 99999999999 2 255 "}) {
+    EXPECT_EQ(DecodeBytes(std::vector<uint8_t>(bad.begin(), bad.end())).status.code(),
+              absl::StatusCode::kDataLoss)
+        << bad;
+  }
+  // A TIFF whose directory lies past the end, and one cut in its directory.
+  std::vector<uint8_t> tiff = Encoded(".tiff", 37, 23);
+  std::vector<uint8_t> far = tiff;
+  far[4] = far[5] = far[6] = 0x7F;
+  EXPECT_EQ(DecodeBytes(far).status.code(), absl::StatusCode::kDataLoss);
+  const uint32_t ifd =
+      tiff[4] | tiff[5] << 8 | tiff[6] << 16 | static_cast<uint32_t>(tiff[7]) << 24;
+  tiff.resize(std::min<size_t>(tiff.size(), ifd + 6));
+  EXPECT_EQ(DecodeBytes(tiff).status.code(), absl::StatusCode::kDataLoss);
+  // WebP: cut short, and a chunk it does not know.
+  std::vector<uint8_t> webp = Encoded(".webp", 37, 23);
+  EXPECT_EQ(DecodeBytes({webp.begin(), webp.begin() + 20}).status.code(),
+            absl::StatusCode::kDataLoss);
+  webp[12] = 'X';
+  EXPECT_THAT(DecodeBytes(webp).status.message(), HasSubstr("WebP without a VP8"));
+  // Truncated pixel data after a good header: the format is named.
+  std::vector<uint8_t> ppm = Encoded(".ppm", 37, 23);
+  ppm.resize(ppm.size() / 2);
+  const Decoded cut = DecodeBytes(ppm);
+  EXPECT_EQ(cut.status.code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(Decode, GarbageEmptyAndBadHeadersAreErrors) {
   EXPECT_THAT(DecodeBytes({}).status.message(), HasSubstr("empty file"));
   Decoded junk = DecodeBytes({'<', 'h', 't', 'm', 'l', '>', 1, 2, 3});
@@ -329,12 +417,17 @@ TEST(Decode, MutatedInputsGiveAnImageOrACleanError) {
   auto p = Pipeline::Create(*spec, PipelineOptions());
   ASSERT_TRUE(p.ok());
   const std::vector<std::vector<uint8_t>> seeds = {
-      testing::Jpeg(320, 240, 1), SyntheticImage(200, 300, 2, 5, SyntheticFormat::kProgressiveJpeg),
+      testing::Jpeg(320, 240, 1),
+      SyntheticImage(200, 300, 2, 5, SyntheticFormat::kProgressiveJpeg),
       SyntheticImage(64, 64, 3, 5, SyntheticFormat::kGrayJpeg),
-      testing::SolidPng(50, 40, 4, 8, 1, 2, 3)};
+      testing::SolidPng(50, 40, 4, 8, 1, 2, 3),
+      Encoded(".ppm", 40, 30),
+      Encoded(".tiff", 40, 30),
+      Encoded(".webp", 40, 30),
+      Encoded(".webp", 40, 30, {cv::IMWRITE_WEBP_QUALITY, 101})};
   SampleRng rng(123, 0, 0, 0);
   int ok = 0, errors = 0;
-  for (int trial = 0; trial < 600; ++trial) {
+  for (int trial = 0; trial < 1200; ++trial) {
     std::vector<uint8_t> bytes = seeds[trial % seeds.size()];
     switch (trial % 3) {
       case 0:  // flip a few bits anywhere, headers included

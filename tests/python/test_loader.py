@@ -4,9 +4,11 @@ Run by ctest with Debian's /usr/bin/python3, PYTHONPATH=build/python and
 PREPFLOW_BUILD_DIR=build. Tests that need torch skip cleanly without it.
 """
 import gc
+import inspect
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -120,6 +122,14 @@ class Delivery(unittest.TestCase):
         with self.assertRaises(ValueError):
             loader(echo=0)
 
+    @needs_torch
+    def test_classes_and_class_to_idx_are_image_folders(self):
+        from torchvision.datasets import ImageFolder
+        folder = ImageFolder(DATA)
+        l = loader()
+        self.assertEqual(l.classes, folder.classes)
+        self.assertEqual(l.class_to_idx, folder.class_to_idx)
+
     def test_auto_echo_picks_each_epochs_factor_and_state_dict_keeps_it(self):
         # A pipeline whose stages before the echo boundary (decode, resize)
         # cost many times those after it, and a demand out of reach: after
@@ -204,6 +214,101 @@ class Resume(unittest.TestCase):
 
         with self.assertRaisesRegex(ValueError, "saved with batch_size=8"):
             loader(batch_size=4).load_state_dict(state)
+
+
+class Api(unittest.TestCase):
+    # `prepflow run` flags whose Python keyword has another name, and flags
+    # that are not keywords (with where their meaning lives in Python).
+    RENAMED = {"batch": "batch_size", "plugin": "plugins"}
+    NOT_KEYWORDS = {
+        "start-epoch": "set_epoch() / load_state_dict()",
+        "start-batch": "load_state_dict()",
+        "start-echo": "load_state_dict() (state_dict()'s echo)",
+        "json": "stats()",
+    }
+    # Keywords whose None stands for the flag's default (unset, "auto", "").
+    NONE_MEANS_DEFAULT = {"pipeline", "offload", "scheduler", "cache_at", "echo_at",
+                          "cache_dir", "index_cache_dir", "tls_ca", "tls_cert", "tls_key",
+                          "tls_server_name", "auth_token_file", "metrics_port"}
+    # Defaults that differ on purpose, and why.
+    DEFAULT_DIFFERS = {"epochs": "None: as many passes as the loop makes, as a DataLoader; "
+                                 "the CLI runs one"}
+
+    def cli_flags(self):
+        """{flag: default text or None} from `prepflow run --help`."""
+        out = subprocess.run([BIN / "prepflow", "run", "--help"], capture_output=True,
+                             text=True, check=True).stdout
+        flags = {}
+        for line in out.splitlines():
+            m = re.match(r"  --([a-z0-9-]+)\s.*?(?:\(default ([^)]*)\))?$", line)
+            if m:
+                flags[m.group(1)] = m.group(2)
+        self.assertGreater(len(flags), 50)
+        return flags
+
+    def test_every_run_flag_has_a_keyword_with_its_default(self):
+        params = inspect.signature(prepflow.Loader.__init__).parameters
+        for flag, default in self.cli_flags().items():
+            if flag in self.NOT_KEYWORDS:
+                continue
+            name = self.RENAMED.get(flag, flag.replace("-", "_"))
+            with self.subTest(flag=flag):
+                self.assertIn(name, params, f"--{flag} has no keyword {name}=")
+                py = params[name].default
+                if default is None or py is inspect.Parameter.empty or name in self.DEFAULT_DIFFERS:
+                    continue
+                if py is None:
+                    self.assertIn(name, self.NONE_MEANS_DEFAULT)
+                elif isinstance(py, bool):
+                    self.assertEqual(str(py).lower(), default)
+                elif isinstance(py, (int, float)):
+                    self.assertEqual(float(py), float(default))
+                elif isinstance(py, str):
+                    self.assertEqual(py, default)
+
+
+    def test_metrics_port_and_max_file_bytes(self):
+        import urllib.request
+        l = loader(metrics_port=0, epochs=1)
+        for _ in l:
+            pass
+        self.assertGreater(l.metrics_port, 0)
+        text = urllib.request.urlopen(f"http://127.0.0.1:{l.metrics_port}/metrics",
+                                      timeout=30).read().decode()
+        self.assertIn("prepflow_client_samples_total", text)
+        self.assertIsNone(loader().metrics_port)
+        # Every demo JPEG is over 100 bytes: each is refused, naming the limit.
+        small = loader(max_file_bytes=100, epochs=1)
+        for _ in small:
+            pass
+        st = small.stats()
+        self.assertEqual(st["errors"], 40)
+        self.assertIn("100", st["first_errors"][0]["error"])
+
+
+class Logging(unittest.TestCase):
+    def test_core_lines_go_to_the_prepflow_logger(self):
+        # auto with no workers: the core says it runs locally, at info.
+        with self.assertLogs("prepflow", level="INFO") as logs:
+            l = loader(offload="auto", epochs=1)
+            for _ in l:
+                pass
+        self.assertTrue(any("no workers given" in line for line in logs.output), logs.output)
+        # Silenced like any library's logger: nothing reaches stderr either.
+        script = ("import logging, prepflow\n"
+                  "logging.getLogger('prepflow').setLevel(logging.ERROR)\n"
+                  f"l = prepflow.Loader({str(DATA)!r}, offload='auto', batch_size=8)\n"
+                  "for _ in l: pass\n")
+        env = dict(os.environ)
+        env.pop("PREPFLOW_LOG_LEVEL", None)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=env, check=True)
+        self.assertNotIn("no workers given", out.stderr)
+        # Unconfigured, Python's last resort shows warnings only: still quiet.
+        script = script.replace("logging.getLogger('prepflow').setLevel(logging.ERROR)\n", "")
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=env, check=True)
+        self.assertNotIn("no workers given", out.stderr)
 
 
 class Errors(unittest.TestCase):

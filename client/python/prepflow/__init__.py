@@ -65,6 +65,31 @@ def _check_int(name, value, minimum):
         raise ValueError(f"{name}: must be at least {minimum}, got {value}")
 
 
+# The core logs through the logger "prepflow" (levels mapped from spdlog's:
+# trace, debug, info, warn, error, critical); its lines are collected in C++
+# and emitted here, on the calling thread, after each call into the core.
+_PY_LEVELS = (5, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, logging.CRITICAL)
+
+
+def _drain_logs():
+    lines, dropped = _prepflow.take_logs()
+    for level, text in lines:
+        _log.log(_PY_LEVELS[min(level, len(_PY_LEVELS) - 1)], "%s", text)
+    if dropped:
+        _log.warning("%d more lines from prepflow's core were dropped (over 1000 waiting)",
+                     dropped)
+
+
+def _follow_log_level():
+    """The core logs what the logger "prepflow" would show (PREPFLOW_LOG_LEVEL,
+    when set, decides instead)."""
+    if os.environ.get("PREPFLOW_LOG_LEVEL"):
+        return
+    level = _log.getEffectiveLevel()
+    spd = next((i for i, py in enumerate(_PY_LEVELS) if py >= level), len(_PY_LEVELS))
+    _prepflow.set_log_level(spd)
+
+
 def _labels(labels):
     """The scheduler's locality labels: a dict, or the CLI's "k=v,k2=v2"."""
     if labels is None:
@@ -232,9 +257,13 @@ class Loader:
                  storage_backoff_seconds=0.1, read_ahead_requests=64,
                  read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
                  cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
-                 echo_window=256, echo_bytes=512 << 20, max_echo=4):
+                 echo_window=256, echo_bytes=512 << 20, max_echo=4,
+                 max_file_bytes=256 << 20, metrics_port=None):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
+        _check_int("max_file_bytes", max_file_bytes, 1)
+        if metrics_port is not None:
+            _check_int("metrics_port", metrics_port, 0)
         _check_int("threads", threads, 0)
         _check_int("prefetch", prefetch, 1)
         _check_int("rank", rank, 0)
@@ -281,6 +310,8 @@ class Loader:
             labels=_labels(labels),
             max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
+            max_file_bytes=max_file_bytes,
+            metrics_port=-1 if metrics_port is None else metrics_port,
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
             hedge_after=float(hedge_after), fallback_local=bool(fallback_local),
             max_jpeg_scans=int(max_jpeg_scans),
@@ -423,13 +454,18 @@ class Loader:
         options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
                        epochs=remaining,
                        start_echo=self._echo if self._position > 0 else 0)
-        if self._device is not None and self._options.get("gpu_normalize"):
-            # The pinned batch memory is allocated now: on the loader's device,
-            # not on GPU 0 (which would make a context there in every rank).
-            with torch.cuda.device(self._device):
+        _follow_log_level()
+        try:
+            if self._device is not None and self._options.get("gpu_normalize"):
+                # The pinned batch memory is allocated now: on the loader's
+                # device, not on GPU 0 (which would make a context there in
+                # every rank).
+                with torch.cuda.device(self._device):
+                    self._core = _prepflow.Loader(options)
+            else:
                 self._core = _prepflow.Loader(options)
-        else:
-            self._core = _prepflow.Loader(options)
+        finally:
+            _drain_logs()
         self._core_at = (self._epoch, self._position)
         normalize = self._core.gpu_normalize
         if normalize is not None and self._normalizer is None:
@@ -459,12 +495,16 @@ class Loader:
             for key in ("seconds", "cpu_seconds", "wait_seconds", "errors", "reissued_items"):
                 self._finished[key] = self._finished.get(key, 0) + st[key]
         self._core, self._core_at, self._pending = None, None, None
+        _drain_logs()
 
     def _next_core_batch(self):
         if self._pending is not None:
             b, self._pending = self._pending, None
             return b
-        return self._core.next()
+        try:
+            return self._core.next()
+        finally:
+            _drain_logs()
 
     def _convert(self, b):
         if self._as_numpy:
@@ -558,12 +598,31 @@ class Loader:
     def job_id(self):
         return self._core.job_id
 
+    @property
+    def metrics_port(self):
+        """The port /metrics is served on (metrics_port=0 picks a free one);
+        None without metrics."""
+        port = self._core.metrics_port
+        return None if port < 0 else port
+
+    @property
+    def classes(self):
+        """The class names, indexed by label: as torchvision's ImageFolder
+        has them (its folder names, sorted), so labels mean the same."""
+        return list(self._core.classes)
+
+    @property
+    def class_to_idx(self):
+        """{class name: label}, as torchvision's ImageFolder has it."""
+        return {name: i for i, name in enumerate(self._core.classes)}
+
     def stats(self):
         """Counts and timings, as `prepflow run --json` reports them. `images`,
         `remote_images`, `local_images`, `batches` and `checksum` cover the
         batches handed out so far (over every epoch); timings and `errors` add
         up the loader's runs, which may have read a batch ahead."""
         st = self._core.stats() if self._core is not None else {}
+        _drain_logs()
         for key, value in self._finished.items():
             st[key] = st.get(key, 0) + value
         st["images"] = self._images

@@ -353,7 +353,13 @@ void PrintRunSummary(const LoaderStats& st, const absl::Status& status) {
         static_cast<long long>(st.remote_images), st.workers_alive, st.workers_total,
         static_cast<long long>(st.reissued_items));
   }
-  std::printf("%s", StagesTable(st.stages).c_str());
+  if (st.remote_images > 0) {
+    // Both sides: a remote run's stages here are mostly zeros.
+    std::printf("stages here:\n%sstages on the workers:\n%s", StagesTable(st.stages).c_str(),
+                StagesTable(st.remote_stages).c_str());
+  } else {
+    std::printf("%s", StagesTable(st.stages).c_str());
+  }
   std::fflush(stdout);  // before the next run's log lines on stderr
 }
 

@@ -387,6 +387,18 @@ TEST_F(CliTest, ProfileAndDemo) {
   EXPECT_EQ(d["local"]["remote_images"], 0);
   EXPECT_EQ(d["local"]["checksum"], d["checksum"]);
   EXPECT_TRUE(d["checksums_equal"].get<bool>());
+  // Without --json, the offloaded run shows what its stages cost on the
+  // workers, where they ran.
+  const CliRun text = Prepflow("demo --images 16 --threads 2", dir_);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  const size_t workers = text.out.find("stages on the workers:");
+  ASSERT_NE(workers, std::string::npos) << text.out;
+  const std::string table = text.out.substr(workers);
+  const size_t decode = table.find("decode");
+  ASSERT_NE(decode, std::string::npos);
+  double ms = 0;
+  ASSERT_EQ(std::sscanf(table.c_str() + decode, "decode %lf", &ms), 1);
+  EXPECT_GT(ms, 0);
 }
 
 // Files an attacker or a careless operator may leave in a dataset: a shard

@@ -89,8 +89,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
 
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   const int64_t size = dataset_->size();
-  samples_per_rank_ =
-      size / options_.world_size + (options_.rank < size % options_.world_size ? 1 : 0);
+  samples_per_rank_ = RankSamples(size, options_.rank, options_.world_size, options_.rank_split);
   echo_cap_ = options_.echo_auto ? options_.max_echo : options_.echo;
   {
     absl::MutexLock lock(&mu_);
@@ -468,8 +467,9 @@ Batch* Loader::StartBatch() {
       // and read storage again. The next epoch starts once the batches in
       // flight are complete (a pause of the pipeline's depth per epoch).
       if (next_epoch_ > options_.first_epoch && EpochStillLoading()) return nullptr;
-      order_ = EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
-                          options_.shuffle, options_.rank, options_.world_size);
+      order_ =
+          EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
+                     options_.shuffle, options_.rank, options_.world_size, options_.rank_split);
       order_copies_.clear();
       const int echo =
           epoch_echo_.count(next_epoch_) ? epoch_echo_[next_epoch_] : ChooseEpochEcho(next_epoch_);
@@ -725,6 +725,13 @@ LoaderStats Loader::Stats() const {
   st.remote_stages = runner_->RemoteStages();
   if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
   st.storage.Add(runner_->RemoteStorage());
+  const int64_t n = dataset_->size();
+  st.padded_samples_per_epoch =
+      samples_per_rank_ - RankSamples(n, options_.rank, options_.world_size, RankSplit::kUneven);
+  st.padded_samples_per_epoch = std::max<int64_t>(0, st.padded_samples_per_epoch);
+  st.dropped_samples_per_epoch = options_.rank_split == RankSplit::kDrop && options_.world_size > 1
+                                     ? n % options_.world_size
+                                     : 0;
   st.cache_at = cache_at_;
   st.echo_factor = echo_now_;
   st.echo_at = echo_at_;

@@ -82,6 +82,13 @@ absl::Status CheckNumbers(const LoaderOptions& o) {
 
 }  // namespace
 
+absl::StatusOr<RankSplit> ParseRankSplit(const std::string& name) {
+  if (name == "pad") return RankSplit::kPad;
+  if (name == "drop") return RankSplit::kDrop;
+  if (name == "uneven") return RankSplit::kUneven;
+  return Invalid("--rank-split: '", SafeText(name), "' is not pad, drop or uneven");
+}
+
 absl::StatusOr<OnError> ParseOnError(const std::string& name) {
   if (name == "skip") return OnError::kSkip;
   if (name == "fail") return OnError::kFail;

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "net/security.h"
+#include "pipeline/epoch_order.h"
 #include "pipeline/image_decode.h"
 #include "pipeline/sample.h"
 #include "pipeline/sample_cache.h"
@@ -30,6 +31,8 @@ namespace prepflow {
 
 enum class OnError { kSkip, kFail };
 absl::StatusOr<OnError> ParseOnError(const std::string& name);
+// "pad" | "drop" | "uneven" (pipeline/epoch_order.h's RankSplit).
+absl::StatusOr<RankSplit> ParseRankSplit(const std::string& name);
 
 // Where samples run. kOff: all local. kRemote: every sample's whole pipeline
 // on workers. kCut: stages [0, cut) on workers for a `remote_fraction` of the
@@ -61,6 +64,9 @@ struct LoaderOptions {
   bool drop_last = false;
   int rank = 0;
   int world_size = 1;
+  // When the dataset does not divide by world_size: pad (every rank the same
+  // number of samples and batches, as DistributedSampler), drop, or uneven.
+  RankSplit rank_split = RankSplit::kPad;
   int prefetch_batches = 2;  // raised as needed to keep remote workers busy
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;

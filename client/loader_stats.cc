@@ -150,6 +150,10 @@ std::vector<StatField<S>>* CacheFields() {
   return new std::vector<StatField<S>>{
       {"storage_bytes_read_per_epoch",
        [](const S& s) -> StatValue { return s.storage_bytes_read_per_epoch; }},
+      {"padded_samples_per_epoch",
+       [](const S& s) -> StatValue { return s.padded_samples_per_epoch; }},
+      {"dropped_samples_per_epoch",
+       [](const S& s) -> StatValue { return s.dropped_samples_per_epoch; }},
       {"storage_limit_here",
        [](const S& s) -> StatValue { return s.storage_limit_here; },
        "prepflow_client_storage_limit_bytes_per_second",

@@ -78,6 +78,10 @@ struct LoaderStats {
   // Per epoch of this run, from its first: bytes read from remote storage
   // for that epoch's samples, here and on the workers.
   std::vector<int64_t> storage_bytes_read_per_epoch;
+  // Ranks (--rank-split): this rank's samples per epoch that repeat another
+  // rank's (pad), and the job's samples per epoch no rank visits (drop).
+  int64_t padded_samples_per_epoch = 0;
+  int64_t dropped_samples_per_epoch = 0;
   // What storage gave while it bound the reads here and on the workers, in
   // bytes/s, as the planner learnt it (0: not seen binding).
   double storage_limit_here = 0;

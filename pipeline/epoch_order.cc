@@ -9,8 +9,31 @@
 
 namespace prepflow {
 
+namespace {
+
+// The entries of the permutation dealt to the ranks.
+int64_t DealtEntries(int64_t n, int world_size, RankSplit split) {
+  switch (split) {
+    case RankSplit::kPad:
+      return (n + world_size - 1) / world_size * world_size;
+    case RankSplit::kDrop:
+      return n / world_size * world_size;
+    case RankSplit::kUneven:
+      break;
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t RankSamples(int64_t n, int rank, int world_size, RankSplit split) {
+  if (world_size <= 1 || n == 0) return n;
+  const int64_t dealt = DealtEntries(n, world_size, split);
+  return dealt / world_size + (rank < dealt % world_size ? 1 : 0);
+}
+
 std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool shuffle, int rank,
-                                int world_size) {
+                                int world_size, RankSplit split) {
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), int64_t{0});
   if (shuffle) {
@@ -19,10 +42,12 @@ std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool s
       std::swap(order[i], order[rng.UniformInt(0, i)]);
     }
   }
-  if (world_size <= 1) return order;
+  if (world_size <= 1 || n == 0) return order;
+  const int64_t dealt = DealtEntries(n, world_size, split);
   std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(n / world_size + 1));
-  for (int64_t i = rank; i < n; i += world_size) mine.push_back(order[i]);
+  mine.reserve(static_cast<size_t>(dealt / world_size + 1));
+  // Padding wraps around to the permutation's first entries.
+  for (int64_t i = rank; i < dealt; i += world_size) mine.push_back(order[i % n]);
   return mine;
 }
 

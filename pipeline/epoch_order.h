@@ -7,13 +7,30 @@
 
 namespace prepflow {
 
+// How a dataset that does not divide by the ranks is shared among them.
+enum class RankSplit {
+  // As torch's DistributedSampler (drop_last=False): the permutation is
+  // padded with its own first entries to a multiple of world_size, so every
+  // rank visits ceil(n / world_size) samples; a padded entry repeats a
+  // sample another rank visits (never one of its own, since padding is
+  // shorter than world_size when n >= world_size).
+  kPad,
+  // As DistributedSampler(drop_last=True): the permutation's last
+  // n % world_size entries are left out: floor(n / world_size) each.
+  kDrop,
+  // Every index once: rank sizes differ by one (ranks may then run a
+  // different number of batches).
+  kUneven,
+};
+
 // The sample indices rank `rank` of `world_size` visits in `epoch`: a
 // permutation of [0, n) drawn from (seed, epoch) (the identity when !shuffle),
-// of which the rank takes every world_size-th entry starting at `rank`. Every
-// index goes to exactly one rank; rank sizes differ by at most one.
-// REQUIRES: 0 <= rank < world_size, n >= 0.
+// shared as `split` says, of which the rank takes every world_size-th entry
+// starting at `rank`. REQUIRES: 0 <= rank < world_size, n >= 0.
 std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool shuffle, int rank,
-                                int world_size);
+                                int world_size, RankSplit split = RankSplit::kUneven);
+// How many samples rank `rank` visits per epoch under `split`.
+int64_t RankSamples(int64_t n, int rank, int world_size, RankSplit split);
 
 // Data echoing: expands `order` so that each sample appears `factor` times,
 // as copies 0 .. factor-1 (`*copies`, parallel to `*order`), spread by a

@@ -151,7 +151,7 @@ struct RunFlags {
   int max_jpeg_scans = kDefaultMaxJpegScans;
   bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
-  std::string scheduler, labels, plugins;
+  std::string scheduler, labels, plugins, rank_split = "pad";
   double weight = 1, max_remote_cores = 0;
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0, hedge_after = 3;
   int item_samples = 8;
@@ -189,6 +189,10 @@ struct RunFlags {
     f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
     f.Int("world-size", &world_size, "number of ranks");
+    f.String("rank-split", &rank_split,
+             "when the dataset does not divide by --world-size: pad (every rank the same "
+             "samples and batches, repeating a few, as DistributedSampler), drop (leave the "
+             "rest out) or uneven (every sample once; ranks differ by one)");
     f.Int("prefetch", &prefetch, "batches prepared ahead of the trainer");
     f.String(
         "offload", &offload,
@@ -270,6 +274,9 @@ struct RunFlags {
     o.drop_last = drop_last;
     o.rank = rank;
     o.world_size = world_size;
+    auto split = ParseRankSplit(rank_split);
+    if (!split.ok()) return split.status();
+    o.rank_split = *split;
     o.prefetch_batches = prefetch;
     if (!offload.empty()) {
       auto mode = ParseOffload(offload);

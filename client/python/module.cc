@@ -96,6 +96,9 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.drop_last = Get<bool>(d, "drop_last", false);
   o.rank = Get<int>(d, "rank", 0);
   o.world_size = Get<int>(d, "world_size", 1);
+  auto split = ParseRankSplit(Get<std::string>(d, "rank_split", "pad"));
+  if (!split.ok()) Raise(split.status());
+  o.rank_split = *split;
   o.prefetch_batches = Get<int>(d, "prefetch", 2);
   auto on_error = ParseOnError(Get<std::string>(d, "on_error", "skip"));
   if (!on_error.ok()) Raise(on_error.status());

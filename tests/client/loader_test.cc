@@ -123,6 +123,54 @@ TEST_F(LoaderTest, RanksPartitionTheDatasetAndTheirChecksumsAddUp) {
   EXPECT_EQ(sum, whole.stats.checksum);
 }
 
+// 30 samples over 4 ranks: padded (the default, as DistributedSampler),
+// every rank runs the same 8 samples and batches, and together they cover
+// the dataset once plus 2 repeats, reported by the ranks that take them;
+// dropped, 7 each and 2 left out; uneven, 8, 8, 7, 7 and each sample once.
+TEST_F(LoaderTest, RanksRunTheSameNumberOfBatchesUnlessUnevenIsAsked) {
+  for (const RankSplit split : {RankSplit::kPad, RankSplit::kDrop, RankSplit::kUneven}) {
+    std::multiset<int64_t> seen;
+    std::vector<size_t> batches;
+    int64_t padded = 0;
+    for (int rank = 0; rank < 4; ++rank) {
+      LoaderOptions o = Options();
+      o.batch_size = 3;
+      o.epochs = 2;
+      o.rank = rank;
+      o.world_size = 4;
+      o.rank_split = split;
+      const Result r = Drain(o);
+      ASSERT_TRUE(r.status.ok()) << r.status;
+      batches.push_back(r.batch_sizes.size());
+      // Each epoch: no index twice within a rank.
+      const std::vector<int64_t> first(r.indices.begin(), r.indices.begin() + r.indices.size() / 2);
+      EXPECT_EQ(std::set<int64_t>(first.begin(), first.end()).size(), first.size());
+      seen.insert(first.begin(), first.end());
+      padded += r.stats.padded_samples_per_epoch;
+      if (split == RankSplit::kDrop) {
+        EXPECT_EQ(r.stats.dropped_samples_per_epoch, 2);
+      }
+    }
+    const std::set<int64_t> distinct(seen.begin(), seen.end());
+    if (split == RankSplit::kPad) {
+      EXPECT_EQ(batches, (std::vector<size_t>(4, 2 * 3)));  // 8 samples: 3 batches an epoch
+      EXPECT_EQ(seen.size(), 32u);
+      EXPECT_EQ(distinct.size(), 30u);
+      EXPECT_EQ(padded, 2);
+    } else if (split == RankSplit::kDrop) {
+      EXPECT_EQ(batches, (std::vector<size_t>(4, 2 * 3)));  // 7 samples: 3 batches
+      EXPECT_EQ(seen.size(), 28u);
+      EXPECT_EQ(distinct.size(), 28u);
+      EXPECT_EQ(padded, 0);
+    } else {
+      EXPECT_EQ(seen.size(), 30u);
+      EXPECT_EQ(distinct.size(), 30u);
+    }
+  }
+  EXPECT_THAT(ParseRankSplit("even").status().message(),
+              HasSubstr("--rank-split: 'even' is not pad, drop or uneven"));
+}
+
 TEST_F(LoaderTest, ResumingDeliversExactlyTheRest) {
   LoaderOptions o = Options();
   o.epochs = 2;

@@ -82,6 +82,33 @@ TEST(EpochOrder, IsASeededPermutation) {
   EXPECT_EQ(plain, (std::vector<int64_t>{0, 1, 2, 3, 4}));
 }
 
+TEST(EpochOrder, PaddedAndDroppedRanksAreEven) {
+  for (int world : {2, 3, 7}) {
+    for (int64_t n : {0, 1, 10, 1001}) {
+      std::vector<int> padded(n), dropped(n);
+      for (int rank = 0; rank < world; ++rank) {
+        const std::vector<int64_t> pad = EpochOrder(n, 5, 2, true, rank, world, RankSplit::kPad);
+        const std::vector<int64_t> drop = EpochOrder(n, 5, 2, true, rank, world, RankSplit::kDrop);
+        EXPECT_EQ(static_cast<int64_t>(pad.size()), (n + world - 1) / world);
+        EXPECT_EQ(static_cast<int64_t>(drop.size()), n / world);
+        EXPECT_EQ(static_cast<int64_t>(pad.size()), RankSamples(n, rank, world, RankSplit::kPad));
+        EXPECT_EQ(static_cast<int64_t>(drop.size()), RankSamples(n, rank, world, RankSplit::kDrop));
+        for (int64_t i : pad) ++padded[i];
+        for (int64_t i : drop) ++dropped[i];
+      }
+      int64_t repeats = 0, left_out = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_GE(padded[i], 1) << "n=" << n << " world=" << world;
+        repeats += padded[i] - 1;
+        ASSERT_LE(dropped[i], 1);
+        left_out += dropped[i] == 0;
+      }
+      EXPECT_EQ(repeats, n == 0 ? 0 : (n + world - 1) / world * world - n);
+      EXPECT_EQ(left_out, n % world);
+    }
+  }
+}
+
 TEST(EpochOrder, RanksCoverEverySampleExactlyOnce) {
   for (int world : {1, 2, 3, 7}) {
     for (int64_t n : {0, 1, 10, 1001}) {

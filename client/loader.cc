@@ -87,7 +87,10 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   batch_ops_ = *std::move(batch_ops);
   if (absl::Status s = OpenCache(); !s.ok()) return s;
 
-  const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
+  // By default the threads of this rank's share of the machine.
+  const int threads = options_.threads > 0
+                          ? options_.threads
+                          : std::max(1, AvailableCpus() / std::max(1, options_.local_ranks));
   const int64_t size = dataset_->size();
   samples_per_rank_ = RankSamples(size, options_.rank, options_.world_size, options_.rank_split);
   echo_cap_ = options_.echo_auto ? options_.max_echo : options_.echo;
@@ -382,7 +385,10 @@ double Loader::WantedRemoteCores() const {
 
 int Loader::threads() const { return runner_->threads(); }
 
-double Loader::LocalCores() const { return std::min<double>(runner_->threads(), EffectiveCpus()); }
+double Loader::LocalCores() const {
+  // Ranks on this machine share its CPUs: the planner's L adds up to them.
+  return std::min<double>(runner_->threads(), EffectiveCpus() / std::max(1, options_.local_ranks));
+}
 
 int Loader::ItemSamples(int cut, int64_t item_bytes_limit) const {
   // As many as fit the smallest item the workers take, from the bound on one

@@ -145,9 +145,46 @@ std::string OffloadModeString(const OffloadMode& mode) {
   return "?";
 }
 
+namespace {
+
+// The integer in environment variable `name`: nullopt when unset or empty,
+// InvalidArgument naming it when not a number.
+absl::StatusOr<std::optional<int>> EnvInt(const char* name) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return std::optional<int>();
+  int value = 0;
+  if (!absl::SimpleAtoi(env, &value))
+    return Invalid(name, ": '", SafeText(env), "' is not a number");
+  return std::optional<int>(value);
+}
+
+// The ranks: from the launcher's environment where the job named none.
+absl::Status ApplyRankEnvironment(LoaderOptions* o) {
+  auto world = EnvInt("WORLD_SIZE");
+  auto rank = EnvInt("RANK");
+  auto local = EnvInt("LOCAL_WORLD_SIZE");
+  for (const auto* v : {&world, &rank, &local}) {
+    if (!v->ok()) return v->status();
+  }
+  if (o->rank == 0 && o->world_size == 1 && world->has_value() && **world > 1) {
+    if (!rank->has_value() || **rank < 0 || **rank >= **world) {
+      return Invalid("RANK/WORLD_SIZE: need 0 <= RANK < WORLD_SIZE, got ",
+                     rank->has_value() ? absl::StrCat(**rank) : "no RANK", "/", **world);
+    }
+    o->rank = **rank;
+    o->world_size = **world;
+  }
+  if (o->local_ranks == 0) o->local_ranks = local->has_value() ? **local : 1;
+  if (o->local_ranks < 1) return Invalid("--local-ranks (LOCAL_WORLD_SIZE): must be at least 1");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
   if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
   LoaderOptions resolved = options;
+  if (absl::Status s = ApplyRankEnvironment(&resolved); !s.ok()) return s;
   if (!resolved.offload.has_value()) {
     resolved.offload = OffloadMode();
     if (const char* env = std::getenv("PREPFLOW_OFFLOAD"); env != nullptr && *env != '\0') {

@@ -67,6 +67,10 @@ struct LoaderOptions {
   // When the dataset does not divide by world_size: pad (every rank the same
   // number of samples and batches, as DistributedSampler), drop, or uneven.
   RankSplit rank_split = RankSplit::kPad;
+  // Ranks of this job on this machine, which share its CPUs: each plans with
+  // (and by default runs threads on) its share. 0: $LOCAL_WORLD_SIZE (set by
+  // torchrun), else 1.
+  int local_ranks = 0;
   int prefetch_batches = 2;  // raised as needed to keep remote workers busy
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
@@ -146,7 +150,9 @@ struct LoaderOptions {
 };
 
 // LoaderOptions after validation, with the environment applied: `offload` is
-// set, and `scheduler` holds PREPFLOW_SCHEDULER where it applies.
+// set, and `scheduler` holds PREPFLOW_SCHEDULER where it applies; under a
+// launcher such as torchrun, RANK and WORLD_SIZE give the rank of a job that
+// names none (rank 0 of 1), and LOCAL_WORLD_SIZE `local_ranks` when it is 0.
 // Errors: InvalidArgument naming the flag (or environment variable) and the
 // value at fault.
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options);

@@ -152,6 +152,7 @@ struct RunFlags {
   bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
   std::string scheduler, labels, plugins, rank_split = "pad";
+  int local_ranks = 0;
   double weight = 1, max_remote_cores = 0;
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0, hedge_after = 3;
   int item_samples = 8;
@@ -189,6 +190,9 @@ struct RunFlags {
     f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
     f.Int("world-size", &world_size, "number of ranks");
+    f.Int("local-ranks", &local_ranks,
+          "ranks of this job on this machine, sharing its CPUs (each plans with its share; "
+          "0: $LOCAL_WORLD_SIZE, set by torchrun, else 1)");
     f.String("rank-split", &rank_split,
              "when the dataset does not divide by --world-size: pad (every rank the same "
              "samples and batches, repeating a few, as DistributedSampler), drop (leave the "
@@ -277,6 +281,7 @@ struct RunFlags {
     auto split = ParseRankSplit(rank_split);
     if (!split.ok()) return split.status();
     o.rank_split = *split;
+    o.local_ranks = local_ranks;
     o.prefetch_batches = prefetch;
     if (!offload.empty()) {
       auto mode = ParseOffload(offload);

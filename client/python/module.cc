@@ -99,6 +99,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   auto split = ParseRankSplit(Get<std::string>(d, "rank_split", "pad"));
   if (!split.ok()) Raise(split.status());
   o.rank_split = *split;
+  o.local_ranks = Get<int>(d, "local_ranks", 0);
   o.prefetch_batches = Get<int>(d, "prefetch", 2);
   auto on_error = ParseOnError(Get<std::string>(d, "on_error", "skip"));
   if (!on_error.ok()) Raise(on_error.status());

@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
+#include "pipeline/executor.h"
 #include "pipeline/synthetic.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
@@ -360,6 +361,44 @@ TEST(Loader, WorkersComeFromTheEnvironmentWhenOffloadingIsOn) {
   o.offload = *ParseOffload("remote");
   EXPECT_THAT(ResolveOptions(o).status().message(), HasSubstr("PREPFLOW_WORKERS: "));
   unsetenv("PREPFLOW_WORKERS");
+}
+
+// Under torchrun a job that names no rank takes RANK and WORLD_SIZE, and
+// LOCAL_WORLD_SIZE ranks share the machine's CPUs: threads and the planner's
+// cores are each rank's share.
+TEST(Loader, RanksComeFromTheLaunchersEnvironment) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
+  setenv("WORLD_SIZE", "3", 1);
+  setenv("RANK", "2", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  auto resolved = ResolveOptions(o);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->rank, 2);
+  EXPECT_EQ(resolved->world_size, 3);
+  EXPECT_EQ(resolved->local_ranks, 2);
+  auto loader = Loader::Create(o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ((*loader)->threads(), std::max(1, AvailableCpus() / 2));
+  EXPECT_EQ((*loader)->samples_per_epoch(), 2);  // 4 samples padded to 6 over 3 ranks
+  // A job that names its ranks keeps them; --local-ranks wins over the
+  // variable.
+  o.rank = 0;
+  o.world_size = 2;
+  o.local_ranks = 1;
+  EXPECT_EQ(ResolveOptions(o)->world_size, 2);
+  EXPECT_EQ(ResolveOptions(o)->local_ranks, 1);
+  // Bad values name the variable.
+  o.world_size = 1;
+  setenv("RANK", "3", 1);
+  EXPECT_THAT(ResolveOptions(o).status().message(),
+              HasSubstr("RANK/WORLD_SIZE: need 0 <= RANK < WORLD_SIZE, got 3/3"));
+  setenv("WORLD_SIZE", "many", 1);
+  EXPECT_THAT(ResolveOptions(o).status().message(), HasSubstr("WORLD_SIZE: 'many' is not"));
+  unsetenv("WORLD_SIZE");
+  unsetenv("RANK");
+  unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(ResolveOptions(o)->local_ranks, 1);
 }
 
 std::atomic<int> allocations{0}, frees{0};

@@ -258,7 +258,8 @@ class Loader:
                  read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
                  cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
                  echo_window=256, echo_bytes=512 << 20, max_echo=4,
-                 max_file_bytes=256 << 20, metrics_port=None, rank_split="pad"):
+                 max_file_bytes=256 << 20, metrics_port=None, rank_split="pad",
+                 local_ranks=0):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("max_file_bytes", max_file_bytes, 1)
@@ -310,7 +311,7 @@ class Loader:
             labels=_labels(labels),
             max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
-            max_file_bytes=max_file_bytes, rank_split=rank_split,
+            max_file_bytes=max_file_bytes, rank_split=rank_split, local_ranks=local_ranks,
             metrics_port=-1 if metrics_port is None else metrics_port,
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
             hedge_after=float(hedge_after), fallback_local=bool(fallback_local),

@@ -40,13 +40,12 @@ class CMakeBuild(build_ext):
         build = pathlib.Path(os.environ.get("PREPFLOW_PIP_BUILD_DIR") or ROOT / "build" / f"pip-{abi}")
         configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DPython_EXECUTABLE={sys.executable}"]
-        if shutil.which("ninja"):
+        # The generator is chosen once, when the folder is first configured.
+        if shutil.which("ninja") and not (build / "CMakeCache.txt").exists():
             configure += ["-G", "Ninja"]
         if shutil.which("ccache"):
             configure += ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
                           "-DCMAKE_C_COMPILER_LAUNCHER=ccache"]
-        if (build / "CMakeCache.txt").exists():
-            configure = [a for a in configure if a not in ("-G", "Ninja")]
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
         subprocess.run(["cmake", "--build", str(build), "--target", "_prepflow",

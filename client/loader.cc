@@ -209,8 +209,10 @@ absl::Status Loader::OpenCache() {
 }
 
 void Loader::PrefetchLocal(uint64_t epoch, absl::Span<const int64_t> indices) const {
-  std::vector<int64_t> wanted(indices.begin(), indices.end());
-  if (cache_ != nullptr) wanted = cache_->NotHeld(wanted);
+  if (cache_ == nullptr && echo_cap_ <= 1) return dataset_->Prefetch(indices);  // nothing to filter
+  std::vector<int64_t> wanted = cache_ != nullptr
+                                    ? cache_->NotHeld(indices)
+                                    : std::vector<int64_t>(indices.begin(), indices.end());
   // An echoed copy whose sample an earlier copy loads (or loaded) is not
   // read again: its read would go unused, and cost the link.
   if (echo_cap_ > 1) wanted = runner_->NotLoaded(epoch, wanted);
@@ -731,13 +733,15 @@ LoaderStats Loader::Stats() const {
   st.remote_stages = runner_->RemoteStages();
   if (dataset_->store() != nullptr) st.storage = dataset_->store()->stats();
   st.storage.Add(runner_->RemoteStorage());
+  // Against the split that deals every sample once: the repeats this rank
+  // takes (pad), and what no rank takes (drop).
   const int64_t n = dataset_->size();
-  st.padded_samples_per_epoch =
-      samples_per_rank_ - RankSamples(n, options_.rank, options_.world_size, RankSplit::kUneven);
-  st.padded_samples_per_epoch = std::max<int64_t>(0, st.padded_samples_per_epoch);
-  st.dropped_samples_per_epoch = options_.rank_split == RankSplit::kDrop && options_.world_size > 1
-                                     ? n % options_.world_size
-                                     : 0;
+  const int64_t once = RankSamples(n, options_.rank, options_.world_size, RankSplit::kUneven);
+  if (options_.rank_split == RankSplit::kPad)
+    st.padded_samples_per_epoch = samples_per_rank_ - once;
+  if (options_.rank_split == RankSplit::kDrop && options_.world_size > 1) {
+    st.dropped_samples_per_epoch = n % options_.world_size;
+  }
   st.cache_at = cache_at_;
   st.echo_factor = echo_now_;
   st.echo_at = echo_at_;

@@ -172,13 +172,16 @@ void SampleRunner::TakeRemote(const RemoteItem& item,
     remote_storage_.errors += cost.errors();
     if (cost.bytes() > 0) storage_by_epoch_[item.batch->epoch()] += cost.bytes();
   }
-  // Its reads' waits, when plausible (at most a minute a sample).
+  // Its reads' waits and bytes, taken together when both are plausible: at
+  // most a minute and the largest file the dataset admits per sample (a
+  // worker's word on them feeds the planner's storage terms).
   const double wait = result.read_wait_seconds();
-  if (wait > 0 && wait <= 60.0 * std::max(1, result.samples_size())) {
+  const int64_t samples = std::max(1, result.samples_size());
+  if (wait >= 0 && wait <= 60.0 * samples && result.read_bytes() >= 0 &&
+      result.read_bytes() <= samples * max_sample_bytes_[0]) {
     remote_read_wait_nanos_.fetch_add(static_cast<int64_t>(wait * 1e9), std::memory_order_relaxed);
+    remote_read_bytes_.fetch_add(result.read_bytes(), std::memory_order_relaxed);
   }
-  remote_read_bytes_.fetch_add(std::max<int64_t>(0, result.read_bytes()),
-                               std::memory_order_relaxed);
   if (result.has_cache()) {
     remote_cache_hits_.fetch_add(std::max<int64_t>(0, result.cache().hits()),
                                  std::memory_order_relaxed);

@@ -13,6 +13,11 @@ namespace {
 // What the re-planner asks for when it scores the pool as its own.
 constexpr double kUnlimitedCores = 1e6;
 
+// The share of `cores` that `cpu_seconds` kept busy over `seconds`.
+double Busy(double cpu_seconds, double seconds, double cores) {
+  return cpu_seconds / (seconds * std::max(cores, 0.01));
+}
+
 // The largest relative change between two plan inputs, and what it was.
 std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
   std::pair<double, std::string> worst = {0, ""};
@@ -159,16 +164,15 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
     const int64_t results = w.results - lw.start.results;
     if (seconds < 1 || results < 4) continue;
     const double rate = (w.received_bytes - lw.start.received_bytes) / seconds;
-    const double here_busy = (s.process_cpu_nanos - lw.start_cpu_nanos) * 1e-9 /
-                             (seconds * std::max(s.local_cores, 0.01));
+    const double here_busy =
+        Busy((s.process_cpu_nanos - lw.start_cpu_nanos) * 1e-9, seconds, s.local_cores);
     ReplanState::Link& link = lw.link;
     link.ingest_rate = rate;
     if (LinkBound(w, lw.start, seconds, rate, here_busy)) {
       if (link.limit == 0 && notes != nullptr) {
         notes->push_back(absl::StrFormat(
             "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy)", w.name,
-            rate / 1e6,
-            100 * (w.cpu_seconds - lw.start.cpu_seconds) / (seconds * std::max(w.cores, 0.01))));
+            rate / 1e6, 100 * Busy(w.cpu_seconds - lw.start.cpu_seconds, seconds, w.cores)));
       }
       link.limit = link.limit > 0 ? 0.5 * (link.limit + rate) : rate;
     } else if (link.limit > 0 && rate > link.limit) {
@@ -182,7 +186,7 @@ bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, doub
                           double rate, double here_busy) const {
   const int64_t results = w.results - start.results;
   if (results <= 0) return false;
-  const double busy = (w.cpu_seconds - start.cpu_seconds) / (seconds * std::max(w.cores, 0.01));
+  const double busy = Busy(w.cpu_seconds - start.cpu_seconds, seconds, w.cores);
   const double saturated = static_cast<double>(w.saturated_results - start.saturated_results) /
                            static_cast<double>(results);
   // A busy process could be slow to take results off the wire, but only if
@@ -222,7 +226,7 @@ void Replanner::FoldIngest(const Snapshot& s) {
   if (seconds < 1 || results < 4) return;
   const double rate = bytes / seconds;
   const double here_busy =
-      (s.process_cpu_nanos - iw.start_cpu_nanos) * 1e-9 / (seconds * std::max(s.local_cores, 0.01));
+      Busy((s.process_cpu_nanos - iw.start_cpu_nanos) * 1e-9, seconds, s.local_cores);
   // Every usable worker answered, and every link bound.
   bool all_bound = !iw.start.empty();
   for (const WorkerTotals& w : s.workers) {
@@ -236,9 +240,7 @@ void Replanner::FoldIngest(const Snapshot& s) {
   } else if (iw.limit > 0 && rate > iw.limit) {
     iw.limit = rate;
   }
-  const double limit = iw.limit;
-  open();
-  iw.limit = limit;
+  open();  // the next window (the limit stays)
 }
 
 bool Replanner::LinksMeasured(const Snapshot& s) const {
@@ -260,7 +262,7 @@ bool Replanner::FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, 
   const double seconds = (now - w.start_nanos) * 1e-9;
   if (seconds < 1 || reads - w.reads < 4) return false;
   const double rate = (bytes - w.bytes) / seconds;
-  const double waiting = (wait_seconds - w.wait_seconds) / (seconds * std::max(readers, 1.0));
+  const double waiting = Busy(wait_seconds - w.wait_seconds, seconds, std::max(readers, 1.0));
   const bool first = waiting >= 0.5 && w.limit == 0;
   if (waiting >= 0.5) {
     w.limit = w.limit > 0 ? 0.5 * (w.limit + rate) : rate;

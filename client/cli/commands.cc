@@ -202,7 +202,8 @@ struct RunFlags {
         "offload", &offload,
         "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, else off)");
     f.Double("demand", &demand,
-             "samples/s the trainer consumes, for --offload auto (0: measured; unlimited here)");
+             "samples/s the trainer consumes, for --offload auto and --echo auto (0: measured; "
+             "unlimited here)");
     f.Double("bandwidth-mbps", &bandwidth_mbps,
              "network into this trainer in Mbit/s, for --offload auto (0: unlimited)");
     f.String("workers", &workers, "prepflow-worker addresses, host:port,...");

@@ -1,6 +1,11 @@
 // SampleRunner without workers: what it takes from a worker's answer.
 #include "client/sample_runner.h"
 
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "pipeline/synthetic.h"
@@ -31,8 +36,11 @@ class SampleRunnerTest : public ::testing::Test {
 
   // A worker's answer for sample `slot` at the last cut, with the given
   // stage costs from `first_stage` on.
-  void Answer(int64_t slot, int first_stage, int costs, bool cache_hit = false) {
+  void Answer(int64_t slot, int first_stage, int costs, bool cache_hit = false,
+              double read_wait = 0, int64_t read_bytes = 0) {
     auto answer = std::make_shared<ReceivedMessage>();
+    answer->message.mutable_result()->set_read_wait_seconds(read_wait);
+    answer->message.mutable_result()->set_read_bytes(read_bytes);
     proto::SampleResult* r = answer->message.mutable_result()->add_samples();
     r->set_index(batch_->index_at(slot));
     r->set_first_stage(first_stage);
@@ -69,6 +77,28 @@ TEST_F(SampleRunnerTest, AWorkersStageCostsCountOnlyWhereTheyNameStagesTheItemRa
   EXPECT_EQ(RemoteSamples(3), 2);
   EXPECT_EQ(RemoteSamples(4), 2);
   EXPECT_TRUE(batch_->complete());
+}
+
+// What a worker says its reads waited and read feeds the planner's storage
+// terms: taken when plausible, and a lie (negative, NaN, infinite, more
+// than a minute or more bytes than the dataset admits per sample) is not.
+TEST_F(SampleRunnerTest, AWorkersReadReportCountsOnlyWhenPlausible) {
+  auto measured = [&] {
+    policy::Snapshot s;
+    runner_->Measure(&s);
+    return std::make_pair(s.remote_read_wait_seconds, s.remote_read_bytes);
+  };
+  Answer(0, 0, 4, false, 0.25, 30000);
+  EXPECT_EQ(measured(), std::make_pair(0.25, 30000.0));
+  Answer(1, 0, 4, false, -1, 100);
+  Answer(2, 0, 4, false, std::nan(""), 100);
+  Answer(3, 0, 4, false, std::numeric_limits<double>::infinity(), 100);
+  EXPECT_EQ(measured(), std::make_pair(0.25, 30000.0));
+  batch_->Reset(0, 0, std::vector<int64_t>{0, 1, 2, 3});
+  Answer(0, 0, 4, false, 61, 100);
+  Answer(1, 0, 4, false, 0.1, -5);
+  Answer(2, 0, 4, false, 0.1, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(measured(), std::make_pair(0.25, 30000.0));
 }
 
 }  // namespace

@@ -432,12 +432,12 @@ TEST(Replanner, ASharedIngestLinkIsNotOverCountedWhenOneWorkerGoesQuiet) {
     return s;
   };
   r.Update(at(1, 100, 0, 0, 0, 0), nullptr);
-  r.Update(at(2, 200, 1e6, 1, 1e6, 1), nullptr);       // the windows open
+  r.Update(at(2, 200, 1e6, 1, 1e6, 1), nullptr);        // the windows open
   r.Update(at(3.5, 300, 16e6, 11, 16e6, 11), nullptr);  // both at 10 MB/s
   EXPECT_DOUBLE_EQ(r.State().links.at(7).limit, 10e6);
   EXPECT_DOUBLE_EQ(r.State().links.at(8).limit, 10e6);
   r.Invalidate();
-  r.Update(at(5, 400, 46e6, 31, 16e6, 11), nullptr);  // only w:1, at 20 MB/s
+  r.Update(at(5, 400, 46e6, 31, 16e6, 11), nullptr);    // only w:1, at 20 MB/s
   EXPECT_DOUBLE_EQ(r.State().links.at(7).limit, 15e6);  // averaged with 20
   r.Invalidate();
   r.Update(at(6.5, 500, 76e6, 51, 16e6, 11), nullptr);

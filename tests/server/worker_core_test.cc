@@ -283,6 +283,14 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   copies.add_copies(70000);
   EXPECT_THAT(core_->Submit(*a, copies, [](ItemOutput) {}).message(),
               HasSubstr("copy 70000 is not below 65536"));
+  // An item's echo factor (--echo auto) is at most the job's cap (here a
+  // job without echoing: 1).
+  proto::WorkItem echoed;
+  echoed.set_cut(1);
+  echoed.add_indices(0);
+  echoed.set_echo(4);
+  EXPECT_THAT(core_->Submit(*a, echoed, [](ItemOutput) {}).message(),
+              HasSubstr("echo 4 is over the job's 1"));
   // And a job's echo fields.
   proto::JobOpen echo = Open(root_ + "/data");
   echo.set_echo(1 << 20);

@@ -62,8 +62,17 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   auto security = LoadSecurity(options_.security);
   if (!security.ok()) return security.status();
   security_ = *std::move(security);
-  SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
-  job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
+  job_id_ = options_.job;
+  if (job_id_.empty()) {  // a job of its own
+    SampleRng id_rng(static_cast<uint64_t>(WallNanos()), 0, static_cast<uint64_t>(getpid()), 0);
+    job_id_ = absl::StrFormat("job-%016x", id_rng.NextU64());
+    if (options_.world_size > 1 && (!options_.workers.empty() || !options_.scheduler.empty())) {
+      spdlog::warn(
+          "rank {} of {} names no job (--job, PREPFLOW_JOB): workers and the scheduler "
+          "see each rank as a job of its own",
+          options_.rank, options_.world_size);
+    }
+  }
   if (absl::Status s = OpenPipeline(); !s.ok()) return s;
   if (!options_.dataset.has_materialized()) {
     if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
@@ -222,6 +231,8 @@ void Loader::PrefetchLocal(uint64_t epoch, absl::Span<const int64_t> indices) co
 proto::JobOpen Loader::JobOpenMessage() const {
   proto::JobOpen open;
   open.set_job_id(job_id_);
+  open.set_rank(options_.rank);
+  open.set_world_size(options_.world_size);
   *open.mutable_dataset() = options_.dataset;
   // Workers see the dataset on shared storage under the same absolute path
   // (a shard pattern names no file: it is made absolute as written), or
@@ -254,7 +265,8 @@ void Loader::MakeReplanner() {
   ro.drift = options_.replan_drift;
   ro.gain = options_.replan_gain;
   ro.demand = options_.demand;
-  ro.bandwidth = options_.bandwidth;
+  // The machine's link, shared by its ranks like its cores.
+  ro.bandwidth = options_.bandwidth / std::max(1, options_.local_ranks);
   ro.link_wait_seconds = options_.replan_link_wait_seconds;
   absl::MutexLock lock(&mu_);
   replanner_ = std::make_unique<policy::Replanner>(ro, placement_);
@@ -287,6 +299,9 @@ absl::Status Loader::StartRemote() {
   po.worker_timeout_seconds = options_.worker_timeout_seconds;
   po.connect_timeout_seconds = options_.connect_timeout_seconds;
   po.hedge_after = options_.hedge_after;
+  // A named job's ranks share its workers (the same --workers on every
+  // rank): each plans with its part of them.
+  if (!options_.job.empty()) po.static_share = 1.0 / options_.world_size;
   RemotePool::Callbacks callbacks;
   callbacks.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                             const std::string& address) {
@@ -314,8 +329,9 @@ absl::Status Loader::StartRemote() {
   remote_ = std::make_unique<RemotePool>(po, JobOpenMessage(), std::move(factory),
                                          std::move(callbacks), WallNanos);
   if (!options_.scheduler.empty()) {
-    SchedulerGrants::Options go{options_.scheduler, job_id_, options_.scheduler_weight,
-                                options_.labels};
+    SchedulerGrants::Options go{
+        options_.scheduler,        job_id_,        options_.rank, options_.world_size,
+        options_.scheduler_weight, options_.labels};
     grants_ = std::make_unique<SchedulerGrants>(go, security_, remote_.get(),
                                                 [this] { return WantedRemoteCores(); });
   }
@@ -722,11 +738,13 @@ LoaderStats Loader::Stats() const {
   }
   if (remote_) AddRemoteStats(plan, &st);
   st.scheduler = options_.scheduler;
+  st.local_cores = LocalCores();
   if (grants_) {
     const SchedulerGrants::State g = grants_->state();
     st.scheduler_reachable = g.reachable;
     st.wanted_cores = g.wanted_cores;
     st.fair_share_cores = g.fair_share_cores;
+    st.job_fair_share_cores = g.job_fair_share_cores;
   }
   st.checksum = checksum_.value();
   st.stages = runner_->LocalStages();

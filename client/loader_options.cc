@@ -1,5 +1,8 @@
 #include "client/loader_options.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <utility>
@@ -179,12 +182,68 @@ absl::Status ApplyRankEnvironment(LoaderOptions* o) {
   return absl::OkStatus();
 }
 
+// A job name as it travels (gRPC fields, metric labels, logs): 1 to 128
+// printable characters, no spaces or quotes.
+bool IsJobName(const std::string& name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isgraph(c) && c != '"' && c != '\'' && c != '\\';
+  });
+}
+
+// torchrun's name for the run: its run id (--rdzv-id; "none" unless given or
+// --standalone), with its master's address and port, which no two running
+// jobs share (a loopback master with this host's name). "" when not under
+// torchrun.
+std::string TorchrunJob() {
+  const char* run = std::getenv("TORCHELASTIC_RUN_ID");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (run == nullptr || *run == '\0') return "";
+  std::string master = absl::StrCat(addr != nullptr ? addr : "", ":", port != nullptr ? port : "");
+  if (addr == nullptr || absl::StartsWith(addr, "127.") || absl::string_view(addr) == "localhost" ||
+      absl::string_view(addr) == "::1") {
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    master = absl::StrCat(host, "/", master);
+  }
+  std::string name = absl::StrCat("torchrun-", run, "@", master);
+  for (char& c : name) {
+    if (!absl::ascii_isgraph(c) || c == '"' || c == '\'' || c == '\\') c = '_';
+  }
+  return name.substr(0, 128);
+}
+
+absl::Status ApplyJobEnvironment(LoaderOptions* o) {
+  const char* source = "--job";
+  if (o->job.empty()) {
+    if (const char* env = std::getenv("PREPFLOW_JOB"); env != nullptr && *env != '\0') {
+      o->job = env;
+      source = "PREPFLOW_JOB";
+    } else {
+      o->job = TorchrunJob();
+    }
+  }
+  if (!o->job.empty() && !IsJobName(o->job)) {
+    return Invalid(source, ": '", SafeText(o->job.substr(0, 200)),
+                   "' is not a job name (1 to 128 printable characters, no spaces or quotes)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
   if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
   LoaderOptions resolved = options;
   if (absl::Status s = ApplyRankEnvironment(&resolved); !s.ok()) return s;
+  if (absl::Status s = ApplyJobEnvironment(&resolved); !s.ok()) return s;
+  if (resolved.echo_auto && resolved.world_size > 1) {
+    // Each rank would choose from its own measurements: their epochs could
+    // differ in length, and a rank left waiting in a collective hangs.
+    return Invalid("--echo auto: not with ", resolved.world_size,
+                   " ranks (each would choose its own factor, and ranks must run the same "
+                   "number of batches); give every rank the same --echo N");
+  }
   if (!resolved.offload.has_value()) {
     resolved.offload = OffloadMode();
     if (const char* env = std::getenv("PREPFLOW_OFFLOAD"); env != nullptr && *env != '\0') {

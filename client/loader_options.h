@@ -64,6 +64,11 @@ struct LoaderOptions {
   bool drop_last = false;
   int rank = 0;
   int world_size = 1;
+  // The training job, named alike on every rank: workers serve its ranks as
+  // one job and the scheduler shares the pool per job. Empty:
+  // $PREPFLOW_JOB, else the launcher's (torchrun's run id and master), else
+  // a fresh name per Loader (a job of its own).
+  std::string job;
   // When the dataset does not divide by world_size: pad (every rank the same
   // number of samples and batches, as DistributedSampler), drop, or uneven.
   RankSplit rank_split = RankSplit::kPad;
@@ -89,8 +94,8 @@ struct LoaderOptions {
   std::map<std::string, std::string> labels;  // locality preference, e.g. zone=a
   double max_remote_cores = 0;                // most cores to ask for; 0: no cap
   double demand = 0;                          // samples/s the trainer consumes; 0: measured
-  double bandwidth = 0;                       // bytes/s into this trainer, for kAuto; 0: unlimited
-  double replan_seconds = 2;                  // kAuto: how often to re-plan
+  double bandwidth = 0;  // bytes/s into this machine (its ranks share it), for kAuto; 0: unlimited
+  double replan_seconds = 2;   // kAuto: how often to re-plan
   double replan_drift = 0.25;  // kAuto: re-plan sooner when a measurement moves this much
   double replan_gain = 0.03;   // kAuto: switch plans only for this much more throughput
   // kAuto without `bandwidth`: how long the first plan may wait for every
@@ -152,7 +157,9 @@ struct LoaderOptions {
 // LoaderOptions after validation, with the environment applied: `offload` is
 // set, and `scheduler` holds PREPFLOW_SCHEDULER where it applies; under a
 // launcher such as torchrun, RANK and WORLD_SIZE give the rank of a job that
-// names none (rank 0 of 1), and LOCAL_WORLD_SIZE `local_ranks` when it is 0.
+// names none (rank 0 of 1), LOCAL_WORLD_SIZE `local_ranks` when it is 0, and
+// PREPFLOW_JOB or torchrun's TORCHELASTIC_RUN_ID, MASTER_ADDR and
+// MASTER_PORT the job's name when it has none.
 // Errors: InvalidArgument naming the flag (or environment variable) and the
 // value at fault.
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options);

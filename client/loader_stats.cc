@@ -290,6 +290,13 @@ std::vector<StatField<S>>* PlanFields() {
 // The workers and the scheduler.
 std::vector<StatField<S>>* PoolFields() {
   return new std::vector<StatField<S>>{
+      {"local_cores",
+       [](const S& s) -> StatValue { return s.local_cores; },
+       "prepflow_client_local_cores",
+       kGauge,
+       {},
+       "CPU cores this rank plans with: its share of the machine's (the ranks on one machine, "
+       "LOCAL_WORLD_SIZE or --local-ranks, split its cores)."},
       {"workers_alive",
        [](const S& s) -> StatValue { return int64_t{s.workers_alive}; },
        "prepflow_client_workers",
@@ -315,14 +322,21 @@ std::vector<StatField<S>>* PoolFields() {
        "prepflow_client_remote_cores",
        kGauge,
        {{"kind", "wanted"}},
-       "Worker cores: what this job asked the scheduler for, its fair share, and what it holds "
-       "now.",
+       "Worker cores: what this rank asked the scheduler for, its part of the job's fair share, "
+       "the training job's share (all its ranks'), and what it holds now.",
        true},
       {"fair_share_cores",
        [](const S& s) -> StatValue { return s.fair_share_cores; },
        "prepflow_client_remote_cores",
        kGauge,
        {{"kind", "fair_share"}},
+       "",
+       true},
+      {"job_fair_share_cores",
+       [](const S& s) -> StatValue { return s.job_fair_share_cores; },
+       "prepflow_client_remote_cores",
+       kGauge,
+       {{"kind", "job_fair_share"}},
        "",
        true},
       {"granted_cores",

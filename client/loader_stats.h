@@ -57,14 +57,19 @@ struct LoaderStats {
     double ingest_rate = 0;  // bytes/s received from it over the last window (kAuto)
   };
   std::vector<WorkerStats> workers;
+  // The cores this rank plans with: its share of the machine's.
+  double local_cores = 0;
   int workers_alive = 0;
   int workers_total = 0;  // distinct addresses ever used
-  // With a scheduler: whether its last beat got through, what this job asked
-  // for, its fair share, and the cores granted now.
+  // With a scheduler: whether its last beat got through, what this rank
+  // asked for, its part of the job's fair share, the training job's share
+  // (all its ranks'; the job's alone with one rank), and the cores granted
+  // now.
   std::string scheduler;
   bool scheduler_reachable = false;
   double wanted_cores = 0;
   double fair_share_cores = 0;
+  double job_fair_share_cores = 0;
   double granted_cores = 0;
   // Measured here: "read" first, then one entry per pipeline stage.
   std::vector<StageStats> stages;

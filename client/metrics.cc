@@ -16,7 +16,7 @@ using prometheus::MetricType;
 
 class Families {
  public:
-  explicit Families(std::string job_id) : job_id_(std::move(job_id)) {}
+  Families(std::string job_id, int rank) : job_id_(std::move(job_id)), rank_(rank) {}
 
   void Add(const std::string& name, const std::string& help, MetricType type, double value,
            std::vector<ClientMetric::Label> labels = {}) {
@@ -30,6 +30,7 @@ class Families {
     }
     ClientMetric m;
     m.label.push_back({"job_id", job_id_});
+    m.label.push_back({"rank", absl::StrCat(rank_)});
     for (ClientMetric::Label& l : labels) m.label.push_back(std::move(l));
     (type == MetricType::Counter ? m.counter.value : m.gauge.value) = value;
     family->metric.push_back(std::move(m));
@@ -38,6 +39,7 @@ class Families {
 
  private:
   std::string job_id_;
+  int rank_;
   std::vector<MetricFamily> families_;
 };
 
@@ -88,8 +90,9 @@ void AddRecord(Families& out, const Record& record, const std::vector<StatField<
 
 }  // namespace
 
-std::vector<MetricFamily> StatsFamilies(const LoaderStats& st, const std::string& job_id) {
-  Families out(job_id);
+std::vector<MetricFamily> StatsFamilies(const LoaderStats& st, const std::string& job_id,
+                                        int rank) {
+  Families out(job_id, rank);
   AddRecord(out, st, LoaderStatFields(), st, {});
   VisitStatLists(st, [&](const std::string& key, const auto& records, const auto& fields) {
     for (const auto& r : records) AddRecord(out, r, fields, st, ListLabels(key, r));
@@ -99,9 +102,11 @@ std::vector<MetricFamily> StatsFamilies(const LoaderStats& st, const std::string
 
 std::vector<MetricFamily> LoaderMetrics::Collect() const {
   const LoaderStats stats = loader_->Stats();
-  std::vector<MetricFamily> families = StatsFamilies(stats, loader_->job_id());
+  const int rank = loader_->options().rank;
+  std::vector<MetricFamily> families = StatsFamilies(stats, loader_->job_id(), rank);
   families.push_back(
-      StorageLatencyFamily(stats.storage, "prepflow_client", {{"job_id", loader_->job_id()}}));
+      StorageLatencyFamily(stats.storage, "prepflow_client",
+                           {{"job_id", loader_->job_id()}, {"rank", absl::StrCat(rank)}}));
   return families;
 }
 

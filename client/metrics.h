@@ -5,8 +5,9 @@
 // are the `metric` column of the field tables in loader_stats.h (one place
 // lists every name, its labels and help; docs/deploy.md lists them).
 // Names follow Prometheus conventions: prepflow_client_ prefix, base units,
-// _total for counters. Every series carries a `job_id` label (the Loader's
-// job); per-worker ones a `worker` label, per-stage ones `stage` and `side`.
+// _total for counters. Every series carries `job_id` and `rank` labels (the
+// training job, shared by its ranks, and this rank); per-worker ones a
+// `worker` label, per-stage ones `stage` and `side`.
 //
 // Thread-safety: Collect() may run on the exposer's threads at any time.
 #ifndef PREPFLOW_CLIENT_METRICS_H_
@@ -22,9 +23,9 @@
 
 namespace prepflow {
 
-// The families for `stats` of job `job_id`.
+// The families for `stats` of rank `rank` of job `job_id`.
 std::vector<prometheus::MetricFamily> StatsFamilies(const LoaderStats& stats,
-                                                    const std::string& job_id);
+                                                    const std::string& job_id, int rank = 0);
 
 class LoaderMetrics : public prometheus::Collectable {
  public:

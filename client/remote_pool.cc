@@ -81,11 +81,12 @@ absl::Status RemotePool::AwaitOpened(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-double RemotePool::UsableCores(const Worker& w) {
-  return w.member.worker_id.empty() ? w.cores : std::min(w.cores, w.member.granted_cores);
+double RemotePool::UsableCores(const Worker& w) const {
+  return w.member.worker_id.empty() ? w.cores * options_.static_share
+                                    : std::min(w.cores, w.member.granted_cores);
 }
 
-int RemotePool::CreditsFor(const Worker& w) {
+int RemotePool::CreditsFor(const Worker& w) const {
   // A grant of part of a worker: ask for that part of its credits, so that
   // jobs sharing it get its cores in proportion to their grants.
   if (w.member.worker_id.empty() || w.cores <= 0) return w.max_credits;
@@ -383,6 +384,8 @@ bool RemotePool::TakeAnswer(int w, const ReceivedMessage& answer, Pending* out) 
   // The counters the re-planner reads a link from.
   ++worker.results;
   if (FreeCredits(worker) <= 0) ++worker.saturated_results;
+  const double busy = answer.message.result().worker_busy();
+  worker.worker_busy = std::isfinite(busy) ? std::clamp(busy, 0.0, 1.0) : 0;
   worker.answer_bytes += static_cast<double>(answer.wire_bytes);
   for (const proto::SampleResult& r : answer.message.result().samples()) {
     worker.cpu_seconds += r.read_cpu_seconds();
@@ -605,6 +608,7 @@ void RemotePool::FillSnapshot(policy::Snapshot* snapshot) const {
     t.cpu_seconds = w.cpu_seconds;
     t.results = w.results;
     t.saturated_results = w.saturated_results;
+    t.worker_busy = w.worker_busy;
     if (t.usable && w.stages < std::numeric_limits<int>::max() &&
         (snapshot->max_cut < 0 || w.stages < snapshot->max_cut)) {
       snapshot->max_cut = w.stages;

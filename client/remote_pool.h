@@ -82,6 +82,11 @@ struct RemotePoolOptions {
   // A granted worker whose stream failed is not dialled again for this long,
   // even while the scheduler (which has not noticed yet) still grants it.
   double redial_after_seconds = 10;
+  // The part of each static worker (--workers) this stream's planner counts
+  // on: 1 / ranks for a job whose ranks all stream from the same workers
+  // (the worker runs their items as one job's). Granted workers count their
+  // grant instead.
+  double static_share = 1;
 };
 
 class RemotePool {
@@ -218,10 +223,11 @@ class RemotePool {
     double answer_bytes = 0;
     double cpu_seconds = 0;
     int64_t results = 0, saturated_results = 0;
+    double worker_busy = 0;  // its latest report (ItemResult.worker_busy)
   };
 
-  static double UsableCores(const Worker& w);
-  static int CreditsFor(const Worker& w);
+  double UsableCores(const Worker& w) const;
+  int CreditsFor(const Worker& w) const;
   static int FreeCredits(const Worker& w) {
     return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
   }

@@ -1,16 +1,33 @@
 #include "client/scheduler_grants.h"
 
+#include <random>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
+namespace {
+
+// Who beats: the job, this rank, and this process (a random instance, so
+// that the scheduler can tell a second process claiming the rank).
+proto::JobBeat Identity(const SchedulerGrants::Options& options) {
+  proto::JobBeat beat;
+  beat.set_job_id(options.job_id);
+  beat.set_rank(options.rank);
+  beat.set_world_size(options.world_size);
+  std::random_device random;
+  beat.set_instance(absl::StrFormat("%08x%08x", random(), random()));
+  return beat;
+}
+
+}  // namespace
 
 SchedulerGrants::SchedulerGrants(const Options& options, const Security& security, RemotePool* pool,
                                  std::function<double()> want)
     : options_(options), pool_(pool), want_(std::move(want)) {
   registration_ = std::make_unique<JobRegistration>(
-      options_.scheduler, security, options_.job_id,
+      options_.scheduler, security, Identity(options_),
       [this](proto::JobBeat* beat) { FillBeat(beat); },
       [this](const proto::JobGrant& grant) { Apply(grant); },
       [this](const grpc::Status&) {
@@ -86,6 +103,7 @@ void SchedulerGrants::Apply(const proto::JobGrant& grant) {
     return;
   }
   state_.fair_share_cores = grant.fair_share_cores();
+  state_.job_fair_share_cores = grant.job_fair_share_cores();
   const std::vector<RemotePool::Member> members = pool_->Members();
   std::vector<bool> named(members.size());
   for (const proto::WorkerGrant& g : grant.workers()) {

@@ -34,7 +34,9 @@ class SchedulerGrants {
  public:
   struct Options {
     std::string scheduler;  // host:port
-    std::string job_id;
+    std::string job_id;     // the training job: shared by its ranks
+    int rank = 0;
+    int world_size = 1;
     double weight = 1;
     std::map<std::string, std::string> labels;
   };
@@ -58,7 +60,8 @@ class SchedulerGrants {
   struct State {
     bool reachable = false;  // the last beat got through
     double wanted_cores = 0;
-    double fair_share_cores = 0;
+    double fair_share_cores = 0;      // this rank's
+    double job_fair_share_cores = 0;  // the training job's, all ranks'
   };
   State state() const;
 

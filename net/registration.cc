@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
@@ -91,18 +92,20 @@ WorkerRegistration::WorkerRegistration(std::string scheduler, Security security,
               return status;
             }) {}
 
-JobRegistration::JobRegistration(std::string scheduler, Security security, std::string job_id,
+JobRegistration::JobRegistration(std::string scheduler, Security security, proto::JobBeat identity,
                                  std::function<void(proto::JobBeat*)> fill,
                                  std::function<void(const proto::JobGrant&)> on_grant,
                                  std::function<void(const grpc::Status&)> on_failure)
-    : job_id_(std::move(job_id)),
+    : identity_(std::move(identity)),
       fill_(std::move(fill)),
       on_grant_(std::move(on_grant)),
       on_failure_(std::move(on_failure)),
-      loop_(std::move(scheduler), "job " + job_id_, std::move(security),
-            [this](proto::Scheduler::Stub& stub, double* period) {
-              proto::JobBeat beat;
-              beat.set_job_id(job_id_);
+      loop_(std::move(scheduler),
+            identity_.world_size() > 1
+                ? absl::StrCat("job ", identity_.job_id(), " rank ", identity_.rank())
+                : "job " + identity_.job_id(),
+            std::move(security), [this](proto::Scheduler::Stub& stub, double* period) {
+              proto::JobBeat beat = identity_;
               fill_(&beat);
               grpc::ClientContext context;
               context.set_deadline(std::chrono::system_clock::now() + kBeatDeadline);
@@ -120,9 +123,9 @@ JobRegistration::JobRegistration(std::string scheduler, Security security, std::
 
 void JobRegistration::Release() {
   auto stub = proto::Scheduler::NewStub(SecureChannel(loop_.scheduler(), loop_.security()));
-  proto::JobBeat beat;
-  beat.set_job_id(job_id_);
+  proto::JobBeat beat = identity_;
   beat.set_wanted_cores(0);
+  beat.set_leaving(true);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   AttachToken(&context, loop_.security());

@@ -74,21 +74,23 @@ class WorkerRegistration {
 // workers (`fill`, called on the beat thread), and each grant that comes back
 // goes to `on_grant` (also on the beat thread). While the scheduler is
 // unreachable nothing is delivered, so the job keeps what it has.
+// `identity`: who beats (job_id, rank, world_size, instance), sent with
+// every beat.
 class JobRegistration {
  public:
-  JobRegistration(std::string scheduler, Security security, std::string job_id,
+  JobRegistration(std::string scheduler, Security security, proto::JobBeat identity,
                   std::function<void(proto::JobBeat*)> fill,
                   std::function<void(const proto::JobGrant&)> on_grant,
                   std::function<void(const grpc::Status&)> on_failure);
   void Start() { loop_.Start(); }
   void Kick() { loop_.Kick(); }
   void Stop() { loop_.Stop(); }
-  // One last beat wanting nothing, so the scheduler frees the grant at once
+  // One last beat, leaving, so the scheduler frees the grant at once
   // rather than when it expires. Call after Stop().
   void Release();
 
  private:
-  const std::string job_id_;
+  const proto::JobBeat identity_;
   std::function<void(proto::JobBeat*)> fill_;
   std::function<void(const proto::JobGrant&)> on_grant_;
   std::function<void(const grpc::Status&)> on_failure_;

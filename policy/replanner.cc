@@ -171,24 +171,41 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
     if (LinkBound(w, lw.start, seconds, rate, here_busy)) {
       if (link.limit == 0 && notes != nullptr) {
         notes->push_back(absl::StrFormat(
-            "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy)", w.name,
-            rate / 1e6, 100 * Busy(w.cpu_seconds - lw.start.cpu_seconds, seconds, w.cores)));
+            "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy with "
+            "this job, %.0f%% in all)",
+            w.name, rate / 1e6, 100 * Busy(w.cpu_seconds - lw.start.cpu_seconds, seconds, w.cores),
+            100 * w.worker_busy));
       }
       link.limit = link.limit > 0 ? 0.5 * (link.limit + rate) : rate;
     } else if (link.limit > 0 && rate > link.limit) {
       link.limit = rate;
+    } else if (link.limit > 0 && Saturated(w, lw.start) < 0.5) {
+      // Answers came back with credits to spare: nothing held them, so the
+      // estimate may be low (e.g. taken while this process was throttled to
+      // its CPU quota and slow to take results). Probe up, a tenth a
+      // window; a real link soon binds again and pulls it back.
+      link.limit *= 1.1;
     }
     lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, link, true};
   }
+}
+
+double Replanner::Saturated(const WorkerTotals& w, const WorkerTotals& start) {
+  const int64_t results = w.results - start.results;
+  return results <= 0 ? 0
+                      : static_cast<double>(w.saturated_results - start.saturated_results) /
+                            static_cast<double>(results);
 }
 
 bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds,
                           double rate, double here_busy) const {
   const int64_t results = w.results - start.results;
   if (results <= 0) return false;
+  // A worker busy with other work (another rank's items, another job's)
+  // holds this job's back by its CPU, not by its link.
+  if (w.worker_busy >= 0.8) return false;
   const double busy = Busy(w.cpu_seconds - start.cpu_seconds, seconds, w.cores);
-  const double saturated = static_cast<double>(w.saturated_results - start.saturated_results) /
-                           static_cast<double>(results);
+  const double saturated = Saturated(w, start);
   // A busy process could be slow to take results off the wire, but only if
   // taking them is real work: at the measured receive cost, a rate that
   // needs under a quarter of a core is not held back by a busy trainer.

@@ -45,11 +45,15 @@
 //               carries. The
 //               estimate rises on any faster window and is averaged with new
 //               binding evidence, so a plan that stops filling a link does
-//               not forget it. The same over all workers at once (the
-//               trainer's ingest), updated only from windows in which every
-//               usable worker answered and every link bound: one worker's
-//               link can look faster once the others go quiet, when it is
-//               the trainer's link they share. B = the lower of Σ link limits
+//               not forget it; a window whose answers came with credits to
+//               spare (< 50% saturated) raises it by a tenth, so an estimate
+//               taken too low (the trainer throttled to its CPU quota, slow
+//               to take results) is probed up rather than kept. Nothing is
+//               inferred while the worker reports its cores >= 80% busy
+//               (other ranks' or jobs' items held these back). The same over all workers at once
+//               (the trainer's ingest), updated only from windows in which every usable worker
+//               answered and every link bound: one worker's link can look faster once the others go
+//               quiet, when it is the trainer's link they share. B = the lower of Σ link limits
 //               (when every worker's link binds; else any other worker could
 //               carry more) and the ingest limit, capped by the operator's
 //               bandwidth.
@@ -153,6 +157,9 @@ struct WorkerTotals {
   double cpu_seconds = 0;  // CPU it reported for this job's items
   int64_t results = 0;
   int64_t saturated_results = 0;  // results that arrived with every credit out
+  // The worker's own report of the share of its cores it kept busy (all
+  // its jobs), in its latest result; 0 when it reports none.
+  double worker_busy = 0;
 };
 
 struct Snapshot {
@@ -282,9 +289,12 @@ class Replanner {
     double limit = 0;                   // bytes/s; 0: never seen binding
   };
   void FoldIngest(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The share of the results since `start` that came with every credit out.
+  static double Saturated(const WorkerTotals& w, const WorkerTotals& start);
   // Whether worker `w`'s increments since `start` say its link bound: every
-  // credit out (>= 80% of results), its CPU < 60% busy, and this process
-  // either < 70% busy or needing < 0.25 core to receive `rate`.
+  // credit out (>= 80% of results), its CPU < 60% busy for this job and
+  // < 80% for all (its own report), and this process either < 70% busy or
+  // needing < 0.25 core to receive `rate`.
   bool LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds, double rate,
                  double here_busy) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

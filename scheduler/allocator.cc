@@ -1,6 +1,7 @@
 #include "scheduler/allocator.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <unordered_map>
 
@@ -31,6 +32,43 @@ std::vector<double> FairShares(double pool_cores, const std::vector<JobWant>& jo
   return share;
 }
 
+std::vector<double> RankShares(double pool_cores, const std::vector<JobWant>& ranks,
+                               std::map<std::string, double>* job_shares) {
+  // One entry per training job, in the order of its first rank.
+  std::vector<JobWant> jobs;
+  std::vector<std::vector<size_t>> members;  // by job: its ranks
+  std::map<std::string, size_t> job_of;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const std::string& name = ranks[r].job.empty() ? ranks[r].id : ranks[r].job;
+    auto [it, added] = job_of.try_emplace(name, jobs.size());
+    if (added) {
+      jobs.push_back({name, 0, 0, "", ""});
+      members.emplace_back();
+    }
+    members[it->second].push_back(r);
+    if (ranks[r].weight > 0 && ranks[r].wanted_cores > 0) {
+      JobWant& j = jobs[it->second];
+      j.weight = std::max(j.weight, ranks[r].weight);
+      j.wanted_cores += ranks[r].wanted_cores;
+    }
+  }
+  const std::vector<double> job_share = FairShares(pool_cores, jobs);
+  // Within a job, max-min by want: a rank wanting less than an equal part
+  // gets what it wants, the others split the rest equally (ranks run in
+  // step, so the slowest sets the job's pace).
+  std::vector<double> share(ranks.size(), 0);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    std::vector<JobWant> equal;
+    for (size_t r : members[j]) {
+      equal.push_back({ranks[r].id, ranks[r].weight > 0 ? 1.0 : 0.0, ranks[r].wanted_cores, ""});
+    }
+    const std::vector<double> part = FairShares(job_share[j], equal);
+    for (size_t k = 0; k < members[j].size(); ++k) share[members[j][k]] = part[k];
+    if (job_shares != nullptr && job_share[j] > 0) (*job_shares)[jobs[j].id] = job_share[j];
+  }
+  return share;
+}
+
 Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
                     const std::map<std::string, std::vector<Grant>>& previous) {
   Allocation out;
@@ -41,7 +79,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     out.pool_cores += free[w];
     by_id.emplace(workers[w].id, w);
   }
-  const std::vector<double> share = FairShares(out.pool_cores, jobs);
+  const std::vector<double> share = RankShares(out.pool_cores, jobs, &out.job_share);
 
   std::vector<size_t> order(jobs.size());
   std::iota(order.begin(), order.end(), 0);

@@ -7,6 +7,15 @@
 // a job that gets less than it wants cannot gain without taking from a job
 // whose share per weight is no larger (the max-min property).
 //
+// Training jobs with ranks. The entries are ranks; those naming the same
+// `job` are one training job: it wants what its ranks want together, weighs
+// what its heaviest rank does (its ranks should agree), and its share is
+// split among its ranks max-min by what each wants: a rank wanting less
+// than an equal part gets its want, the rest split equally (ranks run in
+// step: the slowest sets the job's pace, and a rank whose want is inflated
+// cannot starve the others). So an 8-rank job gets what a 1-rank job of the
+// same weight and want gets, not 8 times it.
+//
 // Placement. Each job's share is then cut into grants on workers, in three
 // passes over the jobs (largest share first, ties by id, so the result is a
 // pure function of the input):
@@ -34,10 +43,11 @@ struct PoolWorker {
 };
 
 struct JobWant {
-  std::string id;
+  std::string id;  // what grants are keyed by: a job, or one rank of one
   double weight = 1;
   double wanted_cores = 0;
   std::string locality;  // preferred workers' locality; "" for none
+  std::string job = {};  // the training job its ranks share; "": `id` alone
 };
 
 struct Grant {
@@ -48,6 +58,7 @@ struct Grant {
 
 struct Allocation {
   std::map<std::string, double> share;               // job id -> cores
+  std::map<std::string, double> job_share;           // training job -> its ranks' cores
   std::map<std::string, std::vector<Grant>> grants;  // job id -> grants, by worker id
   double pool_cores = 0;
   double granted_cores = 0;
@@ -63,8 +74,15 @@ inline constexpr double kMinGrantCores = 0.05;
 Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
                     const std::map<std::string, std::vector<Grant>>& previous = {});
 
-// The fair shares alone (cores per job, in the order of `jobs`).
+// The fair shares alone (cores per entry, in the order of `jobs`; `job`
+// ignored: each entry is a job).
 std::vector<double> FairShares(double pool_cores, const std::vector<JobWant>& jobs);
+
+// The fair shares of entries that may be ranks of training jobs (`job`):
+// each training job's share, split among its ranks max-min by their wants.
+// `job_shares`, if given, gets each training job's share (those above 0).
+std::vector<double> RankShares(double pool_cores, const std::vector<JobWant>& ranks,
+                               std::map<std::string, double>* job_shares = nullptr);
 
 }  // namespace prepflow::scheduler
 

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "net/security.h"
@@ -100,56 +102,115 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
   return reply;
 }
 
-absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now) {
+namespace {
+
+// The allocator's key of one rank: the job and the rank, apart (a job_id
+// holds no control characters).
+std::string RankId(const std::pair<std::string, int>& key) {
+  return absl::StrCat(key.first, "\x1f", key.second);
+}
+
+// "job X" or "job X rank R", for logs.
+std::string RankName(const std::pair<std::string, int>& key, int world_size) {
+  return world_size > 1 ? absl::StrCat("job ", SafeText(key.first), " rank ", key.second)
+                        : absl::StrCat("job ", SafeText(key.first));
+}
+
+absl::Status CheckJobBeat(const proto::JobBeat& beat) {
   if (beat.job_id().empty()) return Invalid("job beat: job_id is empty");
+  const std::string who = absl::StrCat("job beat from ", SafeText(beat.job_id()));
+  if (beat.job_id().size() > 256 || SafeText(beat.job_id()) != beat.job_id() ||
+      absl::StrContains(beat.job_id(), '\x1f')) {
+    return Invalid(absl::StrCat(who, ": job_id must be at most 256 printable characters"));
+  }
   if (!(beat.wanted_cores() >= 0) || !std::isfinite(beat.wanted_cores())) {
-    return Invalid(absl::StrCat("job beat from ", beat.job_id(),
-                                ": wanted_cores must be >= 0, got ", beat.wanted_cores()));
+    return Invalid(absl::StrCat(who, ": wanted_cores must be >= 0, got ", beat.wanted_cores()));
   }
   if (!(beat.weight() >= 0) || !std::isfinite(beat.weight())) {
-    return Invalid(absl::StrCat("job beat from ", beat.job_id(), ": weight must be >= 0, got ",
-                                beat.weight()));
+    return Invalid(absl::StrCat(who, ": weight must be >= 0, got ", beat.weight()));
   }
+  if (beat.world_size() < 0 || beat.rank() < 0 || beat.rank() >= std::max(1, beat.world_size())) {
+    return Invalid(absl::StrCat(who, ": rank ", beat.rank(), " is outside [0, world_size ",
+                                beat.world_size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now) {
+  if (absl::Status s = CheckJobBeat(beat); !s.ok()) return s;
+  const std::pair<std::string, int> key{beat.job_id(), beat.rank()};
+  const std::string name = RankName(key, beat.world_size());
   proto::JobGrant grant;
   double took = -1;
   {
     absl::MutexLock lock(&mu_);
     if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
-    auto [it, added] = jobs_.try_emplace(beat.job_id());
-    JobEntry& j = it->second;
-    if (added) {
-      spdlog::info("job {} joined, wanting {} cores", beat.job_id(), beat.wanted_cores());
-    }
-    proto::JobBeat normalized = beat;
-    if (normalized.weight() == 0) normalized.set_weight(1);
-    if (added || j.beat.wanted_cores() != normalized.wanted_cores() ||
-        j.beat.weight() != normalized.weight() ||
-        Label(j.beat.labels(), options_.locality_label) !=
-            Label(normalized.labels(), options_.locality_label)) {
+    auto it = jobs_.find(key);
+    if (it != jobs_.end() && it->second.beat.instance() != beat.instance()) {
+      if (!beat.leaving()) {
+        ++counts_.refused_job_beats;
+        spdlog::warn("refused a beat for {}: another process holds it", name);
+        return absl::AlreadyExistsError(absl::StrCat(
+            "job beat: ", name,
+            " is held by another process until it leaves or its beats stop "
+            "for ",
+            options_.expire_after_seconds, " s (two processes with one --job and --rank?)"));
+      }
+      it = jobs_.end();  // another instance's last beat: not this one's to release
+    } else if (it != jobs_.end() && beat.leaving()) {
+      spdlog::info("{} left; its grant is released", name);
+      jobs_.erase(it);
       stale_ = true;
+      it = jobs_.end();
     }
-    j.beat = std::move(normalized);
-    j.last_nanos = now;
-    took = RebalanceIfStale();
+    if (beat.leaving()) {
+      took = RebalanceIfStale();
+    } else {
+      const bool added = it == jobs_.end();
+      if (added) {
+        it = jobs_.try_emplace(key).first;
+        spdlog::info("{} joined, wanting {} cores", name, beat.wanted_cores());
+      }
+      JobEntry& j = it->second;
+      proto::JobBeat normalized = beat;
+      if (normalized.weight() == 0) normalized.set_weight(1);
+      if (added || j.beat.wanted_cores() != normalized.wanted_cores() ||
+          j.beat.weight() != normalized.weight() ||
+          Label(j.beat.labels(), options_.locality_label) !=
+              Label(normalized.labels(), options_.locality_label)) {
+        stale_ = true;
+      }
+      j.beat = std::move(normalized);
+      j.last_nanos = now;
+      took = RebalanceIfStale();
+      FillGrant(key, &grant);
+    }
     grant.set_settling(now - first_beat_nanos_ <
                        static_cast<int64_t>(options_.expire_after_seconds * 1e9));
-    auto share = allocation_.share.find(beat.job_id());
-    grant.set_fair_share_cores(share == allocation_.share.end() ? 0 : share->second);
-    auto grants = allocation_.grants.find(beat.job_id());
-    if (grants != allocation_.grants.end()) {
-      for (const Grant& g : grants->second) {
-        proto::WorkerGrant* w = grant.add_workers();
-        w->set_worker_id(g.worker_id);
-        const WorkerEntry& entry = workers_.at(g.worker_id);
-        w->set_address(entry.beat.address());
-        w->set_tls_name(entry.identity);
-        w->set_cores(g.cores);
-      }
-    }
   }
   if (took >= 0 && on_rebalance_) on_rebalance_(took);
   grant.set_heartbeat_seconds(options_.heartbeat_seconds);
   return grant;
+}
+
+void SchedulerCore::FillGrant(const std::pair<std::string, int>& key, proto::JobGrant* grant) {
+  const std::string id = RankId(key);
+  auto share = allocation_.share.find(id);
+  grant->set_fair_share_cores(share == allocation_.share.end() ? 0 : share->second);
+  auto job_share = allocation_.job_share.find(key.first);
+  grant->set_job_fair_share_cores(job_share == allocation_.job_share.end() ? 0 : job_share->second);
+  auto grants = allocation_.grants.find(id);
+  if (grants == allocation_.grants.end()) return;
+  for (const Grant& g : grants->second) {
+    proto::WorkerGrant* w = grant->add_workers();
+    w->set_worker_id(g.worker_id);
+    const WorkerEntry& entry = workers_.at(g.worker_id);
+    w->set_address(entry.beat.address());
+    w->set_tls_name(entry.identity);
+    w->set_cores(g.cores);
+  }
 }
 
 void SchedulerCore::Expire(int64_t now) {
@@ -170,7 +231,8 @@ void SchedulerCore::Expire(int64_t now) {
     }
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (now - it->second.last_nanos > limit) {
-        spdlog::info("job {} stopped beating; its grant is released", it->first);
+        spdlog::info("{} stopped beating; its grant is released",
+                     RankName(it->first, it->second.beat.world_size()));
         it = jobs_.erase(it);
         ++counts_.expired_jobs;
         stale_ = true;
@@ -193,14 +255,15 @@ double SchedulerCore::RebalanceIfStale() {
   }
   std::vector<JobWant> wants;
   wants.reserve(jobs_.size());
-  for (const auto& [id, j] : jobs_) {
-    wants.push_back({id, j.beat.weight(), j.beat.wanted_cores(),
-                     Label(j.beat.labels(), options_.locality_label)});
+  for (const auto& [key, j] : jobs_) {
+    wants.push_back({RankId(key), j.beat.weight(), j.beat.wanted_cores(),
+                     Label(j.beat.labels(), options_.locality_label), key.first});
   }
   // Earlier grants to keep: this scheduler's own, else (after a restart) the
   // workers the job says it streams from.
   std::map<std::string, std::vector<Grant>> previous = allocation_.grants;
-  for (const auto& [id, j] : jobs_) {
+  for (const auto& [key, j] : jobs_) {
+    const std::string id = RankId(key);
     if (previous.count(id) != 0 || j.beat.current().empty()) continue;
     std::vector<Grant>& kept = previous[id];
     for (const proto::WorkerGrant& g : j.beat.current()) kept.push_back({g.worker_id(), g.cores()});
@@ -218,7 +281,15 @@ SchedulerCounts SchedulerCore::counts() const {
   absl::MutexLock lock(&mu_);
   SchedulerCounts c = counts_;
   c.workers = static_cast<int>(workers_.size());
-  c.jobs = static_cast<int>(jobs_.size());
+  c.ranks = static_cast<int>(jobs_.size());
+  std::set<std::string> jobs;
+  for (const auto& [key, j] : jobs_) {
+    jobs.insert(key.first);
+    auto share = allocation_.share.find(RankId(key));
+    if (share != allocation_.share.end()) c.rank_shares[key] = share->second;
+  }
+  c.jobs = static_cast<int>(jobs.size());
+  c.job_shares = allocation_.job_share;
   c.pool_cores = allocation_.pool_cores;
   c.granted_cores = allocation_.granted_cores;
   return c;

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -37,14 +38,19 @@ struct SchedulerOptions {
 
 struct SchedulerCounts {
   int workers = 0;
-  int jobs = 0;
+  int jobs = 0;   // training jobs
+  int ranks = 0;  // their ranks (a job without ranks counts one)
   double pool_cores = 0;
   double granted_cores = 0;
   int64_t rebalances = 0;
   int64_t expired_workers = 0;
   int64_t expired_jobs = 0;
-  int64_t refused_beats = 0;  // worker beats refused for another lease or identity
+  int64_t refused_beats = 0;      // worker beats refused for another lease or identity
+  int64_t refused_job_beats = 0;  // job beats for a rank another process holds
   double last_rebalance_seconds = 0;
+  // The shares now: per training job, and per rank (job, rank).
+  std::map<std::string, double> job_shares;
+  std::map<std::pair<std::string, int>, double> rank_shares;
 };
 
 class SchedulerCore {
@@ -60,7 +66,11 @@ class SchedulerCore {
   // identity.
   absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now,
                                                     const std::string& identity = "");
-  // Errors: InvalidArgument naming the field.
+  // One rank's beat (a job without ranks is rank 0 of 1). The first beat of
+  // a (job_id, rank) binds it to the beat's instance until a beat with
+  // `leaving` or an expiry period of silence. Errors: InvalidArgument naming
+  // the field; AlreadyExists (counted in refused_job_beats) for a rank
+  // another instance holds.
   absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now);
   // Drops workers and jobs silent for too long and rebalances if needed.
   void Expire(int64_t now);
@@ -83,12 +93,16 @@ class SchedulerCore {
   // Returns the rebalance's duration in seconds, or a negative number when
   // nothing was stale.
   double RebalanceIfStale() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current allocation's grant for rank `key`.
+  void FillGrant(const std::pair<std::string, int>& key, proto::JobGrant* grant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SchedulerOptions options_;
   std::function<void(double)> on_rebalance_;
   mutable absl::Mutex mu_;
   std::map<std::string, WorkerEntry> workers_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  // By (job_id, rank).
+  std::map<std::pair<std::string, int>, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   int64_t first_beat_nanos_ ABSL_GUARDED_BY(mu_) = -1;
   Allocation allocation_ ABSL_GUARDED_BY(mu_);
   bool stale_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,30 @@
 #include "scheduler/scheduler_metrics.h"
 
 namespace prepflow::scheduler {
+namespace {
+
+// Sets one series of `family` per entry of `values`, dropping the series of
+// entries gone since the last call (jobs that left).
+template <typename Key, typename LabelsOf>
+void SetSeries(prometheus::Family<prometheus::Gauge>& family,
+               std::map<Key, prometheus::Gauge*>& series, const std::map<Key, double>& values,
+               LabelsOf labels_of) {
+  for (auto it = series.begin(); it != series.end();) {
+    if (values.count(it->first) == 0) {
+      family.Remove(it->second);
+      it = series.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [key, value] : values) {
+    auto [it, added] = series.try_emplace(key, nullptr);
+    if (added) it->second = &family.Add(labels_of(key));
+    it->second->Set(value);
+  }
+}
+
+}  // namespace
 
 SchedulerMetrics::SchedulerMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
@@ -15,10 +39,12 @@ SchedulerMetrics::SchedulerMetrics()
                            .Register(*registry_)),
       pool_(prometheus::BuildGauge()
                 .Name("prepflow_scheduler_pool")
-                .Help("The pool now: workers, jobs, cores in the pool, cores granted.")
+                .Help("The pool now: workers, training jobs, their ranks, cores in the pool, "
+                      "cores granted.")
                 .Register(*registry_)),
       workers_(pool_.Add({{"what", "workers"}})),
       jobs_(pool_.Add({{"what", "jobs"}})),
+      ranks_(pool_.Add({{"what", "ranks"}})),
       pool_cores_(pool_.Add({{"what", "pool_cores"}})),
       granted_cores_(pool_.Add({{"what", "granted_cores"}})),
       expired_(prometheus::BuildCounter()
@@ -43,8 +69,18 @@ SchedulerMetrics::SchedulerMetrics()
                              .Name("prepflow_scheduler_rebalance_seconds")
                              .Help("Time to recompute the allocation.")
                              .Register(*registry_)
-                             .Add({}, prometheus::Histogram::BucketBoundaries{
-                                          1e-5, 1e-4, 1e-3, 0.01, 0.05, 0.1, 1})) {
+                             .Add({}, prometheus::Histogram::BucketBoundaries{1e-5, 1e-4, 1e-3,
+                                                                              0.01, 0.05, 0.1, 1})),
+      job_share_(prometheus::BuildGauge()
+                     .Name("prepflow_scheduler_job_share_cores")
+                     .Help("Each training job's fair share of the pool's cores (weights apply "
+                           "per job, however many ranks it has).")
+                     .Register(*registry_)),
+      rank_share_(prometheus::BuildGauge()
+                      .Name("prepflow_scheduler_rank_share_cores")
+                      .Help("Each rank's part of its job's share: max-min by what the ranks "
+                            "want.")
+                      .Register(*registry_)) {
   // Both kinds' series exist from the start, at zero.
   for (const char* kind : {"worker", "job"}) {
     beats_.Add({{"kind", kind}});
@@ -55,6 +91,14 @@ SchedulerMetrics::SchedulerMetrics()
 void SchedulerMetrics::Update(const SchedulerCounts& c) {
   workers_.Set(c.workers);
   jobs_.Set(c.jobs);
+  ranks_.Set(c.ranks);
+  SetSeries(job_share_, job_share_series_, c.job_shares, [](const std::string& job) {
+    return prometheus::Labels{{"job_id", job}};
+  });
+  SetSeries(
+      rank_share_, rank_share_series_, c.rank_shares, [](const std::pair<std::string, int>& rank) {
+        return prometheus::Labels{{"job_id", rank.first}, {"rank", std::to_string(rank.second)}};
+      });
   pool_cores_.Set(c.pool_cores);
   granted_cores_.Set(c.granted_cores);
   expired_workers_.Increment(static_cast<double>(c.expired_workers - last_.expired_workers));

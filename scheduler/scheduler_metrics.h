@@ -2,7 +2,9 @@
 //
 //   prepflow_scheduler_heartbeats_total{kind="worker"|"job"}
 //   prepflow_scheduler_unauthenticated_total{kind}   calls refused for their token
-//   prepflow_scheduler_pool{what="workers"|"jobs"|"pool_cores"|"granted_cores"}
+//   prepflow_scheduler_pool{what="workers"|"jobs"|"ranks"|"pool_cores"|"granted_cores"}
+//   prepflow_scheduler_job_share_cores{job_id}       each training job's fair share
+//   prepflow_scheduler_rank_share_cores{job_id,rank} its part for each rank
 //   prepflow_scheduler_expired_total{kind}           dropped for missing beats
 //   prepflow_scheduler_refused_beats_total           beats naming another lease's worker
 //   prepflow_scheduler_listener_restarts_total
@@ -13,7 +15,10 @@
 #ifndef PREPFLOW_SCHEDULER_SCHEDULER_METRICS_H_
 #define PREPFLOW_SCHEDULER_SCHEDULER_METRICS_H_
 
+#include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -44,6 +49,7 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& pool_;
   prometheus::Gauge& workers_;
   prometheus::Gauge& jobs_;
+  prometheus::Gauge& ranks_;
   prometheus::Gauge& pool_cores_;
   prometheus::Gauge& granted_cores_;
   prometheus::Family<prometheus::Counter>& expired_;
@@ -52,6 +58,10 @@ class SchedulerMetrics {
   prometheus::Counter& refused_beats_;
   prometheus::Counter& listener_restarts_;
   prometheus::Histogram& rebalance_seconds_;
+  prometheus::Family<prometheus::Gauge>& job_share_;
+  prometheus::Family<prometheus::Gauge>& rank_share_;
+  std::map<std::string, prometheus::Gauge*> job_share_series_;
+  std::map<std::pair<std::string, int>, prometheus::Gauge*> rank_share_series_;
   SchedulerCounts last_;
 };
 

@@ -28,16 +28,9 @@ work=$(mktemp -d)
 cleanup() { "$tb" down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
+source scripts/bench_lib.sh
 "$tb" up 2 --cpu "$cpu" --trainer-cpu "$trainer_cpu" --trainer-bw "$bw" >&2
-workers=""
-for w in w1 w2; do
-  "$tb" exec "$w" build/bin/prepflow-worker --listen "$("$tb" addr "$w")" --insecure \
-    --data-root "$data" --port-file "$work/$w.port" >/dev/null 2>"$work/$w.err" &
-done
-for w in w1 w2; do
-  for _ in $(seq 100); do [ -s "$work/$w.port" ] && break; sleep 0.1; done
-  workers="${workers:+$workers,}$("$tb" addr "$w"):$(cat "$work/$w.port")"
-done
+start_workers "$work" "$data" "w1 w2"
 find "$data" -type f -exec cat {} + >/dev/null
 
 run() {  # label, flags... -> one line: label <TAB> JSON (the log to $work/<label>.<round>.log)

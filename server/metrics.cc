@@ -49,9 +49,26 @@ WorkerMetrics::WorkerMetrics()
                        .Add({})),
       active_streams_(prometheus::BuildGauge()
                           .Name("prepflow_worker_active_streams")
-                          .Help("Open job streams")
+                          .Help("Open job streams (one per rank of a training job)")
                           .Register(*registry_)
                           .Add({})),
+      streams_opened_(prometheus::BuildCounter()
+                          .Name("prepflow_worker_streams_opened_total")
+                          .Help("Job streams opened")
+                          .Register(*registry_)
+                          .Add({})),
+      active_jobs_(prometheus::BuildGauge()
+                       .Name("prepflow_worker_active_jobs")
+                       .Help("Open training jobs: a job's ranks share one (one pipeline, "
+                             "dataset open, echo store and budget of items)")
+                       .Register(*registry_)
+                       .Add({})),
+      jobs_opened_(prometheus::BuildCounter()
+                       .Name("prepflow_worker_jobs_opened_total")
+                       .Help("Training jobs opened (a job opened again after all its streams "
+                             "closed counts again)")
+                       .Register(*registry_)
+                       .Add({})),
       memory_(prometheus::BuildGauge()
                   .Name("prepflow_worker_memory_bytes")
                   .Help("Result memory: reserved by admitted items, and the budget "

@@ -40,8 +40,18 @@ class WorkerMetrics {
     memory_waiting_.Set(static_cast<double>(waiting_items));
   }
   void SetMemoryBudget(int64_t bytes) { memory_budget_.Set(static_cast<double>(bytes)); }
-  void StreamOpened() { active_streams_.Increment(); }
+  void StreamOpened() {
+    active_streams_.Increment();
+    streams_opened_.Increment();
+  }
   void StreamClosed() { active_streams_.Decrement(); }
+  // A training job opened here (its first rank's stream), or closed (its
+  // last stream ended).
+  void JobOpened() {
+    active_jobs_.Increment();
+    jobs_opened_.Increment();
+  }
+  void JobClosed() { active_jobs_.Decrement(); }
   void StreamRefused(absl::StatusCode code);
   void ListenerRestarted() { listener_restarts_.Increment(); }
 
@@ -55,6 +65,9 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Histogram>& stage_seconds_;
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& active_streams_;
+  prometheus::Counter& streams_opened_;
+  prometheus::Gauge& active_jobs_;
+  prometheus::Counter& jobs_opened_;
   prometheus::Family<prometheus::Gauge>& memory_;
   prometheus::Gauge& memory_reserved_;
   prometheus::Gauge& memory_budget_;

@@ -8,9 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "pipeline/materialize.h"
 #include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
+#include "pipeline/text.h"
 #include "pipeline/wire.h"
 #include "spdlog/spdlog.h"
 
@@ -97,6 +99,63 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: max_jpeg_scans ", open.max_jpeg_scans(), " is outside [0, ",
                      options_.max_jpeg_scans_limit, "] (this worker's --max-jpeg-scans)")));
   }
+  if (open.world_size() < 0 || open.rank() < 0 || open.rank() >= std::max(1, open.world_size())) {
+    return refuse(absl::InvalidArgumentError(absl::StrCat(
+        "job open: rank ", open.rank(), " is outside [0, world_size ", open.world_size(), ")")));
+  }
+  std::shared_ptr<WorkerJob> job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto found = FindJob(open);
+    if (!found.ok()) return refuse(found.status());
+    job = *std::move(found);
+  }
+  if (job == nullptr) {  // the job's first stream here: built outside mu_
+    auto built = BuildJob(open);
+    if (!built.ok()) return refuse(built.status());
+    job = *std::move(built);
+  }
+  // Another rank may have opened the job meanwhile: then this stream joins
+  // that one.
+  if (absl::Status s = AdmitStream(client, &job); !s.ok()) {
+    return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
+  }
+  const int asked = open.max_items_in_flight();
+  opened->set_worker_id(options_.worker_id);
+  opened->set_threads(pool_->size());
+  opened->set_cores(std::min<double>(pool_->size(), EffectiveCpus()));
+  opened->set_max_items_in_flight(asked > 0 ? std::min(asked, options_.max_items_per_stream)
+                                            : options_.max_items_per_stream);
+  const int n = job->pipeline_->num_stages();
+  opened->set_num_stages(n);
+  opened->set_unavailable(job->unavailable_);
+  if (options_.cache != nullptr) opened->set_cache_bytes(options_.cache->capacity());
+  // Enough for every thread to hold an item at once, within one reply.
+  opened->set_max_item_bytes(std::min(
+      ItemCap(), std::max(job->max_sample_bytes_[n], options_.max_memory_bytes / threads())));
+  return job;
+}
+
+absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::FindJob(const proto::JobOpen& open) {
+  auto it = jobs_.find(open.job_id());
+  if (it == jobs_.end()) return nullptr;
+  // A rank's own fields, and what each stream asks for itself, may differ.
+  google::protobuf::util::MessageDifferencer same;
+  const google::protobuf::Descriptor* d = proto::JobOpen::descriptor();
+  for (const char* own : {"rank", "world_size", "max_items_in_flight"}) {
+    same.IgnoreField(d->FindFieldByName(own));
+  }
+  std::string difference;
+  same.ReportDifferencesToString(&difference);
+  if (same.Compare(it->second->spec_, open)) return it->second;
+  difference = difference.substr(0, difference.find('\n'));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "job open: job ", SafeText(open.job_id()), " is open here with other options (",
+      SafeText(difference.substr(0, 200)),
+      "); the ranks of one job must agree, and different jobs need different names (--job)"));
+}
+
+absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::JobOpen& open) {
   auto job = std::make_shared<WorkerJob>();
   job->spec_ = open;
   PipelineOptions popts;
@@ -104,11 +163,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   popts.decode.max_pixels = open.max_pixels() > 0 ? open.max_pixels() : options_.max_pixels_limit;
   popts.decode.max_jpeg_scans =
       open.max_jpeg_scans() > 0 ? open.max_jpeg_scans() : options_.max_jpeg_scans_limit;
-  std::string unavailable;
-  auto pipeline = Pipeline::Create(RunnablePrefix(open, &unavailable), popts);
+  auto pipeline = Pipeline::Create(RunnablePrefix(open, &job->unavailable_), popts);
   if (!pipeline.ok()) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: pipeline: ", pipeline.status().message())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("job open: pipeline: ", pipeline.status().message()));
   }
   job->pipeline_ = *std::move(pipeline);
   // What one sample may take at each cut, from the types alone: the budget's
@@ -121,46 +179,25 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   }
   const int64_t item_cap = ItemCap();
   if (job->max_sample_bytes_[n] > item_cap) {
-    return refuse(absl::ResourceExhaustedError(absl::StrFormat(
+    return absl::ResourceExhaustedError(absl::StrFormat(
         "job open: one sample of pipeline %s is %d bytes (%s), over the %d this worker holds for "
         "one item (--max-memory-bytes %d; at most %d per reply)",
         job->pipeline_->name(), job->max_sample_bytes_[n],
         job->pipeline_->output_type().DebugString(), item_cap, options_.max_memory_bytes,
-        kMaxReplyBytes)));
+        kMaxReplyBytes));
   }
   // Indexing may take seconds: it runs outside mu_, and opens of the same
   // dataset share one (dataset_cache.h).
   auto ds = datasets_.Get(open.dataset(), open.dataset_fingerprint(), open.dataset_size());
   if (!ds.ok()) {
     const absl::Status& s = ds.status();
-    return refuse(absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message())));
+    return absl::Status(s.code(), absl::StrCat("job open: dataset: ", s.message()));
   }
   job->dataset_ = *std::move(ds);
-  if (absl::Status s = OpenReuse(job.get()); !s.ok()) return refuse(s);
-  if (absl::Status s = AdmitStream(client); !s.ok()) {
-    return absl::IsUnavailable(s) ? s : refuse(s);  // draining is not a refusal
-  }
-  job->client_ = client;
-  const int asked = open.max_items_in_flight();
-  job->max_items_in_flight_ =
-      asked > 0 ? std::min(asked, options_.max_items_per_stream) : options_.max_items_per_stream;
+  if (absl::Status s = OpenReuse(job.get()); !s.ok()) return s;
   if (metrics_ != nullptr) {
     job->stage_histograms_ = metrics_->StageHistograms(job->pipeline_->stage_names());
-    metrics_->StreamOpened();
   }
-  opened->set_worker_id(options_.worker_id);
-  opened->set_threads(pool_->size());
-  opened->set_cores(std::min<double>(pool_->size(), EffectiveCpus()));
-  opened->set_max_items_in_flight(job->max_items_in_flight_);
-  opened->set_num_stages(job->pipeline_->num_stages());
-  opened->set_unavailable(unavailable);
-  if (options_.cache != nullptr) opened->set_cache_bytes(options_.cache->capacity());
-  job->unavailable_ = unavailable;
-  // Enough for every thread to hold an item at once, within one reply.
-  opened->set_max_item_bytes(std::min(
-      item_cap, std::max(job->max_sample_bytes_[n], options_.max_memory_bytes / threads())));
-  spdlog::info("opened job {} on {}: {} samples, {}", open.job_id(), open.dataset().path(),
-               job->dataset_->size(), job->pipeline_->DebugString());
   return job;
 }
 
@@ -211,7 +248,7 @@ absl::Status WorkerCore::OpenCache(WorkerJob* job) const {
   return absl::OkStatus();
 }
 
-absl::Status WorkerCore::AdmitStream(const std::string& client) {
+absl::Status WorkerCore::AdmitStream(const std::string& client, std::shared_ptr<WorkerJob>* job) {
   absl::MutexLock lock(&mu_);
   if (draining_) return absl::UnavailableError("worker is shutting down");
   if (streams_ >= options_.max_streams) {
@@ -223,17 +260,37 @@ absl::Status WorkerCore::AdmitStream(const std::string& client) {
                                                      " open streams from ", client,
                                                      ", the limit (--max-streams-per-client)"));
   }
+  auto found = FindJob((*job)->spec_);
+  if (!found.ok()) return found.status();
+  if (*found != nullptr) *job = *std::move(found);  // the one built here is dropped
+  WorkerJob& j = **job;
+  const std::string& id = j.spec_.job_id();
+  if (j.streams_ == 0) {
+    jobs_[id] = *job;
+    if (metrics_ != nullptr) metrics_->JobOpened();
+    spdlog::info("opened job {} on {}: {} samples, {}", SafeText(id),
+                 SafeText(j.spec_.dataset().path()), j.dataset_->size(),
+                 j.pipeline_->DebugString());
+  } else {
+    spdlog::info("job {}: another rank's stream joins it ({} open)", SafeText(id), j.streams_ + 1);
+  }
+  ++j.streams_;
   ++streams_;
   ++streams_by_client_[client];
+  if (metrics_ != nullptr) metrics_->StreamOpened();
   return absl::OkStatus();
 }
 
-void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job) {
+void WorkerCore::CloseJob(const std::shared_ptr<WorkerJob>& job, const std::string& client) {
   if (job == nullptr) return;
   absl::MutexLock lock(&mu_);
   --streams_;
-  if (--streams_by_client_[job->client_] <= 0) streams_by_client_.erase(job->client_);
+  if (--streams_by_client_[client] <= 0) streams_by_client_.erase(client);
   if (metrics_ != nullptr) metrics_->StreamClosed();
+  if (--job->streams_ > 0) return;
+  auto it = jobs_.find(job->spec_.job_id());
+  if (it != jobs_.end() && it->second == job) jobs_.erase(it);
+  if (metrics_ != nullptr) metrics_->JobClosed();
 }
 
 absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
@@ -299,20 +356,53 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
   } else {
     job->dataset().Prefetch(indices);
   }
-  Admission a{std::move(job), std::move(item), std::move(done), bytes};
+  if (!AdmitToJob(Admission{std::move(job), std::move(item), std::move(done), bytes})) {
+    return absl::UnavailableError("worker is shutting down");
+  }
+  return absl::OkStatus();
+}
+
+bool WorkerCore::AdmitToJob(Admission a) {
+  std::shared_ptr<WorkerJob> job = a.job;
+  {
+    absl::MutexLock lock(&job->admit_mu_);
+    if (job->admitted_ >= options_.max_items_per_stream) {
+      job->held_.push_back(std::move(a));
+      return true;
+    }
+    ++job->admitted_;
+  }
+  if (AdmitToMemory(std::move(a))) return true;
+  FinishedInJob(job);
+  return false;
+}
+
+void WorkerCore::FinishedInJob(const std::shared_ptr<WorkerJob>& job) {
+  std::optional<Admission> next;
+  {
+    absl::MutexLock lock(&job->admit_mu_);
+    --job->admitted_;
+    if (job->held_.empty()) return;
+    next = std::move(job->held_.front());
+    job->held_.pop_front();
+    ++job->admitted_;
+  }
+  if (!AdmitToMemory(*std::move(next))) FinishedInJob(job);
+}
+
+bool WorkerCore::AdmitToMemory(Admission a) {
   {
     absl::MutexLock lock(&budget_mu_);
-    if (!waiting_.empty() || reserved_bytes_ + bytes > options_.max_memory_bytes) {
+    if (!waiting_.empty() || reserved_bytes_ + a.bytes > options_.max_memory_bytes) {
       // Runs when earlier items' replies are written and their memory freed.
       waiting_.push_back(std::move(a));
       if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
-      return absl::OkStatus();
+      return true;
     }
-    reserved_bytes_ += bytes;
+    reserved_bytes_ += a.bytes;
     if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
   }
-  if (!Launch(std::move(a))) return absl::UnavailableError("worker is shutting down");
-  return absl::OkStatus();
+  return Launch(std::move(a));
 }
 
 bool WorkerCore::Launch(Admission a) {
@@ -322,9 +412,11 @@ bool WorkerCore::Launch(Admission a) {
     // Released when the caller drops the output, after writing its reply.
     out.reservation = std::shared_ptr<void>(nullptr, [this, bytes](void*) { Release(bytes); });
     RunItem(thread, *a.job, a.item, &out);
+    FinishedInJob(a.job);
     int64_t sent = 0;
     for (const Payload& p : out.payloads) sent += static_cast<int64_t>(p.size);
     out.result.set_transport_cpu_per_byte(CountSent(sent));
+    out.result.set_worker_busy(BusyShare());
     a.done(std::move(out));
   });
   if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));
@@ -355,6 +447,23 @@ double WorkerCore::CountSent(int64_t bytes) {
   return transport_cpu_per_byte_;
 }
 
+double WorkerCore::BusyShare() {
+  constexpr int64_t kWindowNanos = 500'000'000;
+  absl::MutexLock lock(&transport_mu_);
+  const int64_t now = WallNanos();
+  if (busy_start_nanos_ != 0 && now - busy_start_nanos_ < kWindowNanos) return busy_;
+  const int64_t cpu = ProcessCpuNanos();
+  if (busy_start_nanos_ != 0) {
+    const double cores = std::max(1e-3, std::min<double>(pool_->size(), EffectiveCpus()));
+    busy_ = std::clamp(static_cast<double>(cpu - busy_start_cpu_) /
+                           (static_cast<double>(now - busy_start_nanos_) * cores),
+                       0.0, 1.0);
+  }
+  busy_start_nanos_ = now;
+  busy_start_cpu_ = cpu;
+  return busy_;
+}
+
 void WorkerCore::Release(int64_t bytes) {
   std::vector<Admission> ready;
   bool trim = false;
@@ -378,12 +487,20 @@ void WorkerCore::Release(int64_t bytes) {
   // Idle: hand freed result buffers back to the kernel, so a burst of large
   // items does not leave the worker holding gigabytes (at most once a second).
   if (trim) malloc_trim(0);
-  for (Admission& a : ready) Launch(std::move(a));
+  for (Admission& a : ready) {
+    std::shared_ptr<WorkerJob> job = a.job;
+    if (!Launch(std::move(a))) FinishedInJob(job);
+  }
 }
 
 int WorkerCore::active_streams() const {
   absl::MutexLock lock(&mu_);
   return streams_;
+}
+
+int WorkerCore::active_jobs() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(jobs_.size());
 }
 
 absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,13 +85,25 @@ struct ItemOutput {
   std::shared_ptr<void> reservation;
 };
 
-// One job as opened by one stream.
+class WorkerJob;
+
+// A work item on its way through a worker: validated, then admitted against
+// its job's budget of items and the worker's memory budget.
+struct WorkerAdmission {
+  std::shared_ptr<WorkerJob> job;
+  proto::WorkItem item;
+  std::function<void(ItemOutput)> done;
+  int64_t bytes = 0;  // its results' bound, held in the memory budget
+};
+
+// One training job, opened by the first stream that names its job_id and
+// shared by every stream of the same job_id (its ranks): one pipeline, one
+// dataset open, one cache view and echo store, one budget of items.
 class WorkerJob {
  public:
   const proto::JobOpen& spec() const { return spec_; }
   const Pipeline& pipeline() const { return *pipeline_; }
   const Dataset& dataset() const { return *dataset_; }
-  int max_items_in_flight() const { return max_items_in_flight_; }
   // Bound on one sample's bytes after stage cut - 1, by cut.
   int64_t max_sample_bytes(int cut) const { return max_sample_bytes_[cut]; }
   // The job's view of the worker's sample cache; null without one.
@@ -109,20 +122,30 @@ class WorkerJob {
     const int at = std::max({spec_.echo_at(), Cached(cut) ? cache_->boundary() : 0, start_stage()});
     return cut >= at ? at : -1;
   }
+  // Items held back for the job's budget (see admitted_).
+  int held_items() const {
+    absl::MutexLock lock(&admit_mu_);
+    return static_cast<int>(held_.size());
+  }
 
  private:
   friend class WorkerCore;
-  proto::JobOpen spec_;
-  std::string client_;  // host, for the per-client stream count
+  proto::JobOpen spec_;  // as the first stream sent it
   std::shared_ptr<const Dataset> dataset_;
   std::unique_ptr<Pipeline> pipeline_;
   // Why the pipeline stops short of the job's (a custom op not loaded here), or "".
   std::string unavailable_;
   std::vector<prometheus::Histogram*> stage_histograms_;
-  int max_items_in_flight_ = 0;
   std::vector<int64_t> max_sample_bytes_;
   std::unique_ptr<BoundaryCache> cache_;
   std::unique_ptr<EchoStore> echo_;  // with echo > 1
+  int streams_ = 0;                  // open streams of the job (WorkerCore::mu_)
+  // The job's budget of items queued or running at once, over all its
+  // streams (--max-items-per-stream): a job's ranks share the worker's
+  // threads as one job does, however many streams they open.
+  mutable absl::Mutex admit_mu_;
+  int admitted_ ABSL_GUARDED_BY(admit_mu_) = 0;
+  std::deque<WorkerAdmission> held_ ABSL_GUARDED_BY(admit_mu_);  // over it, in order
 };
 
 class WorkerCore {
@@ -135,15 +158,20 @@ class WorkerCore {
   // pipeline or limits, naming the field), PermissionDenied (dataset outside
   // --data-root), FailedPrecondition (the worker's index of the dataset
   // differs from the client's), ResourceExhausted (too many streams),
-  // NotFound/DataLoss (dataset unreadable). On success the caller owns one
-  // stream slot until it calls CloseJob().
+  // NotFound/DataLoss (dataset unreadable). A job_id open here already
+  // (another rank's stream) is joined, not built again, when the options
+  // match; FailedPrecondition, naming the difference, when they do not. On
+  // success the caller owns one stream slot until it calls CloseJob();
+  // `opened->max_items_in_flight()` is its credits.
   // `client`: the client's host, for --max-streams-per-client.
   absl::StatusOr<std::shared_ptr<WorkerJob>> OpenJob(const proto::JobOpen& open,
                                                      const std::string& client,
                                                      proto::JobOpened* opened);
   // Counts and logs a stream refused before OpenJob (e.g. its token).
   void RefuseStream(const absl::Status& status, const std::string& peer);
-  void CloseJob(const std::shared_ptr<WorkerJob>& job);
+  // Ends a stream OpenJob admitted (`client` as it was given); the job
+  // closes with its last stream.
+  void CloseJob(const std::shared_ptr<WorkerJob>& job, const std::string& client);
 
   // Checks `item` against `job` (InvalidArgument naming the field;
   // ResourceExhausted, with the numbers, for an item that could never fit the
@@ -159,6 +187,7 @@ class WorkerCore {
   int threads() const { return pool_->size(); }
   // Job streams open now.
   int active_streams() const;
+  int active_jobs() const;  // training jobs open now (a job's ranks share one)
   int64_t max_memory_bytes() const { return options_.max_memory_bytes; }
   const std::string& worker_id() const { return options_.worker_id; }
   // Stops the pool; queued items are dropped. Call after every stream ended.
@@ -170,12 +199,20 @@ class WorkerCore {
   // smoothed; 0 before the first window closes. Every client's planner
   // charges it to the bytes it asks this worker for (t_r).
   double CountSent(int64_t bytes) ABSL_LOCKS_EXCLUDED(transport_mu_);
+  // The share of this worker's cores its process kept busy over its latest
+  // window of at least 0.5 s (every job's items, and everything else), 0
+  // before the first window closes. Sent with every result.
+  double BusyShare() ABSL_LOCKS_EXCLUDED(transport_mu_);
 
  private:
   // Counts a new stream from `client` against --max-streams and
   // --max-streams-per-client. Errors: Unavailable while draining,
   // ResourceExhausted over a limit.
-  absl::Status AdmitStream(const std::string& client) ABSL_LOCKS_EXCLUDED(mu_);
+  // `*job`: the job built for the stream, replaced by the open one of the
+  // same job_id if another rank opened it meanwhile (FailedPrecondition
+  // when that one has other options).
+  absl::Status AdmitStream(const std::string& client, std::shared_ptr<WorkerJob>* job)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
   // What an item's samples cost, summed as they run: CPU reported in their
   // stage costs, and their reads' wall time and bytes.
@@ -206,12 +243,23 @@ class WorkerCore {
   // Checks the job's echo and materialization fields, makes its echo store,
   // and opens its cache (OpenCache). InvalidArgument naming the field.
   absl::Status OpenReuse(WorkerJob* job) const;
-  struct Admission {
-    std::shared_ptr<WorkerJob> job;
-    proto::WorkItem item;
-    std::function<void(ItemOutput)> done;
-    int64_t bytes = 0;
-  };
+  using Admission = WorkerAdmission;
+  // Builds a new job for `open` (validated limits), without touching the
+  // open jobs. `unavailable`: see RunnablePrefix.
+  absl::StatusOr<std::shared_ptr<WorkerJob>> BuildJob(const proto::JobOpen& open);
+  // The open job `open.job_id()` names, or null; FailedPrecondition when
+  // it is open with other options.
+  absl::StatusOr<std::shared_ptr<WorkerJob>> FindJob(const proto::JobOpen& open)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admits the item against its job's budget of items (else holds it,
+  // in order, until one of the job's items finishes), then the memory's.
+  // False when the pool has stopped.
+  bool AdmitToJob(Admission a);
+  // One of `job`'s items finished running: the next it holds is admitted.
+  void FinishedInJob(const std::shared_ptr<WorkerJob>& job);
+  // Admits the item against the memory budget (or queues it there) and
+  // launches it. False when the pool has stopped.
+  bool AdmitToMemory(Admission a);
   // Queues the item on the pool, holding `bytes` of the budget until its
   // output's reservation is released.
   bool Launch(Admission a);
@@ -226,6 +274,7 @@ class WorkerCore {
   mutable absl::Mutex mu_;
   int streams_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<WorkerJob>> jobs_ ABSL_GUARDED_BY(mu_);  // by job_id
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   DatasetCache datasets_;  // shared by the jobs; locks of its own
 
@@ -238,6 +287,9 @@ class WorkerCore {
   int64_t sent_bytes_ ABSL_GUARDED_BY(transport_mu_) = 0;
   TransportWindow window_ ABSL_GUARDED_BY(transport_mu_);
   double transport_cpu_per_byte_ ABSL_GUARDED_BY(transport_mu_) = 0;
+  int64_t busy_start_nanos_ ABSL_GUARDED_BY(transport_mu_) = 0;
+  int64_t busy_start_cpu_ ABSL_GUARDED_BY(transport_mu_) = 0;
+  double busy_ ABSL_GUARDED_BY(transport_mu_) = 0;
 
   // The memory budget: admitted items in order, those waiting for room.
   absl::Mutex budget_mu_ ABSL_ACQUIRED_AFTER(mu_);

@@ -41,7 +41,11 @@ struct Outgoing {
 class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamReactor(WorkerService* service, grpc::CallbackServerContext* context)
-      : service_(service), core_(service->core_), context_(context), created_nanos_(WallNanos()) {
+      : service_(service),
+        core_(service->core_),
+        context_(context),
+        client_(ClientHost(context->peer())),
+        created_nanos_(WallNanos()) {
     StartRead(&in_);
   }
 
@@ -122,7 +126,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       absl::MutexLock lock(&mu_);  // no callback runs after OnDone; this is for the analysis
       job = job_;
     }
-    core_->CloseJob(job);
+    core_->CloseJob(job, client_);
     delete this;
   }
 
@@ -144,13 +148,13 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       return;
     }
     proto::WorkerMessage reply;
-    auto job = core_->OpenJob(msg_.open(), ClientHost(context_->peer()), reply.mutable_opened());
+    auto job = core_->OpenJob(msg_.open(), client_, reply.mutable_opened());
     if (!job.ok()) {
       Fail(job.status());
       return;
     }
     job_ = *std::move(job);
-    credits_ = job_->max_items_in_flight();
+    credits_ = reply.opened().max_items_in_flight();
     Send(EncodeMessage(reply));
   }
 
@@ -233,6 +237,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   WorkerService* service_;
   WorkerCore* core_;
   grpc::CallbackServerContext* context_;
+  const std::string client_;  // the peer's host (--max-streams-per-client)
   const int64_t created_nanos_;
   grpc::ByteBuffer in_;       // owned by the one outstanding read
   proto::ClientMessage msg_;  // in_, parsed

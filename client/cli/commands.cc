@@ -151,7 +151,7 @@ struct RunFlags {
   int max_jpeg_scans = kDefaultMaxJpegScans;
   bool json = false, shuffle = true, drop_last = false, fallback_local = false;
   std::string offload, workers;  // offload unset: $PREPFLOW_OFFLOAD, else off
-  std::string scheduler, labels, plugins, rank_split = "pad";
+  std::string scheduler, labels, plugins, rank_split = "pad", job;
   int local_ranks = 0;
   double weight = 1, max_remote_cores = 0;
   double worker_timeout = 30, demand = 0, bandwidth_mbps = 0, hedge_after = 3;
@@ -190,6 +190,10 @@ struct RunFlags {
     f.Bool("drop-last", &drop_last, "drop each epoch's last short batch");
     f.Int("rank", &rank, "this trainer's rank (samples are sharded across ranks)");
     f.Int("world-size", &world_size, "number of ranks");
+    f.String("job", &job,
+             "the training job's name, the same on every rank, so that workers, the scheduler "
+             "and metrics see one job (default: $PREPFLOW_JOB, else torchrun's run id, else a "
+             "fresh one per process)");
     f.Int("local-ranks", &local_ranks,
           "ranks of this job on this machine, sharing its CPUs (each plans with its share; "
           "0: $LOCAL_WORLD_SIZE, set by torchrun, else 1)");
@@ -205,7 +209,8 @@ struct RunFlags {
              "samples/s the trainer consumes, for --offload auto and --echo auto (0: measured; "
              "unlimited here)");
     f.Double("bandwidth-mbps", &bandwidth_mbps,
-             "network into this trainer in Mbit/s, for --offload auto (0: unlimited)");
+             "network into this trainer machine in Mbit/s, for --offload auto (0: unlimited; "
+             "ranks on one machine each count their share)");
     f.String("workers", &workers, "prepflow-worker addresses, host:port,...");
     f.String("scheduler", &scheduler,
              "prepflow-scheduler host:port: take workers from its grants (with or instead of "
@@ -279,6 +284,7 @@ struct RunFlags {
     o.drop_last = drop_last;
     o.rank = rank;
     o.world_size = world_size;
+    o.job = job;
     auto split = ParseRankSplit(rank_split);
     if (!split.ok()) return split.status();
     o.rank_split = *split;
@@ -345,6 +351,8 @@ Json RunJson(const std::string& command, const LoaderOptions& options, const Loa
   j["format"] = loader.dataset().format();
   j["samples_per_epoch"] = loader.samples_per_epoch();
   j["job_id"] = loader.job_id();
+  j["rank"] = options.rank;
+  j["world_size"] = options.world_size;
   if (!status.ok()) j["error"] = SafeText(status.message());
   return j;
 }

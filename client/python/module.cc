@@ -100,6 +100,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   if (!split.ok()) Raise(split.status());
   o.rank_split = *split;
   o.local_ranks = Get<int>(d, "local_ranks", 0);
+  o.job = Get<std::string>(d, "job", "");
   o.prefetch_batches = Get<int>(d, "prefetch", 2);
   auto on_error = ParseOnError(Get<std::string>(d, "on_error", "skip"));
   if (!on_error.ok()) Raise(on_error.status());
@@ -559,6 +560,9 @@ PYBIND11_MODULE(_prepflow, m) {
       .def("next", &PyLoader::Next)
       .def("stats", &PyLoader::Stats)
       .def_property_readonly("job_id", [](const PyLoader& l) { return l.loader().job_id(); })
+      .def_property_readonly("rank", [](const PyLoader& l) { return l.loader().options().rank; })
+      .def_property_readonly("world_size",
+                             [](const PyLoader& l) { return l.loader().options().world_size; })
       .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
       .def_property_readonly("metrics_port", &PyLoader::metrics_port)
       .def_property_readonly(

@@ -84,9 +84,9 @@ def build():
             [(f"prepflow_client_remote_fraction{{{JOB}}}", "{{job_id}} remote fraction"),
              (f"prepflow_client_cut{{{JOB}}}", "{{job_id}} cut")])
     d.panel("Worker cores: wanted, fair share, granted",
-            "What each job asked the scheduler for, its weighted fair share of the pool, and "
-            "the cores granted to it now.",
-            [(f"prepflow_client_remote_cores{{{JOB}}}", "{{job_id}} {{kind}}")])
+            "What each rank asked the scheduler for, its part of its job's weighted fair share "
+            "of the pool (and the job's whole share), and the cores granted to it now.",
+            [(f"prepflow_client_remote_cores{{{JOB}}}", "{{job_id}}/{{rank}} {{kind}}")])
     d.panel("Ingest per worker",
             "Bytes per second each job receives from each of its workers.",
             [(f"rate(prepflow_client_worker_received_bytes_total{{{JOB}}}[1m])",
@@ -173,6 +173,11 @@ def build():
     d.row("Scheduler")
     d.panel("Pool", "Workers and jobs the scheduler knows, and its cores: in the pool and granted.",
             [("prepflow_scheduler_pool", "{{what}}")])
+    d.panel("Fair shares: jobs and their ranks",
+            "Each training job's fair share of the pool (weights apply per job, however many "
+            "ranks it has), and each rank's part of it (max-min by what the ranks want).",
+            [(f"prepflow_scheduler_job_share_cores{{{JOB}}}", "{{job_id}}"),
+             (f"prepflow_scheduler_rank_share_cores{{{JOB}}}", "{{job_id}} rank {{rank}}")])
     d.panel("Heartbeats", "Heartbeats per second, from workers and from jobs.",
             [("sum by (kind) (rate(prepflow_scheduler_heartbeats_total[1m]))", "{{kind}}")],
             unit="ops")

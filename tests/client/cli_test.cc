@@ -310,6 +310,17 @@ TEST_F(CliTest, PluginsListTheirOpsAndRunInPipelines) {
   EXPECT_THAT(missing.err, HasSubstr("--plugin: plugin /nonexistent/libx.so: no such file"));
 }
 
+// The example pipelines run as written.
+TEST_F(CliTest, TheExamplePipelinesRun) {
+  const CliRun run = Prepflow(
+      absl::StrCat("run --json --epochs 1 --batch 5 --threads 1 --data ", dir_.Join("data"),
+                   " --pipeline ", PREPFLOW_SOURCE_DIR, "/examples/pipelines/simclr.pipeline"),
+      dir_);
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.LastJson()["images"], 15);
+  EXPECT_EQ(run.LastJson()["pipeline"], "simclr");
+}
+
 TEST_F(CliTest, PlanFromMeasurementsAndFromADataset) {
   // The hand-solved case of planner_test: 30 MB/s (240 Mbit/s) moves the cut
   // to the 150 KB boundary.

@@ -98,7 +98,7 @@ TEST(LoaderStats, JsonHasExactlyTheTablesFields) {
 // every family comes from the table.
 TEST(LoaderStats, PrometheusHasExactlyTheTablesSeries) {
   const LoaderStats st = Filled("s:7060");
-  const std::vector<prometheus::MetricFamily> families = StatsFamilies(st, "job-1");
+  const std::vector<prometheus::MetricFamily> families = StatsFamilies(st, "job-1", /*rank=*/2);
   std::set<std::string> names;
   for (const auto& f : families) names.insert(f.name);
   std::set<std::string> expected;
@@ -126,17 +126,21 @@ TEST(LoaderStats, PrometheusHasExactlyTheTablesSeries) {
     }
     return -1.0;
   };
-  EXPECT_EQ(value("prepflow_client_samples_total", {{"job_id", "job-1"}, {"placement", "remote"}}),
+  EXPECT_EQ(value("prepflow_client_samples_total",
+                  {{"job_id", "job-1"}, {"rank", "2"}, {"placement", "remote"}}),
             6);
-  EXPECT_EQ(value("prepflow_client_hedge_wins_total", {{"job_id", "job-1"}}), 7);
-  EXPECT_EQ(value("prepflow_client_plan_fraction", {{"job_id", "job-1"}, {"path", "cut=1"}}), 0.75);
-  EXPECT_EQ(value("prepflow_client_scheduler_up", {{"job_id", "job-1"}, {"scheduler", "s:7060"}}),
+  EXPECT_EQ(value("prepflow_client_hedge_wins_total", {{"job_id", "job-1"}, {"rank", "2"}}), 7);
+  EXPECT_EQ(value("prepflow_client_plan_fraction",
+                  {{"job_id", "job-1"}, {"rank", "2"}, {"path", "cut=1"}}),
+            0.75);
+  EXPECT_EQ(value("prepflow_client_scheduler_up",
+                  {{"job_id", "job-1"}, {"rank", "2"}, {"scheduler", "s:7060"}}),
             1);
   EXPECT_EQ(value("prepflow_client_worker_link_limit_bytes_per_second",
-                  {{"job_id", "job-1"}, {"worker", "w:1"}}),
+                  {{"job_id", "job-1"}, {"rank", "2"}, {"worker", "w:1"}}),
             5e5);
   EXPECT_EQ(value("prepflow_client_stage_cpu_seconds_total",
-                  {{"job_id", "job-1"}, {"stage", "decode"}, {"side", "remote"}}),
+                  {{"job_id", "job-1"}, {"rank", "2"}, {"stage", "decode"}, {"side", "remote"}}),
             0.1);
 }
 

@@ -401,6 +401,47 @@ TEST(Loader, RanksComeFromTheLaunchersEnvironment) {
   EXPECT_EQ(ResolveOptions(o)->local_ranks, 1);
 }
 
+// The job's name: --job, else PREPFLOW_JOB, else torchrun's run id with its
+// master (a loopback master with this host's name), else none (the Loader
+// makes up its own). Every rank of one torchrun job gets the same name.
+TEST(Loader, TheJobIsNamedByTheFlagTheVariableOrTorchrun) {
+  TempDir dir;
+  LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
+  unsetenv("PREPFLOW_JOB");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(ResolveOptions(o)->job, "");
+  setenv("TORCHELASTIC_RUN_ID", "4a76-e2", 1);
+  setenv("MASTER_ADDR", "10.1.2.3", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  EXPECT_EQ(ResolveOptions(o)->job, "torchrun-4a76-e2@10.1.2.3:29500");
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  EXPECT_EQ(ResolveOptions(o)->job, absl::StrCat("torchrun-4a76-e2@", host, "/127.0.0.1:29500"));
+  setenv("PREPFLOW_JOB", "resnet-sweep-3", 1);
+  EXPECT_EQ(ResolveOptions(o)->job, "resnet-sweep-3");
+  o.job = "mine";
+  EXPECT_EQ(ResolveOptions(o)->job, "mine");
+  auto loader = Loader::Create(o);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ((*loader)->job_id(), "mine");
+  // Names travel in labels and logs: bad ones are refused, naming the source.
+  o.job = "two words";
+  EXPECT_THAT(ResolveOptions(o).status().message(),
+              HasSubstr("--job: 'two words' is not a job name"));
+  o.job = "";
+  setenv("PREPFLOW_JOB", std::string(200, 'x').c_str(), 1);
+  EXPECT_THAT(ResolveOptions(o).status().message(), HasSubstr("PREPFLOW_JOB: 'xxx"));
+  unsetenv("PREPFLOW_JOB");
+  unsetenv("TORCHELASTIC_RUN_ID");
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  // Without a name, each Loader is a job of its own.
+  auto a = Loader::Create(o), b = Loader::Create(o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE((*a)->job_id(), (*b)->job_id());
+}
+
 std::atomic<int> allocations{0}, frees{0};
 void* CountingAllocate(size_t bytes) {
   ++allocations;

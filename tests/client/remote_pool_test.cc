@@ -398,6 +398,19 @@ TEST_F(RemotePoolTest, AGrantOfPartOfAWorkerScalesItsCredits) {
   EXPECT_GT(changes_, before);
 }
 
+// A named job's ranks share their static workers: each plans with its part
+// of them (the worker runs the ranks' items as one job's), and keeps every
+// credit, so a rank alone on a worker can still fill it.
+TEST_F(RemotePoolTest, ARankPlansWithItsShareOfStaticWorkers) {
+  RemotePoolOptions options;
+  options.static_share = 1.0 / 3;
+  Make(options);
+  Open("s:1", /*credits=*/6, "", 0, /*cores=*/3);
+  Open("s:2", /*credits=*/6, "", 0, /*cores=*/6);
+  EXPECT_DOUBLE_EQ(pool_->UsableCores(), 3);
+  EXPECT_EQ(pool_->UsableCredits(), 12);
+}
+
 TEST_F(RemotePoolTest, ARetiredWorkerFinishesItsItemsAndIsClosed) {
   Make();
   FakeStream* g = Open("g:1", 2, "w-g", 4);

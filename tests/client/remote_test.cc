@@ -442,7 +442,7 @@ TEST_F(RemoteTest, MetricsShowThePlacementAndEachWorker) {
   ExpectExactlyOnce(r, 96);
   const std::string text =
       prometheus::TextSerializer().Serialize(LoaderMetrics(loader->get()).Collect());
-  const std::string job = absl::StrCat("job_id=\"", (*loader)->job_id(), "\"");
+  const std::string job = absl::StrCat("job_id=\"", (*loader)->job_id(), "\",rank=\"0\"");
   EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_samples_total{", job,
                                            ",placement=\"remote\"} ", r.stats.remote_images)));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("prepflow_client_samples_total{", job,

@@ -119,6 +119,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                           [&done](prepflow::ItemOutput) { done.set_value(); });
     if (s.ok()) done.get_future().wait();
   }
-  Core()->CloseJob(*job);
+  Core()->CloseJob(*job, "fuzz");
   return 0;
 }

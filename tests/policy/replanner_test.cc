@@ -21,6 +21,7 @@ struct Job {
   // One worker's counters (the whole remote pool is this one worker).
   double worker_bytes = 0, worker_cpu = 0;
   int64_t worker_results = 0, worker_saturated = 0;
+  double worker_reported_busy = 0;  // the worker's own report, for all its jobs
   // What the workers reported of their transport CPU, and for how many bytes.
   double worker_transport_cpu = 0, worker_transport_bytes = 0;
   // Reads: bytes per read (here and on the workers), the wall seconds the
@@ -58,6 +59,7 @@ struct Job {
     w.cpu_seconds = worker_cpu;
     w.results = worker_results;
     w.saturated_results = worker_saturated;
+    w.worker_busy = worker_reported_busy;
     s.workers.push_back(w);
     return s;
   }
@@ -267,9 +269,11 @@ TEST(Replanner, InvalidateReplansAtTheNextSnapshot) {
 // Three snapshots 1.5 s apart: no answers yet, the worker's first (its
 // window opens), and 1.5 s of answers (it closes).
 ReplanState LinkAfterWindows(double process_busy, double worker_busy, double saturated_share,
-                             std::vector<std::string>* notes, double receive_cpu_per_byte = 0) {
+                             std::vector<std::string>* notes, double receive_cpu_per_byte = 0,
+                             double worker_reported_busy = 0) {
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;
+  job.worker_reported_busy = worker_reported_busy;
   // Measured from the start: 16 MB received (a full window) at this cost.
   job.received = 16e6;
   job.receive_cpu = 16e6 * receive_cpu_per_byte;
@@ -305,6 +309,17 @@ TEST(Replanner, NoLinkLimitWhenTheWorkerIsBusyOrCreditsAreFreeOrReceivingIsWork)
   EXPECT_EQ(LinkAfterWindows(0.3, 0.9, 1.0, &notes).links.at(7).limit, 0);  // worker busy
   EXPECT_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).limit, 0);  // credits free
   EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).ingest_rate, 20e6);
+}
+
+// This job's items used a fifth of the worker, every credit out, but the
+// worker says its cores were 90% busy: another rank's items (or another
+// job's) took them. The results came slowly for want of its CPU, not of the
+// link. (Ranks sharing a worker were each taking that for a link of a few
+// MB/s and offloading little.)
+TEST(Replanner, NoLinkLimitWhenTheWorkerIsBusyWithOthersWork) {
+  std::vector<std::string> notes;
+  EXPECT_EQ(LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0, 0.9).links.at(7).limit, 0);
+  EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0, 0.5).links.at(7).limit, 20e6);
 }
 
 TEST(Replanner, ALinkBindsWhileThisProcessIsBusyWhenReceivingIsCheap) {
@@ -445,18 +460,51 @@ TEST(Replanner, ASharedIngestLinkIsNotOverCountedWhenOneWorkerGoesQuiet) {
   EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
 }
 
+// Up to 4 s into `job`: the worker's first answers at 2.5 s, then 1.5 s of
+// answers at 20 MB/s with every credit out, its CPU idle: its link binds.
+void BindTheLinkAt20MBps(Replanner& r, Job& job, std::vector<std::string>* notes) {
+  r.Update(job.At(1, 100), notes);
+  job.worker_results = 10;
+  r.Update(job.At(2.5, 200), notes);
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 30e6;
+  r.Update(job.At(4, 300), notes);  // a full period since the first plan
+}
+
 TEST(Replanner, ABindingLinkBecomesThePlansBandwidth) {
   std::vector<std::string> notes;
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;
-  r.Update(job.At(1, 100), &notes);
-  job.worker_results = 10;
-  r.Update(job.At(2.5, 200), &notes);
+  BindTheLinkAt20MBps(r, job, &notes);
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+}
+
+// A link estimate is probed up while answers come with credits to spare
+// (nothing holds them back: the estimate may have been taken while this
+// process was slow to take results), and pulled back when the link binds.
+TEST(Replanner, ALinkEstimateIsProbedUpWhileNothingHoldsTheAnswers) {
+  std::vector<std::string> notes;
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  BindTheLinkAt20MBps(r, job, &notes);
+  ASSERT_DOUBLE_EQ(r.State().links.at(7).limit, 20e6);
+  // Two windows at the same 20 MB/s, but with free credits: +10% each.
+  double t = 4;
+  for (int k = 0; k < 2; ++k) {
+    t += 1.5;
+    job.worker_results += 20;
+    job.worker_bytes += 30e6;
+    r.Update(job.At(t, 300 + 100 * (k + 1)), &notes);
+  }
+  EXPECT_NEAR(r.State().links.at(7).limit, 20e6 * 1.1 * 1.1, 1);
+  // Bound again at 20 MB/s: averaged back down.
+  t += 1.5;
   job.worker_results += 20;
   job.worker_saturated += 20;
   job.worker_bytes += 30e6;
-  r.Update(job.At(4, 300), &notes);  // a full period since the first plan
-  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+  r.Update(job.At(t, 700), &notes);
+  EXPECT_NEAR(r.State().links.at(7).limit, 0.5 * (20e6 * 1.21 + 20e6), 1);
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ class Delivery(unittest.TestCase):
                              capture_output=True, text=True, check=True)
         cli = json.loads(out.stdout.strip().splitlines()[-1])
         context = {"command", "epochs", "batch", "threads", "pipeline", "dataset", "format",
-                   "samples_per_epoch", "job_id"}
+                   "samples_per_epoch", "job_id", "rank", "world_size"}
         self.assertEqual(set(cli) - context, set(stats) - resume)
         self.assertEqual(set(stats["stages"][0]), set(cli["stages"][0]))
         self.assertEqual(stats["checksum_value"], int(stats["checksum"], 16))
@@ -229,7 +229,7 @@ class Api(unittest.TestCase):
     # Keywords whose None stands for the flag's default (unset, "auto", "").
     NONE_MEANS_DEFAULT = {"pipeline", "offload", "scheduler", "cache_at", "echo_at",
                           "cache_dir", "index_cache_dir", "tls_ca", "tls_cert", "tls_key",
-                          "tls_server_name", "auth_token_file", "metrics_port"}
+                          "tls_server_name", "auth_token_file", "metrics_port", "job"}
     # Defaults that differ on purpose, and why.
     DEFAULT_DIFFERS = {"epochs": "None: as many passes as the loop makes, as a DataLoader; "
                                  "the CLI runs one"}

@@ -111,5 +111,31 @@ TEST(Allocate, SliversAreNotGranted) {
   }
 }
 
+// Ranks of one training job (`job`) share one fair share: the job wants
+// what they want together and weighs as one job; its ranks split it max-min.
+TEST(RankShares, AJobsRanksShareOneShareSplitMaxMin) {
+  const std::vector<JobWant> ranks = {{"big/0", 1, 4, "", "big"},
+                                      {"big/1", 1, 4, "", "big"},
+                                      {"big/2", 1, 8, "", "big"},
+                                      {"small", 1, 16, ""}};
+  EXPECT_THAT(RankShares(12, ranks), ElementsAre(2, 2, 2, 6));
+  // A rank wanting less than an equal part gets its want; the rest split
+  // what is left.
+  EXPECT_THAT(RankShares(12, {{"big/0", 1, 1, "", "big"},
+                              {"big/1", 1, 4, "", "big"},
+                              {"big/2", 1, 8, "", "big"},
+                              {"small", 1, 16, ""}}),
+              ElementsAre(1, 2.5, 2.5, 6));
+  // Per rank, as if each were a job, the 3-rank job would get 3 times more.
+  EXPECT_THAT(FairShares(12, ranks), ElementsAre(3, 3, 3, 3));
+  // A job that wants less than its share gets what it wants, as before.
+  EXPECT_THAT(RankShares(12, {{"a/0", 1, 1, "", "a"}, {"a/1", 1, 1, "", "a"}, {"b", 1, 20, ""}}),
+              ElementsAre(1, 1, 10));
+  const Allocation a = Allocate({{"w1", 6, ""}, {"w2", 6, ""}}, ranks);
+  EXPECT_DOUBLE_EQ(a.job_share.at("big"), 6);
+  EXPECT_DOUBLE_EQ(a.job_share.at("small"), 6);
+  EXPECT_DOUBLE_EQ(a.share.at("big/2"), 2);
+}
+
 }  // namespace
 }  // namespace prepflow::scheduler

@@ -125,7 +125,7 @@ TEST_F(ScheduledJobTest, GetsWorkersItNeverNamed) {
   EXPECT_TRUE(r.stats.scheduler_reachable);
   // What /metrics shows mid-run: the scheduler reachable, 2 cores granted,
   // both workers up.
-  const std::string labels = absl::StrCat("{job_id=\"", job, "\",");
+  const std::string labels = absl::StrCat("{job_id=\"", job, "\",rank=\"0\",");
   EXPECT_THAT(metrics, HasSubstr(absl::StrCat("prepflow_client_scheduler_up", labels,
                                               "scheduler=\"", scheduler->address(), "\"} 1\n")));
   EXPECT_THAT(metrics, HasSubstr(absl::StrCat("prepflow_client_remote_cores", labels,
@@ -243,6 +243,56 @@ TEST_F(ScheduledJobTest, TwoJobsShareThePoolByWeight) {
       }
     }
   }
+}
+
+// A training job of two ranks (one --job, rank 0 and 1 of 2) and a job of
+// one rank, equal weights, on four 1-core workers: each job's share is 2
+// cores, the 2-rank job's split between its ranks (as separate jobs, the
+// ranks would have taken 2 of every 3 cores). Together the ranks deliver
+// every sample once, with the local checksum.
+TEST_F(ScheduledJobTest, ATrainingJobsRanksShareOneFairShare) {
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  std::vector<testing::WorkerProcess> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(Worker(scheduler->address()));
+  ASSERT_TRUE(WaitForWorkers(scheduler->address(), 4));
+
+  LoaderOptions rank0 = Options(scheduler->address(), "remote");
+  rank0.job = "train-7";
+  rank0.world_size = 2;
+  LoaderOptions rank1 = rank0;
+  rank1.rank = 1;
+  const LoaderOptions solo = Options(scheduler->address(), "remote");
+  LoaderStats shared0, shared1, shared_solo;
+  bool settled = false;
+  testing::Drained r1, alone;
+  const testing::Drained r0 = testing::Drain(rank0, [&](Loader& l0) {
+    r1 = testing::Drain(rank1, [&](Loader& l1) {
+      alone = testing::Drain(solo, [&](Loader& ls) {
+        settled = WaitFor([&] {
+          shared0 = l0.Stats();
+          shared1 = l1.Stats();
+          shared_solo = ls.Stats();
+          return shared0.job_fair_share_cores == 2 && shared_solo.fair_share_cores == 2 &&
+                 shared0.fair_share_cores + shared1.fair_share_cores == 2;
+        });
+      });
+    });
+  });
+  ASSERT_TRUE(settled) << "shares: rank 0 " << shared0.fair_share_cores << " of its job's "
+                       << shared0.job_fair_share_cores << ", rank 1 " << shared1.fair_share_cores
+                       << ", the other job " << shared_solo.fair_share_cores;
+  EXPECT_DOUBLE_EQ(shared1.job_fair_share_cores, 2);
+  EXPECT_DOUBLE_EQ(shared_solo.job_fair_share_cores, 2);
+  ExpectExactlyOnce(alone);
+  ASSERT_TRUE(r0.status.ok() && r1.status.ok()) << r0.status << r1.status;
+  EXPECT_EQ(r0.indices.size(), 48u);
+  EXPECT_EQ(r1.indices.size(), 48u);
+  std::map<int64_t, int> both = r0.deliveries;
+  for (const auto& [index, count] : r1.deliveries) both[index] += count;
+  EXPECT_EQ(both.size(), 96u);
+  for (const auto& [index, count] : both) ASSERT_EQ(count, 1) << "index " << index;
+  EXPECT_EQ(r0.stats.checksum + r1.stats.checksum, local_checksum_);
 }
 
 TEST_F(ScheduledJobTest, RunsLocallyWithNoGrant) {

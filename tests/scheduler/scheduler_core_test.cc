@@ -208,5 +208,70 @@ TEST(SchedulerCore, AWorkerIdCannotBeRepointedByAnotherSender) {
   EXPECT_TRUE(core.WorkerBeat(hijack, 10 * kSecond, "worker-b").ok());
 }
 
+// A training job's ranks share one fair share: a 3-rank job and a 1-rank
+// job of equal weight get the same cores per job, the 3-rank job's split
+// among its ranks max-min by what each wants; the metrics' counts see both
+// levels.
+TEST(SchedulerCore, ARanksJobGetsOneFairShareSplitAmongItsRanks) {
+  SchedulerCore core({});
+  for (const char* w : {"w1", "w2", "w3"}) ASSERT_TRUE(Beat(core, Worker(w, 2), 0).ok());
+  auto rank = [](int r, double wanted, const std::string& instance) {
+    proto::JobBeat b = Job("big", wanted);
+    b.set_rank(r);
+    b.set_world_size(3);
+    b.set_instance(instance);
+    return b;
+  };
+  // The big job's ranks want 0.5, 2 and 3 cores; the small job 6.
+  const double wants[] = {0.5, 2, 3};
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(core.JobBeat(rank(r, wants[r], "i" + std::to_string(r)), 0).ok());
+  }
+  proto::JobBeat small = Job("small", 6);
+  small.set_instance("s");
+  auto small_grant = core.JobBeat(small, 0);
+  ASSERT_TRUE(small_grant.ok());
+  EXPECT_DOUBLE_EQ(small_grant->fair_share_cores(), 3);
+  EXPECT_DOUBLE_EQ(small_grant->job_fair_share_cores(), 3);
+  EXPECT_DOUBLE_EQ(Granted(*small_grant), 3);
+  double big_total = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto g = core.JobBeat(rank(r, wants[r], "i" + std::to_string(r)), 0);
+    ASSERT_TRUE(g.ok());
+    EXPECT_DOUBLE_EQ(g->job_fair_share_cores(), 3);
+    const double part = r == 0 ? 0.5 : 1.25;  // rank 0 wants less than an equal part
+    EXPECT_DOUBLE_EQ(g->fair_share_cores(), part) << "rank " << r;
+    EXPECT_NEAR(Granted(*g), part, 1e-9) << "rank " << r;
+    big_total += Granted(*g);
+  }
+  EXPECT_NEAR(big_total, 3, 1e-9);
+  const SchedulerCounts c = core.counts();
+  EXPECT_EQ(c.jobs, 2);
+  EXPECT_EQ(c.ranks, 4);
+  EXPECT_DOUBLE_EQ(c.job_shares.at("big"), 3);
+  EXPECT_DOUBLE_EQ(c.rank_shares.at({"big", 2}), 1.25);
+
+  // Another process claiming rank 1 is refused while rank 1 beats...
+  auto twin = core.JobBeat(rank(1, 2, "impostor"), kSecond);  // wants as rank 1 does
+  EXPECT_EQ(twin.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(twin.status().message(), HasSubstr("job big rank 1 is held by another process"));
+  EXPECT_EQ(core.counts().refused_job_beats, 1);
+  // ... and its leaving beat does not release rank 1; rank 1's own does, at
+  // once, and then a restarted rank 1 is welcome.
+  proto::JobBeat leave = rank(1, 0, "impostor");
+  leave.set_leaving(true);
+  ASSERT_TRUE(core.JobBeat(leave, kSecond).ok());
+  EXPECT_EQ(core.counts().ranks, 4);
+  leave.set_instance("i1");
+  ASSERT_TRUE(core.JobBeat(leave, kSecond).ok());
+  EXPECT_EQ(core.counts().ranks, 3);
+  EXPECT_TRUE(core.JobBeat(rank(1, 2, "restarted"), kSecond).ok());
+  EXPECT_EQ(core.counts().ranks, 4);
+
+  proto::JobBeat bad = rank(3, 1, "x");
+  EXPECT_THAT(core.JobBeat(bad, kSecond).status().message(),
+              HasSubstr("rank 3 is outside [0, world_size 3)"));
+}
+
 }  // namespace
 }  // namespace prepflow::scheduler

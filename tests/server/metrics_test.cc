@@ -104,7 +104,7 @@ TEST(WorkerMetrics, CountItemsSamplesErrorsAndStageTimes) {
   EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_bytes\\{tier=\"ram\"\\} 602125\\b"));
   EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_entries\\{tier=\"ram\"\\} 1\\b"));
   EXPECT_THAT(text, ContainsRegex("prepflow_worker_cache_entries\\{tier=\"disk\"\\} 0\\b"));
-  core.CloseJob(*job);
+  core.CloseJob(*job, "client-a");
   EXPECT_THAT(Scrape(port), ContainsRegex("prepflow_worker_active_streams 0\\b"));
 }
 

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -39,7 +41,7 @@ class WorkerCoreTest : public ::testing::Test {
 
   proto::JobOpen Open(const std::string& path, const std::string& pipeline = "imagenet-train") {
     proto::JobOpen open;
-    open.set_job_id("test");
+    open.set_job_id(absl::StrCat("test-", ++jobs_));  // each its own job
     open.mutable_dataset()->set_path(path);
     *open.mutable_pipeline() = *LoadPipelineSpec(pipeline);
     open.set_seed(5);
@@ -76,6 +78,7 @@ class WorkerCoreTest : public ::testing::Test {
   TempDir dir_;
   std::string root_;
   std::unique_ptr<WorkerCore> core_;
+  int jobs_ = 0;
 };
 
 TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
@@ -110,7 +113,7 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(payload.data.get()), payload.size),
               std::string(local.bytes.begin(), local.bytes.end()));
   }
-  core_->CloseJob(*job);
+  core_->CloseJob(*job, "client-a");
 }
 
 TEST_F(WorkerCoreTest, TransportCostIsTheCpuOutsideWhatSamplesReport) {
@@ -138,7 +141,7 @@ TEST_F(WorkerCoreTest, RefusesPathsOutsideTheDataRoot) {
     WorkerCore at_root(options, nullptr);
     auto job = at_root.OpenJob(Open(root_ + "/data"), "client-a", &opened);
     ASSERT_TRUE(job.ok()) << job.status();
-    at_root.CloseJob(*job);
+    at_root.CloseJob(*job, "client-a");
   }
   for (const std::string& path :
        {dir_.Join("outside"), root_ + "/../outside", std::string("data"), std::string("/")}) {
@@ -173,7 +176,7 @@ TEST_F(WorkerCoreTest, ASymlinkedFileThatEscapesIsAPerSampleRefusal) {
   EXPECT_THAT(r.samples(0).error(), HasSubstr("escape.jpg"));
   EXPECT_THAT(r.samples(0).error(), HasSubstr("outside the data root"));
   EXPECT_EQ(r.samples(1).code(), 0) << r.samples(1).error();
-  core_->CloseJob(*job);
+  core_->CloseJob(*job, "client-a");
 }
 
 // No plugin is loaded in this process: a job whose stage 2 is a plugin's op
@@ -199,7 +202,7 @@ TEST_F(WorkerCoreTest, AJobWithAnOpNotLoadedHereRunsUpToItAndRefusesPast) {
   const ItemOutput output = RunItem(*job, {0, 1}, 2);
   ASSERT_EQ(output.result.samples_size(), 2);
   EXPECT_EQ(output.result.samples(0).code(), 0) << output.result.samples(0).error();
-  core_->CloseJob(*job);
+  core_->CloseJob(*job, "client-a");
 }
 
 TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
@@ -243,7 +246,7 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   auto c = core_->OpenJob(Open(root_ + "/data"), "client-a", &opened);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(c.status().message(), HasSubstr("--max-streams"));
-  core_->CloseJob(*b);
+  core_->CloseJob(*b, "client-a");
   EXPECT_TRUE(core_->OpenJob(Open(root_ + "/data"), "client-a", &opened).ok());
 
   // Per client host: with 1 allowed, a second stream from the same host is
@@ -260,7 +263,7 @@ TEST_F(WorkerCoreTest, StreamLimitAndItemValidation) {
   EXPECT_THAT(again.status().message(), HasSubstr("from ipv4:10.0.0.1"));
   EXPECT_THAT(again.status().message(), HasSubstr("--max-streams-per-client"));
   EXPECT_TRUE(shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.2", &opened).ok());
-  shared.CloseJob(*first);
+  shared.CloseJob(*first, "ipv4:10.0.0.1");
   EXPECT_TRUE(shared.OpenJob(Open(root_ + "/data"), "ipv4:10.0.0.1", &opened).ok());
 
   auto submit = [&](int cut, std::vector<int64_t> indices) {
@@ -319,8 +322,8 @@ TEST_F(WorkerCoreTest, AJobOnAChangedDatasetIsServedWhileAnOlderOneRuns) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->dataset().size(), (*a)->dataset().size() + 1);
   EXPECT_NE((*b)->dataset().fingerprint(), (*a)->dataset().fingerprint());
-  core.CloseJob(*a);
-  core.CloseJob(*b);
+  core.CloseJob(*a, "client-a");
+  core.CloseJob(*b, "client-b");
 }
 
 TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
@@ -360,7 +363,7 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
   const ItemOutput early = run(1);
   EXPECT_FALSE(early.result.has_cache());
   EXPECT_FALSE(early.result.samples(0).cache_hit());
-  core.CloseJob(*job);
+  core.CloseJob(*job, "client-a");
 
   // A boundary whose values change with the epoch is refused, naming why.
   proto::JobOpen random = Open(root_ + "/data", "imagenet-train");
@@ -384,6 +387,100 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
   materialized.mutable_dataset()->mutable_materialized()->set_upto(2);
   EXPECT_THAT(core.OpenJob(materialized, "client-a", &opened).status().message(),
               HasSubstr("does not begin with exactly those stages"));
+}
+
+// The ranks of one training job (one job_id) share one job here: one
+// pipeline and dataset open, one budget of items; a stream naming the job
+// with other options is refused, naming the difference.
+TEST_F(WorkerCoreTest, RanksOfOneJobShareItAndItsBudget) {
+  WorkerOptions options;
+  options.data_root = root_;
+  options.threads = 1;
+  options.max_items_per_stream = 1;          // the job's budget: one item at a time
+  options.max_memory_bytes = 602112 + 1000;  // one imagenet-train sample's result
+  WorkerCore core(options, nullptr);
+  proto::JobOpen open = Open(root_ + "/data");
+  open.set_job_id("train-42");
+  open.set_world_size(3);
+  proto::JobOpened opened;
+  auto rank0 = core.OpenJob(open, "host-a", &opened);
+  ASSERT_TRUE(rank0.ok()) << rank0.status();
+  open.set_rank(2);
+  auto rank2 = core.OpenJob(open, "host-b", &opened);
+  ASSERT_TRUE(rank2.ok()) << rank2.status();
+  EXPECT_EQ(rank0->get(), rank2->get());
+  EXPECT_EQ(core.active_jobs(), 1);
+  EXPECT_EQ(core.active_streams(), 2);
+
+  proto::JobOpen other = open;
+  other.set_seed(6);
+  auto refused = core.OpenJob(other, "host-c", &opened);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              AllOf(HasSubstr("job train-42 is open here with other options"), HasSubstr("seed"),
+                    HasSubstr("--job")));
+  open.set_rank(3);
+  EXPECT_THAT(core.OpenJob(open, "host-c", &opened).status().message(),
+              HasSubstr("rank 3 is outside [0, world_size 3)"));
+
+  // Rank 0's first item runs, and its result is kept: the memory budget is
+  // full. Its second is admitted to the job and waits for memory; rank 2's
+  // item is then over the job's budget and held, though its own stream has
+  // credit.
+  auto item = [](uint64_t id, int64_t index) {
+    proto::WorkItem w;
+    w.set_item_id(id);
+    w.set_cut(4);
+    w.add_indices(index);
+    return w;
+  };
+  absl::Notification first_done;
+  ItemOutput first;
+  ASSERT_TRUE(core.Submit(*rank0, item(1, 0),
+                          [&](ItemOutput o) {
+                            first = std::move(o);
+                            first_done.Notify();
+                          })
+                  .ok());
+  first_done.WaitForNotification();
+  absl::Notification second_done, third_done;
+  ASSERT_TRUE(core.Submit(*rank0, item(2, 1), [&](ItemOutput) { second_done.Notify(); }).ok());
+  ASSERT_TRUE(core.Submit(*rank2, item(3, 2), [&](ItemOutput) { third_done.Notify(); }).ok());
+  EXPECT_EQ((*rank0)->held_items(), 1);
+  first = ItemOutput();  // its reply is "written": the rest run, in turn
+  second_done.WaitForNotification();
+  third_done.WaitForNotification();
+  EXPECT_EQ((*rank0)->held_items(), 0);
+
+  // Ranks opening at once each build the job, and all but one drop theirs
+  // for the one that registered first.
+  std::vector<std::shared_ptr<WorkerJob>> racers(6);
+  {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < racers.size(); ++i) {
+      threads.emplace_back([&, i] {
+        proto::JobOpen race = Open(root_ + "/data");
+        race.set_job_id("train-43");
+        race.set_world_size(6);
+        race.set_rank(static_cast<int>(i));
+        proto::JobOpened race_opened;
+        auto j = core.OpenJob(race, absl::StrCat("racer-", i), &race_opened);
+        if (j.ok()) racers[i] = *j;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (size_t i = 0; i < racers.size(); ++i) {
+    ASSERT_NE(racers[i], nullptr);
+    EXPECT_EQ(racers[i], racers[0]);
+  }
+  EXPECT_EQ(core.active_jobs(), 2);
+  for (size_t i = 0; i < racers.size(); ++i) core.CloseJob(racers[i], absl::StrCat("racer-", i));
+
+  core.CloseJob(*rank0, "host-a");
+  EXPECT_EQ(core.active_jobs(), 1);  // rank 2 still streams
+  core.CloseJob(*rank2, "host-b");
+  EXPECT_EQ(core.active_jobs(), 0);
 }
 
 }  // namespace

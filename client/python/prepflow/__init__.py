@@ -201,6 +201,17 @@ class Loader:
     1); len() follows the epoch about to start, and state_dict() keeps the
     factor of the epoch it stands in.
 
+    Ranks (multi-GPU, README "Ranks"): under torchrun nothing needs passing:
+    RANK, WORLD_SIZE and LOCAL_WORLD_SIZE give `rank`, `world_size` and
+    `local_ranks` (the ranks on this machine, which share its CPUs), and the
+    run id names the training `job` (else PREPFLOW_JOB, or pass `job=`), so
+    that workers serve its ranks as one job and the scheduler shares the pool
+    per job. `rank_split` ("pad", as DistributedSampler; "drop"; "uneven")
+    gives every rank the same number of samples and batches. state_dict() of
+    any rank (rank 0's, as DDP checkpoints keep) restores every rank: its
+    `step` is the same on all of them. Not with echo="auto" (ranks would
+    pick different factors).
+
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
     mutual TLS), `tls_server_name` (the name to verify in the servers'
@@ -259,7 +270,7 @@ class Loader:
                  cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
                  echo_window=256, echo_bytes=512 << 20, max_echo=4,
                  max_file_bytes=256 << 20, metrics_port=None, rank_split="pad",
-                 local_ranks=0):
+                 local_ranks=0, job=None):
         _check_int("batch_size", batch_size, 1)
         _check_int("seed", seed, 0)
         _check_int("max_file_bytes", max_file_bytes, 1)
@@ -312,6 +323,7 @@ class Loader:
             max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
             on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
             max_file_bytes=max_file_bytes, rank_split=rank_split, local_ranks=local_ranks,
+            job=job or "",
             metrics_port=-1 if metrics_port is None else metrics_port,
             bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
             hedge_after=float(hedge_after), fallback_local=bool(fallback_local),
@@ -424,23 +436,52 @@ class Loader:
 
     def state_dict(self):
         """Where the loader stands: pass it to load_state_dict() of a loader
-        made with the same arguments to deliver exactly the rest."""
-        return {"epoch": self._epoch, "batch": self._position, "seed": self._options["seed"],
+        made with the same arguments to deliver exactly the rest. As
+        torchdata's StatefulDataLoader: it describes the batches handed out
+        so far (`_num_yielded` of this epoch; `step` in all), and a loader
+        it is loaded into continues after them. With ranks split evenly
+        (rank_split "pad" or "drop"), every rank stands at the same step, so
+        one rank's state (rank 0's) restores them all."""
+        batches = len(self)
+        return {"epoch": self._epoch, "batch": self._position,
+                "step": self._epoch * batches + self._position if self._echo_fixed() else None,
+                "_num_yielded": self._position, "seed": self._options["seed"],
                 "batch_size": self._options["batch_size"],
-                "world_size": self._options["world_size"], "rank": self._options["rank"],
-                "echo": self._echo}
+                "world_size": self.world_size, "rank": self.rank,
+                "rank_split": self._options["rank_split"], "echo": self._echo}
 
     def load_state_dict(self, state):
-        for key in ("seed", "batch_size", "world_size", "rank"):
-            if key in state and state[key] != self._options[key]:
+        """Resumes after the batches `state` (a state_dict() of this loader,
+        or of another rank of the same job) counts. Refused, naming the key,
+        when it was saved with other arguments."""
+        for key in ("seed", "batch_size", "world_size", "rank_split"):
+            mine = self.world_size if key == "world_size" else self._options[key]
+            if key in state and state[key] != mine:
                 raise ValueError(f"state_dict: it was saved with {key}={state[key]}, "
-                                 f"this loader has {key}={self._options[key]}")
+                                 f"this loader has {key}={mine}")
+        if state.get("rank", self.rank) != self.rank and \
+                self._options["rank_split"] == "uneven":
+            raise ValueError(f"state_dict: it is rank {state['rank']}'s, and with "
+                             "rank_split='uneven' ranks stand at different steps; load each "
+                             "rank's own")
         epoch, position = state["epoch"], state["batch"]
         _check_int("state_dict epoch", epoch, 0)
         _check_int("state_dict batch", position, 0)
         self._epoch, self._position = epoch, position
         self._echo = state.get("echo", 1)
         _check_int("state_dict echo", self._echo, 1)
+
+    def _echo_fixed(self):
+        return self._options.get("echo_auto") is not True
+
+    @property
+    def rank(self):
+        """This loader's rank: rank=, else RANK from the launcher."""
+        return self._core.rank
+
+    @property
+    def world_size(self):
+        return self._core.world_size
 
     # -- the C++ loader ----------------------------------------------------
 

@@ -37,6 +37,14 @@ environment:
                       --offload auto) is the one per-job switch
   PREPFLOW_WORKERS    without a scheduler: the workers (host:port,...) of offloading
                       jobs given neither --workers nor --scheduler
+  PREPFLOW_JOB        a job's --job when the flag is not given: the training job its
+                      ranks share (workers serve it once, the scheduler shares per job)
+  RANK, WORLD_SIZE, LOCAL_WORLD_SIZE
+                      a job's --rank, --world-size and --local-ranks when it names none
+                      (torchrun sets them)
+  TORCHELASTIC_RUN_ID, MASTER_ADDR, MASTER_PORT
+                      torchrun's run: the job's name when neither --job nor PREPFLOW_JOB
+                      gives one
   XDG_CACHE_HOME, HOME
                       where remote shards' indexes are cached (--index-cache-dir's
                       default: $XDG_CACHE_HOME/prepflow/index, else ~/.cache/...)

@@ -70,7 +70,8 @@ struct WorkerFlags {
     RegisterSecurityFlags(f, &security, /*server=*/true);
     RegisterRoleTokenFlags(f, &security, /*scheduler=*/false);
     f.Int("max-items-per-stream", &options.max_items_per_stream,
-          "outstanding work items a stream may have (0: 2 x threads)");
+          "outstanding work items a stream may have, and a job's items queued or running at "
+          "once over all its ranks' streams (0: 2 x threads)");
     f.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
     f.Int("max-pixels", &max_pixels, "largest image a job may decode, in pixels");
     f.Int("max-memory-bytes", &options.max_memory_bytes,

@@ -129,6 +129,10 @@ absl::Status CheckJobBeat(const proto::JobBeat& beat) {
   if (!(beat.weight() >= 0) || !std::isfinite(beat.weight())) {
     return Invalid(absl::StrCat(who, ": weight must be >= 0, got ", beat.weight()));
   }
+  if (beat.instance().size() > 64) {
+    return Invalid(
+        absl::StrCat(who, ": instance must be at most 64 bytes, got ", beat.instance().size()));
+  }
   if (beat.world_size() < 0 || beat.rank() < 0 || beat.rank() >= std::max(1, beat.world_size())) {
     return Invalid(absl::StrCat(who, ": rank ", beat.rank(), " is outside [0, world_size ",
                                 beat.world_size(), ")"));

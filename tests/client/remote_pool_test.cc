@@ -3,6 +3,9 @@
 // grants' credits and retirement. No process, socket or sleep.
 #include "client/remote_pool.h"
 
+#include <cmath>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -409,6 +412,31 @@ TEST_F(RemotePoolTest, ARankPlansWithItsShareOfStaticWorkers) {
   Open("s:2", /*credits=*/6, "", 0, /*cores=*/6);
   EXPECT_DOUBLE_EQ(pool_->UsableCores(), 3);
   EXPECT_EQ(pool_->UsableCredits(), 12);
+}
+
+// A worker's report of how busy it is (ItemResult.worker_busy) reaches the
+// planner only as a share in [0, 1]: a lying or broken worker cannot feed it
+// NaN or infinities.
+TEST_F(RemotePoolTest, AWorkersBusyReportIsKeptWithinZeroAndOne) {
+  Make();
+  FakeStream* s = Open("w:1", /*credits=*/4);
+  const double reports[] = {0.7, std::nan(""), -3, 1e300, std::numeric_limits<double>::infinity()};
+  const double kept[] = {0.7, 0, 0, 1, 0};
+  for (size_t k = 0; k < std::size(reports); ++k) {
+    Submit({static_cast<int64_t>(k)});
+    const proto::WorkItem& item = s->sent.at(k);
+    auto answer = std::make_shared<ReceivedMessage>();
+    proto::ItemResult* r = answer->message.mutable_result();
+    r->set_item_id(item.item_id());
+    r->set_worker_busy(reports[k]);
+    for (int64_t index : item.indices()) r->add_samples()->set_index(index);
+    answer->payloads.resize(item.indices_size());
+    s->handlers.result(answer);
+    policy::Snapshot snapshot;
+    pool_->FillSnapshot(&snapshot);
+    ASSERT_EQ(snapshot.workers.size(), 1u);
+    EXPECT_DOUBLE_EQ(snapshot.workers[0].worker_busy, kept[k]) << "report " << reports[k];
+  }
 }
 
 TEST_F(RemotePoolTest, ARetiredWorkerFinishesItsItemsAndIsClosed) {

@@ -168,6 +168,19 @@ TEST(SchedulerCore, BadBeatsNameTheField) {
   EXPECT_THAT(core.JobBeat(Job("", 1), 0).status().message(), HasSubstr("job_id"));
   EXPECT_THAT(core.JobBeat(Job("j", -1), 0).status().message(), HasSubstr("wanted_cores"));
   EXPECT_EQ(core.JobBeat(Job("j", -1), 0).status().code(), absl::StatusCode::kInvalidArgument);
+  // What a job's key, logs and metric labels are made of: bounded, printable,
+  // and never the separator of (job, rank) keys.
+  for (const std::string& id : {std::string("a\x1f"
+                                            "0"),
+                                std::string("two\nlines"), std::string(1 << 20, 'j')}) {
+    EXPECT_THAT(core.JobBeat(Job(id, 1), 0).status().message(),
+                HasSubstr("job_id must be at most 256 printable characters"));
+  }
+  proto::JobBeat big_instance = Job("j", 1);
+  big_instance.set_instance(std::string(1 << 20, 'i'));
+  EXPECT_THAT(core.JobBeat(big_instance, 0).status().message(),
+              HasSubstr("instance must be at most 64 bytes"));
+  EXPECT_EQ(core.counts().ranks, 0);
 }
 
 // A beat repointing a registered worker_id to another address is refused

@@ -133,9 +133,9 @@ int main(int argc, char** argv) {
     for (int e = 0; e < epochs; ++e) {
       for (int64_t i : orders[e]) {
         const prepflow::CacheKey key{7, i};
-        const bool s_hit = stable->Find(key) != nullptr;
+        const bool s_hit = stable->Find(key, 0) != nullptr;
         if (!s_hit && stable->Wants(key, sizes[i])) {
-          stable->Insert(key, std::make_shared<const std::string>(sizes[i], 'x'));
+          stable->Insert(key, 0, std::make_shared<const std::string>(sizes[i], 'x'));
           if (e > 0) s.written_bytes += static_cast<double>(sizes[i]);
         }
         const bool l_hit = lru.Find(i);

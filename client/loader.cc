@@ -39,6 +39,12 @@ constexpr int kMaxPrefetchBatches = 32;
 // would use: as much as its fair share gives.
 constexpr double kWantAllCores = 1e6;
 
+// A sample that storage did not answer for, its retries and outage wait
+// spent (storage/http.h): what says nothing of the sample's own bytes.
+bool IsOutage(const absl::Status& s) {
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
+}
+
 }  // namespace
 
 // Batches not in use. Delivered BatchPtrs hold a reference so that a batch
@@ -213,7 +219,7 @@ absl::Status Loader::OpenCache() {
   if (!cache.ok()) return cache.status();
   cache_ = std::make_unique<BoundaryCache>(
       std::shared_ptr<SampleCache>(*std::move(cache)),
-      CacheSpace(dataset_->fingerprint(), p.PrefixFingerprint(cache_at_)), cache_at_);
+      CacheSpace(dataset_->identity(), p.PrefixFingerprint(cache_at_)), cache_at_, dataset_.get());
   return absl::OkStatus();
 }
 
@@ -346,27 +352,41 @@ absl::Status Loader::StartRemote() {
   if (absl::Status s = remote_->AwaitOpened(deadline); !s.ok()) return s;
   remote_->StartWatchdog();
   if (remote_->UsableCredits() > 0) return absl::OkStatus();
+  if (offload_.kind != OffloadMode::kAuto && !options_.fallback_local) {
+    // The job asked for remote placement: running locally instead would
+    // hide a wrong address, TLS set-up, scheduler or pool behind a slow job.
+    return NoWorkerError();
+  }
   if (grants_) {
     spdlog::warn(
         "the scheduler ({}) has granted no reachable worker yet; running locally until it does",
         options_.scheduler);
-  } else if (offload_.kind != OffloadMode::kAuto && !options_.fallback_local) {
-    // The job asked for remote placement: running locally instead would
-    // hide a wrong address or TLS set-up behind a slow job.
-    std::vector<std::string> reasons;
-    for (const RemotePool::Member& m : remote_->Members()) {
-      reasons.push_back(absl::StrCat(m.address, " ", m.dropped_because));
-    }
-    return absl::UnavailableError(
-        absl::StrCat("--offload ", OffloadModeString(offload_), ": no worker is reachable (",
-                     SafeText(absl::StrJoin(reasons, "; ")),
-                     "); check --workers and the TLS flags, or give --fallback-local to run "
-                     "locally instead"));
   } else {
     spdlog::warn("no worker is reachable ({}); running locally",
                  absl::StrJoin(options_.workers, ", "));
   }
   return absl::OkStatus();
+}
+
+absl::Status Loader::NoWorkerError() const {
+  std::vector<std::string> reasons;
+  for (const RemotePool::Member& m : remote_->Members()) {
+    reasons.push_back(absl::StrCat(m.address, " ", m.dropped_because));
+  }
+  const std::string workers =
+      reasons.empty() ? "" : absl::StrCat(" (", SafeText(absl::StrJoin(reasons, "; ")), ")");
+  std::string why = absl::StrCat("no worker is reachable", workers, "; check --workers");
+  if (grants_) {
+    const SchedulerGrants::State st = grants_->state();
+    why = !st.reachable
+              ? absl::StrCat("the scheduler ", options_.scheduler, " gave no grant (",
+                             st.error.empty() ? "no answer" : st.error, "); check --scheduler")
+              : absl::StrCat("the scheduler ", options_.scheduler, " granted no reachable worker",
+                             workers, "; its pool may be empty or busy");
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "--offload ", OffloadModeString(offload_), ": ", why,
+      " and the TLS flags, or give --fallback-local to run locally until a worker is there"));
 }
 
 Loader::~Loader() {
@@ -617,6 +637,18 @@ void Loader::EndRun() {
 absl::Status Loader::TakeErrors(Batch* batch) {
   for (SampleError& e : batch->Compact()) {
     ++errors_;
+    if (IsOutage(e.status)) {
+      // Storage that does not answer says nothing of the sample: skipping
+      // it would drop good data for as long as the outage lasts.
+      failure_ = absl::Status(
+          e.status.code(),
+          absl::StrCat(e.path, ": storage is unavailable (", e.status.message(),
+                       "); an outage is not bad data, so the run stops whatever --on-error says "
+                       "(--storage-outage-seconds sets how long one is waited out)"));
+      spdlog::error("sample {}: {}", e.index, SafeText(failure_.message()));
+      if (first_errors_.size() < 16) first_errors_.push_back(std::move(e));
+      return failure_;
+    }
     if (options_.on_error == OnError::kFail) {
       failure_ = absl::Status(e.status.code(), absl::StrCat(e.path, ": ", e.status.message()));
       spdlog::error("sample {} failed, stopping (--on-error fail): {}", e.index,

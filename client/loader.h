@@ -128,6 +128,9 @@ class Loader {
   // open the job. Errors: a refusal; Unavailable when remote placement was
   // asked for, no worker is reachable and --fallback-local is not given.
   absl::Status StartRemote();
+  // Unavailable for a job that asked for workers and has none usable after
+  // StartRemote's wait, saying why (the workers', or the scheduler's).
+  absl::Status NoWorkerError() const;
   // The re-planner: with --offload auto, or with --echo auto (for its echo
   // factor alone).
   void MakeReplanner() ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -30,10 +31,11 @@ SchedulerGrants::SchedulerGrants(const Options& options, const Security& securit
       options_.scheduler, security, Identity(options_),
       [this](proto::JobBeat* beat) { FillBeat(beat); },
       [this](const proto::JobGrant& grant) { Apply(grant); },
-      [this](const grpc::Status&) {
+      [this](const grpc::Status& status) {
         absl::MutexLock lock(&mu_);
         answered_ = true;
         state_.reachable = false;
+        state_.error = SafeText(status.error_message());
       });
 }
 
@@ -96,6 +98,7 @@ void SchedulerGrants::FillBeat(proto::JobBeat* beat) {
 void SchedulerGrants::Apply(const proto::JobGrant& grant) {
   absl::MutexLock lock(&mu_);
   state_.reachable = true;
+  state_.error.clear();
   // After the run the job wants nothing (and gets a zero share): the stats
   // keep the share it ran with.
   if (finished_ || stopped_) {

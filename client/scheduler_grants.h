@@ -59,6 +59,7 @@ class SchedulerGrants {
 
   struct State {
     bool reachable = false;  // the last beat got through
+    std::string error;       // why the last beat failed, when it did
     double wanted_cores = 0;
     double fair_share_cores = 0;      // this rank's
     double job_fair_share_cores = 0;  // the training job's, all ranks'

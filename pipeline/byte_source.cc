@@ -22,6 +22,10 @@ class File : public ByteSource {
   ~File() override { close(fd_); }
   const std::string& name() const override { return path_; }
   uint64_t size() const override { return size_; }
+  std::string version() const override {
+    struct stat st;
+    return fstat(fd_, &st) == 0 ? FileVersion(st) : "";
+  }
 
   absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const override {
     size_t done = 0;
@@ -52,6 +56,12 @@ class File : public ByteSource {
 
 std::unique_ptr<ByteSource> FileSource(int fd, std::string path, uint64_t size) {
   return std::make_unique<File>(fd, std::move(path), size);
+}
+
+std::string FileVersion(const struct stat& st) {
+  return absl::StrFormat("%d:%d:%d:%d.%09d:%d.%09d", st.st_dev, st.st_ino, st.st_size,
+                         st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
+                         st.st_ctim.tv_nsec);
 }
 
 WindowedSource::WindowedSource(const ByteSource& source, size_t window_bytes)

@@ -10,6 +10,8 @@
 #ifndef PREPFLOW_PIPELINE_BYTE_SOURCE_H_
 #define PREPFLOW_PIPELINE_BYTE_SOURCE_H_
 
+#include <sys/stat.h>
+
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -31,13 +33,18 @@ class ByteSource {
   // Reads bytes [offset, offset + length) into `dst`. Errors name the source;
   // a range past the end, or fewer bytes than asked, is DataLoss.
   virtual absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const = 0;
-  // What changes whenever the bytes do (a remote object's ETag); empty when
-  // unknown (local files: their index is not cached).
+  // What changes whenever the bytes do: a remote object's ETag (empty when
+  // the store gives none), a local file's FileVersion as it is now.
   virtual std::string version() const { return ""; }
 };
 
 // A local regular file, read with pread. Owns `fd`.
 std::unique_ptr<ByteSource> FileSource(int fd, std::string path, uint64_t size);
+
+// A local file's version: its device, inode, size, and modification and
+// change times to the nanosecond (the change time moves on every write,
+// whatever the writer does to the modification time).
+std::string FileVersion(const struct stat& st);
 
 // Reads `source` through a window of `window_bytes` that moves forward: a
 // scan of small reads at rising offsets (tar headers) costs one read of the

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -186,6 +188,10 @@ class ImageFolderDataset : public Dataset {
     absl::StatusOr<int> fd = OpenForRead(path, &st);
     if (!fd.ok()) return fd.status();
     return ReadFile(*fd, st, path, max_file_bytes_, out, size);
+  }
+  uint64_t SourceVersion(int64_t i) const override {
+    struct stat st;
+    return stat(SamplePath(i).c_str(), &st) == 0 ? detail::VersionHash(FileVersion(st)) : 0;
   }
 
  private:
@@ -409,7 +415,16 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
       IsUrl(path) ? detail::OpenRemoteDataset(spec, path, options, configure)
                   : OpenLocal(spec, path, options, configure);
   if (!ds.ok()) return ds;
-  detail::DatasetSetup::SetFingerprint(ds->get(), Fingerprint(**ds));
+  std::string location = path;
+  if (!IsUrl(path)) {  // a brace pattern is no file: made absolute only
+    char* real = realpath(path.c_str(), nullptr);
+    std::error_code ignored;
+    location = real != nullptr
+                   ? std::string(real)
+                   : std::filesystem::absolute(path, ignored).lexically_normal().string();
+    free(real);
+  }
+  detail::DatasetSetup::Identify(ds->get(), Fingerprint(**ds), location);
   return ds;
 }
 

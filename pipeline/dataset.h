@@ -102,6 +102,18 @@ class Dataset {
   // label and its extent: two indexes with the same fingerprint map every
   // index to the same bytes and label.
   uint64_t fingerprint() const { return fingerprint_; }
+  // Where the dataset is: a local root's real path (symlinks resolved) or
+  // the URL it was opened at.
+  const std::string& location() const { return location_; }
+  // The fingerprint and the location together: two datasets with the same
+  // names, labels and sizes in two places are different data, and what is
+  // kept of one (a cache's entries) must never be served for the other.
+  uint64_t identity() const { return identity_; }
+  // What changes whenever sample i's bytes may have: a hash of its file's
+  // (or shard's) device, inode, size and modification and change times,
+  // stat'ed now, or of its object's ETag as listed or opened (0 when the
+  // store gives none). A cached value made from another version is stale.
+  virtual uint64_t SourceVersion(int64_t i) const = 0;
   // What indexing left out and why (a symlink loop not followed), for the
   // caller to log.
   const std::vector<std::string>& index_warnings() const { return warnings_; }
@@ -119,6 +131,8 @@ class Dataset {
 
   int64_t max_file_bytes_ = kDefaultMaxFileBytes;
   uint64_t fingerprint_ = 0;
+  uint64_t identity_ = 0;
+  std::string location_;
   std::string confine_root_;  // realpath, no trailing slash; empty: not confined
   int confine_fd_ = -1;
   std::string root_;

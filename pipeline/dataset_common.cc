@@ -8,6 +8,10 @@
 
 #include "absl/strings/ascii.h"
 #include "pipeline/detail/datasets.h"
+#include "pipeline/rng.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 
 namespace prepflow {
 
@@ -64,8 +68,15 @@ void detail::DatasetSetup::Confine(Dataset* ds, const std::string& root, int fd)
   ds->confine_fd_ = fd;
 }
 
-void detail::DatasetSetup::SetFingerprint(Dataset* ds, uint64_t fingerprint) {
+void detail::DatasetSetup::Identify(Dataset* ds, uint64_t fingerprint,
+                                    const std::string& location) {
   ds->fingerprint_ = fingerprint;
+  ds->location_ = location;
+  ds->identity_ = Mix64(fingerprint ^ XXH3_64bits(location.data(), location.size()));
+}
+
+uint64_t detail::VersionHash(const std::string& version) {
+  return version.empty() ? 0 : XXH3_64bits(version.data(), version.size()) | 1;
 }
 
 }  // namespace prepflow

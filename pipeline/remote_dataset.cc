@@ -30,8 +30,10 @@ class ObjectFolder : public Dataset {
       ObjectInfo object;
     };
     std::vector<Found> found;
+    const std::string below = absl::StrCat(root, "/");
     for (ObjectInfo& o : objects) {
-      const std::string rel = o.url.substr(root.size() + 1);  // below "root/"
+      if (!absl::StartsWith(o.url, below)) continue;  // the store checks listings; not trusted
+      const std::string rel = o.url.substr(below.size());
       const size_t first = rel.find('/');
       const size_t last = rel.rfind('/');
       // Objects right below the prefix belong to no class, as files beside
@@ -61,6 +63,7 @@ class ObjectFolder : public Dataset {
   const char* format() const override { return "imagefolder"; }
   std::string SamplePath(int64_t i) const override { return objects_[i].url; }
   std::string Extension(int64_t i) const override { return LowerExtension(objects_[i].url); }
+  uint64_t SourceVersion(int64_t i) const override { return VersionHash(objects_[i].version); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const ObjectInfo& o = objects_[i];
     if (absl::Status s = CheckSize(o.size, o.url); !s.ok()) return s;
@@ -167,6 +170,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
   if (!objects.ok()) return objects.status();
   listed = true;
   for (const ObjectInfo& o : *objects) {
+    // A listed object passes the check a named one does: what a store lists
+    // is as much another's choice as what a job names.
+    if (absl::Status s = allowed(o.url); !s.ok()) return s;
     if (absl::EndsWith(o.url, ".tar")) shards.push_back(o.url);
     listed_objects[o.url] = o;
   }

@@ -98,6 +98,9 @@ struct Sample {
   // copy and is made once).
   uint32_t copy = 0;
   int echo_at = 0;
+  // The version of the source the sample was read from, as a cache saw it
+  // before the read (Dataset::SourceVersion; 0 without a cache).
+  uint64_t source_version = 0;
 
   // The copy whose random numbers stage `stage` draws.
   uint32_t copy_at(int stage) const { return stage >= echo_at ? copy : 0; }

@@ -25,7 +25,7 @@
 namespace prepflow {
 namespace {
 
-constexpr char kMagic[8] = {'P', 'F', 'C', 'A', 'C', 'H', 'E', '1'};
+constexpr char kMagic[8] = {'P', 'F', 'C', 'A', 'C', 'H', 'E', '2'};
 constexpr char kSuffix[] = ".pfc";
 
 // What every entry file starts with; the value's bytes follow.
@@ -34,7 +34,8 @@ struct FileHeader {
   uint64_t space;
   int64_t index;
   uint64_t size;
-  uint64_t hash;  // XXH3-64 of the value's bytes
+  uint64_t hash;     // XXH3-64 of the value's bytes
+  uint64_t version;  // of the source the value was made from
 };
 
 // A sample's fixed rank: higher stays.
@@ -92,8 +93,8 @@ std::vector<std::string> ListFolder(const std::string& path) {
 
 }  // namespace
 
-uint64_t CacheSpace(uint64_t dataset_fingerprint, uint64_t prefix_fingerprint) {
-  return Mix64(dataset_fingerprint ^ Mix64(prefix_fingerprint));
+uint64_t CacheSpace(uint64_t dataset_identity, uint64_t prefix_fingerprint) {
+  return Mix64(dataset_identity ^ Mix64(prefix_fingerprint));
 }
 
 absl::StatusOr<std::unique_ptr<SampleCache>> SampleCache::Open(const SampleCacheOptions& options) {
@@ -173,6 +174,7 @@ void SampleCache::IndexDisk() {
       e.priority = Priority(key);
       e.size = st.st_size - static_cast<int64_t>(sizeof(FileHeader));
       e.file_id = file_id;
+      e.version_known = false;  // in its header, read with the value
       ranked_[kDisk].insert({e.priority, key});
       used_[kDisk] += e.size;
       next_file_id_ = std::max(next_file_id_, file_id + 1);
@@ -211,45 +213,49 @@ void SampleCache::Remove(const CacheKey& key, std::vector<std::string>* unlinks)
   entries_.erase(it);
 }
 
-bool SampleCache::Admit(Tier tier, const CacheKey& key, uint64_t priority, int64_t size, Blob blob,
+bool SampleCache::Admit(Tier tier, const CacheKey& key, const Entry& value,
                         std::vector<PendingWrite>* writes, std::vector<std::string>* unlinks) {
   std::vector<CacheKey> victims;
-  if (!Victims(tier, priority, size, &victims)) return false;
+  if (!Victims(tier, value.priority, value.size, &victims)) return false;
   for (const CacheKey& v : victims) {
-    Entry moved = entries_.at(v);
+    const Entry moved = entries_.at(v);
     Remove(v, unlinks);
     // RAM's lowest move down to disk, when they rank there.
-    const bool kept = tier == kRam && capacity_[kDisk] > 0 &&
-                      Admit(kDisk, v, moved.priority, moved.size, moved.blob, writes, unlinks);
+    const bool kept =
+        tier == kRam && capacity_[kDisk] > 0 && Admit(kDisk, v, moved, writes, unlinks);
     if (!kept) ++counters_.evictions;
   }
   Entry& e = entries_[key];
+  e = Entry{};
   e.tier = tier;
-  e.priority = priority;
-  e.size = size;
+  e.priority = value.priority;
+  e.size = value.size;
+  e.version = value.version;
   if (tier == kRam) {
-    e.blob = std::move(blob);
+    e.blob = value.blob;
   } else {
     e.file_id = next_file_id_++;
     e.writing = true;
-    writes->push_back({key, e.file_id, std::move(blob)});
+    writes->push_back({key, e.file_id, value.version, value.blob});
   }
-  ranked_[tier].insert({priority, key});
-  used_[tier] += size;
+  ranked_[tier].insert({value.priority, key});
+  used_[tier] += value.size;
   return true;
 }
 
-void SampleCache::Insert(const CacheKey& key, Blob value) {
+void SampleCache::Insert(const CacheKey& key, uint64_t version, Blob value) {
   std::vector<PendingWrite> writes;
   std::vector<std::string> unlinks;
   {
     absl::MutexLock lock(&mu_);
     if (entries_.contains(key)) return;
-    const uint64_t priority = Priority(key);
-    const auto size = static_cast<int64_t>(value->size());
-    const bool kept =
-        Admit(kRam, key, priority, size, value, &writes, &unlinks) ||
-        (capacity_[kDisk] > 0 && Admit(kDisk, key, priority, size, value, &writes, &unlinks));
+    Entry e;
+    e.priority = Priority(key);
+    e.size = static_cast<int64_t>(value->size());
+    e.version = version;
+    e.blob = std::move(value);
+    const bool kept = Admit(kRam, key, e, &writes, &unlinks) ||
+                      (capacity_[kDisk] > 0 && Admit(kDisk, key, e, &writes, &unlinks));
     ++(kept ? counters_.insertions : counters_.rejected);
   }
   Apply(std::move(writes), std::move(unlinks));
@@ -269,8 +275,12 @@ void SampleCache::Apply(std::vector<PendingWrite> writes, std::vector<std::strin
   for (PendingWrite& w : writes) {
     const std::string path = FilePath(w.key, w.file_id);
     const std::string tmp = path + ".tmp";
-    const FileHeader header{
-        {}, w.key.space, w.key.index, w.blob->size(), XXH3_64bits(w.blob->data(), w.blob->size())};
+    const FileHeader header{{},
+                            w.key.space,
+                            w.key.index,
+                            w.blob->size(),
+                            XXH3_64bits(w.blob->data(), w.blob->size()),
+                            w.version};
     std::memcpy(const_cast<char*>(header.magic), kMagic, sizeof(kMagic));
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT) {  // the space's folder, made on first use
@@ -300,7 +310,9 @@ void SampleCache::Apply(std::vector<PendingWrite> writes, std::vector<std::strin
   }
 }
 
-SampleCache::Blob SampleCache::ReadFile(const CacheKey& key, uint64_t file_id, int64_t size) {
+SampleCache::Blob SampleCache::ReadFile(const CacheKey& key, uint64_t file_id, int64_t size,
+                                        uint64_t version, bool* stale) {
+  *stale = false;
   const int fd = open(FilePath(key, file_id).c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   FileHeader header;
@@ -308,6 +320,10 @@ SampleCache::Blob SampleCache::ReadFile(const CacheKey& key, uint64_t file_id, i
   bool ok = ReadAll(fd, &header, sizeof(header), 0) &&
             std::memcmp(header.magic, kMagic, sizeof(kMagic)) == 0 && header.space == key.space &&
             header.index == key.index && header.size == static_cast<uint64_t>(size);
+  if (ok && header.version != version) {
+    *stale = true;
+    ok = false;
+  }
   if (ok) {
     value->resize(static_cast<size_t>(size));
     ok = ReadAll(fd, value->data(), value->size(), sizeof(header)) &&
@@ -317,9 +333,9 @@ SampleCache::Blob SampleCache::ReadFile(const CacheKey& key, uint64_t file_id, i
   return ok ? value : nullptr;
 }
 
-SampleCache::Blob SampleCache::Find(const CacheKey& key) {
-  uint64_t file_id = 0;
-  int64_t size = 0;
+SampleCache::Blob SampleCache::Find(const CacheKey& key, uint64_t version) {
+  Entry found;
+  std::vector<std::string> unlinks;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
@@ -327,40 +343,49 @@ SampleCache::Blob SampleCache::Find(const CacheKey& key) {
       ++counters_.misses;
       return nullptr;
     }
-    if (it->second.tier == kRam) {
+    if (it->second.version_known && it->second.version != version) {
+      ++counters_.misses;
+      ++counters_.stale;
+      Remove(key, &unlinks);
+    } else if (it->second.tier == kRam) {
       ++counters_.hits;
       return it->second.blob;
+    } else {
+      found = it->second;
     }
-    file_id = it->second.file_id;
-    size = it->second.size;
   }
-  Blob value = ReadFile(key, file_id, size);
+  if (!unlinks.empty()) {
+    Apply({}, std::move(unlinks));
+    return nullptr;
+  }
+  bool stale = false;
+  found.blob = ReadFile(key, found.file_id, found.size, version, &stale);
+  found.version = version;
   std::vector<PendingWrite> writes;
-  std::vector<std::string> unlinks;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(key);
     const bool current =
-        it != entries_.end() && it->second.tier == kDisk && it->second.file_id == file_id;
-    if (value == nullptr) {
+        it != entries_.end() && it->second.tier == kDisk && it->second.file_id == found.file_id;
+    if (found.blob == nullptr) {
       ++counters_.misses;
-      if (current) {  // damaged, or removed behind our back
-        ++counters_.disk_errors;
+      if (current) {  // stale, damaged, or removed behind our back
+        ++(stale ? counters_.stale : counters_.disk_errors);
         Remove(key, &unlinks);
       }
     } else {
       ++counters_.hits;
+      if (current) it->second.version_known = true;
       // After a restart RAM starts empty: what ranks there moves up.
       std::vector<CacheKey> victims;
-      const uint64_t priority = Priority(key);
-      if (current && Victims(kRam, priority, size, &victims)) {
+      if (current && Victims(kRam, found.priority, found.size, &victims)) {
         Remove(key, &unlinks);
-        Admit(kRam, key, priority, size, value, &writes, &unlinks);
+        Admit(kRam, key, found, &writes, &unlinks);
       }
     }
   }
   Apply(std::move(writes), std::move(unlinks));
-  return value;
+  return found.blob;
 }
 
 bool SampleCache::Holds(const CacheKey& key) const {
@@ -390,7 +415,8 @@ SampleCache::Stats SampleCache::stats() const {
 // ------------------------------------------------------------ BoundaryCache
 
 bool BoundaryCache::Restore(Sample& s, Workspace& ws) {
-  const SampleCache::Blob blob = cache_->Find({space_, s.index});
+  s.source_version = source_ != nullptr ? source_->SourceVersion(s.index) : 0;
+  const SampleCache::Blob blob = cache_->Find({space_, s.index}, s.source_version);
   const bool ok = blob != nullptr && FromValueBytes(*blob, ws, s).ok();
   (ok ? hits_ : misses_).fetch_add(1, std::memory_order_relaxed);
   return ok;
@@ -400,7 +426,7 @@ void BoundaryCache::Keep(const Sample& s) {
   const CacheKey key{space_, s.index};
   // Most misses of a settled cache are not admitted: no copy for those.
   if (!cache_->Wants(key, static_cast<int64_t>(s.size + 64))) return;
-  cache_->Insert(key, std::make_shared<const std::string>(ValueBytes(s)));
+  cache_->Insert(key, s.source_version, std::make_shared<const std::string>(ValueBytes(s)));
 }
 
 std::vector<int64_t> BoundaryCache::NotHeld(absl::Span<const int64_t> indices) const {

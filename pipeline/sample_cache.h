@@ -8,6 +8,10 @@
 // opening the same folder finds them, each checked against a hash of its
 // bytes before it is used.
 //
+// Every entry carries the version of the source it was made from
+// (Dataset::SourceVersion): a lookup with another version (the file was
+// rewritten, the object replaced) drops the entry as stale and misses.
+//
 // Policy: stable priority. Every sample has a fixed priority, a hash of its
 // key; the cache keeps the highest-priority samples that fit, RAM the
 // highest of them and disk the next, and a sample gets in only by pushing out
@@ -38,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "pipeline/dataset.h"
 #include "pipeline/ops.h"
 #include "pipeline/sample.h"
 
@@ -68,9 +73,10 @@ struct CacheKey {
   }
 };
 
-// Names the values at a boundary: a dataset's fingerprint with the pipeline
-// prefix's (Pipeline::PrefixFingerprint).
-uint64_t CacheSpace(uint64_t dataset_fingerprint, uint64_t prefix_fingerprint);
+// Names the values at a boundary: a dataset's identity (Dataset::identity:
+// its fingerprint and location) with the pipeline prefix's fingerprint
+// (Pipeline::PrefixFingerprint).
+uint64_t CacheSpace(uint64_t dataset_identity, uint64_t prefix_fingerprint);
 
 class SampleCache {
  public:
@@ -85,17 +91,20 @@ class SampleCache {
   SampleCache(const SampleCache&) = delete;
   SampleCache& operator=(const SampleCache&) = delete;
 
-  // The value kept for `key`, or null. A disk entry is read and checked;
-  // one that fails the check is dropped (counted in disk_errors) and is a
-  // miss. A disk hit that ranks into RAM moves there.
-  Blob Find(const CacheKey& key);
+  // The value kept for `key` made from `version` of its source, or null. An
+  // entry of another version is dropped (counted in stale) and is a miss. A
+  // disk entry is read and checked; one that fails the check is dropped
+  // (counted in disk_errors) and is a miss. A disk hit that ranks into RAM
+  // moves there.
+  Blob Find(const CacheKey& key, uint64_t version);
   // Whether `key` is kept, without reading it or counting a hit.
   bool Holds(const CacheKey& key) const;
   // `indices` of `space` that are not kept (one lock for all of them).
   std::vector<int64_t> NotHeld(uint64_t space, absl::Span<const int64_t> indices) const;
-  // Keeps `value` for `key` when its priority earns it room (pushing out
-  // lower-priority entries, RAM's to disk); otherwise does nothing.
-  void Insert(const CacheKey& key, Blob value);
+  // Keeps `value`, made from `version` of its source, for `key` when its
+  // priority earns it room (pushing out lower-priority entries, RAM's to
+  // disk); otherwise, or when `key` is kept already, does nothing.
+  void Insert(const CacheKey& key, uint64_t version, Blob value);
   // Whether Insert would keep a value of `size` bytes for `key` now (so a
   // caller can skip making one that would not be kept).
   bool Wants(const CacheKey& key, int64_t size) const;
@@ -111,6 +120,7 @@ class SampleCache {
     int64_t disk_bytes = 0;
     int64_t disk_entries = 0;
     int64_t disk_errors = 0;  // entries that failed their check, writes that failed
+    int64_t stale = 0;        // entries dropped because their source changed
   };
   Stats stats() const;
   const SampleCacheOptions& options() const { return options_; }
@@ -123,6 +133,10 @@ class SampleCache {
     Tier tier = kRam;
     uint64_t priority = 0;
     int64_t size = 0;
+    // Of the source the value was made from; a disk entry a previous process
+    // left is checked against its file's header when it is read.
+    uint64_t version = 0;
+    bool version_known = true;
     Blob blob;             // kRam
     uint64_t file_id = 0;  // kDisk: names its file
     bool writing = false;  // kDisk: its file is not complete yet
@@ -130,6 +144,7 @@ class SampleCache {
   struct PendingWrite {
     CacheKey key;
     uint64_t file_id;
+    uint64_t version;
     Blob blob;
   };
 
@@ -146,16 +161,17 @@ class SampleCache {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Admits `key` to `tier` if entries of lower priority can make room: they
   // are removed (RAM's are queued to move to disk, disk's files to go).
-  bool Admit(Tier tier, const CacheKey& key, uint64_t priority, int64_t size, Blob blob,
-             std::vector<PendingWrite>* writes, std::vector<std::string>* unlinks)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Admit(Tier tier, const CacheKey& key, const Entry& value, std::vector<PendingWrite>* writes,
+             std::vector<std::string>* unlinks) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(const CacheKey& key, std::vector<std::string>* unlinks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes the files of newly admitted disk entries and removes evicted
   // ones, outside the lock.
   void Apply(std::vector<PendingWrite> writes, std::vector<std::string> unlinks)
       ABSL_LOCKS_EXCLUDED(mu_);
-  Blob ReadFile(const CacheKey& key, uint64_t file_id, int64_t size);
+  // The value in the file of `key`'s entry when its header and hash check
+  // out and it was made from `version` (else null, and `*stale` says which).
+  Blob ReadFile(const CacheKey& key, uint64_t file_id, int64_t size, uint64_t version, bool* stale);
 
   const SampleCacheOptions options_;
   int lock_fd_ = -1;
@@ -172,19 +188,24 @@ class SampleCache {
 
 // One job's use of a SampleCache: the values at `boundary` of its pipeline
 // over its dataset, in wire form (pipeline/wire.h), with the job's own hit
-// and miss counts.
+// and miss counts. Each value is kept with its source's version as it was
+// before the sample was read (`source`; null: every version is 0), so a
+// source changed since is a miss.
 class BoundaryCache {
  public:
-  BoundaryCache(std::shared_ptr<SampleCache> cache, uint64_t space, int boundary)
-      : cache_(std::move(cache)), space_(space), boundary_(boundary) {}
+  BoundaryCache(std::shared_ptr<SampleCache> cache, uint64_t space, int boundary,
+                const Dataset* source)
+      : cache_(std::move(cache)), space_(space), boundary_(boundary), source_(source) {}
 
   int boundary() const { return boundary_; }
   SampleCache& cache() const { return *cache_; }
 
   // Makes `s` (its identity set) hold its value at boundary() from the
-  // cache, copied into `ws`; false (a miss) when it is not kept.
+  // cache, copied into `ws`; false (a miss) when it is not kept. Either way
+  // sets s.source_version, for Keep.
   bool Restore(Sample& s, Workspace& ws);
-  // Keeps the value `s` holds at boundary().
+  // Keeps the value `s` holds at boundary() (after a Restore of `s` that
+  // missed).
   void Keep(const Sample& s);
   bool Holds(int64_t index) const { return cache_->Holds({space_, index}); }
   // `indices` without those kept: what still has to be read.
@@ -197,6 +218,7 @@ class BoundaryCache {
   std::shared_ptr<SampleCache> cache_;
   uint64_t space_;
   int boundary_;
+  const Dataset* source_;
   std::atomic<int64_t> hits_{0};
   std::atomic<int64_t> misses_{0};
 };

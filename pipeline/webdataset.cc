@@ -86,6 +86,9 @@ class WebDataset : public Dataset {
       });
     }
   }
+  uint64_t SourceVersion(int64_t i) const override {
+    return VersionHash(shards_[samples_[i].shard]->version());
+  }
   void Extent(int64_t i, uint64_t* offset, uint64_t* size) const override {
     *offset = samples_[i].offset;
     *size = samples_[i].size;

@@ -133,6 +133,17 @@ absl::Status CheckJobBeat(const proto::JobBeat& beat) {
     return Invalid(
         absl::StrCat(who, ": instance must be at most 64 bytes, got ", beat.instance().size()));
   }
+  // What a beat makes the scheduler keep is bounded: labels as Kubernetes
+  // bounds its own (a megabyte label was kept per rank).
+  if (beat.labels_size() > 32) {
+    return Invalid(absl::StrCat(who, ": at most 32 labels, got ", beat.labels_size()));
+  }
+  for (const auto& [key, value] : beat.labels()) {
+    if (key.empty() || key.size() > 63 || value.size() > 256) {
+      return Invalid(absl::StrCat(who, ": label '", SafeText(key.substr(0, 63)),
+                                  "': keys are 1 to 63 bytes, values at most 256"));
+    }
+  }
   if (beat.world_size() < 0 || beat.rank() < 0 || beat.rank() >= std::max(1, beat.world_size())) {
     return Invalid(absl::StrCat(who, ": rank ", beat.rank(), " is outside [0, world_size ",
                                 beat.world_size(), ")"));
@@ -142,7 +153,31 @@ absl::Status CheckJobBeat(const proto::JobBeat& beat) {
 
 }  // namespace
 
-absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now) {
+absl::Status SchedulerCore::AdmitRank(const proto::JobBeat& beat, const std::string& identity,
+                                      const std::string& credential) const {
+  std::set<std::string> jobs;  // the credential's, this one aside
+  for (const auto& [key, j] : jobs_) {
+    if (key.first == beat.job_id()) {
+      if (!identity.empty() && !j.identity.empty() && j.identity != identity) {
+        return absl::PermissionDeniedError(
+            absl::StrCat("job beat: job ", SafeText(beat.job_id()),
+                         " is held by another client certificate; choose another --job"));
+      }
+      continue;
+    }
+    if (j.credential == credential) jobs.insert(key.first);
+  }
+  if (static_cast<int>(jobs.size()) >= options_.max_jobs_per_credential) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job beat: ", SafeText(credential), " holds ", jobs.size(),
+                     " training jobs, this scheduler's --max-jobs-per-credential; end one first"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now,
+                                                       const std::string& identity,
+                                                       const std::string& host) {
   if (absl::Status s = CheckJobBeat(beat); !s.ok()) return s;
   const std::pair<std::string, int> key{beat.job_id(), beat.rank()};
   const std::string name = RankName(key, beat.world_size());
@@ -174,12 +209,27 @@ absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& bea
     } else {
       const bool added = it == jobs_.end();
       if (added) {
+        const std::string credential = identity.empty() ? host : identity;
+        if (absl::Status s = AdmitRank(beat, identity, credential); !s.ok()) {
+          ++counts_.refused_job_beats;
+          spdlog::warn("refused {}: {}", name, std::string(s.message()));
+          return s;
+        }
         it = jobs_.try_emplace(key).first;
+        it->second.identity = identity;
+        it->second.credential = credential;
         spdlog::info("{} joined, wanting {} cores", name, beat.wanted_cores());
       }
       JobEntry& j = it->second;
       proto::JobBeat normalized = beat;
       if (normalized.weight() == 0) normalized.set_weight(1);
+      if (normalized.weight() > options_.max_job_weight) {
+        if (added) {
+          spdlog::warn("{} asks for weight {}; counted as --max-job-weight {}", name,
+                       normalized.weight(), options_.max_job_weight);
+        }
+        normalized.set_weight(options_.max_job_weight);
+      }
       if (added || j.beat.wanted_cores() != normalized.wanted_cores() ||
           j.beat.weight() != normalized.weight() ||
           Label(j.beat.labels(), options_.locality_label) !=

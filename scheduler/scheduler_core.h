@@ -34,6 +34,13 @@ struct SchedulerOptions {
   double heartbeat_seconds = 2;         // what beats are told
   double expire_after_seconds = 6;      // silence after which a worker or job is dropped
   std::string locality_label = "zone";  // the label that makes a worker local to a job
+  // A job's weight above this counts as this: the pool's shares are the
+  // operator's to set, not a job's to claim.
+  double max_job_weight = 1;
+  // Training jobs one credential (a client certificate's name; without
+  // mutual TLS, a client host) may hold at once: one client cannot take the
+  // pool by naming many jobs.
+  int max_jobs_per_credential = 32;
 };
 
 struct SchedulerCounts {
@@ -66,12 +73,19 @@ class SchedulerCore {
   // identity.
   absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now,
                                                     const std::string& identity = "");
-  // One rank's beat (a job without ranks is rank 0 of 1). The first beat of
-  // a (job_id, rank) binds it to the beat's instance until a beat with
-  // `leaving` or an expiry period of silence. Errors: InvalidArgument naming
-  // the field; AlreadyExists (counted in refused_job_beats) for a rank
-  // another instance holds.
-  absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now);
+  // One rank's beat (a job without ranks is rank 0 of 1), from `identity`
+  // (the certificate name, with mutual TLS; else empty) at `host` (the
+  // client's address without its port). The first beat of a (job_id, rank)
+  // binds it to the beat's instance until a beat with `leaving` or an expiry
+  // period of silence; with an identity, the job_id is bound to it while any
+  // of its ranks beats. A weight over max_job_weight counts as that. Errors:
+  // InvalidArgument naming the field (labels: at most 32, keys 63 bytes,
+  // values 256); AlreadyExists (counted in refused_job_beats) for a rank
+  // another instance holds; PermissionDenied for a job_id another identity
+  // holds; ResourceExhausted for a new job over max_jobs_per_credential.
+  absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now,
+                                          const std::string& identity = "",
+                                          const std::string& host = "");
   // Drops workers and jobs silent for too long and rebalances if needed.
   void Expire(int64_t now);
 
@@ -89,7 +103,13 @@ class SchedulerCore {
   struct JobEntry {
     proto::JobBeat beat;
     int64_t last_nanos = 0;
+    std::string identity;    // bound at its first beat; "" without mutual TLS
+    std::string credential;  // the identity, else the client's host
   };
+  // Refuses a first beat of a rank whose job another identity holds, or that
+  // opens a job past its credential's limit.
+  absl::Status AdmitRank(const proto::JobBeat& beat, const std::string& identity,
+                         const std::string& credential) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the rebalance's duration in seconds, or a negative number when
   // nothing was stale.
   double RebalanceIfStale() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -4,6 +4,7 @@
 // `prepflow-scheduler --help`, scheduler/allocator.h and docs/deploy.md.
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -40,6 +41,12 @@ struct SchedulerFlags {
              "seconds of silence after which a worker or job is dropped");
     f.String("locality-label", &options.locality_label,
              "the worker/job label whose equal values mean local (e.g. zone, rack)");
+    f.Double("max-job-weight", &options.max_job_weight,
+             "a job's --weight above this counts as this (jobs choose their weights; shares "
+             "above an equal one are the operator's to allow)");
+    f.Int("max-jobs-per-credential", &options.max_jobs_per_credential,
+          "training jobs one client certificate (without mutual TLS: one client host) may "
+          "hold at once; a job's ranks count once");
     RegisterSecurityFlags(f, &security, /*server=*/true);
     RegisterRoleTokenFlags(f, &security, /*scheduler=*/true);
     f.Bool("cert-roles", &cert_roles,
@@ -54,6 +61,10 @@ struct SchedulerFlags {
         !(options.expire_after_seconds > options.heartbeat_seconds)) {
       return "--port must be >= 0, --heartbeat-seconds > 0 and --expire-after > "
              "--heartbeat-seconds";
+    }
+    if (!(options.max_job_weight > 0) || !std::isfinite(options.max_job_weight) ||
+        options.max_jobs_per_credential < 1) {
+      return "--max-job-weight must be positive and finite, --max-jobs-per-credential >= 1";
     }
     if (cert_roles && security.client_ca.empty()) {
       return "--cert-roles needs --tls-client-ca (mutual TLS)";

@@ -21,6 +21,13 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, absl::Sta
   return reactor;
 }
 
+// "ipv4:10.0.0.7:51234" -> "ipv4:10.0.0.7": who a job's beats come from,
+// without mutual TLS.
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
 }  // namespace
 
 SchedulerService::SchedulerService(SchedulerCore* core, std::string worker_token,
@@ -51,7 +58,9 @@ grpc::ServerUnaryReactor* SchedulerService::JobHeartbeat(grpc::CallbackServerCon
   job_beats_.Increment();
   const absl::Status auth = Authenticate(*context, job_token_, kJobRole, job_unauthenticated_);
   if (!auth.ok()) return Finish<proto::JobGrant>(context, auth, grant);
-  return Finish(context, core_->JobBeat(*beat, WallNanos()), grant);
+  return Finish(
+      context,
+      core_->JobBeat(*beat, WallNanos(), PeerIdentity(*context), PeerHost(context->peer())), grant);
 }
 
 absl::Status SchedulerService::Authenticate(const grpc::CallbackServerContext& context,

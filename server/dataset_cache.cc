@@ -1,6 +1,7 @@
 #include "server/dataset_cache.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -24,15 +25,25 @@ absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset, ui
 absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(const proto::DatasetSpec& spec,
                                                                  uint64_t fingerprint,
                                                                  int64_t size) {
-  const std::string key =
-      absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n", spec.max_file_bytes());
+  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()));
   if (std::optional<absl::StatusOr<std::shared_ptr<const Dataset>>> found =
           Lookup(key, spec, fingerprint, size)) {
     return *std::move(found);
   }
-  // This thread indexes; opens of the same dataset wait in Lookup.
-  absl::StatusOr<std::unique_ptr<Dataset>> opened =
-      options_.open ? options_.open(spec, options_.dataset) : OpenDataset(spec, options_.dataset);
+  proto::DatasetSpec opened_spec = spec;
+  opened_spec.set_max_file_bytes(options_.max_file_bytes);
+  // This thread indexes; opens of the same dataset wait in Lookup, so the
+  // entry is settled whatever happens here: an exception that escaped the
+  // indexing would leave it marked as indexing, and every later open of the
+  // dataset waiting for good.
+  absl::StatusOr<std::unique_ptr<Dataset>> opened;
+  try {
+    opened = options_.open ? options_.open(opened_spec, options_.dataset)
+                           : OpenDataset(opened_spec, options_.dataset);
+  } catch (const std::exception& e) {
+    opened = absl::InternalError(
+        absl::StrCat("indexing ", SafeText(spec.path()), " failed: ", SafeText(e.what())));
+  }
   if (opened.ok()) {
     for (const std::string& w : (*opened)->index_warnings()) {
       spdlog::warn("dataset {}: {}", SafeText(spec.path()), SafeText(w));

@@ -5,10 +5,10 @@
 // opens of other datasets go ahead, and concurrent opens of the same one wait
 // for a single indexing ("single flight") instead of repeating it.
 //
-// An index is looked up by the dataset's spec and the fingerprint the client
-// computed. A running job keeps the index it opened; when a new job brings
-// another fingerprint (files were added since), the dataset is indexed again
-// and the new job gets the new index. To bound the work a client can cause by
+// An index is looked up by the dataset's path and format (what changes the
+// index; not the job's file limit) and the fingerprint the client computed. A running job keeps the
+// index it opened; when a new job brings another fingerprint (files were added since), the dataset
+// is indexed again and the new job gets the new index. To bound the work a client can cause by
 // naming bogus fingerprints, a dataset is indexed at most once per
 // `min_reindex_seconds` (later opens wait for that), and an outcome that did
 // not match (a failed index, or another fingerprint) is answered from the
@@ -42,6 +42,10 @@ struct DatasetCacheOptions {
       open;
   double min_reindex_seconds = 5;
   size_t max_entries = 64;  // datasets kept indexed; the least recently used go first
+  // Every dataset is opened with this file limit, whatever the spec says:
+  // jobs that share an index may each ask for less (and check it on their
+  // reads), never for more; the index is kept once for all of them.
+  int64_t max_file_bytes = kDefaultMaxFileBytes;
 };
 
 class DatasetCache {

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "pipeline/materialize.h"
 #include "pipeline/plugins.h"
@@ -32,12 +35,52 @@ DatasetOptions JobDatasets(const WorkerOptions& options) {
   return d;
 }
 
+// The paths of the fields two messages differ in ("dataset.path", "seed"),
+// never their values: a refusal must not tell one job another's options.
+class DifferingFields : public google::protobuf::util::MessageDifferencer::Reporter {
+ public:
+  using Path = std::vector<google::protobuf::util::MessageDifferencer::SpecificField>;
+  void ReportAdded(const google::protobuf::Message&, const google::protobuf::Message&,
+                   const Path& path) override {
+    Add(path);
+  }
+  void ReportDeleted(const google::protobuf::Message&, const google::protobuf::Message&,
+                     const Path& path) override {
+    Add(path);
+  }
+  void ReportModified(const google::protobuf::Message&, const google::protobuf::Message&,
+                      const Path& path) override {
+    Add(path);
+  }
+  // The innermost fields: "dataset.path", not "dataset" as well.
+  std::string Names() const {
+    std::vector<std::string> leaves;
+    for (auto it = names_.begin(); it != names_.end(); ++it) {
+      const auto next = std::next(it);
+      if (next == names_.end() || !absl::StartsWith(*next, *it + ".")) leaves.push_back(*it);
+    }
+    return absl::StrJoin(leaves, ", ");
+  }
+
+ private:
+  void Add(const Path& path) {
+    std::string name;
+    for (const auto& f : path) {
+      if (f.field == nullptr) break;  // an unknown field: its parent names it
+      absl::StrAppend(&name, name.empty() ? "" : ".", f.field->name());
+    }
+    names_.insert(name.empty() ? "an unknown field" : name);
+  }
+  std::set<std::string> names_;
+};
+
 }  // namespace
 
 WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
     : options_(options),
       metrics_(metrics),
-      datasets_(DatasetCacheOptions{JobDatasets(options), nullptr, options.min_reindex_seconds}) {
+      datasets_(DatasetCacheOptions{JobDatasets(options), nullptr, options.min_reindex_seconds,
+                                    /*max_entries=*/64, options.max_file_bytes_limit}) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
   if (options_.max_memory_bytes <= 0) options_.max_memory_bytes = AvailableMemoryBytes() / 2;
   if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;
@@ -62,7 +105,9 @@ void WorkerCore::BeginDrain() {
 
 void WorkerCore::RefuseStream(const absl::Status& status, const std::string& peer) {
   if (metrics_ != nullptr) metrics_->StreamRefused(status.code());
-  spdlog::warn("refused a job stream from {}: {}", peer, status.ToString());
+  // A refusal may quote what the job sent (a path, a pipeline's or an op's
+  // name): escaped, so no job writes raw bytes or lines into this log.
+  spdlog::warn("refused a job stream from {}: {}", SafeText(peer), SafeText(status.ToString()));
 }
 
 namespace {
@@ -75,7 +120,8 @@ proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, std::string* unav
   if (const int missing = FirstMissingOp(runnable, unavailable); missing >= 0) {
     runnable.mutable_stages()->DeleteSubrange(missing, runnable.stages_size() - missing);
     runnable.clear_batch_stages();  // the trainer's, never run here
-    spdlog::info("job {}: {}; running stages [0, {}) only", open.job_id(), *unavailable, missing);
+    spdlog::info("job {}: {}; running stages [0, {}) only", SafeText(open.job_id()),
+                 SafeText(*unavailable), missing);
   }
   return runnable;
 }
@@ -98,6 +144,12 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     return refuse(absl::InvalidArgumentError(
         absl::StrCat("job open: max_jpeg_scans ", open.max_jpeg_scans(), " is outside [0, ",
                      options_.max_jpeg_scans_limit, "] (this worker's --max-jpeg-scans)")));
+  }
+  if (const int64_t b = open.dataset().max_file_bytes();
+      b < 0 || b > options_.max_file_bytes_limit) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: dataset.max_file_bytes ", b, " is outside [0, ",
+                     options_.max_file_bytes_limit, "] (this worker's --max-file-bytes)")));
   }
   if (open.world_size() < 0 || open.rank() < 0 || open.rank() >= std::max(1, open.world_size())) {
     return refuse(absl::InvalidArgumentError(absl::StrCat(
@@ -145,14 +197,14 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::FindJob(const proto::JobO
   for (const char* own : {"rank", "world_size", "max_items_in_flight"}) {
     same.IgnoreField(d->FindFieldByName(own));
   }
-  std::string difference;
-  same.ReportDifferencesToString(&difference);
+  DifferingFields differing;
+  same.ReportDifferencesTo(&differing);
   if (same.Compare(it->second->spec_, open)) return it->second;
-  difference = difference.substr(0, difference.find('\n'));
   return absl::FailedPreconditionError(absl::StrCat(
       "job open: job ", SafeText(open.job_id()), " is open here with other options (",
-      SafeText(difference.substr(0, 200)),
-      "); the ranks of one job must agree, and different jobs need different names (--job)"));
+      differing.Names(),
+      " differ); the ranks of one job must agree, and different jobs need different names "
+      "(--job)"));
 }
 
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::JobOpen& open) {
@@ -172,8 +224,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
   // What one sample may take at each cut, from the types alone: the budget's
   // unit. A job whose finished sample cannot fit in one item is refused now.
   const int n = job->pipeline_->num_stages();
-  const int64_t file_limit =
-      open.dataset().max_file_bytes() > 0 ? open.dataset().max_file_bytes() : kDefaultMaxFileBytes;
+  const int64_t file_limit = open.dataset().max_file_bytes() > 0 ? open.dataset().max_file_bytes()
+                                                                 : options_.max_file_bytes_limit;
   for (int k = 0; k <= n; ++k) {
     job->max_sample_bytes_.push_back(job->pipeline_->MaxBytesAt(k, file_limit));
   }
@@ -244,7 +296,8 @@ absl::Status WorkerCore::OpenCache(WorkerJob* job) const {
         "job open: cache_at ", k, ": the values there differ from epoch to epoch: ", why));
   }
   job->cache_ = std::make_unique<BoundaryCache>(
-      options_.cache, CacheSpace(job->dataset_->fingerprint(), p.PrefixFingerprint(k)), k);
+      options_.cache, CacheSpace(job->dataset_->identity(), p.PrefixFingerprint(k)), k,
+      job->dataset_.get());
   return absl::OkStatus();
 }
 
@@ -522,6 +575,13 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   tally->read_bytes += static_cast<int64_t>(size);
   out->set_read_cpu_seconds(read_nanos * 1e-9);
   if (!status.ok()) return status;
+  // The index is shared, read under this worker's file limit; a job may
+  // have asked for less.
+  if (const int64_t limit = job.spec().dataset().max_file_bytes();
+      limit > 0 && size > static_cast<uint64_t>(limit)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a sample of ", size, " bytes, over the job's --max-file-bytes ", limit));
+  }
   s.kind = ValueKind::kEncoded;
   s.data = ws.encoded.data();
   s.size = size;
@@ -613,7 +673,10 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     if (cache != nullptr && !out->echoed()) ++(out->cache_hit() ? hits : misses);
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));
-      out->set_error(std::string(status.message()));  // the client adds the path
+      // The client adds the path. A message may hold a file's name, any
+      // bytes, and a proto string must be UTF-8: unescaped, the reply did
+      // not parse and the worker was dropped.
+      out->set_error(SafeText(status.message()));
       if (metrics_ != nullptr) metrics_->SampleFailed(status.code());
       continue;
     }

@@ -74,6 +74,9 @@ struct WorkerFlags {
           "once over all its ranks' streams (0: 2 x threads)");
     f.Int("max-item-samples", &options.max_item_samples, "samples one work item may ask for");
     f.Int("max-pixels", &max_pixels, "largest image a job may decode, in pixels");
+    f.Int("max-file-bytes", &options.max_file_bytes_limit,
+          "largest sample file (or shard member) this worker reads into memory; a job may ask "
+          "for less, not more");
     f.Int("max-memory-bytes", &options.max_memory_bytes,
           "result memory held at once: items are admitted against it from the pipeline's "
           "types before they run (0: half of this machine's or cgroup's memory)");
@@ -139,11 +142,12 @@ struct WorkerFlags {
     options.max_pixels_limit = max_pixels;
     if (options.max_streams < 1 || options.max_streams_per_client < 1 ||
         options.max_item_samples < 1 || max_pixels < 1 || options.max_jpeg_scans_limit < 1 ||
-        options.max_memory_bytes < 0 || options.echo_bytes < 0 || max_message_bytes < 1024 ||
-        server.port < 0 || !(server.idle_connection_seconds >= 1) ||
-        !(options.min_reindex_seconds >= 0)) {
+        options.max_file_bytes_limit < 1 || options.max_memory_bytes < 0 ||
+        options.echo_bytes < 0 || max_message_bytes < 1024 || server.port < 0 ||
+        !(server.idle_connection_seconds >= 1) || !(options.min_reindex_seconds >= 0)) {
       return "--max-streams, --max-streams-per-client, --max-item-samples, --max-pixels, "
-             "--max-jpeg-scans must be positive, --max-memory-bytes and --echo-bytes >= 0, "
+             "--max-jpeg-scans, --max-file-bytes must be positive, --max-memory-bytes and "
+             "--echo-bytes >= 0, "
              "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
              "--port >= 0";
     }

@@ -25,7 +25,13 @@ void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* remote) {
             "remote data: tries per request, the first included; what may pass (5xx, 429, "
             "resets, timeouts, short reads) is retried until then");
   flags.Double("storage-backoff-seconds", &options->first_backoff_seconds,
-               "remote data: the wait before the first retry, doubled before each next one");
+               "remote data: the wait before the first retry, doubled before each next one (up "
+               "to 5 s)");
+  flags.Double("storage-outage-seconds", &options->outage_seconds,
+               "remote data: a request that still fails after --storage-attempts with an "
+               "outage's error (5xx, 429, refused or reset connections, timeouts) is tried again "
+               "until storage has failed it this long; past it the run stops, whatever "
+               "--on-error says (an outage is not bad data; 0: --storage-attempts only)");
   flags.Int("read-ahead-requests", &remote->read_ahead.requests,
             "remote data: reads started ahead of the CPU stages, at most this many at once "
             "(0: none; each sample is then read by the thread that decodes it)");
@@ -58,6 +64,9 @@ absl::Status CheckStorageOptions(const RemoteReadOptions& remote) {
   }
   if (!(o.first_backoff_seconds >= 0) || o.first_backoff_seconds > 60) {
     return absl::InvalidArgumentError("--storage-backoff-seconds must be 0 to 60");
+  }
+  if (!(o.outage_seconds >= 0) || o.outage_seconds > 86400) {
+    return absl::InvalidArgumentError("--storage-outage-seconds must be 0 to 86400");
   }
   if (remote.read_ahead.requests < 0 || remote.read_ahead.requests > 1024) {
     return absl::InvalidArgumentError("--read-ahead-requests must be 0 to 1024");

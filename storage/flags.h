@@ -26,7 +26,8 @@ struct RemoteReadOptions {
 };
 
 // --storage-connect-timeout-seconds, --storage-timeout-seconds,
-// --storage-attempts, --storage-backoff-seconds, --read-ahead-requests,
+// --storage-attempts, --storage-backoff-seconds, --storage-outage-seconds,
+// --read-ahead-requests,
 // --read-ahead-bytes, --index-cache-dir.
 void RegisterStorageFlags(cli::FlagSet& flags, RemoteReadOptions* options);
 

@@ -277,24 +277,38 @@ absl::Status HttpReader::Put(const std::string& url, const uint8_t* data, size_t
 }
 
 absl::Status HttpReader::WithRetries(const std::function<absl::Status()>& attempt) {
+  constexpr double kMaxBackoffSeconds = 5;
   absl::Status last;
   double wait = options_.first_backoff_seconds;
   const int attempts = std::max(1, options_.max_attempts);
-  for (int i = 0; i < attempts; ++i) {
-    if (i > 0) {
+  const auto first_failure = std::chrono::steady_clock::now();
+  const auto failing = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - first_failure).count();
+  };
+  int tries = 0;
+  while (true) {
+    if (tries > 0) {
       ++stats_.retries;
       std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      wait *= 2;
+      wait = std::min(wait * 2, std::max(kMaxBackoffSeconds, options_.first_backoff_seconds));
     }
+    ++tries;
     last = attempt();
     if (last.ok()) return last;
-    if (!absl::IsUnavailable(last) && !absl::IsDeadlineExceeded(last) && !absl::IsDataLoss(last)) {
+    const bool outage = absl::IsUnavailable(last) || absl::IsDeadlineExceeded(last);
+    if (!outage && !absl::IsDataLoss(last)) {
       ++stats_.errors;  // what no retry mends: 404, 403, ...
       return last;
     }
+    if (tries < attempts) continue;
+    if (!outage || failing() + wait > options_.outage_seconds) break;
   }
   ++stats_.errors;
-  return absl::Status(last.code(), absl::StrCat(last.message(), " (", attempts, " attempts)"));
+  if (tries == attempts) {
+    return absl::Status(last.code(), absl::StrCat(last.message(), " (", tries, " attempts)"));
+  }
+  return absl::Status(last.code(), absl::StrFormat("%s (%d attempts over %.1f s of outage)",
+                                                   last.message(), tries, failing()));
 }
 
 absl::Status HttpReader::Delete(const std::string& url) {

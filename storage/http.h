@@ -31,7 +31,13 @@ struct HttpOptions {
   // transfer may sit without bytes.
   double request_timeout_seconds = 60;
   int max_attempts = 4;                // the first try and its retries
-  double first_backoff_seconds = 0.1;  // doubled after each failed try
+  double first_backoff_seconds = 0.1;  // doubled after each failed try, up to 5 s
+  // An outage (Unavailable or DeadlineExceeded: 5xx, 429, refused or reset
+  // connections, timeouts) that outlasts max_attempts is tried again until
+  // storage has failed the request for this long, so a blip of storage loses
+  // nothing; past it the error stands (and stops a run: an outage is not bad
+  // data). 0: max_attempts only.
+  double outage_seconds = 60;
   // A range larger than this is refused before any request.
   int64_t max_range_bytes = int64_t{256} << 20;
   // SigV4: "aws:amz:REGION:s3" and "KEY:SECRET" (empty: unsigned requests).
@@ -91,7 +97,9 @@ class HttpReader {
  private:
   struct Attempt;
   // Runs `attempt` until it succeeds, fails in a way a retry cannot mend, or
-  // max_attempts are spent, waiting first_backoff_seconds, then twice that...
+  // max_attempts are spent (and, for an outage, outage_seconds since the
+  // first failure), waiting first_backoff_seconds, then twice that... up to
+  // 5 s.
   absl::Status WithRetries(const std::function<absl::Status()>& attempt);
   enum class Method { kGet, kHead, kPut, kDelete };
   // InvalidArgument for a negative or empty range, ResourceExhausted over

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "pipeline/text.h"
 
@@ -120,6 +121,26 @@ absl::StatusOr<ListPage> ParseListPage(const std::string& xml, const std::string
   if (st.bad)
     return absl::DataLossError(absl::StrCat(where, ": a listed object lacks its key or size"));
   return std::move(st.page);
+}
+
+// A listed key that the listing asked for: below `prefix`, and fetched as
+// the object its text names (libcurl squashes "." and ".." segments, so
+// "train/../private/x" would be another object's bytes). DataLoss naming the
+// key otherwise: a store that answers so is broken or hostile.
+absl::Status CheckListedKey(const std::string& key, const std::string& prefix,
+                            const std::string& where) {
+  if (!absl::StartsWith(key, prefix)) {
+    return absl::DataLossError(absl::StrCat(where, ": the store listed '", SafeText(key),
+                                            "', which is not below the prefix asked for"));
+  }
+  for (const absl::string_view segment : absl::StrSplit(key, '/')) {
+    if (segment == "." || segment == "..") {
+      return absl::DataLossError(
+          absl::StrCat(where, ": the store listed '", SafeText(key),
+                       "', whose '.' or '..' segment would fetch another object"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -351,6 +372,7 @@ absl::StatusOr<std::vector<ObjectInfo>> CurlObjectStore::ListS3(const std::strin
     if (!page.ok()) return page.status();
     for (ListPage::Listed& o : page->objects) {
       const std::string name = page->url_encoded ? Unescape(o.key) : o.key;
+      if (absl::Status s = CheckListedKey(name, prefix, where); !s.ok()) return s;
       objects.push_back({absl::StrCat("s3://", bucket, "/", name), o.size, std::move(o.etag)});
     }
     if (static_cast<int64_t>(objects.size()) > options_.max_listed_objects) {

@@ -132,6 +132,7 @@ LoaderOptions ToOptions(const py::dict& d) {
   o.storage.http.connect_timeout_seconds = Get<double>(d, "storage_connect_timeout_seconds", 10);
   o.storage.http.max_attempts = Get<int>(d, "storage_attempts", 4);
   o.storage.http.first_backoff_seconds = Get<double>(d, "storage_backoff_seconds", 0.1);
+  o.storage.http.outage_seconds = Get<double>(d, "storage_outage_seconds", 60);
   o.storage.read_ahead.requests = Get<int>(d, "read_ahead_requests", 64);
   o.storage.read_ahead.max_bytes = Get<int64_t>(d, "read_ahead_bytes", int64_t{256} << 20);
   o.storage.index_cache_dir = Get<std::string>(d, "index_cache_dir", DefaultIndexCacheDir());

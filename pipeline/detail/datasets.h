@@ -25,7 +25,9 @@ struct DatasetSetup {
   static void Limit(Dataset* ds, const proto::DatasetSpec& spec, const DatasetOptions& options);
   // Below `root`, open as `fd` (the dataset owns it from here on).
   static void Confine(Dataset* ds, const std::string& root, int fd);
-  static void SetFingerprint(Dataset* ds, uint64_t fingerprint);
+  // The fingerprint and the location (a real path or a URL) that make the
+  // dataset's identity.
+  static void Identify(Dataset* ds, uint64_t fingerprint, const std::string& location);
   // Remote data: reads ahead with `options` (none when options.requests is 0).
   static void ReadAheadFor(Dataset* ds, const ReadAheadOptions& options);
 };
@@ -57,6 +59,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
                                                            const std::string& url,
                                                            const DatasetOptions& options,
                                                            const Configure& configure);
+
+// A version string (ByteSource::version) as Dataset::SourceVersion gives it:
+// 0 for none.
+uint64_t VersionHash(const std::string& version);
 
 // Whether a file name's extension is one torchvision's ImageFolder reads,
 // and that extension (lower case, no dot; empty when none).

@@ -5,6 +5,7 @@
 #include <deque>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/checksum.h"
@@ -198,6 +199,44 @@ TEST_F(LoaderTest, ResumingDeliversExactlyTheRest) {
   EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("--start-batch"));
 }
 
+// One --cache-dir shared by two pipelines and two datasets that look alike
+// to the index (same names, labels and sizes, other pixels): every run gives
+// the checksum it gives without a cache. A cache key without the pipeline's
+// prefix, or without the dataset's location, served one run's values to
+// another and no test saw it.
+TEST_F(LoaderTest, OneCacheFolderServesEachPipelineAndDatasetItsOwnValues) {
+  TempDir dir;
+  for (const char* name : {"a", "b"}) {
+    for (int i = 0; i < 6; ++i) {
+      const auto level = static_cast<uint8_t>(std::string(name) == "a" ? 40 + 20 * i : 230 - i);
+      const std::string header = "P6\n300 260\n255\n";
+      std::vector<uint8_t> ppm(header.begin(), header.end());
+      ppm.resize(ppm.size() + 300 * 260 * 3, level);
+      testing::WriteFile(dir.Join(absl::StrCat(name, "/c", i % 2, "/", i, ".ppm")), ppm);
+    }
+  }
+  auto options = [&](const char* data, int shorter_side, bool cached) {
+    LoaderOptions o = Options("imagenet-eval");
+    o.dataset.set_path(dir.Join(data));
+    o.pipeline.mutable_stages(1)->mutable_resize()->set_shorter_side(shorter_side);
+    if (cached) o.cache.dir = dir.Join("cache");
+    o.cache_at = 2;
+    return o;
+  };
+  struct Run {
+    const char* data;
+    int side;
+    int64_t hits;
+  };
+  for (const Run& run : {Run{"a", 256, 0}, Run{"a", 240, 0}, Run{"b", 256, 0}, Run{"a", 256, 6}}) {
+    const Result cached = Drain(options(run.data, run.side, true));
+    const Result fresh = Drain(options(run.data, run.side, false));
+    ASSERT_TRUE(cached.status.ok()) << cached.status;
+    EXPECT_EQ(cached.stats.checksum, fresh.stats.checksum) << run.data << " at " << run.side;
+    EXPECT_EQ(cached.stats.cache_hits, run.hits) << run.data << " at " << run.side;
+  }
+}
+
 TEST_F(LoaderTest, DropLast) {
   LoaderOptions o = Options();
   o.drop_last = true;
@@ -331,8 +370,12 @@ TEST(Loader, SchedulerComesFromTheEnvironmentWhenNoWorkersAreGiven) {
   LoaderOptions o = TinyJob(dir, 4, "imagenet-eval");
   o.offload = *ParseOffload("remote");
   EXPECT_THAT(Loader::Create(o).status().message(), HasSubstr("needs workers"));
-  // Nothing listens on port 1: the job runs here, and says where it looked.
+  // Nothing listens on port 1: the job fails, naming where it looked; with
+  // --fallback-local it runs here and says so in its stats.
   setenv("PREPFLOW_SCHEDULER", "127.0.0.1:1", 1);
+  EXPECT_THAT(Loader::Create(o).status().message(),
+              HasSubstr("--offload remote: the scheduler 127.0.0.1:1 gave no grant"));
+  o.fallback_local = true;
   auto loader = Loader::Create(o);
   unsetenv("PREPFLOW_SCHEDULER");
   ASSERT_TRUE(loader.ok()) << loader.status();

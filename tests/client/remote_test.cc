@@ -478,6 +478,35 @@ TEST_F(RemoteTest, UnreachableWorkersFailUnlessToldToFallBack) {
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
 }
 
+// A Linux path is any bytes: a dataset root that is not UTF-8, and a
+// dangling link whose name (and error) is not either, run on a worker as
+// here. The root made the
+// job open unparseable (a proto3 string must be UTF-8), and the broken
+// file's error the worker's reply, which dropped the worker.
+TEST_F(RemoteTest, NamesThatAreNotUtf8TravelToWorkersAndBack) {
+  namespace fs = std::filesystem;
+  const std::string root = dir_->Join("root/data-\xff");
+  fs::copy(dir_->Join("root/data"), root, fs::copy_options::recursive);
+  const std::string broken =
+      fs::path(root) / fs::directory_iterator(root)->path().filename() / "broken-\xfe.jpg";
+  fs::create_symlink(root + "/nowhere-\xfe.jpg", broken);  // its error names it
+  WorkerProcess worker(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions o = Options({worker.address()}, "remote");
+  o.dataset.set_path(root);
+  const RunResult r = RunWith(o);
+  LoaderOptions here = o;
+  here.offload = *ParseOffload("off");
+  const RunResult local = RunWith(here);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.stats.images, 96);
+  EXPECT_EQ(r.stats.remote_images, 96);
+  EXPECT_EQ(r.stats.errors, 1);
+  EXPECT_EQ(r.stats.checksum, local.stats.checksum);
+  EXPECT_EQ(r.stats.workers_alive, 1);
+  ASSERT_EQ(r.stats.first_errors.size(), 1u);
+  EXPECT_EQ(r.stats.first_errors[0].path, broken);
+}
+
 TEST_F(RemoteTest, ARefusalStopsTheJobWithTheWorkersMessage) {
   TempDir other;
   WorkerProcess w(other.path());

@@ -240,7 +240,12 @@ TEST_F(SecureCluster, SchedulerWithTlsAndTokenGrantsOnlyAuthenticatedJobs) {
   o.scheduler = address;
   o.security.tls_ca_file = Pki("ca.crt");
   o.security.auth_token_file = Pki("wrong-token");
-  // No grant: with a scheduler the job runs here until one comes.
+  // No grant: a remote job stops, saying what the scheduler answered; with
+  // --fallback-local it runs here until one comes.
+  const auto unauthenticated = Loader::Create(o);
+  EXPECT_TRUE(absl::IsUnavailable(unauthenticated.status())) << unauthenticated.status();
+  EXPECT_THAT(unauthenticated.status().message(), HasSubstr("bearer token"));
+  o.fallback_local = true;
   const testing::Drained refused = testing::Drain(o);
   ASSERT_TRUE(refused.status.ok()) << refused.status;
   EXPECT_EQ(refused.stats.remote_images, 0);

@@ -5,6 +5,7 @@
 // what torchvision's _apply_op gives for one of the policy's draws.
 #include "pipeline/augment.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -220,6 +221,66 @@ TEST(AugmentOps, ZeroOpsOrIdentityLeaveTheImage) {
   auto plain = testing::MakePipeline("stages { decode {} }");
   auto none = testing::MakePipeline("stages { decode {} } stages { rand_augment { num_ops: 0 } }");
   EXPECT_EQ(testing::RunPipeline(*none, png, 4).bytes, testing::RunPipeline(*plain, png, 4).bytes);
+}
+
+// Chi-square of `counts` against equal counts.
+double ChiSquare(const std::vector<int>& counts) {
+  double total = 0, chi2 = 0;
+  for (const int c : counts) total += c;
+  const double expected = total / static_cast<double>(counts.size());
+  for (const int c : counts) chi2 += (c - expected) * (c - expected) / expected;
+  return chi2;
+}
+
+// Where a draw lands, not only how much it changes: a 2x2 erasure on an 8x8
+// tensor starts at every row and column 0..6 equally often. An erasure that
+// never reached the last row or column passed every test, which checked
+// values and area only. Chi-square, 6 degrees of freedom, 0.999 quantile.
+TEST(RandomErasing, EveryPositionIsEquallyLikely) {
+  auto p = testing::MakePipeline(
+      "stages { decode {} } stages { normalize {} } stages { random_erasing { p: 1 "
+      "scale_min: 0.0625 scale_max: 0.0625 ratio_min: 1 ratio_max: 1 value: 1000 } }");
+  const std::vector<uint8_t> jpeg = testing::Jpeg(8, 8, 2);
+  std::vector<int> tops(7), lefts(7);
+  for (int64_t i = 0; i < 7000; ++i) {
+    const testing::Output out = testing::RunPipeline(*p, jpeg, i);
+    ASSERT_EQ(out.bytes.size(), 3u * 8 * 8 * sizeof(float));
+    const auto* t = reinterpret_cast<const float*>(out.bytes.data());
+    int top = 8, left = 8, erased = 0;
+    for (int y = 0; y < 8; ++y) {
+      for (int x = 0; x < 8; ++x) {
+        if (t[y * 8 + x] != 1000) continue;
+        ++erased;
+        top = std::min(top, y);
+        left = std::min(left, x);
+      }
+    }
+    ASSERT_EQ(erased, 4) << "sample " << i;
+    ++tops[top];
+    ++lefts[left];
+  }
+  EXPECT_LT(ChiSquare(tops), 22.46) << "rows";
+  EXPECT_LT(ChiSquare(lefts), 22.46) << "columns";
+}
+
+// A 3x3 crop of a 10x10 picture whose pixels name their coordinates starts
+// at every row and column 0..7 equally often (7 degrees of freedom).
+TEST(RandomCrop, EveryPositionIsEquallyLikely) {
+  std::string ppm = "P6\n10 10\n255\n";
+  for (int y = 0; y < 10; ++y) {
+    for (int x = 0; x < 10; ++x) ppm += {static_cast<char>(x), static_cast<char>(y), '\0'};
+  }
+  const std::vector<uint8_t> bytes(ppm.begin(), ppm.end());
+  auto p = testing::MakePipeline("stages { decode {} } stages { random_crop { size: 3 } }");
+  std::vector<int> tops(8), lefts(8);
+  for (int64_t i = 0; i < 8000; ++i) {
+    const testing::Output out = testing::RunPipeline(*p, bytes, i);
+    ASSERT_EQ(out.bytes.size(), 27u);
+    ++lefts[out.bytes[0]];
+    ++tops[out.bytes[1]];
+  }
+  EXPECT_LT(ChiSquare(tops), 24.32) << "rows";
+  EXPECT_LT(ChiSquare(lefts), 24.32) << "columns";
 }
 
 TEST(RandomErasing, BadParametersNameTheField) {

@@ -103,11 +103,11 @@ int64_t RunEpoch(SampleCache& cache, int64_t n, uint32_t epoch,
   int64_t hits = 0;
   for (int64_t i : order) {
     const CacheKey key{42, i};
-    if (SampleCache::Blob v = cache.Find(key)) {
+    if (SampleCache::Blob v = cache.Find(key, 0)) {
       EXPECT_EQ(*v, *Value(i, size_of(i))) << i;
       ++hits;
     } else {
-      cache.Insert(key, Value(i, size_of(i)));
+      cache.Insert(key, 0, Value(i, size_of(i)));
     }
   }
   return hits;
@@ -145,7 +145,7 @@ TEST(SampleCacheTest, NeverHoldsMoreThanItsBudget) {
   EXPECT_GT(hits, 1000 * 100'000 / (1000 * 2600) * 8 / 10);
   EXPECT_GT(cache->stats().evictions, 0);
   // A value larger than the whole budget is not kept.
-  cache->Insert({42, 5000}, Value(5000, 200'000));
+  cache->Insert({42, 5000}, 0, Value(5000, 200'000));
   EXPECT_FALSE(cache->Holds({42, 5000}));
 }
 
@@ -192,7 +192,7 @@ TEST(SampleCacheTest, ADamagedFileIsAMissNotAValue) {
   o.dir = dir.Join("cache");
   o.disk_bytes = 1 << 20;
   auto cache = OpenCache(o);
-  cache->Insert({7, 3}, Value(3, 5000));
+  cache->Insert({7, 3}, 0, Value(3, 5000));
   ASSERT_TRUE(cache->Holds({7, 3}));
   // Flip one byte of the value in its file.
   const std::string file = o.dir + "/0000000000000007/3-1.pfc";
@@ -205,10 +205,41 @@ TEST(SampleCacheTest, ADamagedFileIsAMissNotAValue) {
     f.seekp(100);
     f.put(static_cast<char>(c ^ 0x5a));
   }
-  EXPECT_EQ(cache->Find({7, 3}), nullptr);
+  EXPECT_EQ(cache->Find({7, 3}, 0), nullptr);
   EXPECT_EQ(cache->stats().disk_errors, 1);
   EXPECT_FALSE(cache->Holds({7, 3}));
   EXPECT_NE(access(file.c_str(), F_OK), 0);  // removed
+}
+
+// A value is served only for the version of its source it was made from,
+// in RAM and on disk, and after a restart (the version is in the file): a
+// file rewritten since is a miss, and its entry makes room for the new one.
+TEST(SampleCacheTest, AValueOfAnotherSourceVersionIsStale) {
+  TempDir dir;
+  for (const bool disk : {false, true}) {
+    SampleCacheOptions o;
+    o.ram_bytes = disk ? 0 : 1 << 20;
+    if (disk) o.dir = dir.Join("cache");
+    o.disk_bytes = 1 << 20;
+    auto cache = OpenCache(o);
+    for (const int64_t i : {3, 4}) {
+      cache->Insert({7, i}, 11, Value(i, 5000));
+      EXPECT_NE(cache->Find({7, i}, 11), nullptr) << i;
+      EXPECT_EQ(cache->Find({7, i}, 12), nullptr) << i;
+      EXPECT_FALSE(cache->Holds({7, i})) << "a stale entry is dropped";
+      cache->Insert({7, i}, 12, Value(i, 5000));
+      EXPECT_NE(cache->Find({7, i}, 12), nullptr) << i;
+    }
+    EXPECT_EQ(cache->stats().stale, 2) << disk;
+  }
+  SampleCacheOptions o;
+  o.dir = dir.Join("cache");
+  auto cache = OpenCache(o);  // what the disk pass left, versions unread
+  EXPECT_EQ(cache->stats().disk_entries, 2);
+  EXPECT_EQ(cache->Find({7, 3}, 11), nullptr);
+  EXPECT_EQ(cache->stats().stale, 1);
+  EXPECT_EQ(cache->stats().disk_errors, 0);
+  EXPECT_NE(cache->Find({7, 4}, 12), nullptr);
 }
 
 TEST(SampleCacheTest, AFolderServesOneProcessAtATime) {
@@ -257,7 +288,7 @@ TEST(BoundaryCacheTest, ARestoredValueContinuesExactlyAsTheOriginal) {
   const std::vector<uint8_t> jpeg = testing::Jpeg(300, 200, 5);
   SampleCacheOptions o;
   o.ram_bytes = 1 << 24;
-  BoundaryCache cache(OpenCache(o), CacheSpace(1, p->PrefixFingerprint(2)), 2);
+  BoundaryCache cache(OpenCache(o), CacheSpace(1, p->PrefixFingerprint(2)), 2, nullptr);
   const testing::Output whole = testing::RunPipeline(*p, jpeg, 9);
   ASSERT_TRUE(whole.status.ok()) << whole.status;
 

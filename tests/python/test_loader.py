@@ -372,6 +372,18 @@ class Errors(unittest.TestCase):
             for _ in failing:
                 pass
 
+    def test_a_root_that_is_not_utf8_is_read_by_str_or_bytes(self):
+        # os.fsdecode's str (with surrogates) raised "Unable to cast", and
+        # bytes a TypeError: a Linux path is any bytes.
+        root = os.fsencode(TMP) + b"/data-\xff"
+        shutil.copytree(DATA, os.fsdecode(root))
+        want = cli_checksum("--seed", "7")
+        for data in (root, os.fsdecode(root), pathlib.Path(os.fsdecode(root))):
+            got = prepflow.Loader(data, batch_size=8, seed=7, threads=2, as_numpy=True)
+            for _ in got:
+                pass
+            self.assertEqual(got.stats()["checksum"], want, repr(data))
+
     @needs_torch
     def test_cuda_without_a_device_falls_back_to_cpu(self):
         if torch.cuda.is_available():

@@ -185,12 +185,13 @@ TEST_F(ScheduledJobTest, PicksUpAWorkerThatRegistersMidRun) {
   ASSERT_NE(scheduler, nullptr);
   std::unique_ptr<testing::WorkerProcess> late;
   bool joined = false;
-  const testing::Drained r =
-      testing::Drain(Options(scheduler->address(), "remote"), [&](Loader& loader) {
-        EXPECT_EQ(loader.Stats().workers_alive, 0);  // nothing granted yet: all local
-        late = std::make_unique<testing::WorkerProcess>(Worker(scheduler->address()));
-        joined = WaitFor([&] { return loader.Stats().workers_alive == 1; });
-      });
+  LoaderOptions o = Options(scheduler->address(), "remote");
+  o.fallback_local = true;  // locally until a worker is granted
+  const testing::Drained r = testing::Drain(o, [&](Loader& loader) {
+    EXPECT_EQ(loader.Stats().workers_alive, 0);  // nothing granted yet: all local
+    late = std::make_unique<testing::WorkerProcess>(Worker(scheduler->address()));
+    joined = WaitFor([&] { return loader.Stats().workers_alive == 1; });
+  });
   ASSERT_TRUE(joined) << "the job never opened the worker that registered";
   ExpectExactlyOnce(r);
   EXPECT_GT(r.stats.local_images, 0);
@@ -205,7 +206,7 @@ TEST_F(ScheduledJobTest, TwoJobsShareThePoolByWeight) {
   // and a closes the streams it no longer holds once their items are in
   // (after the scheduler's settling period, --expire-after 2 s from its start,
   // during which grants only add).
-  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0, {"--max-job-weight", "2"});
   ASSERT_NE(scheduler, nullptr);
   testing::WorkerProcess w1 = Worker(scheduler->address());
   testing::WorkerProcess w2 = Worker(scheduler->address());
@@ -295,20 +296,36 @@ TEST_F(ScheduledJobTest, ATrainingJobsRanksShareOneFairShare) {
   EXPECT_EQ(r0.stats.checksum + r1.stats.checksum, local_checksum_);
 }
 
-TEST_F(ScheduledJobTest, RunsLocallyWithNoGrant) {
-  // A scheduler with an empty pool...
+// With no grant (an empty pool, or no scheduler), --offload remote stops
+// and says why, as it does for --workers: it ran locally with exit 0. Auto,
+// and remote with --fallback-local, run locally until a grant comes.
+TEST_F(ScheduledJobTest, RunsLocallyWithNoGrantOnlyWhenAllowed) {
   std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
   ASSERT_NE(scheduler, nullptr);
-  const testing::Drained empty = testing::Drain(Options(scheduler->address(), "remote"));
+  LoaderOptions o = Options(scheduler->address(), "remote");
+  o.connect_timeout_seconds = 2;
+  auto refused = Loader::Create(o);
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("--offload remote: the scheduler " + scheduler->address() +
+                        " granted no reachable worker"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("--fallback-local"));
+  o.fallback_local = true;
+  const testing::Drained empty = testing::Drain(o);
   ExpectExactlyOnce(empty);
   EXPECT_EQ(empty.stats.local_images, 96);
   EXPECT_TRUE(empty.stats.scheduler_reachable);
   EXPECT_EQ(empty.stats.workers_total, 0);
 
-  // ...and one that is not there at all.
   const std::string gone = scheduler->address();
   scheduler->Signal(SIGKILL);
   scheduler->Wait();
+  o = Options(gone, "remote");
+  o.connect_timeout_seconds = 2;
+  refused = Loader::Create(o);
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("--offload remote: the scheduler " + gone + " gave no grant ("));
   const testing::Drained unreachable = testing::Drain(Options(gone, "auto"));
   ExpectExactlyOnce(unreachable);
   EXPECT_EQ(unreachable.stats.local_images, 96);

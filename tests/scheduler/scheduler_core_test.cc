@@ -286,5 +286,83 @@ TEST(SchedulerCore, ARanksJobGetsOneFairShareSplitAmongItsRanks) {
               HasSubstr("rank 3 is outside [0, world_size 3)"));
 }
 
+// Round 3 of the hostile review: a job-chosen weight of 1e9 took the pool,
+// and two of 1.7e308 overflowed the allocator (21 of 32 cores idle). Weights
+// count up to --max-job-weight.
+TEST(SchedulerCore, AJobsWeightCountsUpToTheOperatorsLimit) {
+  for (const double claimed : {1e9, 1.7e308}) {
+    SchedulerOptions options;
+    options.max_job_weight = 3;
+    SchedulerCore core(options);
+    ASSERT_TRUE(Beat(core, Worker("w1", 32), 0).ok());
+    proto::JobBeat greedy = Job("greedy", 32), other = Job("other", 32), modest = Job("modest", 32);
+    greedy.set_weight(claimed);
+    other.set_weight(claimed);
+    ASSERT_TRUE(core.JobBeat(greedy, 0).ok());
+    ASSERT_TRUE(core.JobBeat(other, 0).ok());
+    auto g = core.JobBeat(modest, 0);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_DOUBLE_EQ(g->fair_share_cores(), 32.0 / 7) << claimed;  // 1 of 3 + 3 + 1
+    EXPECT_NEAR(core.counts().granted_cores, 32, 1e-9) << "cores left idle at " << claimed;
+    EXPECT_DOUBLE_EQ(core.counts().job_shares.at("greedy"), 32.0 * 3 / 7);
+  }
+}
+
+// One client naming many jobs took 30/31 of the pool; a job's ranks count
+// once, another host has its own count, and a job that leaves frees a place.
+TEST(SchedulerCore, ACredentialHoldsAtMostItsJobs) {
+  SchedulerOptions options;
+  options.max_jobs_per_credential = 2;
+  SchedulerCore core(options);
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
+  proto::JobBeat a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
+  b.set_world_size(2);
+  ASSERT_TRUE(core.JobBeat(a, 0, "", "ipv4:10.0.0.1").ok());
+  ASSERT_TRUE(core.JobBeat(b, 0, "", "ipv4:10.0.0.1").ok());
+  b.set_rank(1);
+  ASSERT_TRUE(core.JobBeat(b, 0, "", "ipv4:10.0.0.1").ok()) << "a job's second rank";
+  auto refused = core.JobBeat(c, 0, "", "ipv4:10.0.0.1");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("ipv4:10.0.0.1 holds 2 training jobs, this scheduler's "
+                        "--max-jobs-per-credential"));
+  EXPECT_TRUE(core.JobBeat(c, 0, "", "ipv4:10.0.0.2").ok()) << "another host";
+  proto::JobBeat leave = a;
+  leave.set_leaving(true);
+  ASSERT_TRUE(core.JobBeat(leave, 0, "", "ipv4:10.0.0.1").ok());
+  EXPECT_TRUE(core.JobBeat(Job("d", 1), 0, "", "ipv4:10.0.0.1").ok());
+}
+
+// With mutual TLS a job_id belongs to the certificate that first beat for
+// it: another tenant cannot take a rank of it (or run beside it as one job).
+TEST(SchedulerCore, AJobIdIsBoundToTheCertificateThatHoldsIt) {
+  SchedulerCore core({});
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
+  proto::JobBeat rank0 = Job("train", 1);
+  rank0.set_world_size(2);
+  ASSERT_TRUE(core.JobBeat(rank0, 0, "tenant-a", "ipv4:10.0.0.1").ok());
+  proto::JobBeat rank1 = rank0;
+  rank1.set_rank(1);
+  auto refused = core.JobBeat(rank1, 0, "tenant-b", "ipv4:10.0.0.9");
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_THAT(refused.status().message(), HasSubstr("job train is held by another client"));
+  EXPECT_TRUE(core.JobBeat(rank1, 0, "tenant-a", "ipv4:10.0.0.2").ok())
+      << "its own rank, elsewhere";
+}
+
+// A beat's labels are bounded: 100 jobs with 3 MB labels grew the scheduler
+// by 300 MB.
+TEST(SchedulerCore, LabelsAreBounded) {
+  SchedulerCore core({});
+  proto::JobBeat many = Job("j", 1);
+  for (int i = 0; i < 33; ++i) (*many.mutable_labels())["k" + std::to_string(i)] = "v";
+  EXPECT_THAT(core.JobBeat(many, 0).status().message(), HasSubstr("at most 32 labels, got 33"));
+  proto::JobBeat big = Job("j", 1);
+  (*big.mutable_labels())["zone"] = std::string(3 << 20, 'x');
+  EXPECT_EQ(core.JobBeat(big, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  (*big.mutable_labels())["zone"] = std::string(256, 'x');
+  EXPECT_TRUE(core.JobBeat(big, 0).ok());
+}
+
 }  // namespace
 }  // namespace prepflow::scheduler

@@ -1,6 +1,7 @@
 // WorkerCore without a network: job validation, the data-root jail, items.
 #include "server/worker_core.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,6 +22,7 @@ namespace {
 
 using ::prepflow::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class WorkerCoreTest : public ::testing::Test {
  protected:
@@ -389,6 +391,121 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
               HasSubstr("does not begin with exactly those stages"));
 }
 
+// A binary PPM of `side` x `side` pixels, all `level`: its size does not
+// depend on the pixels, so two folders of these can hold the same names,
+// labels and sizes with other pictures.
+std::vector<uint8_t> FlatPpm(int side, uint8_t level) {
+  const std::string header = absl::StrCat("P6\n", side, " ", side, "\n255\n");
+  std::vector<uint8_t> out(header.begin(), header.end());
+  out.resize(out.size() + static_cast<size_t>(3 * side * side), level);
+  return out;
+}
+
+// Round 3 of the hostile review: a job over another folder with the same
+// names, labels and sizes filled a caching worker, and the victim's job then
+// got the attacker's pixels as cache hits. A cache space names the dataset's
+// location, and each entry its file's version, so neither another folder nor
+// a file rewritten in place at the same size is ever served.
+TEST_F(WorkerCoreTest, ACacheNeverServesAnotherFoldersOrAStaleFilesValues) {
+  for (const char* who : {"victim", "attacker"}) {
+    for (int i = 0; i < 3; ++i) {
+      testing::WriteFile(absl::StrCat(root_, "/", who, "/c0/", i, ".ppm"),
+                         FlatPpm(40, std::string(who) == "victim" ? 50 + i : 200));
+    }
+  }
+  WorkerOptions options;
+  options.data_root = root_;
+  options.threads = 1;
+  SampleCacheOptions co;
+  co.ram_bytes = 64 << 20;
+  options.cache = *SampleCache::Open(co);
+  WorkerCore core(options, nullptr);
+  WorkerCore uncached(
+      [&] {
+        WorkerOptions plain = options;
+        plain.cache = nullptr;
+        return plain;
+      }(),
+      nullptr);
+  auto open = [&](WorkerCore& on, const char* who) {
+    proto::JobOpen o = Open(absl::StrCat(root_, "/", who), "imagenet-eval");
+    o.set_cache_at(2);
+    proto::JobOpened opened;
+    auto job = on.OpenJob(o, who, &opened);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return *job;
+  };
+  auto payloads = [](const ItemOutput& out) {
+    std::vector<std::string> v;
+    for (const Payload& p : out.payloads) {
+      v.emplace_back(reinterpret_cast<const char*>(p.data.get()), p.size);
+    }
+    return v;
+  };
+  auto attacker = open(core, "attacker"), victim = open(core, "victim");
+  ASSERT_EQ(attacker->dataset().fingerprint(), victim->dataset().fingerprint())
+      << "the folders must look alike to the index for this test to mean anything";
+  EXPECT_EQ(RunItem(attacker, {0, 1, 2}, 4, &core).result.cache().misses(), 3);
+  const ItemOutput got = RunItem(victim, {0, 1, 2}, 4, &core);
+  EXPECT_EQ(got.result.cache().hits(), 0) << "the attacker's values were served";
+  EXPECT_EQ(payloads(got), payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
+  EXPECT_EQ(RunItem(victim, {0, 1, 2}, 4, &core).result.cache().hits(), 3);
+
+  // The victim's file 1 rewritten in place, same size, other pixels.
+  const std::string file = absl::StrCat(root_, "/victim/c0/1.ppm");
+  const std::vector<uint8_t> rewritten = FlatPpm(40, 99);
+  // The kernel stamps times from a coarse clock: rewritten again until the
+  // change time moves, as it does for any write a tick after the last.
+  struct stat before, now;
+  ASSERT_EQ(stat(file.c_str(), &before), 0);
+  do {
+    FILE* f = fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(fwrite(rewritten.data(), 1, rewritten.size(), f), rewritten.size());
+    fclose(f);
+    ASSERT_EQ(stat(file.c_str(), &now), 0);
+  } while (now.st_ctim.tv_sec == before.st_ctim.tv_sec &&
+           now.st_ctim.tv_nsec == before.st_ctim.tv_nsec);
+  ASSERT_EQ(now.st_size, before.st_size);
+  const ItemOutput after = RunItem(victim, {0, 1, 2}, 4, &core);
+  EXPECT_EQ(after.result.cache().hits(), 2);
+  EXPECT_EQ(after.result.cache().misses(), 1);
+  EXPECT_EQ(payloads(after), payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
+  EXPECT_EQ(options.cache->stats().stale, 1);
+  core.CloseJob(victim, "victim");
+  core.CloseJob(attacker, "attacker");
+}
+
+// A job chose its own file limit, and the worker had none: 2^40 read a
+// 1.5 GB file into memory. A job may ask for less than the worker's
+// --max-file-bytes (its reads then fail past it), never more.
+TEST_F(WorkerCoreTest, AJobReadsNoMoreThanTheWorkersFileLimit) {
+  WorkerOptions options;
+  options.data_root = root_;
+  options.threads = 1;
+  options.max_file_bytes_limit = 1 << 20;
+  WorkerCore core(options, nullptr);
+  proto::JobOpened opened;
+  proto::JobOpen greedy = Open(root_ + "/data");
+  greedy.mutable_dataset()->set_max_file_bytes(int64_t{1} << 40);
+  const auto refused = core.OpenJob(greedy, "client-a", &opened);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("dataset.max_file_bytes 1099511627776 is outside [0, 1048576] (this "
+                        "worker's --max-file-bytes)"));
+  proto::JobOpen modest = Open(root_ + "/data");
+  modest.mutable_dataset()->set_max_file_bytes(100);
+  auto job = core.OpenJob(modest, "client-a", &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const ItemOutput out = RunItem(*job, {0, 1}, 4, &core);
+  ASSERT_EQ(out.result.samples_size(), 2);
+  for (const proto::SampleResult& r : out.result.samples()) {
+    EXPECT_EQ(r.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+    EXPECT_THAT(r.error(), HasSubstr("over the job's --max-file-bytes 100"));
+  }
+  core.CloseJob(*job, "client-a");
+}
+
 // The ranks of one training job (one job_id) share one job here: one
 // pipeline and dataset open, one budget of items; a stream naming the job
 // with other options is refused, naming the difference.
@@ -412,13 +529,18 @@ TEST_F(WorkerCoreTest, RanksOfOneJobShareItAndItsBudget) {
   EXPECT_EQ(core.active_jobs(), 1);
   EXPECT_EQ(core.active_streams(), 2);
 
+  // The refusal names the fields that differ, never the open job's values:
+  // a client rebuilt a job's options from them, one refusal at a time.
   proto::JobOpen other = open;
   other.set_seed(6);
+  other.mutable_dataset()->set_path(root_ + "/elsewhere");
   auto refused = core.OpenJob(other, "host-c", &opened);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(),
-              AllOf(HasSubstr("job train-42 is open here with other options"), HasSubstr("seed"),
-                    HasSubstr("--job")));
+              AllOf(HasSubstr("job train-42 is open here with other options"),
+                    HasSubstr("(dataset.path, seed differ)"), HasSubstr("--job")));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr(root_)));
+  EXPECT_THAT(refused.status().message(), Not(HasSubstr("5")));
   open.set_rank(3);
   EXPECT_THAT(core.OpenJob(open, "host-c", &opened).status().message(),
               HasSubstr("rank 3 is outside [0, world_size 3)"));

@@ -136,6 +136,7 @@ TEST_F(HttpTest, ARefusedConnectionIsRetriedThenUnavailable) {
   HttpOptions o;
   o.max_attempts = 3;
   o.first_backoff_seconds = 0.01;
+  o.outage_seconds = 0;
   HttpReader r(o);
   absl::Status st;
   Read(r, url, 0, 10, &st);
@@ -155,12 +156,33 @@ TEST_F(HttpTest, ASilentServerTimesOut) {
   o.request_timeout_seconds = 0.3;
   o.max_attempts = 2;
   o.first_backoff_seconds = 0.01;
+  o.outage_seconds = 0;
   HttpReader r(o);
   absl::Status st;
   Read(r, url, 0, 10, &st);
   close(s);
   EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
   EXPECT_THAT(st.message(), HasSubstr("(2 attempts)"));
+}
+
+// An outage outlasting the attempts is tried again until storage has failed
+// the request for outage_seconds; then it stands, saying so. (With none, a
+// refused connection fails after its attempts, as above.)
+TEST_F(HttpTest, AnOutageIsTriedUntilItHasLastedOutageSeconds) {
+  std::string url;
+  const int s = LoopbackSocket(/*listening=*/false, &url);
+  HttpOptions o;
+  o.max_attempts = 2;
+  o.first_backoff_seconds = 0.01;
+  o.outage_seconds = 0.5;
+  HttpReader r(o);
+  absl::Status st;
+  Read(r, url, 0, 10, &st);
+  close(s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_THAT(st.message(), HasSubstr("s of outage)"));
+  EXPECT_GT(r.stats().requests, 2) << "tried only its attempts";
+  EXPECT_EQ(r.stats().errors, 1);
 }
 
 }  // namespace

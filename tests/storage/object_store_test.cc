@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pipeline/dataset.h"
 #include "tests/testing/node_server.h"
 #include "tests/testing/test_util.h"
 
@@ -229,7 +230,7 @@ class CannedServer {
 TEST(HostileListingTest, BadListingsAreErrorsNamingThePrefixNotLoops) {
   const std::string page =
       "<ListBucketResult><IsTruncated>true</IsTruncated><NextContinuationToken>same"
-      "</NextContinuationToken><Contents><Key>a.tar</Key><Size>10</Size></Contents>"
+      "</NextContinuationToken><Contents><Key>p/a.tar</Key><Size>10</Size></Contents>"
       "</ListBucketResult>";
   struct Case {
     std::string body;
@@ -253,6 +254,66 @@ TEST(HostileListingTest, BadListingsAreErrorsNamingThePrefixNotLoops) {
     ASSERT_FALSE(listed.ok()) << c.error;
     EXPECT_THAT(std::string(listed.status().message()), HasSubstr("s3://bucket/p/")) << c.error;
     EXPECT_THAT(std::string(listed.status().message()), HasSubstr(c.error));
+  }
+}
+
+// Keys a listing of "p/" must never hold: outside the prefix (a real store
+// never lists them; a hostile one may), shorter than it, or with a dot
+// segment that libcurl would squash into another object's URL.
+TEST(HostileListingTest, ListedKeysOutsideThePrefixOrWithDotSegmentsAreRefused) {
+  const auto listing = [](const std::string& key) {
+    return absl::StrCat("<ListBucketResult><Contents><Key>p/c0/ok.jpg</Key><Size>3</Size>",
+                        "</Contents><Contents><Key>", key,
+                        "</Key><Size>3</Size></Contents></ListBucketResult>");
+  };
+  struct Case {
+    std::string key;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"q", "'q', which is not below the prefix"},
+           {"pX/c0/x.jpg", "'pX/c0/x.jpg', which is not below the prefix"},
+           {"p/c0/../../private/c0/x.jpg", "'.' or '..' segment"},
+           {"p/./c0/x.jpg", "'.' or '..' segment"},
+           {"p/c0/..", "'.' or '..' segment"},
+       }) {
+    CannedServer server(listing(c.key));
+    ObjectStoreOptions o;
+    o.s3_endpoint = server.endpoint();
+    o.http.max_attempts = 1;
+    absl::StatusOr<std::vector<ObjectInfo>> listed =
+        CurlObjectStore::Create(o)->List("s3://bucket/p/");
+    ASSERT_TRUE(absl::IsDataLoss(listed.status())) << c.key << ": " << listed.status();
+    EXPECT_THAT(std::string(listed.status().message()), HasSubstr(c.error)) << c.key;
+    EXPECT_THAT(std::string(listed.status().message()), HasSubstr("listing s3://bucket/p/"));
+  }
+  // Dots inside a name are a name.
+  CannedServer server(listing("p/c0/..x.jpg"));
+  ObjectStoreOptions o;
+  o.s3_endpoint = server.endpoint();
+  absl::StatusOr<std::vector<ObjectInfo>> listed =
+      CurlObjectStore::Create(o)->List("s3://bucket/p/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->size(), 2u);
+}
+
+// A dataset named by a prefix, over a store whose listing (by any means) holds
+// a key that is not below it: the open fails naming the key; it crashed the
+// trainer (std::out_of_range from substr) and wedged a worker's dataset cache.
+TEST(HostileListingTest, ADatasetOverAHostileListingFailsToOpen) {
+  for (const std::string key : {"q", "p/../secret/c0/x.jpg"}) {
+    CannedServer server(absl::StrCat("<ListBucketResult><Contents><Key>", key,
+                                     "</Key><Size>3</Size></Contents></ListBucketResult>"));
+    ObjectStoreOptions o;
+    o.s3_endpoint = server.endpoint();
+    o.http.max_attempts = 1;
+    DatasetOptions options;
+    options.store = CurlObjectStore::Create(o);
+    proto::DatasetSpec spec;
+    spec.set_path("s3://bucket/p");
+    absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(spec, options);
+    ASSERT_TRUE(absl::IsDataLoss(ds.status())) << key << ": " << ds.status();
+    EXPECT_THAT(std::string(ds.status().message()), HasSubstr(key));
   }
 }
 

@@ -341,12 +341,61 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   testing::FaultProxy down(http_->address(), {Fault::k503}, /*always=*/true);
   o.dataset.set_path(absl::StrCat("http://", down.address(), "/shards/shard-000000.tar"));
   o.storage.http.max_attempts = 2;
+  o.storage.http.outage_seconds = 0;
   auto refused = Loader::Create(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
   // (Its first request, for a manifest beside the shard, already fails.)
   EXPECT_THAT(refused.status().message(), HasSubstr("/shards/materialized.pbtxt: HTTP 503"));
   EXPECT_THAT(refused.status().message(), HasSubstr("(2 attempts)"));
+}
+
+// Storage answering 503 for a while mid-epoch, longer than a request's
+// attempts: every sample still arrives exactly once, even with
+// --on-error skip (which dropped the samples read during the blip).
+TEST_F(RemoteDataTest, AStorageBlipMidEpochLosesNothing) {
+  using testing::Fault;
+  // 13 requests open the job (a manifest probe, then 4 shards' size, sidecar
+  // size and sidecar); 20 samples are read; then 40 requests meet a 503.
+  std::vector<Fault> faults(13 + 20, Fault::kNone);
+  faults.resize(faults.size() + 40, Fault::k503);
+  testing::FaultProxy proxy(http_->address(), faults);
+  LoaderOptions o = Options(
+      absl::StrCat("http://", proxy.address(), "/shards/shard-{000000..000003}.tar"), {}, "off");
+  o.storage.http.first_backoff_seconds = 0.001;
+  o.storage.http.max_attempts = 2;
+  o.storage.http.outage_seconds = 600;  // far longer than the blip takes
+  o.on_error = OnError::kSkip;
+  const testing::Drained r = testing::Drain(o);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.errors, 0);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.storage.retries, 40);
+}
+
+// Storage that stays down past --storage-outage-seconds: the run stops and
+// names the outage, --on-error skip or not; it ended with exit 0 and no
+// images before, each sample skipped as if its file were bad.
+TEST_F(RemoteDataTest, AnOutageStopsTheRunEvenWhenSkipping) {
+  using testing::Fault;
+  std::vector<Fault> faults(13, Fault::kNone);
+  faults.push_back(Fault::k503);
+  testing::FaultProxy down(http_->address(), faults, /*always=*/true);
+  LoaderOptions o = Options(
+      absl::StrCat("http://", down.address(), "/shards/shard-{000000..000003}.tar"), {}, "off");
+  o.storage.http.first_backoff_seconds = 0.001;
+  o.storage.http.max_attempts = 2;
+  o.storage.http.outage_seconds = 0.2;
+  o.storage.read_ahead.requests = 1;
+  o.on_error = OnError::kSkip;
+  const testing::Drained r = testing::Drain(o);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable) << r.status;
+  EXPECT_THAT(r.status.message(), HasSubstr("storage is unavailable"));
+  EXPECT_THAT(r.status.message(), HasSubstr("HTTP 503"));
+  EXPECT_THAT(r.status.message(), HasSubstr("shard-00000"));
+  EXPECT_THAT(r.status.message(), HasSubstr("--storage-outage-seconds"));
+  EXPECT_EQ(r.stats.images, 0);
 }
 
 TEST_F(RemoteDataTest, AKilledWorkerLosesNothingWithRemoteData) {

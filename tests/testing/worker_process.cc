@@ -15,10 +15,13 @@ WorkerProcess::WorkerProcess(const std::string& data_root, const std::vector<std
   process_ = *std::move(p);
 }
 
-std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port) {
+std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port,
+                                                        const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--port", std::to_string(port), "--heartbeat-seconds",
+                                   "0.2",    "--expire-after",     "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
   auto s = prepflow::WorkerProcess::StartDaemon(
-      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler",
-      {"--port", std::to_string(port), "--heartbeat-seconds", "0.2", "--expire-after", "2"});
+      std::string(PREPFLOW_BIN_DIR) + "/prepflow-scheduler", args);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;
 }

@@ -27,8 +27,9 @@ class WorkerProcess {
 
 // build/bin/prepflow-scheduler on `port` (0: a free one) with fast beats
 // (every 0.2 s, expiry after 2 s), so tests see joins and restarts quickly;
-// null (and the test fails) if it cannot start.
-std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port);
+// null (and the test fails) if it cannot start. `extra`: more flags.
+std::unique_ptr<prepflow::WorkerProcess> StartScheduler(int port,
+                                                        const std::vector<std::string>& extra = {});
 
 }  // namespace prepflow::testing
 

@@ -180,7 +180,9 @@ class Loader:
 
     Remote data (README, "Remote data"): `storage_timeout_seconds` (60),
     `storage_connect_timeout_seconds` (10), `storage_attempts` (4, the first
-    try included), `storage_backoff_seconds` (0.1), and the reads started
+    try included), `storage_backoff_seconds` (0.1), `storage_outage_seconds`
+    (60: how long an outage is waited out before the run stops; an outage is
+    never skipped as bad data, whatever `on_error` says), and the reads started
     ahead of decoding: `read_ahead_requests` (64 at once) within
     `read_ahead_bytes` (256 MiB); `index_cache_dir` (default
     ~/.cache/prepflow/index; "" for none) keeps the indexes of shards without
@@ -265,7 +267,8 @@ class Loader:
                  tls_server_name=None, auth_token_file=None, plugins=(), python_tail=None,
                  tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
                  storage_connect_timeout_seconds=10.0, storage_attempts=4,
-                 storage_backoff_seconds=0.1, read_ahead_requests=64,
+                 storage_backoff_seconds=0.1, storage_outage_seconds=60.0,
+                 read_ahead_requests=64,
                  read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
                  cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
                  echo_window=256, echo_bytes=512 << 20, max_echo=4,
@@ -305,7 +308,7 @@ class Loader:
             workers = [w for w in workers.split(",") if w]
         if on_error not in ("skip", "fail"):
             raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
-        if not isinstance(data, (str, os.PathLike)):
+        if not isinstance(data, (str, bytes, os.PathLike)):
             raise TypeError(f"data: expected a path, got {type(data).__name__}")
         if isinstance(plugins, (str, os.PathLike)):
             plugins = [plugins]
@@ -315,7 +318,7 @@ class Loader:
                                                      python_tail)
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(
-            data=os.fspath(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
+            data=os.fsencode(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
             shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,
             prefetch=prefetch, offload=offload, workers=list(workers),
             scheduler=scheduler or "", weight=float(weight),
@@ -335,6 +338,7 @@ class Loader:
             storage_connect_timeout_seconds=float(storage_connect_timeout_seconds),
             storage_attempts=storage_attempts,
             storage_backoff_seconds=float(storage_backoff_seconds),
+            storage_outage_seconds=float(storage_outage_seconds),
             read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes,
             index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir),
             cache_bytes=cache_bytes, cache_dir=os.fspath(cache_dir) if cache_dir else "",

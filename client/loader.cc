@@ -56,7 +56,15 @@ struct Loader::FreeBatches {
 
 absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(const LoaderOptions& options) {
   std::unique_ptr<Loader> loader(new Loader);
-  if (absl::Status s = loader->Init(options); !s.ok()) return s;
+  absl::Status s;
+  try {
+    s = loader->Init(options);
+  } catch (const std::bad_alloc&) {  // threads' workspaces, batches: sized by the options
+    s = absl::ResourceExhaustedError(
+        "out of memory setting up the run (--threads, --batch, --prefetch size what is "
+        "allocated up front; this process is at its memory limit)");
+  }
+  if (!s.ok()) return s;
   return loader;
 }
 
@@ -124,6 +132,11 @@ absl::Status Loader::Init(const LoaderOptions& given) {
       2 * static_cast<size_t>(options_.batch_size) *
           std::max(options_.prefetch_batches, kMaxPrefetchBatches),
       [this] { SignalBatchDone(); });
+  if (runner_->threads() < threads) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "--threads ", threads, ": only ", runner_->threads(), " threads could be started (",
+        runner_->start_error(), "); this process is at its thread or memory limit"));
+  }
   const bool remote_possible = offload_.kind != OffloadMode::kOff &&
                                (!options_.workers.empty() || !options_.scheduler.empty());
   if (offload_.kind == OffloadMode::kAuto && !remote_possible) {

@@ -42,8 +42,12 @@ absl::Status CheckWorkerAddress(const std::string& address) {
 
 // The options that are plain numbers in a range.
 absl::Status CheckNumbers(const LoaderOptions& o) {
-  if (o.batch_size < 1) return Invalid("--batch: must be at least 1, got ", o.batch_size);
-  if (o.threads < 0) return Invalid("--threads: must be >= 0, got ", o.threads);
+  if (o.batch_size < 1 || o.batch_size > kMaxBatch) {
+    return Invalid("--batch: must be 1 to ", kMaxBatch, ", got ", o.batch_size);
+  }
+  if (o.threads < 0 || o.threads > kMaxThreads) {
+    return Invalid("--threads: must be 0 to ", kMaxThreads, ", got ", o.threads);
+  }
   if (o.epochs < 1) return Invalid("--epochs: must be at least 1, got ", o.epochs);
   if (o.first_epoch < 0 || o.skip_batches < 0) {
     return Invalid("--start-epoch/--start-batch: must be >= 0, got ", o.first_epoch, "/",
@@ -64,8 +68,8 @@ absl::Status CheckNumbers(const LoaderOptions& o) {
   }
   if (o.echo_window < 1) return Invalid("--echo-window: must be at least 1, got ", o.echo_window);
   if (o.echo_bytes < 0) return Invalid("--echo-bytes: must be >= 0, got ", o.echo_bytes);
-  if (o.prefetch_batches < 1) {
-    return Invalid("--prefetch: must be at least 1, got ", o.prefetch_batches);
+  if (o.prefetch_batches < 1 || o.prefetch_batches > kMaxPrefetch) {
+    return Invalid("--prefetch: must be 1 to ", kMaxPrefetch, ", got ", o.prefetch_batches);
   }
   if (o.held_batches < 0 || o.held_batches > 64) {
     return Invalid("held_batches: must be in [0, 64], got ", o.held_batches);

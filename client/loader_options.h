@@ -29,6 +29,13 @@
 
 namespace prepflow {
 
+// The most preparing threads and batches in flight a job may ask for: each
+// thread and batch takes memory up front, and past these a run fails to
+// start (or aborts) instead of being refused with the flag's name.
+inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxBatch = 1 << 20;
+inline constexpr int kMaxPrefetch = 256;
+
 enum class OnError { kSkip, kFail };
 absl::StatusOr<OnError> ParseOnError(const std::string& name);
 // "pad" | "drop" | "uneven" (pipeline/epoch_order.h's RankSplit).

@@ -49,7 +49,8 @@ SampleRunner::SampleRunner(const Dataset* dataset, const Pipeline* pipeline, Sou
   for (int k = 0; k <= pipeline_.num_stages(); ++k) {
     max_sample_bytes_.push_back(pipeline_.MaxBytesAt(k, max_file_bytes));
   }
-  for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
+  // One per thread that started (the Loader refuses to run with fewer).
+  for (int i = 0; i < threads_.size(); ++i) workspaces_.push_back(std::make_unique<Workspace>());
 }
 
 SampleRunner::~SampleRunner() { Stop(); }

@@ -80,6 +80,8 @@ class SampleRunner {
   void Stop();
 
   int threads() const { return threads_.size(); }
+  // Why fewer threads than asked for started ("" when all did).
+  const std::string& start_error() const { return threads_.start_error(); }
   size_t queue_capacity() const { return threads_.queue_capacity(); }
   // The bound on one sample's bytes at `cut` (Pipeline::MaxBytesAt with the
   // dataset's file limit): what a worker may send for it.

@@ -1,7 +1,7 @@
 #include "net/security.h"
 
+#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +14,10 @@ namespace {
 constexpr char kAuthorization[] = "authorization";
 constexpr char kBearer[] = "Bearer ";
 
+// A token, certificate chain or key is small: a file past this (a device
+// such as /dev/zero, a wrong path) is refused, not read until memory runs out.
+constexpr size_t kMaxFlagFileBytes = size_t{1} << 20;
+
 absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path,
                                          bool pem) {
   std::ifstream in(path, std::ios::binary);
@@ -21,9 +25,13 @@ absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::str
     return absl::InvalidArgumentError(
         absl::StrCat("--", flag, " ", path, ": cannot read it: ", std::strerror(errno)));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
+  std::string s(kMaxFlagFileBytes + 1, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(in.gcount()));
+  if (s.size() > kMaxFlagFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": over ",
+                                                   kMaxFlagFileBytes, " bytes; not a key file"));
+  }
   if (pem && !absl::StrContains(s, "-----BEGIN ")) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": not a PEM file"));
   }

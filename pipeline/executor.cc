@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace prepflow {
@@ -17,7 +18,14 @@ ThreadPool::ThreadPool(int threads, size_t queue_capacity)
     : capacity_(std::max<size_t>(queue_capacity, 1)), ring_(capacity_) {
   threads = std::max(threads, 1);
   threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 0; i < threads; ++i) {
+    try {
+      threads_.emplace_back([this, i] { WorkerLoop(i); });
+    } catch (const std::system_error& e) {  // out of threads or address space
+      start_error_ = e.what();
+      break;
+    }
+  }
 }
 
 ThreadPool::~ThreadPool() { Stop(); }

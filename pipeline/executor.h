@@ -25,7 +25,8 @@ class ThreadPool {
  public:
   using Task = std::function<void(int worker)>;
 
-  // Starts `threads` (>= 1) workers.
+  // Starts `threads` (>= 1) workers, or as many as the system lets it:
+  // size() says how many, start_error() why not all.
   ThreadPool(int threads, size_t queue_capacity);
   // Stop()s and joins.
   ~ThreadPool();
@@ -40,6 +41,7 @@ class ThreadPool {
   void Stop();
 
   int size() const { return static_cast<int>(threads_.size()); }
+  const std::string& start_error() const { return start_error_; }
   size_t queue_depth() const;
   size_t queue_capacity() const { return capacity_; }
   // Producers waiting in Submit() for room now (a full queue's back-pressure).
@@ -58,6 +60,7 @@ class ThreadPool {
   int blocked_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
+  std::string start_error_;
 };
 
 // Number of CPUs this process may run on (sched_getaffinity), at least 1.

@@ -190,6 +190,13 @@ absl::StatusOr<ShardIndex> ParseShardIndex(absl::string_view text, const std::st
                                     SafeText(m.name), m.size, m.offset));
     }
     if (m.text.size() > TextLimit(m.name)) return bad(i, "text is too long for its member");
+    // A tar's members follow one another: one picture listed 50 times (at
+    // one extent, under 50 keys) would be 50 samples.
+    if (!index.members.empty() &&
+        m.offset < index.members.back().offset + index.members.back().size) {
+      return bad(i, absl::StrFormat("member %s (at offset %d) overlaps or precedes the one before",
+                                    SafeText(m.name), m.offset));
+    }
     index.members.push_back(std::move(m));
   }
   return index;

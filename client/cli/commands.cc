@@ -398,6 +398,13 @@ RunOutcome ExecuteRun(const std::string& command, const LoaderOptions& options, 
   // Declared after the loader, so destroyed (and no longer scraping) first.
   std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<LoaderMetrics> metrics;
+  if (metrics_port > 65535) {
+    outcome.exit_code = Failure(command, absl::InvalidArgumentError(absl::StrCat(
+                                             "--metrics-port: must be 0 to 65535 (or -1: none), "
+                                             "got ",
+                                             metrics_port)));
+    return outcome;
+  }
   if (metrics_port >= 0) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", metrics_port));

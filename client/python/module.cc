@@ -68,9 +68,18 @@ namespace {
   }
 }
 
+// The keyword `key`, or `fallback`; a value of the wrong type or out of
+// the C++ type's range raises ValueError naming the keyword (pybind11's own
+// "Unable to cast" named none).
 template <typename T>
 T Get(const py::dict& d, const char* key, T fallback) {
-  return d.contains(key) && !d[key].is_none() ? d[key].cast<T>() : fallback;
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  try {
+    return d[key].cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::value_error(absl::StrCat(key, ": ", py::repr(d[key]).cast<std::string>(),
+                                       " is of the wrong type or out of range"));
+  }
 }
 
 // Python keyword arguments (already checked and defaulted by the package)

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -472,6 +473,33 @@ TEST_F(CliTest, HostileFilesNeitherHangNorCrash) {
       EXPECT_EQ(j["remote_images"], 15);
     }
   }
+}
+
+// More threads than the process may start (here: under a 1.5 GB address
+// space, as in a container) is an error with its JSON line; a thread that
+// failed to start, or the workspaces of those that did, aborted the run
+// (exit 134, no JSON). Address-space limits and the sanitizers' shadow memory
+// do not mix: plain builds only.
+TEST_F(CliTest, MoreThreadsThanTheProcessMayStartIsAnError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "an address-space limit under a sanitizer";
+#endif
+  const std::string cmd =
+      absl::StrCat("bash -c 'ulimit -v 1500000; exec ", PREPFLOW_BIN_DIR, "/prepflow run --data ",
+                   dir_.Join("data"), " --threads 1000 --json' 2>", dir_.Join("threads.err"));
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by a signal";
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const nlohmann::json j = nlohmann::json::parse(out.substr(out.rfind('{')));
+  const std::string error = j["error"].get<std::string>();
+  EXPECT_TRUE(absl::StrContains(error, "--threads 1000: only") ||
+              absl::StrContains(error, "out of memory setting up the run"))
+      << error;
 }
 
 // A pack that cannot write (here: over the file-size limit, as on a full

@@ -150,6 +150,10 @@ TEST(ShardIndexTest, HostileOrStaleSidecarsAreRefusedNamingTheLine) {
            {good.substr(0, good.size() - 1), 10240, "does not end with a newline"},
            {absl::StrCat(good, "512\t1\tk1.cls\t", std::string(40, '7'), "\n"), 10240,
             "line 4: text is too long for its member"},
+           // One picture listed under many keys would be many samples.
+           {absl::StrCat(good, "512\t700\tk1.jpg\n"), 10240,
+            "line 4: member k1.jpg (at offset 512) overlaps or precedes the one before"},
+           {absl::StrCat(good, "1000\t10\tk1.jpg\n"), 10240, "line 4: member k1.jpg"},
        }) {
     absl::StatusOr<ShardIndex> index = ParseShardIndex(c.text, "s.idx", c.shard_bytes);
     ASSERT_FALSE(index.ok()) << c.text;

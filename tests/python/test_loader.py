@@ -331,6 +331,22 @@ class Errors(unittest.TestCase):
             loader(on_error="maybe")
         with self.assertRaisesRegex(ValueError, "--auth-token-file .*nowhere"):
             loader(auth_token_file=os.path.join(TMP, "nowhere"))
+        # Out of the core's range or of the wrong type: named, never "Unable
+        # to cast", a MemoryError or an abort.
+        for kw, error, pattern in (
+                ({"batch_size": 10**12}, ValueError, "batch_size: must be at most"),
+                ({"seed": 2**64}, ValueError, "seed: must be at most"),
+                ({"job": 5}, TypeError, "job: expected a str"),
+                ({"workers": [None]}, TypeError, "workers: expected a list"),
+                ({"metrics_port": 70000}, ValueError, "metrics_port: must be at most 65535"),
+                ({"prefetch": 10**9}, ValueError, "prefetch: must be at most 256"),
+                ({"threads": 4096}, ValueError, "threads: must be at most 1024"),
+                ({"auth_token_file": "/dev/zero"}, ValueError, "/dev/zero: over 1048576 bytes"),
+                ({"echo_window": 2**62}, ValueError, "echo_window: must be at most"),
+                ({"max_jpeg_scans": 2**40}, ValueError, "max_jpeg_scans: 1099511627776 is of "
+                                                        "the wrong type or out of range")):
+            with self.assertRaisesRegex(error, pattern, msg=str(kw)):
+                loader(**kw)
         # Scheduler labels: the CLI's k=v syntax as well as a dict.
         self.assertEqual(prepflow._labels("zone=a, rack=r1"), {"zone": "a", "rack": "r1"})
         self.assertEqual(prepflow._labels({"zone": 1}), {"zone": "1"})

@@ -58,11 +58,21 @@ def plugin_ops():
     return _prepflow.plugin_ops()
 
 
-def _check_int(name, value, minimum):
+_INT32_MAX, _INT64_MAX, _UINT64_MAX = 2**31 - 1, 2**63 - 1, 2**64 - 1
+
+
+def _check_int(name, value, minimum, maximum=_INT32_MAX):
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name}: must be at least {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name}: must be at most {maximum}, got {value}")
+
+
+def _check_str(name, value):
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name}: expected a str, got {type(value).__name__}")
 
 
 # The core logs through the logger "prepflow" (levels mapped from spdlog's:
@@ -275,19 +285,28 @@ class Loader:
                  max_file_bytes=256 << 20, metrics_port=None, rank_split="pad",
                  local_ranks=0, job=None):
         _check_int("batch_size", batch_size, 1)
-        _check_int("seed", seed, 0)
-        _check_int("max_file_bytes", max_file_bytes, 1)
+        _check_int("seed", seed, 0, _UINT64_MAX)
+        _check_int("max_file_bytes", max_file_bytes, 1, _INT64_MAX)
         if metrics_port is not None:
-            _check_int("metrics_port", metrics_port, 0)
-        _check_int("threads", threads, 0)
-        _check_int("prefetch", prefetch, 1)
+            _check_int("metrics_port", metrics_port, 0, 65535)
+        _check_int("threads", threads, 0, 1024)
+        _check_int("prefetch", prefetch, 1, 256)
         _check_int("rank", rank, 0)
         _check_int("world_size", world_size, 1)
-        _check_int("storage_attempts", storage_attempts, 1)
-        _check_int("read_ahead_requests", read_ahead_requests, 0)
-        _check_int("read_ahead_bytes", read_ahead_bytes, 0)
-        _check_int("cache_bytes", cache_bytes, 0)
-        _check_int("cache_disk_bytes", cache_disk_bytes, 0)
+        _check_int("storage_attempts", storage_attempts, 1, 100)
+        _check_int("read_ahead_requests", read_ahead_requests, 0, 1024)
+        _check_int("read_ahead_bytes", read_ahead_bytes, 0, _INT64_MAX)
+        _check_int("cache_bytes", cache_bytes, 0, _INT64_MAX)
+        _check_int("cache_disk_bytes", cache_disk_bytes, 0, _INT64_MAX)
+        for name, text in (("job", job), ("scheduler", scheduler), ("tls_ca", tls_ca),
+                           ("tls_cert", tls_cert), ("tls_key", tls_key),
+                           ("tls_server_name", tls_server_name)):
+            _check_str(name, text)
+        if not isinstance(workers, str) and (
+                not isinstance(workers, (list, tuple)) or
+                not all(isinstance(w, str) for w in workers)):
+            raise TypeError("workers: expected a list of 'host:port' strings or one "
+                            "comma-separated str")
         if cache_at is not None:
             _check_int("cache_at", cache_at, 0)
         echo_auto = echo == "auto"
@@ -299,7 +318,7 @@ class Loader:
         if echo_at is not None:
             _check_int("echo_at", echo_at, 0)
         _check_int("echo_window", echo_window, 1)
-        _check_int("echo_bytes", echo_bytes, 0)
+        _check_int("echo_bytes", echo_bytes, 0, _INT64_MAX)
         if rank >= world_size:
             raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
         if epochs is not None:

@@ -47,6 +47,7 @@ struct WorkerFlags {
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   double open_timeout_seconds = 10;
+  double reply_timeout_seconds = 120;
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
   RemoteReadOptions storage;
@@ -62,6 +63,10 @@ struct WorkerFlags {
     f.Double("open-timeout-seconds", &open_timeout_seconds,
              "end a stream that has not opened a job, and a connection that has not finished "
              "its handshake, within this (0: never; handshakes then get 120 s)");
+    f.Double("reply-timeout-seconds", &reply_timeout_seconds,
+             "cancel a stream whose client has taken no reply for this long, dropping its "
+             "unsent results and freeing their memory for other jobs (its client sends the "
+             "items elsewhere); 0: never");
     f.Double("reindex-seconds", &options.min_reindex_seconds,
              "index a dataset again (a job brought a new fingerprint) at most this often; a "
              "refused open is answered from the cache for as long");
@@ -151,6 +156,7 @@ struct WorkerFlags {
              "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
              "--port >= 0";
     }
+    if (!(reply_timeout_seconds >= 0)) return "--reply-timeout-seconds must be >= 0";
     server.handshake_timeout_seconds = open_timeout_seconds > 0 ? open_timeout_seconds : 120;
     server.max_receive_message_bytes = max_message_bytes;
     server.unlimited_send = true;
@@ -215,7 +221,8 @@ int Run(const WorkerFlags& f, const Security& security) {
   const int64_t open_files = daemon::RaiseOpenFilesLimit();
   daemon::RouteGrpcLogs();
   daemon::DaemonServer server(f.server, security, [&] {
-    return std::make_unique<WorkerService>(&core, security.token, f.open_timeout_seconds);
+    return std::make_unique<WorkerService>(&core, security.token, f.open_timeout_seconds,
+                                           f.reply_timeout_seconds);
   });
   if (!server.Start()) return 1;
   spdlog::info(

@@ -2,6 +2,8 @@
 
 #include <deque>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,6 +65,26 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       finish = MaybeFinish();
     }
     if (finish) Finish(*finish);
+  }
+
+  // Whether the reply being written has waited on its client for over
+  // `limit_seconds` (see WorkerService::reply_timeout_seconds).
+  bool Stalled(int64_t now, double limit_seconds) {
+    absl::MutexLock lock(&mu_);
+    return writing_ && !broken_ && !finishing_ &&
+           (now - write_started_nanos_) * 1e-9 >= limit_seconds;
+  }
+
+  // Cancels the stream: OnCancel drops its queued results, the write under
+  // way fails, and their memory is freed. May run this stream's callbacks,
+  // OnDone included, on the calling thread.
+  void CancelStalled(double limit_seconds) {
+    core_->RefuseStream(absl::DeadlineExceededError(absl::StrFormat(
+                            "its client took no reply for %g s (--reply-timeout-seconds); the "
+                            "stream is cancelled and its results dropped",
+                            limit_seconds)),
+                        context_->peer());
+    context_->TryCancel();
   }
 
   void OnReadDone(bool ok) override {
@@ -210,6 +232,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || outbox_.empty() || broken_) return;
     writing_ = true;
+    write_started_nanos_ = WallNanos();
     StartWrite(&outbox_.front().message);
   }
 
@@ -248,6 +271,7 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Outgoing> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t write_started_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
@@ -279,9 +303,15 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Proc
   return reactor;
 }
 
-WorkerService::WorkerService(WorkerCore* core, std::string token, double open_timeout_seconds)
-    : core_(core), token_(std::move(token)), open_timeout_seconds_(open_timeout_seconds) {
-  if (open_timeout_seconds_ > 0) janitor_ = std::thread([this] { JanitorLoop(); });
+WorkerService::WorkerService(WorkerCore* core, std::string token, double open_timeout_seconds,
+                             double reply_timeout_seconds)
+    : core_(core),
+      token_(std::move(token)),
+      open_timeout_seconds_(open_timeout_seconds),
+      reply_timeout_seconds_(reply_timeout_seconds) {
+  if (open_timeout_seconds_ > 0 || reply_timeout_seconds_ > 0) {
+    janitor_ = std::thread([this] { JanitorLoop(); });
+  }
 }
 
 WorkerService::~WorkerService() {
@@ -293,12 +323,31 @@ WorkerService::~WorkerService() {
 }
 
 void WorkerService::JanitorLoop() {
-  const absl::Duration tick = absl::Seconds(std::min(1.0, open_timeout_seconds_ / 4));
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) {
-    // As Drain(): a reactor cannot be deleted while mu_ is held (Forget).
-    const int64_t now = WallNanos();
-    for (StreamReactor* r : streams_) r->ExpireIfUnopened(now, open_timeout_seconds_);
+  double tick_seconds = 1;
+  for (const double limit : {open_timeout_seconds_, reply_timeout_seconds_}) {
+    if (limit > 0) tick_seconds = std::min(tick_seconds, limit / 4);
+  }
+  const absl::Duration tick = absl::Seconds(tick_seconds);
+  while (true) {
+    std::vector<StreamReactor*> stalled;
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick)) return;
+      // As Drain(): a reactor cannot be deleted while mu_ is held (Forget).
+      const int64_t now = WallNanos();
+      for (StreamReactor* r : streams_) {
+        if (open_timeout_seconds_ > 0) r->ExpireIfUnopened(now, open_timeout_seconds_);
+        if (reply_timeout_seconds_ > 0 && r->Stalled(now, reply_timeout_seconds_)) {
+          stalled.push_back(r);
+        }
+      }
+      pinned_.insert(stalled.begin(), stalled.end());  // Forget waits for them
+    }
+    // Outside mu_: a cancel may run the stream's callbacks here, OnDone's
+    // Forget included (which then does not wait for this thread's pin).
+    for (StreamReactor* r : stalled) r->CancelStalled(reply_timeout_seconds_);
+    absl::MutexLock lock(&mu_);
+    pinned_.clear();
   }
 }
 
@@ -310,6 +359,13 @@ void WorkerService::Drain() {
 
 void WorkerService::Forget(StreamReactor* reactor) {
   absl::MutexLock lock(&mu_);
+  if (std::this_thread::get_id() != janitor_.get_id()) {
+    // The janitor may be cancelling this stream outside the lock.
+    const auto unpinned = [this, reactor]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return pinned_.count(reactor) == 0;
+    };
+    mu_.Await(absl::Condition(&unpinned));
+  }
   streams_.erase(reactor);
 }
 

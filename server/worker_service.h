@@ -28,8 +28,13 @@ class WorkerService final
   // `token`: the bearer token every stream must carry (security.h); empty:
   // none. `open_timeout_seconds`: a stream that has not opened a job by then
   // is ended DEADLINE_EXCEEDED, so idle connections cannot hold the stream
-  // slots (--max-streams); 0: no limit.
-  explicit WorkerService(WorkerCore* core, std::string token = "", double open_timeout_seconds = 0);
+  // slots (--max-streams); 0: no limit. `reply_timeout_seconds`: a stream
+  // whose client has not taken a reply for this long is cancelled, its
+  // unsent results (and their share of the memory budget) dropped, so a
+  // client that stops reading cannot hold the budget other jobs wait on;
+  // its client hands the items elsewhere. 0: no limit.
+  explicit WorkerService(WorkerCore* core, std::string token = "", double open_timeout_seconds = 0,
+                         double reply_timeout_seconds = 0);
   ~WorkerService() override;
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
@@ -53,10 +58,13 @@ class WorkerService final
   WorkerCore* core_;
   const std::string token_;
   const double open_timeout_seconds_;
+  const double reply_timeout_seconds_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread janitor_;
   std::set<StreamReactor*> streams_ ABSL_GUARDED_BY(mu_);
+  // Streams the janitor is cancelling outside mu_: not deleted meanwhile.
+  std::set<StreamReactor*> pinned_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -27,6 +27,7 @@
 #include "pipeline/plugins.h"
 #include "pipeline/synthetic.h"
 #include "prometheus/text_serializer.h"
+#include "proto/worker.grpc.pb.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/worker_process.h"
@@ -676,6 +677,54 @@ TEST_F(RemoteTest, HugeSamplesStayWithinTheWorkersMemoryBudget) {
                 HasSubstr("one sample of pipeline huge is 48000000 bytes"));
     EXPECT_THAT(refused.status().message(), HasSubstr("--max-memory-bytes 40000000"));
   }
+}
+
+// A client that opens a job, sends items and never reads the replies held
+// the worker's whole memory budget: another job's items waited until their
+// client gave the worker up (--worker-timeout) and ran them locally. Past
+// --reply-timeout-seconds the stalled stream is cancelled, its results
+// dropped, and the other job is served remotely.
+TEST_F(RemoteTest, AClientThatStopsReadingIsCutOffAndOthersAreServed) {
+  WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--max-memory-bytes", "24500000",
+                                       "--reply-timeout-seconds", "2"});
+  proto::DatasetSpec spec;
+  spec.set_path(dir_->Join("root/data"));
+  auto dataset = OpenDataset(spec);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  // Two items of one 12 MB sample (a 1000 px crop as float32): 24 MB of the
+  // budget. The client reads nothing after the job opens; its transport
+  // still answers pings (a live client that stopped reading).
+  auto stub =
+      proto::Worker::NewStub(grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Process(&context);
+  proto::ClientMessage open;
+  proto::JobOpen* job = open.mutable_open();
+  job->set_job_id("stops-reading");
+  *job->mutable_dataset() = spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "name: 'big' stages { decode {} } stages { random_resized_crop { size: 1000 } } "
+      "stages { normalize {} }",
+      job->mutable_pipeline()));
+  job->set_dataset_size((*dataset)->size());
+  job->set_dataset_fingerprint((*dataset)->fingerprint());
+  proto::WorkerMessage opened;
+  ASSERT_TRUE(stream->Write(open));
+  ASSERT_TRUE(stream->Read(&opened));
+  ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+  for (int item = 0; item < 2; ++item) {
+    proto::ClientMessage m;
+    m.mutable_item()->set_item_id(item + 1);
+    m.mutable_item()->set_cut(3);
+    m.mutable_item()->add_indices(item);
+    ASSERT_TRUE(stream->Write(m));
+  }
+  const RunResult r = RunWith(Options({w.address()}, "remote"));
+  context.TryCancel();
+  (void)stream->Finish();
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_EQ(r.stats.remote_images, 96) << "the worker was given up for a client that never reads";
 }
 
 // Idle connections past the worker's open-files limit make accept4 fail

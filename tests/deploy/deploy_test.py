@@ -163,25 +163,50 @@ class Kubernetes(unittest.TestCase):
                 with self.subTest(binary=binary):
                     self.assertLessEqual(flags, known, f"unknown flags: {flags - known}")
 
-    def test_every_pod_uses_tls_and_the_token_from_the_secret(self):
-        secret = self.by_kind["Secret"][0]
-        keys = set(secret["stringData"])
+    TOKEN_FLAGS = ("--auth-token-file", "--worker-token-file", "--job-token-file")
+
+    def secret_of(self, template):
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        name = volumes["tls"]["secret"]["secretName"]
+        secrets = {d["metadata"]["name"]: d for d in self.by_kind["Secret"]}
+        self.assertIn(name, secrets, "a pod mounts a Secret the manifests do not show")
+        return secrets[name]
+
+    def test_every_pod_uses_tls_and_its_tokens_from_its_secret(self):
         for kind, doc, template in self.pods():
             with self.subTest(kind=kind, name=doc["metadata"]["name"]):
-                volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-                self.assertEqual(volumes["tls"]["secret"]["secretName"],
-                                 secret["metadata"]["name"])
+                keys = set(self.secret_of(template)["stringData"])
                 c = template["spec"]["containers"][0]
                 mount = [m for m in c["volumeMounts"] if m["name"] == "tls"][0]
                 self.assertTrue(mount["readOnly"])
                 args = dict(a.split("=", 1) for a in c["args"] if "=" in a)
                 self.assertNotIn("--insecure", c["args"])
-                self.assertIn("--auth-token-file", args)
+                self.assertTrue(set(args) & set(self.TOKEN_FLAGS), "no token")
                 for flag, path in args.items():
                     if flag.startswith("--tls-") and flag != "--tls-server-name" or \
-                            flag == "--auth-token-file":
+                            flag in self.TOKEN_FLAGS:
                         self.assertTrue(path.startswith(mount["mountPath"] + "/"), path)
                         self.assertIn(path.rsplit("/", 1)[1], keys)
+
+    def test_workers_and_jobs_hold_separate_credentials(self):
+        # One shared token let any job register a worker and feed other jobs
+        # fabricated tensors: the shipped set-up gives each role its own.
+        for kind, doc, template in self.pods():
+            c = template["spec"]["containers"][0]
+            args = dict(a.split("=", 1) for a in c["args"] if "=" in a)
+            name = c["command"][0]
+            with self.subTest(pod=name):
+                if name == "prepflow-scheduler":
+                    self.assertNotIn("--auth-token-file", args)
+                    self.assertNotEqual(args["--worker-token-file"], args["--job-token-file"])
+                elif name == "prepflow-worker":
+                    self.assertTrue(args["--worker-token-file"].endswith("/worker-token"))
+                    self.assertTrue(args["--auth-token-file"].endswith("/job-token"))
+                else:  # a trainer: the job credential only
+                    keys = set(self.secret_of(template)["stringData"])
+                    self.assertNotIn("worker-token", keys)
+                    self.assertNotIn("tls.key", keys)
+                    self.assertTrue(args["--auth-token-file"].endswith("/job-token"))
 
     def test_scrape_snippet_parses(self):
         snippet = yaml.safe_load((DEPLOY / "k8s/prometheus-scrape.yml").read_text())
@@ -229,23 +254,30 @@ class Systemd(unittest.TestCase):
         worker = self.env_args("prepflow-worker.env", "PREPFLOW_WORKER_ARGS")
         self.assertEqual(worker[worker.index("--data-root") + 1], "/data")
 
-    def test_units_are_tls_and_token_by_default(self):
-        # Every file the flags name is a credential the unit loads.
+    def test_units_are_tls_and_role_tokens_by_default(self):
+        # Every file the flags name is a credential the unit loads; workers
+        # and jobs hold separate tokens (the scheduler takes no shared one).
+        tokens = {"prepflow-worker": {"--auth-token-file": "job-token",
+                                      "--worker-token-file": "worker-token"},
+                  "prepflow-scheduler": {"--worker-token-file": "worker-token",
+                                         "--job-token-file": "job-token"}}
         for binary, var in (("prepflow-worker", "PREPFLOW_WORKER_ARGS"),
                             ("prepflow-scheduler", "PREPFLOW_SCHEDULER_ARGS")):
             with self.subTest(unit=binary):
                 args = self.env_args(f"{binary}.env", var)
                 self.assertNotIn("--insecure", args)
-                for flag in ("--tls-cert", "--tls-key", "--auth-token-file"):
+                for flag in ("--tls-cert", "--tls-key", *tokens[binary]):
                     self.assertIn(flag, args)
                 unit = (DEPLOY / "systemd" / f"{binary}.service").read_text()
                 loaded = set(re.findall(r"^LoadCredential=([^:]+):", unit, re.M))
                 prefix = f"/run/credentials/{binary}.service/"
                 for i, a in enumerate(args):
-                    if a.startswith("--tls-") or a == "--auth-token-file":
+                    if a.startswith("--tls-") or a.endswith("-token-file"):
                         path = args[i + 1]
                         self.assertTrue(path.startswith(prefix), path)
                         self.assertIn(path[len(prefix):], loaded)
+                    if a in tokens[binary]:
+                        self.assertEqual(args[i + 1], prefix + tokens[binary][a])
 
 
 class Prometheus(unittest.TestCase):

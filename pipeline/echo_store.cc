@@ -4,6 +4,16 @@
 
 namespace prepflow {
 
+EchoStore::~EchoStore() {
+  absl::MutexLock lock(&mu_);
+  if (shared_ != nullptr) shared_->Give(stats_.held_bytes);
+}
+
+void EchoStore::Release(int64_t bytes) {
+  stats_.held_bytes -= bytes;
+  if (shared_ != nullptr) shared_->Give(bytes);
+}
+
 absl::Status EchoStore::Get(Sample& s, Workspace& ws, int copies,
                             const std::function<absl::Status()>& load) {
   if (copies <= 1) return load();
@@ -20,7 +30,7 @@ absl::Status EchoStore::Get(Sample& s, Workspace& ws, int copies,
       const absl::Status status = e.status;
       const std::shared_ptr<const std::string> value = e.value;
       if (--e.remaining <= 0) {  // the last copy: it goes
-        if (value != nullptr) stats_.held_bytes -= static_cast<int64_t>(value->size());
+        if (value != nullptr) Release(static_cast<int64_t>(value->size()));
         entries_.erase(it);
       }
       ++stats_.taken;
@@ -49,10 +59,15 @@ absl::Status EchoStore::Get(Sample& s, Workspace& ws, int copies,
   e.loading = false;
   e.status = status;
   e.value = value;
+  const auto size = value != nullptr ? static_cast<int64_t>(value->size()) : 0;
   if (e.remaining <= 0) {
     entries_.erase(it);
+  } else if (value != nullptr && shared_ != nullptr && !shared_->TryTake(size)) {
+    // No room in the shared budget: the later copies load it again.
+    dropped_[key] = e.remaining;
+    entries_.erase(it);
   } else if (value != nullptr) {
-    stats_.held_bytes += static_cast<int64_t>(value->size());
+    stats_.held_bytes += size;
     held_.emplace_back(e.order, key);
     Trim();
   }
@@ -72,7 +87,7 @@ void EchoStore::Trim() {
     held_.pop_front();
     auto it = entries_.find(key);
     if (it == entries_.end() || it->second.order != order || it->second.loading) continue;
-    stats_.held_bytes -= static_cast<int64_t>(it->second.value->size());
+    Release(static_cast<int64_t>(it->second.value->size()));
     dropped_[key] = it->second.remaining;
     entries_.erase(it);
   }

@@ -5,9 +5,11 @@
 // A copy asks for (epoch, index): the first to ask loads the value (the
 // caller's `load`) and leaves it for the `copies - 1` others, which take it
 // in turn; a copy that asks while another is loading waits for that load.
-// Values are held within a byte budget; past it the oldest go, and a copy
-// that finds its value gone loads it again (the same bytes: the value does
-// not depend on the copy; counted as a reload).
+// Values are held within a byte budget (and, when given, a budget shared
+// with other holders: a worker's, over all its jobs); past it the oldest go,
+// or a new value is not kept, and a copy that finds its value gone loads it
+// again (the same bytes: the value does not depend on the copy; counted as a
+// reload).
 //
 // Thread-safety: every method may be called from any thread. A copy waits
 // only for a load that is running on another thread.
@@ -27,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "pipeline/byte_budget.h"
 #include "pipeline/ops.h"
 #include "pipeline/sample.h"
 
@@ -34,7 +37,12 @@ namespace prepflow {
 
 class EchoStore {
  public:
-  explicit EchoStore(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  explicit EchoStore(int64_t max_bytes, std::shared_ptr<ByteBudget> shared = nullptr)
+      : max_bytes_(max_bytes), shared_(std::move(shared)) {}
+  // Gives what it holds back to the shared budget.
+  ~EchoStore();
+  EchoStore(const EchoStore&) = delete;
+  EchoStore& operator=(const EchoStore&) = delete;
 
   // Makes `s` (its identity set) hold its value at the echo boundary: from
   // an earlier copy, or by calling `load` (which must leave that value in
@@ -74,7 +82,11 @@ class EchoStore {
   // Drops the oldest held values until the budget holds.
   void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Forgets `bytes` held (here and in the shared budget).
+  void Release(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int64_t max_bytes_;
+  const std::shared_ptr<ByteBudget> shared_;  // may be null
   mutable absl::Mutex mu_;
   absl::CondVar loaded_;
   absl::flat_hash_map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,13 @@ ReadAhead::~ReadAhead() {
     work_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
+  absl::MutexLock lock(&mu_);
+  if (options_.shared != nullptr) options_.shared->Give(held_bytes_);
+}
+
+void ReadAhead::Release(size_t bytes) {
+  held_bytes_ -= static_cast<int64_t>(bytes);
+  if (options_.shared != nullptr) options_.shared->Give(static_cast<int64_t>(bytes));
 }
 
 bool ReadAhead::MakeRoom(size_t bytes) {
@@ -33,7 +40,7 @@ bool ReadAhead::MakeRoom(size_t bytes) {
       }
     }
     if (oldest == entries_.end()) return false;
-    held_bytes_ -= static_cast<int64_t>(oldest->second.size);
+    Release(oldest->second.size);
     entries_.erase(oldest);
     ++counters_.evicted;
   }
@@ -43,7 +50,8 @@ bool ReadAhead::MakeRoom(size_t bytes) {
 void ReadAhead::Start(int64_t index, size_t size, Fetch fetch) {
   absl::MutexLock lock(&mu_);
   if (stopping_ || entries_.count(index) > 0) return;
-  if (static_cast<int64_t>(size) > options_.max_bytes || !MakeRoom(size)) {
+  if (static_cast<int64_t>(size) > options_.max_bytes || !MakeRoom(size) ||
+      (options_.shared != nullptr && !options_.shared->TryTake(static_cast<int64_t>(size)))) {
     ++counters_.refused;
     return;
   }
@@ -67,7 +75,7 @@ bool ReadAhead::Take(int64_t index, Buffer* out, size_t* size, absl::Status* sta
     // (the I/O threads skip an index no longer held).
     Fetch fetch = std::move(it->second.fetch);
     const size_t n = it->second.size;
-    held_bytes_ -= static_cast<int64_t>(n);
+    Release(n);
     entries_.erase(it);
     mu_.Unlock();
     *status = fetch(out->Reserve(n == 0 ? 1 : n), n);
@@ -83,7 +91,7 @@ bool ReadAhead::Take(int64_t index, Buffer* out, size_t* size, absl::Status* sta
     *size = e.size;
   }
   ThreadStorageStats().Add(e.cost);
-  held_bytes_ -= static_cast<int64_t>(e.size);
+  Release(e.size);
   entries_.erase(it);
   return true;
 }

@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "pipeline/byte_budget.h"
 #include "pipeline/byte_source.h"
 #include "pipeline/sample.h"
 
@@ -33,6 +34,10 @@ namespace prepflow {
 struct ReadAheadOptions {
   int requests = 64;                       // reads in flight at once (I/O threads)
   int64_t max_bytes = int64_t{256} << 20;  // bytes read ahead and not yet taken
+  // When set, what is read ahead is also taken from this budget, shared
+  // with other holders (a worker's: every dataset and job); a read that
+  // does not fit is not started.
+  std::shared_ptr<ByteBudget> shared;
 };
 
 class ReadAhead {
@@ -79,6 +84,8 @@ class ReadAhead {
   void IoLoop();
   // Drops held, finished entries, oldest first, until `bytes` more fit.
   bool MakeRoom(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets `bytes` held (here and in the shared budget).
+  void Release(size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ReadAheadOptions options_;
   mutable absl::Mutex mu_;

@@ -157,7 +157,12 @@ class WebDataset : public Dataset {
     }
     if (!absl::IsNotFound(sidecar.status())) return sidecar.status();
     const std::string cached = CachedIndexPath(name, shard, access);
-    if (!cached.empty()) {
+    std::error_code size_error;
+    const uint64_t cached_size =
+        cached.empty() ? 0 : std::filesystem::file_size(cached, size_error);
+    // Its size is checked before anything is read: a planted file of
+    // gigabytes is a miss, not an allocation.
+    if (!cached.empty() && !size_error && cached_size <= static_cast<uint64_t>(max_file_bytes_)) {
       std::ifstream in(cached, std::ios::binary);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (in.is_open() && text.size() <= static_cast<uint64_t>(max_file_bytes_)) {

@@ -24,15 +24,23 @@ namespace {
 
 // What a job may read: below the data root, and URLs below the allowed
 // prefixes only.
-DatasetOptions JobDatasets(const WorkerOptions& options) {
+DatasetOptions JobDatasets(const WorkerOptions& options, std::shared_ptr<ByteBudget> held_ahead) {
   DatasetOptions d;
   d.confine_to = options.data_root;
   d.store = options.store;
   d.confine_urls = true;
   d.url_prefixes = options.allow_url_prefixes;
   d.read_ahead = options.read_ahead;
+  d.read_ahead.shared = std::move(held_ahead);
   d.index_cache_dir = options.index_cache_dir;
   return d;
+}
+
+// `options` with its memory budget resolved (0: half of what this process
+// may use).
+WorkerOptions WithDefaults(WorkerOptions options) {
+  if (options.max_memory_bytes <= 0) options.max_memory_bytes = AvailableMemoryBytes() / 2;
+  return options;
 }
 
 // The paths of the fields two messages differ in ("dataset.path", "seed"),
@@ -77,12 +85,13 @@ class DifferingFields : public google::protobuf::util::MessageDifferencer::Repor
 }  // namespace
 
 WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
-    : options_(options),
+    : options_(WithDefaults(options)),
       metrics_(metrics),
-      datasets_(DatasetCacheOptions{JobDatasets(options), nullptr, options.min_reindex_seconds,
-                                    /*max_entries=*/64, options.max_file_bytes_limit}) {
+      held_ahead_(std::make_shared<ByteBudget>(options_.max_memory_bytes / 4)),
+      datasets_(DatasetCacheOptions{JobDatasets(options_, held_ahead_), nullptr,
+                                    options_.min_reindex_seconds,
+                                    /*max_entries=*/64, options_.max_file_bytes_limit}) {
   const int threads = options_.threads > 0 ? options_.threads : AvailableCpus();
-  if (options_.max_memory_bytes <= 0) options_.max_memory_bytes = AvailableMemoryBytes() / 2;
   if (options_.max_items_per_stream <= 0) options_.max_items_per_stream = 2 * threads;
   if (options_.worker_id.empty()) {
     char host[256] = "worker";
@@ -263,7 +272,9 @@ absl::Status WorkerCore::OpenReuse(WorkerJob* job) const {
     return absl::InvalidArgumentError(
         absl::StrCat("job open: echo ", open.echo(), " is outside [0, ", kMaxCopies, ")"));
   }
-  if (open.echo() > 1) job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes);
+  if (open.echo() > 1) {
+    job->echo_ = std::make_unique<EchoStore>(options_.echo_bytes, held_ahead_);
+  }
   if (open.dataset().has_materialized()) {
     const proto::Materialized& m = open.dataset().materialized();
     if (m.upto() < 0 || m.upto() > open.pipeline().stages_size()) {

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "pipeline/byte_budget.h"
 #include "pipeline/dataset.h"
 #include "pipeline/echo_store.h"
 #include "pipeline/executor.h"
@@ -60,7 +61,8 @@ struct WorkerOptions {
   int64_t max_file_bytes_limit = kDefaultMaxFileBytes;  // likewise: one sample's read
   // Results held at once, in bytes, counted from the pipeline's types before
   // items run (Pipeline::MaxBytesAt): an item waits until it fits. 0: half
-  // of the memory this process may use.
+  // of the memory this process may use. A quarter of it more bounds what
+  // reads ahead and echo stores hold over all jobs (they do without past it).
   int64_t max_memory_bytes = 0;
   std::string worker_id;           // for logs and JobOpened; default host:pid
   double min_reindex_seconds = 5;  // see DatasetCache
@@ -269,6 +271,9 @@ class WorkerCore {
   void Release(int64_t bytes);
   WorkerOptions options_;
   WorkerMetrics* metrics_;  // may be null
+  // What every dataset's reads ahead and every job's echo store hold, over
+  // all of them: a quarter of max_memory_bytes, beside the results' budget.
+  std::shared_ptr<ByteBudget> held_ahead_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
   std::unique_ptr<ThreadPool> pool_;
 

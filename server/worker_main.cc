@@ -84,7 +84,8 @@ struct WorkerFlags {
           "for less, not more");
     f.Int("max-memory-bytes", &options.max_memory_bytes,
           "result memory held at once: items are admitted against it from the pipeline's "
-          "types before they run (0: half of this machine's or cgroup's memory)");
+          "types before they run (0: half of this machine's or cgroup's memory); a quarter "
+          "of it more bounds what reads ahead and echo stores hold over all jobs");
     f.Int("max-jpeg-scans", &options.max_jpeg_scans_limit,
           "most scans a progressive JPEG may have (each is a pass over the image); a job may "
           "ask for less");

@@ -2,6 +2,7 @@
 // and the store that hands one load to every copy.
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -126,6 +127,36 @@ TEST(EchoStoreTest, EachSampleIsLoadedOnceForAllItsCopies) {
   EXPECT_EQ(store.stats().loads, 200);
   EXPECT_EQ(store.stats().taken, 600);
   EXPECT_EQ(store.stats().held_bytes, 0);  // every value taken by its last copy
+}
+
+// Echo stores of many jobs share one budget (a worker's): 6 jobs' stores
+// reached 1.6 GB at a 100 MB --max-memory-bytes. What does not fit the
+// shared budget is not kept, its later copies load it again, and every byte
+// comes back when values are taken or the stores go.
+TEST(EchoStoreTest, StoresSharingABudgetHoldNoMoreThanItTogether) {
+  auto shared = std::make_shared<ByteBudget>(250);  // two values of ~110 bytes
+  std::vector<std::unique_ptr<EchoStore>> stores;
+  for (int j = 0; j < 3; ++j) stores.push_back(std::make_unique<EchoStore>(1 << 20, shared));
+  Workspace ws;
+  int loads = 0;
+  auto get = [&](EchoStore& store, int64_t index) {
+    Sample s;
+    s.index = index;
+    return store.Get(s, ws, 2, [&] {
+      ++loads;
+      return MakeValue(s, ws);
+    });
+  };
+  for (auto& store : stores) ASSERT_TRUE(get(*store, 7).ok());  // 3 first copies
+  EXPECT_LE(shared->held(), 250);
+  EXPECT_GT(shared->held(), 0);
+  for (auto& store : stores) ASSERT_TRUE(get(*store, 7).ok());  // one of them loads again
+  EXPECT_EQ(loads, 4);
+  EXPECT_EQ(shared->held(), 0) << "every value taken by its last copy";
+  ASSERT_TRUE(get(*stores[0], 8).ok());  // held when the store goes
+  EXPECT_GT(shared->held(), 0);
+  stores.clear();
+  EXPECT_EQ(shared->held(), 0);
 }
 
 TEST(EchoStoreTest, ValuesDroppedForRoomAreLoadedAgainAndErrorsReachEveryCopy) {

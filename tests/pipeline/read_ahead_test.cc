@@ -51,7 +51,7 @@ ReadAhead::Fetch Fill(uint8_t value, Gate* gate = nullptr) {
 }
 
 TEST(ReadAheadTest, ReadsRunAtOnceAndTheirBytesAndCostsGoToTheTaker) {
-  ReadAhead ahead({/*requests=*/8, /*max_bytes=*/1 << 20});
+  ReadAhead ahead({/*requests=*/8, /*max_bytes=*/1 << 20, /*shared=*/nullptr});
   Gate gate;
   for (int i = 0; i < 8; ++i) ahead.Start(i, 100, Fill(static_cast<uint8_t>(i), &gate));
   ASSERT_TRUE(gate.AwaitWaiting(8)) << "the eight reads did not all start at once";
@@ -77,7 +77,7 @@ TEST(ReadAheadTest, ReadsRunAtOnceAndTheirBytesAndCostsGoToTheTaker) {
 }
 
 TEST(ReadAheadTest, ErrorsReachTheTaker) {
-  ReadAhead ahead({2, 1 << 20});
+  ReadAhead ahead({2, 1 << 20, nullptr});
   ahead.Start(1, 10, [](uint8_t*, size_t) { return absl::NotFoundError("x.tar: HTTP 404"); });
   Buffer out;
   size_t size = 0;
@@ -87,7 +87,7 @@ TEST(ReadAheadTest, ErrorsReachTheTaker) {
 }
 
 TEST(ReadAheadTest, TheBudgetRefusesWhatDoesNotFitAndEvictsWhatWasNeverTaken) {
-  ReadAhead ahead({4, 1000});
+  ReadAhead ahead({4, 1000, nullptr});
   Gate gate;
   ahead.Start(0, 400, Fill(0, &gate));
   ahead.Start(1, 400, Fill(1, &gate));
@@ -110,8 +110,34 @@ TEST(ReadAheadTest, TheBudgetRefusesWhatDoesNotFitAndEvictsWhatWasNeverTaken) {
   EXPECT_EQ(out.data()[0], 5);
 }
 
+// Reads ahead of many datasets share one budget (a worker's): 6 jobs' read
+// ahead reached 1.5 GB at a 100 MB --max-memory-bytes. A read that does not
+// fit is not started; every byte comes back when taken, evicted or dropped.
+TEST(ReadAheadTest, ReadsAheadSharingABudgetHoldNoMoreThanItTogether) {
+  auto shared = std::make_shared<ByteBudget>(1000);
+  auto a = std::make_unique<ReadAhead>(ReadAheadOptions{2, 1000, shared});
+  auto b = std::make_unique<ReadAhead>(ReadAheadOptions{2, 1000, shared});
+  a->Start(0, 600, Fill(0));
+  b->Start(0, 600, Fill(0));  // fits b's own budget, not the shared one
+  EXPECT_EQ(b->counters().refused, 1);
+  EXPECT_EQ(shared->held(), 600);
+  Buffer out;
+  size_t size = 0;
+  absl::Status status;
+  ASSERT_TRUE(a->Take(0, &out, &size, &status));
+  EXPECT_EQ(shared->held(), 0);
+  b->Start(1, 600, Fill(1));
+  a->Start(1, 300, Fill(1));
+  a->AwaitReads();
+  b->AwaitReads();
+  EXPECT_EQ(shared->held(), 900);
+  a.reset();  // held, never taken: given back
+  b.reset();
+  EXPECT_EQ(shared->held(), 0);
+}
+
 TEST(ReadAheadTest, AReadStillQueuedIsDoneByItsTaker) {
-  ReadAhead ahead({1, 1 << 20});
+  ReadAhead ahead({1, 1 << 20, nullptr});
   Gate gate;
   ahead.Start(0, 10, Fill(0, &gate));  // holds the one I/O thread
   ASSERT_TRUE(gate.AwaitWaiting(1));

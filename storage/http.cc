@@ -153,6 +153,8 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
   curl_easy_setopt(c, CURLOPT_WRITEDATA, a);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &Attempt::Header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, a);
+  curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, fresh_connection_ ? 1L : 0L);
+  fresh_connection_ = false;
   const CURLcode code = curl_easy_perform(c);
   ++stats_.requests;
   stats_.bytes += a->received;
@@ -164,6 +166,15 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
   stats_.connections += connects;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &a->status);
   curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &a->content_length);
+  long sent = 0;  // NOLINT(runtime/int): request bytes, 0 when none went out
+  curl_easy_getinfo(c, CURLINFO_REQUEST_SIZE, &sent);
+  return Outcome(code, url, method, offset, length, /*reused=*/connects == 0 && sent > 0, *a);
+}
+
+absl::Status HttpReader::Outcome(int curl_code, const std::string& url, Method method,
+                                 int64_t offset, int64_t length, bool reused, const Attempt& at) {
+  const auto code = static_cast<CURLcode>(curl_code);
+  const Attempt* a = &at;
   const std::string where = RedactedUrl(url);
   if (code == CURLE_WRITE_ERROR && a->overflow) {
     if (length < 0) {
@@ -177,6 +188,13 @@ absl::Status HttpReader::Perform(const std::string& url, Method method, int64_t 
     const std::string what = absl::StrCat(where, ": ", curl_easy_strerror(code));
     if (code == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
     if (MayPass(code)) return absl::UnavailableError(what);
+    if (reused) {
+      // A kept-alive connection that answers garbage (bytes a server sent
+      // past its last response's Content-Length, say) says nothing of this
+      // request: tried again on a new connection.
+      fresh_connection_ = true;
+      return absl::UnavailableError(absl::StrCat(what, " (on a reused connection)"));
+    }
     if (code == CURLE_UNSUPPORTED_PROTOCOL || code == CURLE_URL_MALFORMAT) {
       return absl::InvalidArgumentError(what);
     }

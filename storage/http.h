@@ -109,12 +109,17 @@ class HttpReader {
   // length < 0 (the whole object).
   absl::Status Perform(const std::string& url, Method method, int64_t offset, int64_t length,
                        Attempt* attempt);
+  // What a finished request (libcurl's CURLcode `curl_code`, on a `reused`
+  // connection or a new one) means: OK or the error, as ReadRange says.
+  absl::Status Outcome(int curl_code, const std::string& url, Method method, int64_t offset,
+                       int64_t length, bool reused, const Attempt& attempt);
 
   HttpOptions options_;
   void* curl_;         // CURL*
   void* headers_;      // curl_slist*: options_.headers, and what signing needs
   void* put_headers_;  // the same for uploads
   Stats stats_;
+  bool fresh_connection_ = false;  // the next request opens a new connection
 };
 
 }  // namespace prepflow

@@ -8,6 +8,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -183,6 +184,45 @@ TEST_F(HttpTest, AnOutageIsTriedUntilItHasLastedOutageSeconds) {
   EXPECT_THAT(st.message(), HasSubstr("s of outage)"));
   EXPECT_GT(r.stats().requests, 2) << "tried only its attempts";
   EXPECT_EQ(r.stats().errors, 1);
+}
+
+// A server whose kept-alive connection answers the second request with
+// garbage (as when it sent bytes past a response's Content-Length), and that
+// answers properly on a new connection. That request was lost (INVALID_ARGUMENT, not retried); it
+// says nothing of the object, so it is tried again on a new connection.
+TEST_F(HttpTest, GarbageOnAKeptAliveConnectionIsRetriedOnANewOne) {
+  std::string url;
+  const int s = LoopbackSocket(/*listening=*/true, &url);
+  std::thread server([s] {
+    const std::string good = "HTTP/1.1 206 Partial Content\r\nContent-Length: 4\r\n\r\nabcd";
+    for (int n = 0; n < 2; ++n) {
+      const int c = accept(s, nullptr, nullptr);
+      if (c < 0) return;
+      char buf[4096];
+      (void)!read(c, buf, sizeof(buf));
+      (void)!write(c, good.data(), good.size());
+      if (n == 0) {
+        // The second request, on this connection, meets what a server sent
+        // past its last response (here: sent now).
+        (void)!read(c, buf, sizeof(buf));
+        const std::string garbage = "EXTRA!!!\r\n\r\n";
+        (void)!write(c, garbage.data(), garbage.size());
+      }
+      close(c);
+    }
+  });
+  HttpOptions o;
+  o.max_attempts = 2;
+  o.first_backoff_seconds = 0.001;
+  o.outage_seconds = 0;
+  HttpReader r(o);
+  absl::Status first, second;
+  EXPECT_EQ(Read(r, url, 0, 4, &first), "abcd");
+  EXPECT_EQ(Read(r, url, 0, 4, &second), "abcd") << second;
+  EXPECT_EQ(r.stats().retries, 1);
+  shutdown(s, SHUT_RDWR);  // a server still waiting for the retry's connection gives up
+  server.join();
+  close(s);
 }
 
 }  // namespace

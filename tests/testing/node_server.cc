@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,8 +27,13 @@ NodeServer::NodeServer(const std::string& kind, const std::string& dir,
                                    kind.c_str(), dir.c_str()};
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // The server ends with the test, however the test ends: a deadline's
+    // _Exit left Node servers running.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the test already went
     dup2(out[1], 1);
     dup2(out[1], 2);
     execvp("node", const_cast<char* const*>(argv.data()));

@@ -136,6 +136,24 @@ TEST(ReadAheadTest, ReadsAheadSharingABudgetHoldNoMoreThanItTogether) {
   EXPECT_EQ(shared->held(), 0);
 }
 
+// A read that fails gives its bytes back too: budgets were checked on the
+// way that succeeds only, and one not released on failure would shrink the
+// read ahead for good after a few failures.
+TEST(ReadAheadTest, AFailedReadGivesItsBytesBack) {
+  auto shared = std::make_shared<ByteBudget>(1000);
+  ReadAhead ahead({2, 1000, shared});
+  for (int64_t i = 0; i < 5; ++i) {
+    ahead.Start(i, 900, [](uint8_t*, size_t) { return absl::UnavailableError("HTTP 503"); });
+    Buffer out;
+    size_t size = 0;
+    absl::Status status;
+    ASSERT_TRUE(ahead.Take(i, &out, &size, &status)) << "not started: the budget leaked";
+    EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+    EXPECT_EQ(shared->held(), 0);
+  }
+  EXPECT_EQ(ahead.counters().refused, 0);
+}
+
 TEST(ReadAheadTest, AReadStillQueuedIsDoneByItsTaker) {
   ReadAhead ahead({1, 1 << 20, nullptr});
   Gate gate;

@@ -139,7 +139,8 @@ proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, std::string* unav
 
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
                                                                const std::string& client,
-                                                               proto::JobOpened* opened) {
+                                                               proto::JobOpened* opened,
+                                                               const std::string& identity) {
   auto refuse = [this, &client](absl::Status s) {
     RefuseStream(s, client);
     return s;
@@ -167,7 +168,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   std::shared_ptr<WorkerJob> job;
   {
     absl::MutexLock lock(&mu_);
-    auto found = FindJob(open);
+    auto found = FindJob(open, identity);
     if (!found.ok()) return refuse(found.status());
     job = *std::move(found);
   }
@@ -175,6 +176,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     auto built = BuildJob(open);
     if (!built.ok()) return refuse(built.status());
     job = *std::move(built);
+    job->identity_ = identity;
   }
   // Another rank may have opened the job meanwhile: then this stream joins
   // that one.
@@ -197,9 +199,15 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   return job;
 }
 
-absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::FindJob(const proto::JobOpen& open) {
+absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::FindJob(const proto::JobOpen& open,
+                                                               const std::string& identity) {
   auto it = jobs_.find(open.job_id());
   if (it == jobs_.end()) return nullptr;
+  if (it->second->identity_ != identity) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("job open: job ", SafeText(open.job_id()),
+                     " is open here for another client certificate; choose another --job"));
+  }
   // A rank's own fields, and what each stream asks for itself, may differ.
   google::protobuf::util::MessageDifferencer same;
   const google::protobuf::Descriptor* d = proto::JobOpen::descriptor();
@@ -324,7 +332,7 @@ absl::Status WorkerCore::AdmitStream(const std::string& client, std::shared_ptr<
                                                      " open streams from ", client,
                                                      ", the limit (--max-streams-per-client)"));
   }
-  auto found = FindJob((*job)->spec_);
+  auto found = FindJob((*job)->spec_, (*job)->identity_);
   if (!found.ok()) return found.status();
   if (*found != nullptr) *job = *std::move(found);  // the one built here is dropped
   WorkerJob& j = **job;

@@ -138,6 +138,7 @@ class WorkerJob {
   std::unique_ptr<Pipeline> pipeline_;
   // Why the pipeline stops short of the job's (a custom op not loaded here), or "".
   std::string unavailable_;
+  std::string identity_;  // the client certificate that opened it; "" without mutual TLS
   std::vector<prometheus::Histogram*> stage_histograms_;
   std::vector<int64_t> max_sample_bytes_;
   std::unique_ptr<BoundaryCache> cache_;
@@ -167,9 +168,12 @@ class WorkerCore {
   // success the caller owns one stream slot until it calls CloseJob();
   // `opened->max_items_in_flight()` is its credits.
   // `client`: the client's host, for --max-streams-per-client.
+  // `identity`: the client certificate's name (mutual TLS), else empty; a
+  // job opened by one identity is joined by no other (PermissionDenied).
   absl::StatusOr<std::shared_ptr<WorkerJob>> OpenJob(const proto::JobOpen& open,
                                                      const std::string& client,
-                                                     proto::JobOpened* opened);
+                                                     proto::JobOpened* opened,
+                                                     const std::string& identity = "");
   // Counts and logs a stream refused before OpenJob (e.g. its token).
   void RefuseStream(const absl::Status& status, const std::string& peer);
   // Ends a stream OpenJob admitted (`client` as it was given); the job
@@ -250,9 +254,11 @@ class WorkerCore {
   // Builds a new job for `open` (validated limits), without touching the
   // open jobs. `unavailable`: see RunnablePrefix.
   absl::StatusOr<std::shared_ptr<WorkerJob>> BuildJob(const proto::JobOpen& open);
-  // The open job `open.job_id()` names, or null; FailedPrecondition when
-  // it is open with other options.
-  absl::StatusOr<std::shared_ptr<WorkerJob>> FindJob(const proto::JobOpen& open)
+  // The open job `open.job_id()` names, or null; PermissionDenied when it
+  // was opened by another `identity`, FailedPrecondition when it is open
+  // with other options.
+  absl::StatusOr<std::shared_ptr<WorkerJob>> FindJob(const proto::JobOpen& open,
+                                                     const std::string& identity)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Admits the item against its job's budget of items (else holds it,
   // in order, until one of the job's items finishes), then the memory's.

@@ -170,7 +170,8 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
       return;
     }
     proto::WorkerMessage reply;
-    auto job = core_->OpenJob(msg_.open(), client_, reply.mutable_opened());
+    auto job =
+        core_->OpenJob(msg_.open(), client_, reply.mutable_opened(), PeerIdentity(*context_));
     if (!job.ok()) {
       Fail(job.status());
       return;

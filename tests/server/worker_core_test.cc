@@ -529,6 +529,22 @@ TEST_F(WorkerCoreTest, RanksOfOneJobShareItAndItsBudget) {
   EXPECT_EQ(core.active_jobs(), 1);
   EXPECT_EQ(core.active_streams(), 2);
 
+  // With mutual TLS a job belongs to the certificate that opened it: the
+  // same options from another certificate are refused, not joined.
+  proto::JobOpen certified = open;
+  certified.set_job_id("train-certified");
+  auto tenant_a = core.OpenJob(certified, "host-a", &opened, "tenant-a");
+  ASSERT_TRUE(tenant_a.ok()) << tenant_a.status();
+  const auto tenant_b = core.OpenJob(certified, "host-b", &opened, "tenant-b");
+  EXPECT_EQ(tenant_b.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(tenant_b.status().message(),
+              HasSubstr("job train-certified is open here for another client certificate"));
+  auto again = core.OpenJob(certified, "host-c", &opened, "tenant-a");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->get(), tenant_a->get());
+  core.CloseJob(*again, "host-c");
+  core.CloseJob(*tenant_a, "host-a");
+
   // The refusal names the fields that differ, never the open job's values:
   // a client rebuilt a job's options from them, one refusal at a time.
   proto::JobOpen other = open;

@@ -144,6 +144,7 @@ TEST(ReadAheadTest, AFailedReadGivesItsBytesBack) {
   ReadAhead ahead({2, 1000, shared});
   for (int64_t i = 0; i < 5; ++i) {
     ahead.Start(i, 900, [](uint8_t*, size_t) { return absl::UnavailableError("HTTP 503"); });
+    ahead.AwaitReads();  // failed on an I/O thread, held until taken
     Buffer out;
     size_t size = 0;
     absl::Status status;

@@ -57,6 +57,17 @@ class WorkerCoreTest : public ::testing::Test {
     return open;
   }
 
+  // One thread below the data root, with a 64 MiB sample cache in RAM.
+  WorkerOptions CachingOptions() const {
+    WorkerOptions options;
+    options.data_root = root_;
+    options.threads = 1;
+    SampleCacheOptions co;
+    co.ram_bytes = 64 << 20;
+    options.cache = *SampleCache::Open(co);
+    return options;
+  }
+
   // Runs an item on `core` (default: the fixture's) and waits for it.
   ItemOutput RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices, int cut,
                      WorkerCore* core = nullptr) {
@@ -329,12 +340,7 @@ TEST_F(WorkerCoreTest, AJobOnAChangedDatasetIsServedWhileAnOlderOneRuns) {
 }
 
 TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
-  WorkerOptions options;
-  options.data_root = root_;
-  options.threads = 1;
-  SampleCacheOptions co;
-  co.ram_bytes = 64 << 20;
-  options.cache = *SampleCache::Open(co);
+  WorkerOptions options = CachingOptions();
   WorkerCore core(options, nullptr);
   // imagenet-eval cached after its resize (boundary 2).
   proto::JobOpen open = Open(root_ + "/data", "imagenet-eval");
@@ -413,12 +419,7 @@ TEST_F(WorkerCoreTest, ACacheNeverServesAnotherFoldersOrAStaleFilesValues) {
                          FlatPpm(40, std::string(who) == "victim" ? 50 + i : 200));
     }
   }
-  WorkerOptions options;
-  options.data_root = root_;
-  options.threads = 1;
-  SampleCacheOptions co;
-  co.ram_bytes = 64 << 20;
-  options.cache = *SampleCache::Open(co);
+  WorkerOptions options = CachingOptions();
   WorkerCore core(options, nullptr);
   WorkerCore uncached(
       [&] {

@@ -87,28 +87,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
           options_.rank, options_.world_size);
     }
   }
-  if (absl::Status s = OpenPipeline(); !s.ok()) return s;
-  if (!options_.dataset.has_materialized()) {
-    if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
-  }
-  if (const proto::Materialized* m = Materialized()) {
-    if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
-    }
-  }
-  auto dataset = OpenClientDataset(options_.dataset, options_.storage);
-  if (!dataset.ok()) return dataset.status();
-  dataset_ = *std::move(dataset);
-  for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", w);
-  auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
-                                  static_cast<int64_t>(dataset_->classes().size()));
-  if (!batch_ops.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline ", pipeline_->name(), ": ", batch_ops.status().message()));
-  }
-  batch_ops_ = *std::move(batch_ops);
-  if (absl::Status s = OpenCache(); !s.ok()) return s;
+  if (absl::Status s = OpenData(); !s.ok()) return s;
 
   // By default the threads of this rank's share of the machine.
   const int threads = options_.threads > 0
@@ -165,6 +144,31 @@ void Loader::MakeBatches() {
     std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
     free_batches_->free.push_back(std::move(batch));
   }
+}
+
+absl::Status Loader::OpenData() {
+  if (absl::Status s = OpenPipeline(); !s.ok()) return s;
+  if (!options_.dataset.has_materialized()) {
+    if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
+  }
+  if (const proto::Materialized* m = Materialized()) {
+    if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
+    }
+  }
+  auto dataset = OpenClientDataset(options_.dataset, options_.storage);
+  if (!dataset.ok()) return dataset.status();
+  dataset_ = *std::move(dataset);
+  for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
+  auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
+                                  static_cast<int64_t>(dataset_->classes().size()));
+  if (!batch_ops.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline ", pipeline_->name(), ": ", batch_ops.status().message()));
+  }
+  batch_ops_ = *std::move(batch_ops);
+  return OpenCache();
 }
 
 absl::Status Loader::OpenPipeline() {

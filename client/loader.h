@@ -127,6 +127,9 @@ class Loader {
   // Opens the pool (and the scheduler's grants) and waits for the workers to
   // open the job. Errors: a refusal; Unavailable when remote placement was
   // asked for, no worker is reachable and --fallback-local is not given.
+  // The pipeline, the (materialized) dataset, the batch ops and the cache,
+  // from options_.
+  absl::Status OpenData();
   absl::Status StartRemote();
   // Unavailable for a job that asked for workers and has none usable after
   // StartRemote's wait, saying why (the workers', or the scheduler's).

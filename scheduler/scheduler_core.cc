@@ -35,6 +35,40 @@ std::string NewLease() {
   return absl::StrFormat("%016x%016x", bits[0], bits[1]);
 }
 
+// What a beat makes the scheduler keep is bounded: labels as Kubernetes
+// bounds its own (a megabyte label was kept per rank). `who` names the beat.
+absl::Status CheckLabels(const std::string& who,
+                         const google::protobuf::Map<std::string, std::string>& labels) {
+  if (labels.size() > 32) {
+    return Invalid(absl::StrCat(who, ": at most 32 labels, got ", labels.size()));
+  }
+  for (const auto& [key, value] : labels) {
+    if (key.empty() || key.size() > 63 || value.size() > 256) {
+      return Invalid(absl::StrCat(who, ": label '", SafeText(key.substr(0, 63)),
+                                  "': keys are 1 to 63 bytes, values at most 256"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A worker's beat: an id and an address of at most 256 printable bytes (they
+// go into logs, metric labels and every job's grant), bounded labels, cores.
+absl::Status CheckWorkerBeat(const proto::WorkerBeat& beat) {
+  if (beat.worker_id().empty()) return Invalid("worker beat: worker_id is empty");
+  const std::string who = absl::StrCat("worker beat from ", SafeText(beat.worker_id()));
+  if (beat.worker_id().size() > 256 || SafeText(beat.worker_id()) != beat.worker_id()) {
+    return Invalid(absl::StrCat(who, ": worker_id must be at most 256 printable characters"));
+  }
+  if (beat.address().empty() || beat.address().size() > 256 ||
+      SafeText(beat.address()) != beat.address()) {
+    return Invalid(absl::StrCat(who, ": address must be 1 to 256 printable characters"));
+  }
+  if (!(beat.cores() > 0) || !std::isfinite(beat.cores())) {
+    return Invalid(absl::StrCat(who, ": cores must be > 0, got ", beat.cores()));
+  }
+  return CheckLabels(who, beat.labels());
+}
+
 bool IsLease(const std::string& s) {
   return s.size() == kLeaseHexDigits &&
          std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isxdigit(c); });
@@ -51,16 +85,9 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
 absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::WorkerBeat& beat,
                                                                  int64_t now,
                                                                  const std::string& identity) {
-  if (beat.worker_id().empty()) return Invalid("worker beat: worker_id is empty");
-  if (beat.address().empty()) {
-    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": address is empty"));
-  }
-  if (!(beat.cores() > 0) || !std::isfinite(beat.cores())) {
-    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": cores must be > 0, got ",
-                                beat.cores()));
-  }
+  if (absl::Status s = CheckWorkerBeat(beat); !s.ok()) return s;
   if (!beat.lease().empty() && !IsLease(beat.lease())) {
-    return Invalid(absl::StrCat("worker beat from ", beat.worker_id(), ": lease is not ",
+    return Invalid(absl::StrCat("worker beat from ", SafeText(beat.worker_id()), ": lease is not ",
                                 kLeaseHexDigits, " hex digits"));
   }
   proto::WorkerBeatReply reply;
@@ -133,17 +160,7 @@ absl::Status CheckJobBeat(const proto::JobBeat& beat) {
     return Invalid(
         absl::StrCat(who, ": instance must be at most 64 bytes, got ", beat.instance().size()));
   }
-  // What a beat makes the scheduler keep is bounded: labels as Kubernetes
-  // bounds its own (a megabyte label was kept per rank).
-  if (beat.labels_size() > 32) {
-    return Invalid(absl::StrCat(who, ": at most 32 labels, got ", beat.labels_size()));
-  }
-  for (const auto& [key, value] : beat.labels()) {
-    if (key.empty() || key.size() > 63 || value.size() > 256) {
-      return Invalid(absl::StrCat(who, ": label '", SafeText(key.substr(0, 63)),
-                                  "': keys are 1 to 63 bytes, values at most 256"));
-    }
-  }
+  if (absl::Status s = CheckLabels(who, beat.labels()); !s.ok()) return s;
   if (beat.world_size() < 0 || beat.rank() < 0 || beat.rank() >= std::max(1, beat.world_size())) {
     return Invalid(absl::StrCat(who, ": rank ", beat.rank(), " is outside [0, world_size ",
                                 beat.world_size(), ")"));

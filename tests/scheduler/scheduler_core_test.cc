@@ -161,6 +161,20 @@ TEST(SchedulerCore, BadBeatsNameTheField) {
   no_address.clear_address();
   EXPECT_THAT(Beat(core, no_address, 0).status().message(), HasSubstr("address"));
   EXPECT_THAT(Beat(core, Worker("w", 0), 0).status().message(), HasSubstr("cores"));
+  // A worker's id, address and labels are bounded and printable too: they
+  // go into logs, metric labels and every job's grant.
+  for (const std::string& id : {std::string("two\nlines"), std::string(1 << 20, 'w')}) {
+    EXPECT_THAT(Beat(core, Worker(id, 4), 0).status().message(),
+                HasSubstr("worker_id must be at most 256 printable characters"));
+  }
+  proto::WorkerBeat far = Worker("w3", 4);
+  far.set_address(std::string(1 << 20, 'a'));
+  EXPECT_THAT(Beat(core, far, 0).status().message(),
+              HasSubstr("address must be 1 to 256 printable characters"));
+  proto::WorkerBeat labelled = Worker("w3", 4);
+  (*labelled.mutable_labels())["zone"] = std::string(3 << 20, 'z');
+  EXPECT_THAT(Beat(core, labelled, 0).status().message(),
+              HasSubstr("label 'zone': keys are 1 to 63 bytes, values at most 256"));
   proto::WorkerBeat bad_lease = Worker("w2", 4);
   bad_lease.set_lease(std::string(1 << 20, 'z'));  // a megabyte to store as a "lease"
   EXPECT_THAT(core.WorkerBeat(bad_lease, 0).status().message(),

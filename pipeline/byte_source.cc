@@ -13,6 +13,9 @@
 #include "absl/strings/str_join.h"
 #include "pipeline/text.h"
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 namespace prepflow {
 namespace {
 
@@ -23,8 +26,12 @@ class File : public ByteSource {
   const std::string& name() const override { return path_; }
   uint64_t size() const override { return size_; }
   std::string version() const override {
+    const uint64_t v = version_hash();
+    return v == 0 ? "" : absl::StrFormat("%016x", v);
+  }
+  uint64_t version_hash() const override {
     struct stat st;
-    return fstat(fd_, &st) == 0 ? FileVersion(st) : "";
+    return fstat(fd_, &st) == 0 ? FileVersion(st) : 0;
   }
 
   absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const override {
@@ -58,10 +65,19 @@ std::unique_ptr<ByteSource> FileSource(int fd, std::string path, uint64_t size) 
   return std::make_unique<File>(fd, std::move(path), size);
 }
 
-std::string FileVersion(const struct stat& st) {
-  return absl::StrFormat("%d:%d:%d:%d.%09d:%d.%09d", st.st_dev, st.st_ino, st.st_size,
-                         st.st_mtim.tv_sec, st.st_mtim.tv_nsec, st.st_ctim.tv_sec,
-                         st.st_ctim.tv_nsec);
+uint64_t FileVersion(const struct stat& st) {
+  const int64_t fields[] = {static_cast<int64_t>(st.st_dev),
+                            static_cast<int64_t>(st.st_ino),
+                            static_cast<int64_t>(st.st_size),
+                            st.st_mtim.tv_sec,
+                            st.st_mtim.tv_nsec,
+                            st.st_ctim.tv_sec,
+                            st.st_ctim.tv_nsec};
+  return XXH3_64bits(fields, sizeof(fields)) | 1;
+}
+
+uint64_t HashVersion(absl::string_view version) {
+  return version.empty() ? 0 : XXH3_64bits(version.data(), version.size()) | 1;
 }
 
 WindowedSource::WindowedSource(const ByteSource& source, size_t window_bytes)

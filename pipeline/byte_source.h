@@ -20,9 +20,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace prepflow {
+
+// A version string (an ETag) as a number: 0 for none.
+uint64_t HashVersion(absl::string_view version);
 
 class ByteSource {
  public:
@@ -34,17 +38,20 @@ class ByteSource {
   // a range past the end, or fewer bytes than asked, is DataLoss.
   virtual absl::Status ReadAt(uint64_t offset, size_t length, uint8_t* dst) const = 0;
   // What changes whenever the bytes do: a remote object's ETag (empty when
-  // the store gives none), a local file's FileVersion as it is now.
+  // the store gives none), a local file's FileVersion as it is now, in hex.
   virtual std::string version() const { return ""; }
+  // The same as a number, without formatting a string (a cache asks per
+  // sample): HashVersion(version()); 0 when there is none.
+  virtual uint64_t version_hash() const { return HashVersion(version()); }
 };
 
 // A local regular file, read with pread. Owns `fd`.
 std::unique_ptr<ByteSource> FileSource(int fd, std::string path, uint64_t size);
 
-// A local file's version: its device, inode, size, and modification and
-// change times to the nanosecond (the change time moves on every write,
-// whatever the writer does to the modification time).
-std::string FileVersion(const struct stat& st);
+// A local file's version: a hash (never 0) of its device, inode, size, and
+// modification and change times to the nanosecond (the change time moves on
+// every write, whatever the writer does to the modification time).
+uint64_t FileVersion(const struct stat& st);
 
 // Reads `source` through a window of `window_bytes` that moves forward: a
 // scan of small reads at rising offsets (tar headers) costs one read of the

@@ -191,7 +191,7 @@ class ImageFolderDataset : public Dataset {
   }
   uint64_t SourceVersion(int64_t i) const override {
     struct stat st;
-    return stat(SamplePath(i).c_str(), &st) == 0 ? detail::VersionHash(FileVersion(st)) : 0;
+    return stat(SamplePath(i).c_str(), &st) == 0 ? FileVersion(st) : 0;
   }
 
  private:

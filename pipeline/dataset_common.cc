@@ -75,8 +75,4 @@ void detail::DatasetSetup::Identify(Dataset* ds, uint64_t fingerprint,
   ds->identity_ = Mix64(fingerprint ^ XXH3_64bits(location.data(), location.size()));
 }
 
-uint64_t detail::VersionHash(const std::string& version) {
-  return version.empty() ? 0 : XXH3_64bits(version.data(), version.size()) | 1;
-}
-
 }  // namespace prepflow

@@ -63,7 +63,7 @@ class ObjectFolder : public Dataset {
   const char* format() const override { return "imagefolder"; }
   std::string SamplePath(int64_t i) const override { return objects_[i].url; }
   std::string Extension(int64_t i) const override { return LowerExtension(objects_[i].url); }
-  uint64_t SourceVersion(int64_t i) const override { return VersionHash(objects_[i].version); }
+  uint64_t SourceVersion(int64_t i) const override { return HashVersion(objects_[i].version); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
     const ObjectInfo& o = objects_[i];
     if (absl::Status s = CheckSize(o.size, o.url); !s.ok()) return s;

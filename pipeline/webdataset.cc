@@ -87,7 +87,7 @@ class WebDataset : public Dataset {
     }
   }
   uint64_t SourceVersion(int64_t i) const override {
-    return VersionHash(shards_[samples_[i].shard]->version());
+    return shards_[samples_[i].shard]->version_hash();
   }
   void Extent(int64_t i, uint64_t* offset, uint64_t* size) const override {
     *offset = samples_[i].offset;

@@ -60,10 +60,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
                                                            const DatasetOptions& options,
                                                            const Configure& configure);
 
-// A version string (ByteSource::version) as Dataset::SourceVersion gives it:
-// 0 for none.
-uint64_t VersionHash(const std::string& version);
-
 // Whether a file name's extension is one torchvision's ImageFolder reads,
 // and that extension (lower case, no dot; empty when none).
 bool IsImageExtension(const std::string& ext);

@@ -259,6 +259,18 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
       absl::StrCat("run --data ", dir_.Join("data"), " --scheduler localhost:1 --weight 0"), dir_);
   EXPECT_EQ(weight.exit_code, 2);
   EXPECT_THAT(weight.err, HasSubstr("--weight: must be positive"));
+  for (const char* outage : {"-1", "nan", "1e9"}) {
+    const CliRun bad = Prepflow(
+        absl::StrCat("run --data ", dir_.Join("data"), " --storage-outage-seconds ", outage), dir_);
+    EXPECT_NE(bad.exit_code, 0) << outage;
+    EXPECT_THAT(bad.err, HasSubstr("--storage-outage-seconds must be 0 to 86400")) << outage;
+  }
+  for (const char* threads : {"1025", "-1"}) {
+    const CliRun bad =
+        Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --threads ", threads), dir_);
+    EXPECT_EQ(bad.exit_code, 2) << threads;
+    EXPECT_THAT(bad.err, HasSubstr("--threads: must be 0 to 1024")) << threads;
+  }
   const CliRun nowhere =
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --offload remote"), dir_);
   EXPECT_EQ(nowhere.exit_code, 2);

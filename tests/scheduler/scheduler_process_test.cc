@@ -71,6 +71,10 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
   const std::string bin = PREPFLOW_BIN_DIR;
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--expire-after", "0.1"},
                                               {"--idle-connection-seconds", "0"},
+                                              {"--max-job-weight", "0"},
+                                              {"--max-job-weight", "inf"},
+                                              {"--max-job-weight", "nan"},
+                                              {"--max-jobs-per-credential", "0"},
                                               {"--cert-roles"} /* without --tls-client-ca */}) {
     std::vector<std::string> args = {"--port", "0"};
     args.insert(args.end(), bad.begin(), bad.end());
@@ -83,7 +87,12 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-memory-bytes", "-1"},
                                               {"--max-jpeg-scans", "0"},
                                               {"--idle-connection-seconds", "0"},
-                                              {"--reindex-seconds", "-1"}}) {
+                                              {"--reindex-seconds", "-1"},
+                                              {"--max-file-bytes", "0"},
+                                              {"--reply-timeout-seconds", "-1"},
+                                              {"--reply-timeout-seconds", "nan"},
+                                              {"--storage-outage-seconds", "-1"},
+                                              {"--storage-outage-seconds", "1e9"}}) {
     auto w = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), bad, 5);
     ASSERT_FALSE(w.ok()) << bad[0];
     EXPECT_NE(std::string(w.status().message()).find("exit code 2"), std::string::npos)

@@ -160,6 +160,12 @@ absl::Status Loader::OpenData() {
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
+  if (const proto::Materialized* m = Materialized()) {
+    if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
+    }
+  }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
                                   static_cast<int64_t>(dataset_->classes().size()));

@@ -213,6 +213,12 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
     return fail(absl::InternalError(absl::StrCat("worker ", address, " answered item ",
                                                  result.item_id(), " with the wrong samples")));
   }
+  if (r->code() == static_cast<int>(absl::StatusCode::kResourceExhausted)) {
+    // The worker could not hold it (its working memory, its limits): the
+    // sample runs here, and its outcome is the one a local run gives.
+    RunLocal(batch, slot);
+    return false;
+  }
   if (r->code() != 0) {
     return fail(absl::Status(static_cast<absl::StatusCode>(r->code()),
                              absl::StrCat("on worker ", address, ": ", r->error())));

@@ -17,6 +17,7 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/working_memory.h"
 
 namespace prepflow {
 namespace {
@@ -221,6 +222,7 @@ struct ImageDecoder::Jpeg {
   jpeg_decompress_struct cinfo;
   Error err;
   jpeg_progress_mgr progress;
+  int region_x = 0, region_y = 0;  // where ReadJpegRegion's rows start, scaled
 
   // Called as the decoder works through the input: stops a file whose scans
   // go past the limit (the check libjpeg-turbo's TJFLAG_LIMITSCANS makes).
@@ -262,7 +264,65 @@ struct ImageDecoder::Jpeg {
   ~Jpeg() { jpeg_destroy_decompress(&cinfo); }
 };
 
+namespace {
+
+// What libjpeg allocates for an image once it starts: a progressive (or
+// multi-scan) file keeps every coefficient of every component until its last
+// scan, 64 of 2 bytes per block; any other, rows of a few MCUs.
+int64_t LibjpegBytes(jpeg_decompress_struct& cinfo) {
+  if (!jpeg_has_multiple_scans(&cinfo)) return int64_t{cinfo.image_width} * 96;
+  int64_t bytes = 0;
+  for (int c = 0; c < cinfo.num_components; ++c) {
+    const jpeg_component_info& comp = cinfo.comp_info[c];
+    bytes += (int64_t{comp.width_in_blocks} + comp.h_samp_factor) *
+             (int64_t{comp.height_in_blocks} + comp.v_samp_factor) * DCTSIZE2 *
+             static_cast<int64_t>(sizeof(JCOEF));
+  }
+  return bytes;
+}
+
+// The largest DCT scale (1/8, 1/4, 1/2) that keeps the planned region at
+// least as large as its consumer asked, or 1.
+int ScaleDenominator(const DecodeHint& planned, const DecodeOptions& options) {
+  if (!options.use_dct_scaling || planned.min_width <= 0 || planned.min_height <= 0) return 1;
+  for (int d : {8, 4, 2}) {
+    if (planned.width / d >= planned.min_width && planned.height / d >= planned.min_height) {
+      return d;
+    }
+  }
+  return 1;
+}
+
+// CMYK (4 bytes a pixel) to RGB in place, front to back. libjpeg hands Adobe
+// CMYK inverted (as Photoshop writes it): with inverted c, k the RGB value is
+// c * k / 255, as Pillow converts it.
+void CmykToRgb(uint8_t* pixels, size_t n, bool inverted) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* p = pixels + 4 * i;
+    uint8_t* q = pixels + 3 * i;  // q <= p: safe in place
+    const int k = inverted ? p[3] : 255 - p[3];
+    for (int c = 0; c < 3; ++c) {
+      const int v = inverted ? p[c] : 255 - p[c];
+      q[c] = static_cast<uint8_t>((v * k + 127) / 255);
+    }
+  }
+}
+
+}  // namespace
+
 ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<Jpeg>()) {}
+
+absl::Status ImageDecoder::ChargeInternals(int64_t bytes) {
+  if (meter_ == nullptr || bytes <= 0) return absl::OkStatus();
+  if (absl::Status s = meter_->Charge(bytes); !s.ok()) return s;
+  charged_ = bytes;
+  return absl::OkStatus();
+}
+
+void ImageDecoder::UnchargeInternals() {
+  if (meter_ != nullptr) meter_->Uncharge(charged_);
+  charged_ = 0;
+}
 ImageDecoder::~ImageDecoder() = default;
 
 absl::Status ImageDecoder::Decode(const uint8_t* data, size_t size, const DecodeOptions& options,
@@ -301,6 +361,7 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   // Everything read after a longjmp lives in cinfo, err or *image.
   if (setjmp(err.jump)) {
     jpeg_abort_decompress(&cinfo);
+    UnchargeInternals();
     if (err.too_many_scans) return absl::ResourceExhaustedError(err.message);
     return absl::DataLossError(absl::StrCat("corrupt JPEG: ", err.message));
   }
@@ -323,23 +384,37 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
     hint.width = src_w;
     hint.height = src_h;
   }
-  int denom = 1;
-  if (options.use_dct_scaling && planned.min_width > 0 && planned.min_height > 0) {
-    for (int d : {8, 4, 2}) {
-      if (planned.width / d >= planned.min_width && planned.height / d >= planned.min_height) {
-        denom = d;
-        break;
-      }
-    }
-  }
-
+  const int denom = ScaleDenominator(planned, options);
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
   cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;  // exact and identical on every CPU
   cinfo.scale_num = 1;
   cinfo.scale_denom = static_cast<unsigned>(denom);
+  if (absl::Status s = ChargeInternals(LibjpegBytes(cinfo)); !s.ok()) {
+    jpeg_abort_decompress(&cinfo);
+    return s;
+  }
   jpeg_start_decompress(&cinfo);
+  if (absl::Status s = ReadJpegRegion(hint, denom, out, image); !s.ok()) return s;
+  UnchargeInternals();  // libjpeg has freed its image's memory
+  if (err.corrupt_warnings > 0) {
+    return absl::DataLossError(absl::StrCat("corrupt JPEG data: ", err.warning));
+  }
+  if (cmyk) {
+    CmykToRgb(image->data, static_cast<size_t>(image->width) * image->height,
+              cinfo.saw_Adobe_marker);
+  }
+  image->view = ImageView::Whole(src_w, src_h);
+  image->view.scale_denom = denom;
+  image->view.x0 = jpeg_->region_x;
+  image->view.y0 = jpeg_->region_y;
+  SetPlannedCrop(planned, &image->view);
+  return absl::OkStatus();
+}
 
+absl::Status ImageDecoder::ReadJpegRegion(const DecodeHint& hint, int denom, Buffer* out,
+                                          DecodedImage* image) {
+  jpeg_decompress_struct& cinfo = jpeg_->cinfo;
   const int full_w = static_cast<int>(cinfo.output_width);
   const int full_h = static_cast<int>(cinfo.output_height);
   int sx0, sx1, sy0, sy1;
@@ -358,11 +433,18 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   }
   if (sy0 > 0) jpeg_skip_scanlines(&cinfo, static_cast<JDIMENSION>(sy0));
 
-  const int comps = cinfo.output_components;
   const int out_w = static_cast<int>(cinfo.output_width);
   const int rows = sy1 - sy0;
-  const size_t stride = static_cast<size_t>(out_w) * comps;
-  uint8_t* pixels = out->Reserve(stride * rows);
+  const size_t stride = static_cast<size_t>(out_w) * cinfo.output_components;
+  uint8_t* pixels = nullptr;
+  try {
+    pixels = out->Reserve(stride * rows);
+  } catch (const std::bad_alloc& e) {
+    // Leaves libjpeg ready for the next image.
+    jpeg_abort_decompress(&cinfo);
+    UnchargeInternals();
+    return absl::ResourceExhaustedError(OutOfMemoryMessage(e));
+  }
   JSAMPROW row_ptrs[16];
   while (static_cast<int>(cinfo.output_scanline) < sy1) {
     const int done = static_cast<int>(cinfo.output_scanline) - sy0;
@@ -375,34 +457,11 @@ absl::Status ImageDecoder::DecodeJpeg(const uint8_t* data, size_t size,
   } else {
     jpeg_finish_decompress(&cinfo);
   }
-  if (err.corrupt_warnings > 0) {
-    return absl::DataLossError(absl::StrCat("corrupt JPEG data: ", err.warning));
-  }
-
-  if (cmyk) {
-    // libjpeg hands Adobe CMYK inverted (as Photoshop writes it): with
-    // inverted c, k the RGB value is c * k / 255, as Pillow converts it.
-    const bool inverted = cinfo.saw_Adobe_marker;
-    const size_t n = static_cast<size_t>(out_w) * rows;
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t* p = pixels + 4 * i;
-      uint8_t* q = pixels + 3 * i;  // q <= p: safe in place, front to back
-      const int k = inverted ? p[3] : 255 - p[3];
-      for (int c = 0; c < 3; ++c) {
-        const int v = inverted ? p[c] : 255 - p[c];
-        q[c] = static_cast<uint8_t>((v * k + 127) / 255);
-      }
-    }
-  }
-
   image->data = pixels;
   image->width = out_w;
   image->height = rows;
-  image->view = ImageView::Whole(src_w, src_h);
-  image->view.scale_denom = denom;
-  image->view.x0 = static_cast<int>(xoff);
-  image->view.y0 = sy0;
-  SetPlannedCrop(planned, &image->view);
+  jpeg_->region_x = static_cast<int>(xoff);
+  jpeg_->region_y = sy0;
   return absl::OkStatus();
 }
 
@@ -437,24 +496,44 @@ absl::Status ImageDecoder::DecodeOther(const uint8_t* data, size_t size, ImageFo
         absl::StrFormat("image is %dx%d = %.0f pixels, over the limit of %d (--max-pixels)", w, h,
                         static_cast<double>(w) * static_cast<double>(h), options.max_pixels));
   }
+  // What OpenCV holds, counted before it allocates: the 8-bit BGR image it
+  // returns and its reader's rows (PNG, BMP, PNM read rows straight into
+  // it); TIFF and WebP decode whole RGBA images first.
+  const bool whole_rgba = format == ImageFormat::kTiff || format == ImageFormat::kWebp;
+  if (absl::Status s = ChargeInternals(w * h * (whole_rgba ? 7 : 3) + (int64_t{1} << 20));
+      !s.ok()) {
+    return s;
+  }
   cv::Mat bgr;
   try {
     const cv::Mat encoded(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
     bgr = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const cv::Exception& e) {
+    UnchargeInternals();
     return absl::DataLossError(absl::StrCat("corrupt image: ", e.what()));
   }
   if (bgr.empty() || bgr.cols != w || bgr.rows != h) {
+    UnchargeInternals();
     return absl::DataLossError(absl::StrCat("corrupt or truncated ", FormatName(format)));
   }
-  uint8_t* pixels = out->Reserve(static_cast<size_t>(w) * h * 3);
+  uint8_t* pixels = nullptr;
+  try {
+    pixels = out->Reserve(static_cast<size_t>(w) * h * 3);
+  } catch (const std::bad_alloc& e) {
+    UnchargeInternals();
+    return absl::ResourceExhaustedError(OutOfMemoryMessage(e));
+  }
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, pixels);
   cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+  bgr.release();
+  UnchargeInternals();
   image->data = pixels;
-  image->width = bgr.cols;
-  image->height = bgr.rows;
-  image->view = ImageView::Whole(bgr.cols, bgr.rows);
-  if (planner != nullptr) SetPlannedCrop((*planner)(bgr.cols, bgr.rows), &image->view);
+  image->width = static_cast<int>(w);
+  image->height = static_cast<int>(h);
+  image->view = ImageView::Whole(image->width, image->height);
+  if (planner != nullptr) {
+    SetPlannedCrop((*planner)(image->width, image->height), &image->view);
+  }
   return absl::OkStatus();
 }
 

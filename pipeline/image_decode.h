@@ -78,6 +78,11 @@ class ImageDecoder {
   absl::Status Decode(const uint8_t* data, size_t size, const DecodeOptions& options,
                       const DecodePlanner* planner, Buffer* out, DecodedImage* image);
 
+  // Counts what libjpeg and OpenCV hold while they decode (estimated from the
+  // header, charged before they allocate) in `meter`; null: uncounted. Over
+  // the meter's limit, Decode() is ResourceExhausted.
+  void set_meter(MemoryMeter* meter) { meter_ = meter; }
+
  private:
   struct Jpeg;
   absl::Status DecodeJpeg(const uint8_t* data, size_t size, const DecodeOptions& options,
@@ -86,7 +91,15 @@ class ImageDecoder {
                            const DecodeOptions& options, const DecodePlanner* planner, Buffer* out,
                            DecodedImage* image);
 
+  // After jpeg_start_decompress: reads the rows and columns of `hint` (at
+  // 1/denom) into `out`, sets image's data and size, and ends the decode.
+  absl::Status ReadJpegRegion(const DecodeHint& hint, int denom, Buffer* out, DecodedImage* image);
+  absl::Status ChargeInternals(int64_t bytes);
+  void UnchargeInternals();
+
   std::unique_ptr<Jpeg> jpeg_;
+  MemoryMeter* meter_ = nullptr;
+  int64_t charged_ = 0;  // of meter_, while a decode runs
 };
 
 }  // namespace prepflow

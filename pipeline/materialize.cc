@@ -7,12 +7,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/text_format.h"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
 #include "pipeline/detail/image_op.h"
 #include "pipeline/profiler.h"
+#include "pipeline/text.h"
 #include "pipeline/wire.h"
 
 namespace prepflow {
@@ -115,6 +117,24 @@ absl::Status CheckMaterializedPrefix(const proto::Materialized& m, const Pipelin
   return absl::OkStatus();
 }
 
+std::string BoundaryTag(uint64_t prefix_fingerprint) {
+  return absl::StrFormat("p%016x", prefix_fingerprint);
+}
+
+absl::Status CheckMaterializedSamples(const proto::Materialized& m, const Dataset& dataset) {
+  const std::string tag = absl::StrCat(".", BoundaryTag(m.prefix_fingerprint()), ".");
+  for (int64_t i = 0; i < dataset.size(); ++i) {
+    const std::string path = dataset.SamplePath(i);
+    const size_t member = path.rfind(':');
+    if (member != std::string::npos && path.find(tag, member) != std::string::npos) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample ", SafeText(path), " was not made by the stages ", kManifestName,
+                     " names (its member is not tagged ", tag.substr(1, tag.size() - 2),
+                     "): the manifest and the shards disagree; run prepflow materialize again"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<proto::Materialized> Materialize(
     const Dataset& dataset, const Pipeline& pipeline, const proto::PipelineSpec& spec,
     const MaterializeOptions& options, const std::function<void(const PackStats&)>& progress) {
@@ -142,7 +162,10 @@ absl::StatusOr<proto::Materialized> Materialize(
     s.size = size;
     s.shape = {static_cast<int64_t>(size)};
     if (absl::Status st = pipeline.Run(0, upto, s, ws); !st.ok()) return st;
-    return EncodeMaterialized(s, options.encoding, bytes, ext);
+    if (absl::Status st = EncodeMaterialized(s, options.encoding, bytes, ext); !st.ok()) return st;
+    // "000123.p<prefix fingerprint>.pfv": each member says which values it holds.
+    *ext = absl::StrCat(BoundaryTag(pipeline.PrefixFingerprint(upto)), ".", *ext);
+    return absl::OkStatus();
   };
   absl::StatusOr<PackStats> packed = PackWebDataset(dataset, pack, progress);
   if (!packed.ok()) return packed.status();

@@ -7,6 +7,7 @@
 //   raw     its wire form (pipeline/wire.h): exact for any value; ".pfv"
 //   png     images only, lossless; ".png"
 //   jpeg:Q  images only, lossy at quality Q (1 to 100); ".jpg"
+// each member named key.p<prefix fingerprint>.ext (BoundaryTag),
 // and a manifest, materialized.pbtxt (proto::Materialized), that names the
 // pipeline prefix. A job given the shards continues from `upto` with the
 // same checksum as the unmaterialized job when the encoding is lossless.
@@ -49,6 +50,18 @@ absl::Status DecodeMaterialized(const proto::Materialized& m, const DecodeOption
 // [0, m.upto) and decode limits are those that made it. InvalidArgument
 // naming both prefixes when not.
 absl::Status CheckMaterializedPrefix(const proto::Materialized& m, const Pipeline& pipeline);
+
+// The tag every materialized member carries between its key and its
+// extension ("000123.p<16 hex>.pfv"): the fingerprint of the prefix that made
+// it, so the shards themselves say which values they hold.
+std::string BoundaryTag(uint64_t prefix_fingerprint);
+
+// Whether every sample of `dataset` (opened from shards that `m` describes)
+// was made by the prefix `m` names: a manifest edited to claim a later
+// boundary of the same type, with that boundary's fingerprint, would
+// otherwise skip stages silently. InvalidArgument naming the first sample
+// that is not.
+absl::Status CheckMaterializedSamples(const proto::Materialized& m, const Dataset& dataset);
 
 struct MaterializeOptions {
   int upto = -1;  // -1: the pipeline's cache boundary (its deterministic prefix)

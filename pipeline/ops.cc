@@ -1,8 +1,12 @@
 #include "pipeline/ops.h"
 
+#include <malloc.h>
+
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -498,6 +502,28 @@ class NormalizeOp : public Op {
 };
 
 }  // namespace
+
+Workspace::Workspace(WorkingMemory* memory) : meter(std::make_unique<MemoryMeter>(memory)) {
+  decoder.set_meter(meter.get());
+  encoded.set_meter(meter.get());
+  for (Buffer& b : scratch) b.set_meter(meter.get());
+}
+
+void Workspace::EndSample() {
+  if (meter == nullptr || !meter->past_share()) return;
+  Buffer* buffers[] = {&encoded, &scratch[0], &scratch[1], &scratch[2]};
+  std::sort(std::begin(buffers), std::end(buffers),
+            [](const Buffer* a, const Buffer* b) { return a->capacity() > b->capacity(); });
+  for (Buffer* b : buffers) {
+    if (meter->held() <= meter->share()) break;
+    b->Release();
+  }
+  meter->EndSample();
+  // What the sample freed (its buffers, libjpeg's and OpenCV's) goes back to
+  // the kernel now: left in this thread's malloc arena it would count in
+  // the process's memory beside what the next large sample takes in its own.
+  malloc_trim(0);
+}
 
 const OpRegistry& OpRegistry::Builtin() {
   static const OpRegistry* registry = [] {

@@ -20,6 +20,7 @@
 #include "pipeline/image_decode.h"
 #include "pipeline/rng.h"
 #include "pipeline/sample.h"
+#include "pipeline/working_memory.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {
@@ -40,8 +41,20 @@ struct ValueType {
 };
 
 // Per-thread scratch state. Buffers grow to the largest sample and are then
-// reused, so running a pipeline allocates nothing per sample.
+// reused, so running a pipeline allocates nothing per sample. Bound by a
+// WorkingMemory (a worker's threads), what the buffers and the decoder hold
+// is counted, a large sample waits its turn, and EndSample() gives back
+// what a sample took past the thread's share.
 struct Workspace {
+  Workspace() = default;
+  explicit Workspace(WorkingMemory* memory);
+
+  // Between samples: frees the largest buffers until what the thread holds
+  // is within its share again, and lets the next large sample go. Nothing
+  // when unbounded.
+  void EndSample();
+
+  std::unique_ptr<MemoryMeter> meter;  // first: the buffers uncount into it
   ImageDecoder decoder;
   Buffer encoded;
   Buffer scratch[3];

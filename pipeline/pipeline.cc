@@ -227,8 +227,8 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
       status = ops_[i]->Apply(ctx, sample);
     } catch (const cv::Exception& e) {
       status = absl::InternalError(absl::StrCat("OpenCV: ", e.what()));
-    } catch (const std::bad_alloc&) {
-      status = absl::ResourceExhaustedError("out of memory");
+    } catch (const std::bad_alloc& e) {
+      status = absl::ResourceExhaustedError(OutOfMemoryMessage(e));
     }
     if (!status.ok()) {
       return absl::Status(

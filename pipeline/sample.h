@@ -11,13 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/container/inlined_vector.h"
 
 namespace prepflow {
 
-// A growable byte buffer that never shrinks and does not preserve contents
-// when it grows. 64-byte aligned. Not thread-safe.
+class MemoryMeter;
+
 // Where a Buffer's memory comes from: by default 64-byte-aligned malloc;
 // e.g. page-locked memory that a GPU copies from asynchronously
 // (client/gpu's AllocatePinned). Plain function pointers: pipeline/ knows
@@ -27,18 +28,27 @@ struct HostAllocator {
   void (*free)(void* p) = nullptr;
 };
 
+// A growable byte buffer that shrinks only when asked (Release) and does not
+// preserve contents when it grows. 64-byte aligned. Not thread-safe.
 class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(HostAllocator allocator) : allocator_(allocator) {}
+  ~Buffer() { Release(); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  Buffer(Buffer&&) = default;
-  Buffer& operator=(Buffer&&) = default;
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
 
   // Returns storage for at least `n` bytes; earlier contents are lost if it
-  // has to grow.
+  // has to grow. Throws std::bad_alloc when memory cannot be had, or
+  // OverWorkingMemory (a bad_alloc) when its meter refuses the growth.
   uint8_t* Reserve(size_t n);
+  // Frees the storage (and uncounts it from the meter).
+  void Release();
+  // Counts this buffer's capacity in `meter` from now on (null: uncounted).
+  // REQUIRES: the buffer is empty; `meter` outlives it.
+  void set_meter(MemoryMeter* meter) { meter_ = meter; }
   uint8_t* data() const { return data_.get(); }
   size_t capacity() const { return capacity_; }
   bool Contains(const void* p) const {
@@ -56,6 +66,7 @@ class Buffer {
   HostAllocator allocator_;
   std::unique_ptr<uint8_t, Free> data_;
   size_t capacity_ = 0;
+  MemoryMeter* meter_ = nullptr;
 };
 
 enum class ValueKind : uint8_t {

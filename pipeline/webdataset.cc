@@ -240,7 +240,9 @@ class WebDataset : public Dataset {
               "pack --overwrite replaces them)"));
         }
       }
-      if (IsImageExtension(ext) && !has_image) {
+      // The last part names the format ("p<tag>.pfv", "left.jpg").
+      const size_t last = ext.rfind('.');
+      if (IsImageExtension(last == std::string::npos ? ext : ext.substr(last + 1)) && !has_image) {
         image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
         has_image = true;
       } else if (IsClassNameMember(m.name)) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +18,7 @@
 #include "pipeline/profiler.h"
 #include "pipeline/text.h"
 #include "pipeline/wire.h"
+#include "pipeline/working_memory.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -98,8 +100,14 @@ WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
     gethostname(host, sizeof(host) - 1);
     options_.worker_id = absl::StrCat(host, ":", getpid());
   }
-  for (int i = 0; i < threads; ++i) workspaces_.push_back(std::make_unique<Workspace>());
-  if (metrics_ != nullptr) metrics_->SetMemoryBudget(options_.max_memory_bytes);
+  working_ = std::make_unique<WorkingMemory>(
+      options_.max_memory_bytes / 4, threads,
+      absl::StrCat("a quarter of --max-memory-bytes ", options_.max_memory_bytes, " over ", threads,
+                   " threads"));
+  for (int i = 0; i < threads; ++i) {
+    workspaces_.push_back(std::make_unique<Workspace>(working_.get()));
+  }
+  if (metrics_ != nullptr) metrics_->SetMemoryBudget(ResultBytes());
   // Every stream respects its credits, so the queue never fills.
   pool_ = std::make_unique<ThreadPool>(
       threads, static_cast<size_t>(options_.max_streams) * options_.max_items_per_stream);
@@ -194,8 +202,8 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
   opened->set_unavailable(job->unavailable_);
   if (options_.cache != nullptr) opened->set_cache_bytes(options_.cache->capacity());
   // Enough for every thread to hold an item at once, within one reply.
-  opened->set_max_item_bytes(std::min(
-      ItemCap(), std::max(job->max_sample_bytes_[n], options_.max_memory_bytes / threads())));
+  opened->set_max_item_bytes(
+      std::min(ItemCap(), std::max(job->max_sample_bytes_[n], ResultBytes() / threads())));
   return job;
 }
 
@@ -250,7 +258,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
   if (job->max_sample_bytes_[n] > item_cap) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "job open: one sample of pipeline %s is %d bytes (%s), over the %d this worker holds for "
-        "one item (--max-memory-bytes %d; at most %d per reply)",
+        "one item (half of --max-memory-bytes %d; at most %d per reply)",
         job->pipeline_->name(), job->max_sample_bytes_[n],
         job->pipeline_->output_type().DebugString(), item_cap, options_.max_memory_bytes,
         kMaxReplyBytes));
@@ -293,6 +301,7 @@ absl::Status WorkerCore::OpenReuse(WorkerJob* job) const {
     if (s.ok() && m.upto() <= job->pipeline_->num_stages()) {
       s = CheckMaterializedPrefix(m, *job->pipeline_);
     }
+    if (s.ok()) s = CheckMaterializedSamples(m, *job->dataset_);
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("job open: dataset: ", s.message()));
     }
@@ -416,7 +425,7 @@ absl::Status WorkerCore::Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem 
   if (bytes > item_cap) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "work item %d: %d samples at cut %d are up to %d bytes (%d each), over the %d one item "
-        "may hold (--max-memory-bytes %d; at most %d per reply)",
+        "may hold (half of --max-memory-bytes %d; at most %d per reply)",
         item.item_id(), item.indices_size(), item.cut(), bytes, sample_bytes, item_cap,
         options_.max_memory_bytes, kMaxReplyBytes));
   }
@@ -465,7 +474,7 @@ void WorkerCore::FinishedInJob(const std::shared_ptr<WorkerJob>& job) {
 bool WorkerCore::AdmitToMemory(Admission a) {
   {
     absl::MutexLock lock(&budget_mu_);
-    if (!waiting_.empty() || reserved_bytes_ + a.bytes > options_.max_memory_bytes) {
+    if (!waiting_.empty() || reserved_bytes_ + a.bytes > ResultBytes()) {
       // Runs when earlier items' replies are written and their memory freed.
       waiting_.push_back(std::move(a));
       if (metrics_ != nullptr) metrics_->SetMemory(reserved_bytes_, waiting_.size());
@@ -543,8 +552,7 @@ void WorkerCore::Release(int64_t bytes) {
     absl::MutexLock lock(&budget_mu_);
     reserved_bytes_ -= bytes;
     // In order: a large item at the head is not starved by smaller ones.
-    while (!waiting_.empty() &&
-           reserved_bytes_ + waiting_.front().bytes <= options_.max_memory_bytes) {
+    while (!waiting_.empty() && reserved_bytes_ + waiting_.front().bytes <= ResultBytes()) {
       reserved_bytes_ += waiting_.front().bytes;
       ready.push_back(std::move(waiting_.front()));
       waiting_.pop_front();
@@ -688,7 +696,14 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     s.label = dataset.label(index);
     s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
     s.echo_at = job.spec().echo_at();
-    const absl::Status status = RunSample(job, item.cut(), s, ws, out, copies, &tally);
+    // What the sample took past the thread's share goes back when it ends.
+    absl::Cleanup end_sample = [&ws] { ws.EndSample(); };
+    absl::Status status;
+    try {
+      status = RunSample(job, item.cut(), s, ws, out, copies, &tally);
+    } catch (const std::bad_alloc& e) {  // a read or cached value over the working memory
+      status = absl::ResourceExhaustedError(OutOfMemoryMessage(e));
+    }
     if (cache != nullptr && !out->echoed()) ++(out->cache_hit() ? hits : misses);
     if (!status.ok()) {
       out->set_code(static_cast<int>(status.code()));

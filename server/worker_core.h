@@ -59,10 +59,13 @@ struct WorkerOptions {
   int64_t max_pixels_limit = 64'000'000;                // a job may ask for less, not more
   int max_jpeg_scans_limit = kDefaultMaxJpegScans;      // likewise
   int64_t max_file_bytes_limit = kDefaultMaxFileBytes;  // likewise: one sample's read
-  // Results held at once, in bytes, counted from the pipeline's types before
-  // items run (Pipeline::MaxBytesAt): an item waits until it fits. 0: half
-  // of the memory this process may use. A quarter of it more bounds what
-  // reads ahead and echo stores hold over all jobs (they do without past it).
+  // What the worker holds for jobs, in bytes; 0: half of the memory this
+  // process may use. Half of it bounds finished results, counted from the
+  // pipeline's types before items run (Pipeline::MaxBytesAt): an item waits
+  // until it fits. A quarter bounds what reads ahead and echo stores hold
+  // over all jobs (they do without past it). A quarter bounds the threads'
+  // working memory (working_memory.h): a large image waits its turn, and
+  // one over it is refused.
   int64_t max_memory_bytes = 0;
   std::string worker_id;           // for logs and JobOpened; default host:pid
   double min_reindex_seconds = 5;  // see DatasetCache
@@ -272,14 +275,19 @@ class WorkerCore {
   // Queues the item on the pool, holding `bytes` of the budget until its
   // output's reservation is released.
   bool Launch(Admission a);
-  // The most bytes one item may hold: it must fit the budget and one reply.
-  int64_t ItemCap() const { return std::min(options_.max_memory_bytes, kMaxReplyBytes); }
+  // What finished items' results may hold: half of max_memory_bytes.
+  int64_t ResultBytes() const { return options_.max_memory_bytes / 2; }
+  // The most bytes one item may hold: it must fit the results' budget and
+  // one reply.
+  int64_t ItemCap() const { return std::min(ResultBytes(), kMaxReplyBytes); }
   void Release(int64_t bytes);
   WorkerOptions options_;
   WorkerMetrics* metrics_;  // may be null
   // What every dataset's reads ahead and every job's echo store hold, over
   // all of them: a quarter of max_memory_bytes, beside the results' budget.
   std::shared_ptr<ByteBudget> held_ahead_;
+  // What the threads' workspaces hold while samples run: the last quarter.
+  std::unique_ptr<WorkingMemory> working_;
   std::vector<std::unique_ptr<Workspace>> workspaces_;
   std::unique_ptr<ThreadPool> pool_;
 

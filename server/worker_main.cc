@@ -83,9 +83,11 @@ struct WorkerFlags {
           "largest sample file (or shard member) this worker reads into memory; a job may ask "
           "for less, not more");
     f.Int("max-memory-bytes", &options.max_memory_bytes,
-          "result memory held at once: items are admitted against it from the pipeline's "
-          "types before they run (0: half of this machine's or cgroup's memory); a quarter "
-          "of it more bounds what reads ahead and echo stores hold over all jobs");
+          "memory held for jobs (0: half of this machine's or cgroup's memory): half for "
+          "results (items are admitted against it from the pipeline's types before they "
+          "run), a quarter for what reads ahead and echo stores hold over all jobs, a quarter "
+          "for the threads' working memory (a large image waits its turn; one over it runs "
+          "on the trainer)");
     f.Int("max-jpeg-scans", &options.max_jpeg_scans_limit,
           "most scans a progressive JPEG may have (each is a pass over the image); a job may "
           "ask for less");

@@ -514,8 +514,9 @@ TEST_F(WorkerCoreTest, RanksOfOneJobShareItAndItsBudget) {
   WorkerOptions options;
   options.data_root = root_;
   options.threads = 1;
-  options.max_items_per_stream = 1;          // the job's budget: one item at a time
-  options.max_memory_bytes = 602112 + 1000;  // one imagenet-train sample's result
+  options.max_items_per_stream = 1;  // the job's budget: one item at a time
+  // Half of it for results: one imagenet-train sample's.
+  options.max_memory_bytes = 2 * (602112 + 1000);
   WorkerCore core(options, nullptr);
   proto::JobOpen open = Open(root_ + "/data");
   open.set_job_id("train-42");

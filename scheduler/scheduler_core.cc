@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_core.h"
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,16 +26,28 @@ absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentErro
 
 constexpr size_t kLeaseHexDigits = 32;
 
-// 128 bits from the kernel's CSPRNG, as hex: a lease is a credential, so it
-// must not be predictable from the leases a worker has seen.
-std::string NewLease() {
-  uint64_t bits[2];
+// `n` bytes from the kernel's CSPRNG: leases and keys are credentials, so
+// they must not be predictable from what a worker has seen.
+std::string RandomBytes(size_t n) {
+  std::string bytes(n, '\0');
   size_t got = 0;
-  while (got < sizeof(bits)) {
-    const ssize_t n = getrandom(reinterpret_cast<char*>(bits) + got, sizeof(bits) - got, 0);
-    if (n > 0) got += static_cast<size_t>(n);
+  while (got < n) {
+    const ssize_t r = getrandom(bytes.data() + got, n - got, 0);
+    if (r > 0) got += static_cast<size_t>(r);
   }
-  return absl::StrFormat("%016x%016x", bits[0], bits[1]);
+  return bytes;
+}
+
+// The first 64 bits of HMAC-SHA256(key, worker_id NUL nonce), as hex.
+std::string LeaseMac(const std::string& key, const std::string& worker_id,
+                     absl::string_view nonce) {
+  const std::string message = absl::StrCat(worker_id, std::string(1, '\0'), nonce);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &size);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), std::min<unsigned int>(size, 8)));
 }
 
 // What a beat makes the scheduler keep is bounded: labels as Kubernetes
@@ -80,7 +95,28 @@ std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
   return it == labels.end() ? "" : it->second;
 }
 
+// `options` with a lease key: its own, else one of this process's.
+SchedulerOptions WithLeaseKey(SchedulerOptions options) {
+  if (options.lease_key.empty()) options.lease_key = RandomBytes(32);
+  return options;
+}
+
 }  // namespace
+
+SchedulerCore::SchedulerCore(SchedulerOptions options)
+    : options_(WithLeaseKey(std::move(options))) {}
+
+std::string SchedulerCore::NewLease(const std::string& worker_id) const {
+  const std::string nonce = absl::BytesToHexString(RandomBytes(kLeaseHexDigits / 4));
+  return absl::StrCat(nonce, LeaseMac(options_.lease_key, worker_id, nonce));
+}
+
+bool SchedulerCore::Signed(const std::string& worker_id, const std::string& lease) const {
+  if (!IsLease(lease)) return false;
+  const absl::string_view nonce = absl::string_view(lease).substr(0, kLeaseHexDigits / 2);
+  return ConstantTimeEquals(absl::AsciiStrToLower(lease.substr(kLeaseHexDigits / 2)),
+                            LeaseMac(options_.lease_key, worker_id, nonce));
+}
 
 absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::WorkerBeat& beat,
                                                                  int64_t now,
@@ -96,10 +132,21 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
     auto [it, added] = workers_.try_emplace(beat.worker_id());
     WorkerEntry& w = it->second;
-    if (added) {
-      // A lease the beat brings is one a restarted scheduler gave: keep it,
-      // so the worker goes on beating as before.
-      w.lease = beat.lease().empty() ? NewLease() : beat.lease();
+    const bool settling =
+        now - first_beat_nanos_ < static_cast<int64_t>(options_.expire_after_seconds * 1e9);
+    const bool signed_lease = Signed(beat.worker_id(), beat.lease());
+    if (added ||
+        (w.provisional && settling && signed_lease && !ConstantTimeEquals(beat.lease(), w.lease))) {
+      if (!added) {
+        spdlog::warn(
+            "worker {}: its lease takes the id back from {}, which registered it "
+            "without one after the restart",
+            SafeText(beat.worker_id()), SafeText(w.beat.address()));
+      }
+      // A signed lease is one this key gave before a restart: keep it, so
+      // the worker goes on beating as before. Any other beat gets a new one.
+      w.lease = signed_lease ? beat.lease() : NewLease(beat.worker_id());
+      w.provisional = !signed_lease && settling;
       w.identity = identity;
       spdlog::info("worker {} joined: {} with {} cores{}", SafeText(beat.worker_id()),
                    SafeText(beat.address()), beat.cores(),

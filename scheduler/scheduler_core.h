@@ -41,6 +41,11 @@ struct SchedulerOptions {
   // mutual TLS, a client host) may hold at once: one client cannot take the
   // pool by naming many jobs.
   int max_jobs_per_credential = 32;
+  // The secret leases are signed with (--lease-key-file): with the same key
+  // after a restart, a worker's lease proves its worker_id, and a beat that
+  // took the id first without one gives it back. Empty: a key of this
+  // process's own (leases then prove nothing after a restart).
+  std::string lease_key;
 };
 
 struct SchedulerCounts {
@@ -62,13 +67,18 @@ struct SchedulerCounts {
 
 class SchedulerCore {
  public:
-  explicit SchedulerCore(SchedulerOptions options) : options_(std::move(options)) {}
+  explicit SchedulerCore(SchedulerOptions options);
 
   // `identity`: the certificate name the beat came with (mutual TLS), else
   // empty. The first beat of a worker_id registers it, bound to `identity`
   // and to a lease the reply carries; later beats must carry both until the
-  // worker expires. Errors: InvalidArgument naming the field (empty id or
-  // address, non-positive or non-finite cores); PermissionDenied (counted in
+  // worker expires. A lease is a nonce and its MAC under the lease key for
+  // the worker_id: a first beat bringing one this key signed (a worker that
+  // registered before a restart) keeps it; one bringing none, or one the key
+  // did not sign, gets a new lease, provisionally: until the settling period
+  // after a restart ends, a beat with a signed lease for the id takes it
+  // back. Errors: InvalidArgument naming the field (empty id or address,
+  // non-positive or non-finite cores); PermissionDenied (counted in
   // refused_beats) for a beat of a worker_id bound to another lease or
   // identity.
   absl::StatusOr<proto::WorkerBeatReply> WorkerBeat(const proto::WorkerBeat& beat, int64_t now,
@@ -99,7 +109,14 @@ class SchedulerCore {
     int64_t last_nanos = 0;
     std::string lease;     // bound at registration
     std::string identity;  // likewise; "" without mutual TLS
+    // Registered without a signed lease while the scheduler settles: a beat
+    // with one takes the id over.
+    bool provisional = false;
   };
+  // A new lease for `worker_id`: a random nonce and its MAC.
+  std::string NewLease(const std::string& worker_id) const;
+  // Whether `lease` is one this key signed for `worker_id`.
+  bool Signed(const std::string& worker_id, const std::string& lease) const;
   struct JobEntry {
     proto::JobBeat beat;
     int64_t last_nanos = 0;

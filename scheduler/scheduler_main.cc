@@ -2,14 +2,21 @@
 // register and heartbeat with --scheduler) and divides their cores among the
 // training jobs that ask (weighted max-min fair share, locality first). See
 // `prepflow-scheduler --help`, scheduler/allocator.h and docs/deploy.md.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "net/daemon.h"
@@ -17,6 +24,7 @@
 #include "net/flags.h"
 #include "net/security.h"
 #include "pipeline/profiler.h"
+#include "pipeline/text.h"
 #include "prometheus/exposer.h"
 #include "scheduler/scheduler_core.h"
 #include "scheduler/scheduler_metrics.h"
@@ -26,11 +34,59 @@
 namespace prepflow::scheduler {
 namespace {
 
+constexpr size_t kMinLeaseKeyBytes = 16, kMaxLeaseKeyBytes = 4096;
+
+// The lease key at `path`: read (16 bytes to 4 KiB), or, where there is no
+// file, made (32 random bytes, mode 0600) so the next start finds it.
+absl::StatusOr<std::string> LoadLeaseKey(const std::string& path) {
+  const std::string flag = absl::StrCat("--lease-key-file ", SafeText(path));
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT) {
+    std::string key(32, '\0');
+    for (size_t got = 0; got < key.size();) {
+      const ssize_t n = getrandom(key.data() + got, key.size() - got, 0);
+      if (n > 0) got += static_cast<size_t>(n);
+    }
+    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const bool written = fd >= 0 &&
+                         write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
+                         fsync(fd) == 0;
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    if (!written) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(flag, ": cannot create it: ", std::strerror(error)));
+    }
+    spdlog::info("{}: made a new lease key", flag);
+    return key;
+  }
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": ", std::strerror(errno)));
+  }
+  struct stat st = {};
+  std::string key(kMaxLeaseKeyBytes + 1, '\0');
+  const ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, key.data(), key.size()) : -1;
+  close(fd);
+  if (n < static_cast<ssize_t>(kMinLeaseKeyBytes) || n > static_cast<ssize_t>(kMaxLeaseKeyBytes)) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": not a key (a regular file of ",
+                                                      kMinLeaseKeyBytes, " to ", kMaxLeaseKeyBytes,
+                                                      " bytes)"));
+  }
+  if ((st.st_mode & 077) != 0) {
+    spdlog::warn("{}: readable by others (mode {:o}); whoever reads it can forge leases", flag,
+                 st.st_mode & 0777);
+  }
+  key.resize(static_cast<size_t>(n));
+  return key;
+}
+
 // Everything the command line says, checked.
 struct SchedulerFlags {
   SchedulerOptions options;
   daemon::DaemonServerOptions server;
   bool cert_roles = false;
+  std::string lease_key_file;
   SecurityOptions security;
 
   void Register(cli::FlagSet& f) {
@@ -47,6 +103,10 @@ struct SchedulerFlags {
     f.Int("max-jobs-per-credential", &options.max_jobs_per_credential,
           "training jobs one client certificate (without mutual TLS: one client host) may "
           "hold at once; a job's ranks count once");
+    f.String("lease-key-file", &lease_key_file,
+             "the secret workers' leases are signed with, so that after a restart a worker's "
+             "lease proves its worker_id (made, 0600, where there is no file); without it a "
+             "beat that names a worker_id first after a restart takes it");
     RegisterSecurityFlags(f, &security, /*server=*/true);
     RegisterRoleTokenFlags(f, &security, /*scheduler=*/true);
     f.Bool("cert-roles", &cert_roles,
@@ -134,6 +194,11 @@ int Main(int argc, char** argv) {
   if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   auto security = LoadServerSecurity(f.security, f.server.listen);
   std::string error = security.ok() ? f.Check(*security) : std::string(security.status().message());
+  if (error.empty() && !f.lease_key_file.empty()) {
+    absl::StatusOr<std::string> key = LoadLeaseKey(f.lease_key_file);
+    if (key.ok()) f.options.lease_key = *std::move(key);
+    if (!key.ok()) error = std::string(key.status().message());
+  }
   if (!error.empty()) {
     std::fprintf(stderr, "prepflow-scheduler: %s\n", error.c_str());
     return 2;

@@ -208,6 +208,20 @@ class Kubernetes(unittest.TestCase):
                     self.assertNotIn("tls.key", keys)
                     self.assertTrue(args["--auth-token-file"].endswith("/job-token"))
 
+    def test_only_the_scheduler_holds_the_lease_key(self):
+        # Whoever reads the key can forge leases and take workers' ids.
+        for kind, doc, template in self.pods():
+            c = template["spec"]["containers"][0]
+            secrets = {v["secret"]["secretName"] for v in template["spec"]["volumes"]
+                       if "secret" in v}
+            with self.subTest(pod=c["command"][0]):
+                if c["command"][0] == "prepflow-scheduler":
+                    args = dict(a.split("=", 1) for a in c["args"] if "=" in a)
+                    self.assertTrue(args["--lease-key-file"].endswith("/lease-key"))
+                    self.assertIn("prepflow-scheduler", secrets)
+                else:
+                    self.assertNotIn("prepflow-scheduler", secrets)
+
     def test_scrape_snippet_parses(self):
         snippet = yaml.safe_load((DEPLOY / "k8s/prometheus-scrape.yml").read_text())
         self.assertEqual(snippet["scrape_configs"][0]["kubernetes_sd_configs"][0]["role"], "pod")
@@ -278,6 +292,11 @@ class Systemd(unittest.TestCase):
                         self.assertIn(path[len(prefix):], loaded)
                     if a in tokens[binary]:
                         self.assertEqual(args[i + 1], prefix + tokens[binary][a])
+                if binary == "prepflow-scheduler":
+                    # Its lease key lives in its own state directory.
+                    key = args[args.index("--lease-key-file") + 1]
+                    state = re.search(r"^StateDirectory=(.*)$", unit, re.M).group(1)
+                    self.assertEqual(key, f"/var/lib/{state}/lease-key")
 
 
 class Prometheus(unittest.TestCase):

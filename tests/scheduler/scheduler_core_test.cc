@@ -235,6 +235,59 @@ TEST(SchedulerCore, AWorkerIdCannotBeRepointedByAnotherSender) {
   EXPECT_TRUE(core.WorkerBeat(hijack, 10 * kSecond, "worker-b").ok());
 }
 
+// Round 3: a worker-token holder that beat first after a scheduler restart
+// took a real worker's id, and the real worker was refused every 2 s. Leases
+// are signed with the scheduler's key: with the same key after the restart,
+// the real worker's lease takes its id back from whoever registered it
+// without one (or with one the key did not sign).
+TEST(SchedulerCore, AWorkersLeaseSurvivesARestartOfTheScheduler) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 6;
+  o.lease_key = "a lease key of at least sixteen bytes";
+  std::string lease;
+  {
+    SchedulerCore before(o);
+    auto r = before.WorkerBeat(Worker("w1", 4), 0);
+    ASSERT_TRUE(r.ok()) << r.status();
+    lease = r->lease();
+  }
+  proto::WorkerBeat real = Worker("w1", 4);
+  real.set_lease(lease);
+  for (const std::string made_up : {"", "0123456789abcdef0123456789abcdef"}) {
+    SchedulerCore after(o);
+    proto::WorkerBeat impostor = Worker("w1", 4);
+    impostor.set_address("evil:7000");
+    impostor.set_lease(made_up);
+    auto taken = after.WorkerBeat(impostor, 0);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    EXPECT_NE(taken->lease(), made_up) << "a lease the key did not sign was kept";
+    auto back = after.WorkerBeat(real, 1 * kSecond);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->lease(), lease);
+    impostor.set_lease(taken->lease());
+    EXPECT_EQ(after.WorkerBeat(impostor, 2 * kSecond).status().code(),
+              absl::StatusCode::kPermissionDenied);
+    auto grant = after.JobBeat(Job("j", 4), 2 * kSecond);
+    ASSERT_EQ(grant->workers_size(), 1);
+    EXPECT_EQ(grant->workers(0).address(), "w1:7000");
+  }
+  // Past the settling period a registration is firm: a new worker process
+  // that registered w1 then is not displaced by an old lease.
+  SchedulerCore settled(o);
+  ASSERT_TRUE(settled.WorkerBeat(Worker("w2", 4), 0).ok());
+  ASSERT_TRUE(settled.WorkerBeat(Worker("w1", 4), 7 * kSecond).ok());
+  EXPECT_EQ(settled.WorkerBeat(real, 8 * kSecond).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Under another key (none given: one of the process's own) the old lease
+  // proves nothing, and the first beat keeps the id.
+  SchedulerCore rekeyed({});
+  proto::WorkerBeat first = Worker("w1", 4);
+  first.set_address("evil:7000");
+  ASSERT_TRUE(rekeyed.WorkerBeat(first, 0).ok());
+  EXPECT_EQ(rekeyed.WorkerBeat(real, 1 * kSecond).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 // A training job's ranks share one fair share: a 3-rank job and a 1-rank
 // job of equal weight get the same cores per job, the 3-rank job's split
 // among its ranks max-min by what each wants; the metrics' counts see both

@@ -2,6 +2,7 @@
 // with --scheduler is granted to a job that never named it, and after the
 // scheduler is killed and restarted the worker's heartbeats register it again.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <thread>
@@ -43,9 +44,13 @@ bool WaitForGrant(const std::string& scheduler, const std::string& job, const st
   return false;
 }
 
+// With --lease-key-file (made on the first start, mode 0600, read on the
+// second), the worker's lease from before the restart is its proof.
 TEST(SchedulerProcess, WorkersRegisterAndComeBackAfterARestart) {
   TempDir root;
-  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  const std::string key = root.Join("lease-key");
+  const std::vector<std::string> flags = {"--lease-key-file", key};
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0, flags);
   ASSERT_NE(scheduler, nullptr);
   const std::string address = scheduler->address();
   const int port = std::stoi(address.substr(address.rfind(':') + 1));
@@ -61,7 +66,11 @@ TEST(SchedulerProcess, WorkersRegisterAndComeBackAfterARestart) {
   // worker's next beats register it again and the job is granted it again.
   scheduler->Signal(SIGKILL);
   scheduler->Wait();
-  scheduler = StartScheduler(port);
+  struct stat st = {};
+  ASSERT_EQ(stat(key.c_str(), &st), 0) << "no lease key was made";
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_size, 32);
+  scheduler = StartScheduler(port, flags);
   ASSERT_NE(scheduler, nullptr);
   ASSERT_TRUE(WaitForGrant(address, "job-1", worker.address(), &grant))
       << "the worker did not re-register with the restarted scheduler";
@@ -75,7 +84,9 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
                                               {"--max-job-weight", "inf"},
                                               {"--max-job-weight", "nan"},
                                               {"--max-jobs-per-credential", "0"},
-                                              {"--cert-roles"} /* without --tls-client-ca */}) {
+                                              {"--cert-roles"} /* without --tls-client-ca */,
+                                              {"--lease-key-file", "/dev/null"} /* too short */,
+                                              {"--lease-key-file", "/nonexistent/dir/key"}}) {
     std::vector<std::string> args = {"--port", "0"};
     args.insert(args.end(), bad.begin(), bad.end());
     auto s = WorkerProcess::StartDaemon(bin + "/prepflow-scheduler", args, 5);

@@ -45,6 +45,8 @@ packages=(
   # Remote data (HTTP(S) and S3 through libcurl, which signs SigV4 itself;
   # S3 listings parsed with expat).
   libcurl4-openssl-dev libexpat1-dev
+  # The scheduler signs workers' leases (HMAC-SHA256).
+  libssl-dev
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

@@ -706,7 +706,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     return BatchPtr();
   }
   Batch* batch = in_flight_.front();
-  while (!batch->complete() && failure_.ok()) batch_done_.Wait(&mu_);
+  AwaitBatch(*batch);
   wait_nanos_ += WallNanos() - now;
   if (!failure_.ok()) return failure_;
   in_flight_.pop_front();
@@ -741,6 +741,23 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     absl::MutexLock lock(&free->mu);
     free->free.emplace_back(const_cast<Batch*>(b));
   });
+}
+
+void Loader::AwaitBatch(const Batch& batch) {
+  // Every unfinished sample is a task of the runner's or an item the pool
+  // owes. When neither holds anything for three checks a second apart and the
+  // batch is still short, its samples were lost (a bug): the run stops saying
+  // so, rather than waiting for ever.
+  int idle_checks = 0;
+  while (!batch.complete() && failure_.ok()) {
+    if (!batch_done_.WaitWithTimeout(&mu_, absl::Seconds(1))) continue;
+    const bool held = runner_->pending_tasks() > 0 || (remote_ && remote_->owed_items() > 0);
+    idle_checks = held || batch.complete() ? 0 : idle_checks + 1;
+    if (idle_checks < 3) continue;
+    failure_ = absl::InternalError(absl::StrCat(
+        "lost ", batch.pending(), " samples of batch ", batch.number(), " of epoch ", batch.epoch(),
+        ": no thread and no worker holds them (a bug in prepflow; please report it)"));
+  }
 }
 
 void Loader::AddTrainerWork(double cpu_seconds) {

@@ -158,6 +158,9 @@ class Loader {
   void UpdatePrefetch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts batches until prefetch_ are in flight or the run is planned out.
   void TopUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until `batch` is complete or the run fails; fails it (Internal)
+  // when its unfinished samples are held by no thread and no worker.
+  void AwaitBatch(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next batch of the epoch order, or null when the run is planned out.
   Batch* StartBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends each sample of `batch` its way: local, or in remote items by cut.

@@ -189,6 +189,11 @@ class RemotePool {
     int64_t hedge_wins = 0;
   };
   Counters counters() const;
+  // Items held to be answered: queued, out at a live worker (a hedged one
+  // counts at both), or being delivered to `result`. With the runner's
+  // pending tasks, who holds a batch's unfinished samples: an item that is
+  // none of these was lost.
+  int64_t owed_items() const;
 
  private:
   struct Pending {
@@ -268,6 +273,7 @@ class RemotePool {
   mutable absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);        // by id; never shrinks
   std::map<uint64_t, Pending> items_ ABSL_GUARDED_BY(mu_);  // not yet answered
+  int64_t delivering_ ABSL_GUARDED_BY(mu_) = 0;             // answers in `result` now
   std::deque<uint64_t> queued_ ABSL_GUARDED_BY(mu_);        // without a worker
   uint64_t next_item_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;

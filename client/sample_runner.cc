@@ -57,8 +57,17 @@ SampleRunner::~SampleRunner() { Stop(); }
 
 void SampleRunner::Stop() { threads_.Stop(); }
 
+void SampleRunner::Submit(std::function<void(int thread)> task) {
+  pending_tasks_.fetch_add(1, std::memory_order_acq_rel);
+  const bool queued = threads_.Submit([this, task = std::move(task)](int thread) {
+    task(thread);
+    pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
+  });
+  if (!queued) pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 void SampleRunner::RunLocal(Batch* batch, int64_t slot) {
-  threads_.Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
+  Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
 }
 
 bool SampleRunner::Finish(Batch* batch, int64_t slot, const absl::Status& status, const Sample& s,
@@ -258,7 +267,7 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
   }
   const int sample = static_cast<int>(i);
   const int cut = item.cut;
-  threads_.Submit([this, batch, slot, cut, answer, sample](int thread) {
+  Submit([this, batch, slot, cut, answer, sample](int thread) {
     RunSuffix(thread, batch, slot, cut, answer, sample);
   });
   return false;

@@ -80,6 +80,15 @@ class SampleRunner {
   void Stop();
 
   int threads() const { return threads_.size(); }
+  // Tasks handed to the threads and not finished (queued or running): with
+  // the remote pool's owed items, who holds a batch's unfinished samples.
+  int64_t pending_tasks() const { return pending_tasks_.load(std::memory_order_acquire); }
+
+ private:
+  // Runs `task` on a thread, counted in pending_tasks() until it returns.
+  void Submit(std::function<void(int thread)> task);
+
+ public:
   // Why fewer threads than asked for started ("" when all did).
   const std::string& start_error() const { return threads_.start_error(); }
   size_t queue_capacity() const { return threads_.queue_capacity(); }
@@ -157,6 +166,7 @@ class SampleRunner {
   std::atomic<int64_t> read_wall_nanos_{0};
   std::atomic<int64_t> remote_read_wait_nanos_{0};
   std::atomic<int64_t> remote_read_bytes_{0};
+  std::atomic<int64_t> pending_tasks_{0};
   ThreadPool threads_;  // last: stopped before the rest goes
 };
 

@@ -50,6 +50,8 @@ class Batch {
   bool FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote = false);
   bool FinishError(int64_t i, SampleError error);
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // Slots not finished yet.
+  int64_t pending() const { return pending_.load(std::memory_order_acquire); }
   // Drops failed slots (moving later samples down) and returns their errors.
   std::vector<SampleError> Compact();
 

@@ -2,9 +2,11 @@
 
 #include <malloc.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -12,11 +14,43 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace prepflow {
+
+namespace {
+
+// How many more threads this process's address space limit (ulimit -v,
+// RLIMIT_AS) has room for: each takes its stack and some more, and
+// everything else must still have room after. A thread started past it
+// aborts the process later, not here: Abseil maps its per-thread state on
+// its first wait and aborts when that mmap fails.
+int64_t ThreadsThatFit() {
+  rlimit as = {};
+  if (getrlimit(RLIMIT_AS, &as) != 0 || as.rlim_cur == RLIM_INFINITY) return INT64_MAX;
+  rlimit stack = {};
+  const int64_t stack_bytes =
+      getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY && stack.rlim_cur > 0
+          ? static_cast<int64_t>(stack.rlim_cur)
+          : int64_t{8} << 20;
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  if (!(statm >> pages)) return INT64_MAX;
+  const int64_t used = pages * sysconf(_SC_PAGESIZE);
+  // Room left for the rest of the process: a quarter of the limit.
+  const int64_t room = static_cast<int64_t>(as.rlim_cur) * 3 / 4 - used;
+  return std::max<int64_t>(room / (stack_bytes + (int64_t{1} << 20)), 0);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads, size_t queue_capacity)
     : capacity_(std::max<size_t>(queue_capacity, 1)), ring_(capacity_) {
   threads = std::max(threads, 1);
+  if (const int64_t fit = ThreadsThatFit(); fit < threads) {
+    start_error_ = absl::StrCat("room for ", fit, " under the address space limit (ulimit -v)");
+    threads = static_cast<int>(std::max<int64_t>(fit, 1));
+  }
   threads_.reserve(threads);
   for (int i = 0; i < threads; ++i) {
     try {

@@ -48,6 +48,7 @@ class RemotePoolTest : public ::testing::Test {
                        const std::string& address) {
       for (int64_t slot : item.slots) ++delivered_[slot];
       answered_by_.push_back(address);
+      owed_while_delivering_.push_back(pool_->owed_items());
       (void)answer;
     };
     cb.run_locally = [this](RemoteItem item) {
@@ -120,6 +121,7 @@ class RemotePoolTest : public ::testing::Test {
   std::vector<FakeStream*> streams_;
   std::map<int64_t, int> delivered_, local_;
   std::vector<std::string> answered_by_;
+  std::vector<int64_t> owed_while_delivering_;
   absl::Status refusal_;
   int changes_ = 0;
   std::unique_ptr<RemotePool> pool_;
@@ -266,18 +268,26 @@ TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {
   for (int64_t i = 0; i < 6; ++i) Submit({i});  // 2 + 2 out, 2 queued
   ASSERT_EQ(a->sent.size(), 2u);
   ASSERT_EQ(b->sent.size(), 2u);
+  EXPECT_EQ(pool_->owed_items(), 6);
   Answer(a, 0);  // a delivered one item, then dies owing one
   ASSERT_EQ(a->sent.size(), 3u);
   a->handlers.closed(absl::UnavailableError("connection reset"));
   EXPECT_TRUE(a->cancelled);
   EXPECT_EQ(pool_->counters().reissued_items, 2);
+  // Every item not answered is still owed, re-issued or not: a loader that
+  // finds nothing owed while a batch is short knows a sample was lost.
+  EXPECT_EQ(pool_->owed_items(), 5);
   // A late answer from the dead worker is dropped.
   Answer(a, 1);
+  EXPECT_EQ(pool_->owed_items(), 5);
   // b takes everything else, in order, as its credits allow.
   for (size_t k = 0; k < 6 && k < b->sent.size(); ++k) Answer(b, k);
   ExpectExactlyOnce({0, 1, 2, 3, 4, 5});
   EXPECT_EQ(Delivered(), 6);
   EXPECT_TRUE(refusal_.ok());
+  EXPECT_EQ(pool_->owed_items(), 0);
+  // An answer is owed until its delivery returns.
+  EXPECT_EQ(owed_while_delivering_, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
 }
 
 TEST_F(RemotePoolTest, ASilentWorkerIsDroppedAfterTheTimeoutOnTheFakeClock) {

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   }
   IgnoreHangUp();
   const std::string command = argv[1];
-  using Command = int (*)(int, char**);
+  using prepflow::cli::Command;
   for (const auto& [name, f] : {std::pair<const char*, Command>{"run", prepflow::cli::RunCommand},
                                 {"profile", prepflow::cli::ProfileCommand},
                                 {"pack", prepflow::cli::PackCommand},

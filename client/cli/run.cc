@@ -1,0 +1,27 @@
+// `prepflow run`.
+#include <optional>
+
+#include "client/cli/commands.h"
+#include "client/cli/run_flags.h"
+#include "net/flags.h"
+#include "nlohmann/json.hpp"
+#include "storage/flags.h"
+
+namespace prepflow::cli {
+
+int RunCommand(Console& console, int argc, char** argv) {
+  RunFlags rf;
+  FlagSet flags("prepflow run",
+                "Runs a pipeline over a dataset on this machine's CPUs and reports "
+                "throughput and the order-independent checksum.");
+  rf.Register(flags, true);
+  if (std::optional<int> exit = console.ParseFlags(flags, argc, argv)) return *exit;
+  if (rf.data.empty()) return console.UsageError("prepflow run: --data is required", flags);
+  auto options = rf.ToOptions();
+  if (!options.ok()) return console.Failure("run", options.status());
+  RunOutcome outcome = ExecuteRun(console, "run", *options, rf.json, rf.metrics_port);
+  if (rf.json && !outcome.summary.is_null()) console.PrintJson(outcome.summary);
+  return outcome.exit_code;
+}
+
+}  // namespace prepflow::cli

@@ -82,6 +82,42 @@ struct Outcome {
   double written_bytes = 0;  // per epoch, over epochs 2..E
 };
 
+// Runs the epochs' orders through the sample cache (`stable`) and an LRU of
+// `capacity` bytes each; hit ratios and bytes written per epoch, epochs 2..E.
+void Simulate(int64_t capacity, const std::vector<std::vector<int64_t>>& orders,
+              const std::vector<int64_t>& sizes, int scale, Outcome* s, Outcome* l) {
+  const int epochs = static_cast<int>(orders.size());
+  prepflow::SampleCacheOptions o;
+  o.ram_bytes = capacity;
+  auto stable = *prepflow::SampleCache::Open(o);
+  Lru lru(capacity);
+  int64_t later = 0;
+  for (int e = 0; e < epochs; ++e) {
+    for (int64_t i : orders[e]) {
+      const prepflow::CacheKey key{7, i};
+      const bool s_hit = stable->Find(key, 0) != nullptr;
+      if (!s_hit && stable->Wants(key, sizes[i])) {
+        stable->Insert(key, 0, std::make_shared<const std::string>(sizes[i], 'x'));
+        if (e > 0) s->written_bytes += static_cast<double>(sizes[i]);
+      }
+      const bool l_hit = lru.Find(i);
+      if (!l_hit) {
+        const int64_t w = lru.Insert(i, sizes[i]);
+        if (e > 0) l->written_bytes += static_cast<double>(w);
+      }
+      if (e > 0) {
+        s->hit_ratio += s_hit;
+        l->hit_ratio += l_hit;
+        ++later;
+      }
+    }
+  }
+  for (Outcome* out : {s, l}) {
+    out->hit_ratio /= static_cast<double>(later);
+    out->written_bytes = out->written_bytes * scale / (epochs - 1);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,36 +160,8 @@ int main(int argc, char** argv) {
   for (absl::string_view f : absl::StrSplit(fractions_text, ',')) {
     const double fraction = std::stod(std::string(f));
     const auto capacity = static_cast<int64_t>(fraction * static_cast<double>(total));
-    prepflow::SampleCacheOptions o;
-    o.ram_bytes = capacity;
-    auto stable = *prepflow::SampleCache::Open(o);
-    Lru lru(capacity);
     Outcome s, l;
-    int64_t later = 0;
-    for (int e = 0; e < epochs; ++e) {
-      for (int64_t i : orders[e]) {
-        const prepflow::CacheKey key{7, i};
-        const bool s_hit = stable->Find(key, 0) != nullptr;
-        if (!s_hit && stable->Wants(key, sizes[i])) {
-          stable->Insert(key, 0, std::make_shared<const std::string>(sizes[i], 'x'));
-          if (e > 0) s.written_bytes += static_cast<double>(sizes[i]);
-        }
-        const bool l_hit = lru.Find(i);
-        if (!l_hit) {
-          const int64_t w = lru.Insert(i, sizes[i]);
-          if (e > 0) l.written_bytes += static_cast<double>(w);
-        }
-        if (e > 0) {
-          s.hit_ratio += s_hit;
-          l.hit_ratio += l_hit;
-          ++later;
-        }
-      }
-    }
-    for (Outcome* out : {&s, &l}) {
-      out->hit_ratio /= static_cast<double>(later);
-      out->written_bytes = out->written_bytes * scale / (epochs - 1);
-    }
+    Simulate(capacity, orders, sizes, scale, &s, &l);
     std::printf(
         "%s{\"cache_fraction\": %.2f, \"ideal_hit_ratio\": %.4f, "
         "\"stable_hit_ratio\": %.4f, \"lru_hit_ratio\": %.4f, "

@@ -23,6 +23,64 @@
 #include "net/flags.h"
 #include "spdlog/spdlog.h"
 
+namespace {
+
+// One remote job per stream, each with its own seed, against `address`;
+// false (with the error printed) when one cannot open.
+bool OpenLoaders(const std::string& data, const std::string& address, int streams,
+                 std::vector<std::unique_ptr<prepflow::Loader>>* loaders) {
+  for (int i = 0; i < streams; ++i) {
+    prepflow::LoaderOptions o;
+    o.dataset.set_path(data);
+    o.pipeline = *prepflow::LoadPipelineSpec("imagenet-train");
+    o.batch_size = 16;
+    o.threads = 1;
+    o.epochs = 1000;  // more than the run can reach
+    o.seed = static_cast<uint64_t>(i);
+    o.offload = *prepflow::ParseOffload("remote");
+    o.workers = {address};
+    o.item_samples = 4;
+    auto loader = prepflow::Loader::Create(o);
+    if (!loader.ok()) {
+      std::fprintf(stderr, "load_bench: stream %d: %s\n", i,
+                   std::string(loader.status().message()).c_str());
+      return false;
+    }
+    loaders->push_back(*std::move(loader));
+  }
+  return true;
+}
+
+// The JSON line: total and per-stream rates, fairness, the worker's peak RSS.
+void PrintReport(const std::vector<int64_t>& images, const std::vector<std::string>& errors,
+                 double elapsed, int worker_threads, int64_t remote, long rss,
+                 double memory_limit_mb) {
+  const int streams = static_cast<int>(images.size());
+  std::vector<double> rates;
+  for (int64_t n : images) rates.push_back(n / elapsed);
+  std::vector<double> sorted = rates;
+  std::sort(sorted.begin(), sorted.end());
+  double sum = 0, sum_sq = 0;
+  for (double r : rates) sum += r, sum_sq += r * r;
+  const double jain = sum_sq > 0 ? sum * sum / (rates.size() * sum_sq) : 0;
+  int failed = 0;
+  for (const std::string& e : errors) failed += e.empty() ? 0 : 1;
+  std::printf(
+      "{\"streams\": %d, \"seconds\": %.1f, \"worker_threads\": %d, \"images_per_s\": %.1f, "
+      "\"remote_images\": %lld, \"per_stream_min\": %.2f, \"per_stream_median\": %.2f, "
+      "\"per_stream_max\": %.2f, \"jain_fairness\": %.4f, \"every_stream_progressed\": %s, "
+      "\"failed_streams\": %d, \"worker_peak_rss_mb\": %.1f, \"memory_limit_mb\": %.0f, "
+      "\"rss_under_limit\": %s}\n",
+      streams, elapsed, worker_threads, sum, static_cast<long long>(remote), sorted.front(),
+      sorted[sorted.size() / 2], sorted.back(), jain, sorted.front() > 0 ? "true" : "false", failed,
+      rss / 1048576.0, memory_limit_mb, rss / 1048576.0 < memory_limit_mb ? "true" : "false");
+  for (int i = 0; i < streams; ++i) {
+    if (!errors[i].empty()) std::fprintf(stderr, "stream %d: %s\n", i, errors[i].c_str());
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string data, bin_dir = PREPFLOW_BIN_DIR;
   int streams = 64, worker_threads = 2;
@@ -56,25 +114,7 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::unique_ptr<prepflow::Loader>> loaders;
-  for (int i = 0; i < streams; ++i) {
-    prepflow::LoaderOptions o;
-    o.dataset.set_path(data);
-    o.pipeline = *prepflow::LoadPipelineSpec("imagenet-train");
-    o.batch_size = 16;
-    o.threads = 1;
-    o.epochs = 1000;  // more than the run can reach
-    o.seed = static_cast<uint64_t>(i);
-    o.offload = *prepflow::ParseOffload("remote");
-    o.workers = {(*worker)->address()};
-    o.item_samples = 4;
-    auto loader = prepflow::Loader::Create(o);
-    if (!loader.ok()) {
-      std::fprintf(stderr, "load_bench: stream %d: %s\n", i,
-                   std::string(loader.status().message()).c_str());
-      return 1;
-    }
-    loaders.push_back(*std::move(loader));
-  }
+  if (!OpenLoaders(data, (*worker)->address(), streams, &loaders)) return 1;
   std::atomic<bool> stop{false};
   std::vector<int64_t> images(streams, 0);
   std::vector<std::string> errors(streams);
@@ -103,26 +143,6 @@ int main(int argc, char** argv) {
   for (auto& l : loaders) remote += l->Stats().remote_images;
   loaders.clear();
 
-  std::vector<double> rates;
-  for (int64_t n : images) rates.push_back(n / elapsed);
-  std::vector<double> sorted = rates;
-  std::sort(sorted.begin(), sorted.end());
-  double sum = 0, sum_sq = 0;
-  for (double r : rates) sum += r, sum_sq += r * r;
-  const double jain = sum_sq > 0 ? sum * sum / (rates.size() * sum_sq) : 0;
-  int failed = 0;
-  for (const std::string& e : errors) failed += e.empty() ? 0 : 1;
-  std::printf(
-      "{\"streams\": %d, \"seconds\": %.1f, \"worker_threads\": %d, \"images_per_s\": %.1f, "
-      "\"remote_images\": %lld, \"per_stream_min\": %.2f, \"per_stream_median\": %.2f, "
-      "\"per_stream_max\": %.2f, \"jain_fairness\": %.4f, \"every_stream_progressed\": %s, "
-      "\"failed_streams\": %d, \"worker_peak_rss_mb\": %.1f, \"memory_limit_mb\": %.0f, "
-      "\"rss_under_limit\": %s}\n",
-      streams, elapsed, worker_threads, sum, static_cast<long long>(remote), sorted.front(),
-      sorted[sorted.size() / 2], sorted.back(), jain, sorted.front() > 0 ? "true" : "false", failed,
-      rss / 1048576.0, memory_limit_mb, rss / 1048576.0 < memory_limit_mb ? "true" : "false");
-  for (int i = 0; i < streams; ++i) {
-    if (!errors[i].empty()) std::fprintf(stderr, "stream %d: %s\n", i, errors[i].c_str());
-  }
+  PrintReport(images, errors, elapsed, worker_threads, remote, rss, memory_limit_mb);
   return 0;
 }

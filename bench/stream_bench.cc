@@ -18,24 +18,61 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/profiler.h"
 
-int main(int argc, char** argv) {
-  prepflow::TuneAllocatorForStreaming();  // as prepflow itself runs
+namespace {
+
+struct Args {
   std::string worker, data;
   double seconds = 10;
   int item_samples = 4, credits = 4;
-  prepflow::cli::FlagSet flags("stream_bench", "One client ingesting from one worker at cut 0.");
-  flags.String("worker", &worker, "prepflow-worker address");
-  flags.String("data", &data, "dataset (absolute path below the worker's data root)");
-  flags.Double("seconds", &seconds, "how long to measure");
-  flags.Int("item-samples", &item_samples, "samples per work item");
-  flags.Int("credits", &credits, "work items outstanding (the worker may allow fewer)");
-  if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
-  if (worker.empty() || data.empty()) {
-    std::fprintf(stderr, "stream_bench: --worker and --data are required\n");
-    return 2;
+
+  // The exit code when main should stop (bad flags, --help).
+  std::optional<int> Parse(int argc, char** argv) {
+    prepflow::cli::FlagSet flags("stream_bench", "One client ingesting from one worker at cut 0.");
+    flags.String("worker", &worker, "prepflow-worker address");
+    flags.String("data", &data, "dataset (absolute path below the worker's data root)");
+    flags.Double("seconds", &seconds, "how long to measure");
+    flags.Int("item-samples", &item_samples, "samples per work item");
+    flags.Int("credits", &credits, "work items outstanding (the worker may allow fewer)");
+    if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return exit;
+    if (worker.empty() || data.empty()) {
+      std::fprintf(stderr, "stream_bench: --worker and --data are required\n");
+      return 2;
+    }
+    return std::nullopt;
   }
+};
+
+// The job the benchmark opens: imagenet-train over `dataset`, at most
+// `credits` items in flight.
+prepflow::proto::JobOpen BenchJob(const prepflow::proto::DatasetSpec& spec,
+                                  const prepflow::Dataset& dataset, int credits) {
+  prepflow::proto::JobOpen open;
+  open.set_job_id("stream-bench");
+  *open.mutable_dataset() = spec;
+  *open.mutable_pipeline() = *prepflow::LoadPipelineSpec("imagenet-train");
+  open.set_dataset_size(dataset.size());
+  open.set_dataset_fingerprint(dataset.fingerprint());
+  open.set_max_items_in_flight(credits);
+  return open;
+}
+
+void PrintReport(double wall, double gb, double cpu, int item_samples, int credits,
+                 double sample_bytes) {
+  std::printf(
+      "{\"program\":\"stream_bench\",\"seconds\":%.3f,\"gbytes\":%.3f,\"gbytes_per_s\":%.3f,"
+      "\"client_cpu_seconds\":%.3f,\"client_cpu_s_per_gb\":%.4f,\"item_samples\":%d,"
+      "\"credits\":%d,\"sample_bytes\":%.0f}\n",
+      wall, gb, gb / wall, cpu, cpu / gb, item_samples, credits, sample_bytes);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  prepflow::TuneAllocatorForStreaming();  // as prepflow itself runs
+  Args args;
+  if (std::optional<int> exit = args.Parse(argc, argv)) return *exit;
   prepflow::proto::DatasetSpec spec;
-  spec.set_path(data);
+  spec.set_path(args.data);
   auto ds = prepflow::OpenDataset(spec);
   if (!ds.ok()) {
     std::fprintf(stderr, "stream_bench: %s\n", std::string(ds.status().message()).c_str());
@@ -52,7 +89,7 @@ int main(int argc, char** argv) {
   prepflow::RemoteWorker::Handlers handlers;
   handlers.opened = [&](const prepflow::proto::JobOpened& o) {
     absl::MutexLock lock(&mu);
-    granted = std::min(credits, o.max_items_in_flight());
+    granted = std::min(args.credits, o.max_items_in_flight());
   };
   handlers.result = [&](std::shared_ptr<const prepflow::ReceivedMessage> r) {
     int64_t b = 0;
@@ -67,15 +104,8 @@ int main(int argc, char** argv) {
     closed = true;
     final_status = s;
   };
-  prepflow::RemoteWorker stream(worker, handlers);
-  prepflow::proto::JobOpen open;
-  open.set_job_id("stream-bench");
-  *open.mutable_dataset() = spec;
-  *open.mutable_pipeline() = *prepflow::LoadPipelineSpec("imagenet-train");
-  open.set_dataset_size(n);
-  open.set_dataset_fingerprint((*ds)->fingerprint());
-  open.set_max_items_in_flight(credits);
-  stream.Start(open);
+  prepflow::RemoteWorker stream(args.worker, handlers);
+  stream.Start(BenchJob(spec, **ds, args.credits));
 
   uint64_t next_item = 1;
   int64_t next_index = 0, t0 = 0, c0 = 0, warm_bytes = 0;
@@ -94,11 +124,11 @@ int main(int argc, char** argv) {
       c0 = prepflow::ProcessCpuNanos();
       warm_bytes = bytes;
     }
-    if (measuring && now - t0 > static_cast<int64_t>(seconds * 1e9)) break;
+    if (measuring && now - t0 > static_cast<int64_t>(args.seconds * 1e9)) break;
     prepflow::proto::WorkItem item;
     item.set_item_id(next_item++);
     item.set_cut(0);
-    for (int i = 0; i < item_samples; ++i) item.add_indices(next_index++ % n);
+    for (int i = 0; i < args.item_samples; ++i) item.add_indices(next_index++ % n);
     ++outstanding;
     stream.Send(std::move(item));
   }
@@ -113,11 +143,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "stream_bench: the stream ended: %s\n", final_status.ToString().c_str());
     return 1;
   }
-  std::printf(
-      "{\"program\":\"stream_bench\",\"seconds\":%.3f,\"gbytes\":%.3f,\"gbytes_per_s\":%.3f,"
-      "\"client_cpu_seconds\":%.3f,\"client_cpu_s_per_gb\":%.4f,\"item_samples\":%d,"
-      "\"credits\":%d,\"sample_bytes\":%.0f}\n",
-      wall, gb, gb / wall, cpu, cpu / gb, item_samples, granted,
-      samples > 0 ? static_cast<double>(bytes) / samples : 0.0);
+  PrintReport(wall, gb, cpu, args.item_samples, granted,
+              samples > 0 ? static_cast<double>(bytes) / samples : 0.0);
   return 0;
 }

@@ -296,6 +296,38 @@ absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string&
 
 namespace {
 
+// Confines a dataset at `*path` (and its `*shards`) below
+// options.confine_to: both made real paths below the root, `*root` the root's
+// real path ("" for /) and `*fd` an O_PATH descriptor of it. PermissionDenied,
+// saying the same whether the path is missing or outside.
+absl::Status Confine(const DatasetOptions& options, std::string* path,
+                     std::vector<std::string>* shards, std::string* root, int* fd) {
+  char root_real[PATH_MAX], path_real[PATH_MAX];
+  if (realpath(options.confine_to.c_str(), root_real) == nullptr) {
+    return ErrnoStatus(errno, absl::StrCat("data root ", options.confine_to));
+  }
+  if (path->empty() || (*path)[0] != '/') {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "dataset path '", *path, "' must be absolute (below the data root ", root_real, ")"));
+  }
+  *root = root_real;
+  if (*root == "/") root->clear();
+  const bool resolved = realpath(path->c_str(), path_real) != nullptr;
+  const std::string resolved_path = resolved ? path_real : "";
+  if (!resolved || (resolved_path != root_real &&
+                    resolved_path.compare(0, root->size() + 1, *root + "/") != 0)) {
+    // Say the same whether the path is missing or outside: nothing about
+    // the file system beyond the root leaks to a client.
+    return absl::PermissionDeniedError(
+        absl::StrCat("dataset path ", *path, " is not below the data root ", root_real));
+  }
+  for (std::string& shard : *shards) shard = absl::StrCat(path_real, shard.substr(path->size()));
+  *path = path_real;
+  *fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
+  return absl::OkStatus();
+}
+
 // A dataset on the local file system at `path` (trailing slashes removed).
 absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spec, std::string path,
                                                    const DatasetOptions& options,
@@ -305,30 +337,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
   std::string confine_root;
   int confine_fd = -1;
   if (!options.confine_to.empty()) {
-    char root_real[PATH_MAX], path_real[PATH_MAX];
-    if (realpath(options.confine_to.c_str(), root_real) == nullptr) {
-      return ErrnoStatus(errno, absl::StrCat("data root ", options.confine_to));
+    if (absl::Status s = Confine(options, &path, &shards, &confine_root, &confine_fd); !s.ok()) {
+      return s;
     }
-    if (path.empty() || path[0] != '/') {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "dataset path '", path, "' must be absolute (below the data root ", root_real, ")"));
-    }
-    confine_root = root_real;
-    if (confine_root == "/") confine_root.clear();
-    const bool resolved = realpath(path.c_str(), path_real) != nullptr;
-    const std::string resolved_path = resolved ? path_real : "";
-    if (!resolved || (resolved_path != root_real &&
-                      resolved_path.compare(0, confine_root.size() + 1, confine_root + "/") != 0)) {
-      // Say the same whether the path is missing or outside: nothing about
-      // the file system beyond the root leaks to a client.
-      return absl::PermissionDeniedError(
-          absl::StrCat("dataset path ", path, " is not below the data root ", root_real));
-    }
-    for (std::string& shard : shards) shard = absl::StrCat(path_real, shard.substr(path.size()));
-    path = path_real;
-    confine_fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (confine_fd < 0)
-      return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
   }
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {

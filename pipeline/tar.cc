@@ -56,6 +56,37 @@ std::string MemberName(const char* h, const std::string& long_name) {
   return prefix.empty() ? Field(h, 100) : absl::StrCat(prefix, "/", Field(h, 100));
 }
 
+// Reads pax records ("<len> <key>=<value>\n") for the member's path and
+// size; stops at the first malformed record. DataLoss for a size that is not
+// a number below 2^63.
+absl::Status ParsePax(const std::string& ext, std::string* long_name, uint64_t* pax_size,
+                      bool* have_pax_size) {
+  size_t pos = 0;
+  while (pos < ext.size()) {
+    const size_t space = ext.find(' ', pos);
+    uint64_t len = 0;
+    // A record holds its length, a space, key=value and a newline.
+    if (space == std::string::npos || !absl::SimpleAtoi(ext.substr(pos, space - pos), &len) ||
+        len > ext.size() - pos || len < space - pos + 2) {
+      break;
+    }
+    const std::string record = ext.substr(space + 1, pos + len - space - 2);
+    const size_t eq = record.find('=');
+    if (eq != std::string::npos) {
+      const std::string key = record.substr(0, eq), value = record.substr(eq + 1);
+      if (key == "path") *long_name = value;
+      if (key == "size") {
+        if (!absl::SimpleAtoi(value, pax_size) || *pax_size >= (uint64_t{1} << 63)) {
+          return absl::DataLossError(absl::StrCat("bad pax size record '", value, "'"));
+        }
+        *have_pax_size = true;
+      }
+    }
+    pos += len;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ScanTar(const ByteSource& source,
@@ -113,32 +144,8 @@ absl::Status ScanTar(const ByteSource& source,
       }
       if (type == 'L') {
         long_name = ext.substr(0, strnlen(ext.data(), ext.size()));
-      } else {
-        // pax records: "<len> <key>=<value>\n"
-        size_t pos = 0;
-        while (pos < ext.size()) {
-          const size_t space = ext.find(' ', pos);
-          uint64_t len = 0;
-          // A record holds its length, a space, key=value and a newline.
-          if (space == std::string::npos || !absl::SimpleAtoi(ext.substr(pos, space - pos), &len) ||
-              len > ext.size() - pos || len < space - pos + 2) {
-            break;
-          }
-          const std::string record = ext.substr(space + 1, pos + len - space - 2);
-          const size_t eq = record.find('=');
-          if (eq != std::string::npos) {
-            const std::string key = record.substr(0, eq), value = record.substr(eq + 1);
-            if (key == "path") long_name = value;
-            if (key == "size") {
-              if (!absl::SimpleAtoi(value, &pax_size) || pax_size >= (uint64_t{1} << 63)) {
-                return absl::DataLossError(
-                    absl::StrCat(path, ": bad pax size record '", value, "' at offset ", offset));
-              }
-              have_pax_size = true;
-            }
-          }
-          pos += len;
-        }
+      } else if (absl::Status s = ParsePax(ext, &long_name, &pax_size, &have_pax_size); !s.ok()) {
+        return absl::DataLossError(absl::StrCat(path, ": ", s.message(), " at offset ", offset));
       }
       offset = data + RoundUp(size);
       continue;

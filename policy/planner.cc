@@ -229,6 +229,56 @@ std::string Explain(const PlanInput& in, const Plan& plan) {
   return out;
 }
 
+// The cuts that can run (none past a local-only stage) into `allowed`;
+// InvalidArgument for one that uses no limited resource.
+absl::Status AllowedCuts(const PlanInput& in, const std::vector<std::array<double, kRows>>& use,
+                         const std::vector<int>& finite_rows, std::vector<int>* allowed) {
+  for (size_t k = 0; k < use.size(); ++k) {
+    if (in.max_cut < 0 || static_cast<int>(k) <= in.max_cut)
+      allowed->push_back(static_cast<int>(k));
+  }
+  for (int k : *allowed) {
+    bool bounded = false;
+    for (int r : finite_rows) bounded = bounded || use[k][r] > 0;
+    if (!bounded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan input: path cut=", k,
+                       " uses no limited resource, so throughput is unbounded; "
+                       "give a demand or the stage costs"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The plan of the best vertex: its rates, what they use, and the resources
+// that bind (all but the explanation).
+Plan ToPlan(const PlanInput& in, const Candidate& best,
+            const std::vector<std::array<double, kRows>>& use, const std::array<double, kRows>& cap,
+            const std::vector<int>& finite_rows) {
+  const size_t paths = use.size();
+  Plan plan;
+  plan.rate = best.rate;
+  plan.throughput = best.throughput;
+  plan.remote_cores_used = best.remote;
+  plan.network_bytes_per_s = best.bytes;
+  for (size_t k = 0; k < paths; ++k) plan.local_cores_used += best.rate[k] * use[k][0];
+  plan.remote_fraction =
+      plan.throughput > 0 ? (plan.throughput - best.rate[0]) / plan.throughput : 0;
+  plan.workers = static_cast<int>(std::ceil(plan.remote_cores_used / in.cores_per_worker - 1e-9));
+  std::array<double, kRows> used{};
+  for (size_t k = 0; k < paths; ++k) {
+    for (int r = 0; r < kRows; ++r) used[r] += best.rate[k] * use[k][r];
+  }
+  const Binding kinds[kRows] = {Binding::kLocalCpu,     Binding::kRemoteCpu,
+                                Binding::kNetwork,      Binding::kDemand,
+                                Binding::kLocalStorage, Binding::kRemoteStorage};
+  for (int r : finite_rows) {
+    if (used[r] >= cap[r] * (1 - 1e-6) && cap[r] > 0) plan.binding.push_back(kinds[r]);
+    if (cap[r] == 0) plan.binding.push_back(kinds[r]);
+  }
+  return plan;
+}
+
 }  // namespace
 
 absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
@@ -242,21 +292,8 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   for (int r = 0; r < kRows; ++r) {
     if (cap[r] < kUnlimited) finite_rows.push_back(r);
   }
-  // The cuts that can run: none past a local-only stage.
   std::vector<int> allowed;
-  for (size_t k = 0; k < paths; ++k) {
-    if (in.max_cut < 0 || static_cast<int>(k) <= in.max_cut) allowed.push_back(static_cast<int>(k));
-  }
-  for (int k : allowed) {
-    bool bounded = false;
-    for (int r : finite_rows) bounded = bounded || use[k][r] > 0;
-    if (!bounded) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan input: path cut=", k,
-                       " uses no limited resource, so throughput is unbounded; "
-                       "give a demand or the stage costs"));
-    }
-  }
+  if (absl::Status s = AllowedCuts(in, use, finite_rows, &allowed); !s.ok()) return s;
 
   Candidate best;
   best.rate.assign(paths, 0);
@@ -315,27 +352,7 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
     }
   }
 
-  Plan plan;
-  plan.rate = best.rate;
-  plan.throughput = best.throughput;
-  plan.remote_cores_used = best.remote;
-  plan.network_bytes_per_s = best.bytes;
-  for (size_t k = 0; k < paths; ++k) plan.local_cores_used += best.rate[k] * use[k][0];
-  plan.remote_fraction =
-      plan.throughput > 0 ? (plan.throughput - best.rate[0]) / plan.throughput : 0;
-  plan.workers = static_cast<int>(std::ceil(plan.remote_cores_used / in.cores_per_worker - 1e-9));
-  std::array<double, kRows> used{};
-  for (size_t k = 0; k < paths; ++k) {
-    for (int r = 0; r < kRows; ++r) used[r] += best.rate[k] * use[k][r];
-  }
-  const Binding kinds[kRows] = {Binding::kLocalCpu,     Binding::kRemoteCpu,
-                                Binding::kNetwork,      Binding::kDemand,
-                                Binding::kLocalStorage, Binding::kRemoteStorage};
-  for (int r : finite_rows) {
-    if (used[r] >= cap[r] * (1 - 1e-6) && cap[r] > 0) plan.binding.push_back(kinds[r]);
-    if (cap[r] == 0) plan.binding.push_back(kinds[r]);
-  }
-
+  Plan plan = ToPlan(in, best, use, cap, finite_rows);
   plan.explanation = Explain(in, plan);
   return plan;
 }

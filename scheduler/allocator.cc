@@ -69,6 +69,27 @@ std::vector<double> RankShares(double pool_cores, const std::vector<JobWant>& ra
   return share;
 }
 
+namespace {
+
+// Each job's grants (worker index -> cores), as worker ids sorted, into
+// `out`, jobs taken in `order`.
+void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
+               const std::vector<size_t>& order,
+               const std::vector<std::map<size_t, double>>& granted, Allocation* out) {
+  for (size_t j : order) {
+    if (granted[j].empty()) continue;
+    std::vector<Grant>& grants = out->grants[jobs[j].id];
+    for (const auto& [w, cores] : granted[j]) {
+      grants.push_back({workers[w].id, cores});
+      out->granted_cores += cores;
+    }
+    std::sort(grants.begin(), grants.end(),
+              [](const Grant& a, const Grant& b) { return a.worker_id < b.worker_id; });
+  }
+}
+
+}  // namespace
+
 Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
                     const std::map<std::string, std::vector<Grant>>& previous) {
   Allocation out;
@@ -137,17 +158,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     if (list != local_lists.end()) fill(j, list->second, local_cursor[jobs[j].locality]);
   }
   for (size_t j : order) fill(j, all, all_cursor);
-
-  for (size_t j : order) {
-    if (granted[j].empty()) continue;
-    std::vector<Grant>& grants = out.grants[jobs[j].id];
-    for (const auto& [w, cores] : granted[j]) {
-      grants.push_back({workers[w].id, cores});
-      out.granted_cores += cores;
-    }
-    std::sort(grants.begin(), grants.end(),
-              [](const Grant& a, const Grant& b) { return a.worker_id < b.worker_id; });
-  }
+  AddGrants(workers, jobs, order, granted, &out);
   return out;
 }
 

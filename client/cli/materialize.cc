@@ -22,6 +22,28 @@
 
 namespace prepflow::cli {
 
+namespace {
+
+// The summary: a JSON line, or a line for people.
+void PrintMaterialized(Console& console, const proto::Materialized& made, uint64_t bytes,
+                       double seconds, const std::string& out, bool json) {
+  if (json) {
+    console.PrintJson(Json{{"command", "materialize"},
+                           {"samples", made.samples()},
+                           {"upto", made.upto()},
+                           {"encoding", made.encoding()},
+                           {"bytes", bytes},
+                           {"seconds", seconds},
+                           {"out", SafeText(out)}});
+  } else {
+    std::printf("materialized %lld samples after stages [0, %d) as %s into %s in %.2f s\n",
+                static_cast<long long>(made.samples()), made.upto(), made.encoding().c_str(),
+                out.c_str(), seconds);
+  }
+}
+
+}  // namespace
+
 int MaterializeCommand(Console& console, int argc, char** argv) {
   std::string data, out, pipeline = "imagenet-train", plugins, upto = "auto", format = "auto";
   MaterializeOptions options;
@@ -88,19 +110,7 @@ int MaterializeCommand(Console& console, int argc, char** argv) {
   const double seconds = (WallNanos() - t0) * 1e-9;
   // Uploaded shards are gone from here: their size is not counted.
   const uint64_t bytes = output.staging ? 0 : FolderBytes(out);
-  if (json) {
-    console.PrintJson(Json{{"command", "materialize"},
-                           {"samples", made->samples()},
-                           {"upto", made->upto()},
-                           {"encoding", made->encoding()},
-                           {"bytes", bytes},
-                           {"seconds", seconds},
-                           {"out", SafeText(out)}});
-  } else {
-    std::printf("materialized %lld samples after stages [0, %d) as %s into %s in %.2f s\n",
-                static_cast<long long>(made->samples()), made->upto(), made->encoding().c_str(),
-                out.c_str(), seconds);
-  }
+  PrintMaterialized(console, *made, bytes, seconds, out, json);
   return kOk;
 }
 

@@ -118,6 +118,36 @@ struct ReuseFlags {
   }
 };
 
+// The stages' costs and sizes as --stage-ms and --stage-bytes give them.
+absl::Status CostsFromLists(const std::string& stage_ms, const std::string& stage_bytes,
+                            policy::PlanInput* in, std::vector<std::string>* names) {
+  auto ms = ParseList("stage-ms", stage_ms);
+  if (!ms.ok()) return ms.status();
+  auto bytes = ParseList("stage-bytes", stage_bytes);
+  if (!bytes.ok()) return bytes.status();
+  for (double v : *ms) in->local_cost.push_back(v / 1e3);
+  in->boundary_bytes = *bytes;
+  for (size_t i = 0; i < in->local_cost.size(); ++i) names->push_back(absl::StrCat("stage ", i));
+  return absl::OkStatus();
+}
+
+// The stages' costs and sizes from a short profile of --data.
+absl::Status CostsFromProfile(const ProfileFlags& pf, ReuseFlags* reuse, policy::PlanInput* in,
+                              std::vector<std::string>* names) {
+  auto profile = ProfileDataset(pf);
+  if (!profile.ok()) return profile.status();
+  // "read" first, then the stages; whoever runs stage 0 reads the file.
+  const std::vector<StageStats>& stages = profile->stages;
+  for (size_t i = 1; i < stages.size(); ++i) {
+    names->push_back(stages[i].name);
+    in->local_cost.push_back(stages[i].cpu_seconds_per_sample());
+    in->boundary_bytes.push_back(stages[i].bytes_per_sample());
+  }
+  if (!in->local_cost.empty()) in->local_cost[0] += stages[0].cpu_seconds_per_sample();
+  if (reuse->read_bytes < 0) reuse->read_bytes = stages[0].bytes_per_sample();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int PlanCommand(Console& console, int argc, char** argv) {
@@ -157,30 +187,13 @@ int PlanCommand(Console& console, int argc, char** argv) {
 
   policy::PlanInput in;
   std::vector<std::string> names;
-  if (!stage_ms.empty()) {
-    auto ms = ParseList("stage-ms", stage_ms);
-    if (!ms.ok()) return console.Failure("plan", ms.status());
-    auto bytes = ParseList("stage-bytes", stage_bytes);
-    if (!bytes.ok()) return console.Failure("plan", bytes.status());
-    for (double v : *ms) in.local_cost.push_back(v / 1e3);
-    in.boundary_bytes = *bytes;
-    for (size_t i = 0; i < in.local_cost.size(); ++i) names.push_back(absl::StrCat("stage ", i));
-  } else if (!pf.data.empty()) {
-    auto profile = ProfileDataset(pf);
-    if (!profile.ok()) return console.Failure("plan", profile.status());
-    // "read" first, then the stages; whoever runs stage 0 reads the file.
-    const std::vector<StageStats>& stages = profile->stages;
-    for (size_t i = 1; i < stages.size(); ++i) {
-      names.push_back(stages[i].name);
-      in.local_cost.push_back(stages[i].cpu_seconds_per_sample());
-      in.boundary_bytes.push_back(stages[i].bytes_per_sample());
-    }
-    if (!in.local_cost.empty()) in.local_cost[0] += stages[0].cpu_seconds_per_sample();
-    if (reuse.read_bytes < 0) reuse.read_bytes = stages[0].bytes_per_sample();
-  } else {
+  if (stage_ms.empty() && pf.data.empty()) {
     return console.UsageError("prepflow plan: give --data, or --stage-ms with --stage-bytes",
                               flags);
   }
+  const absl::Status costs = stage_ms.empty() ? CostsFromProfile(pf, &reuse, &in, &names)
+                                              : CostsFromLists(stage_ms, stage_bytes, &in, &names);
+  if (!costs.ok()) return console.Failure("plan", costs);
   if (!remote_ms.empty()) {
     auto ms = ParseList("remote-ms", remote_ms);
     if (!ms.ok()) return console.Failure("plan", ms.status());

@@ -509,15 +509,13 @@ std::shared_ptr<PendingLines> RouteLogsToPython() {
 }  // namespace
 }  // namespace prepflow::python
 
-PYBIND11_MODULE(_prepflow, m) {
-  using prepflow::python::OpsSchema;
-  using prepflow::python::PyBatch;
-  using prepflow::python::PyLoader;
-  using prepflow::python::PyNormalizer;
-  using prepflow::python::StatKeys;
-  namespace gpu = prepflow::gpu;
-  m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
+namespace prepflow::python {
+namespace {
 
+namespace gpu = prepflow::gpu;
+
+// take_logs and set_log_level: the core's log lines, routed to Python.
+void BindLogs(py::module_& m) {
   // Kept for the module's life (the default logger holds it too).
   static const std::shared_ptr<prepflow::python::PendingLines> pending =
       prepflow::python::RouteLogsToPython();
@@ -536,7 +534,9 @@ PYBIND11_MODULE(_prepflow, m) {
             std::clamp(level, 0, static_cast<int>(spdlog::level::off))));
       },
       "The least severe spdlog level (0 trace .. 6 off) the core logs.");
+}
 
+void BindBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch")
       .def_property_readonly("epoch", [](const PyBatch& b) { return b.batch()->epoch(); })
       .def_property_readonly("number", [](const PyBatch& b) { return b.batch()->number(); })
@@ -564,7 +564,9 @@ PYBIND11_MODULE(_prepflow, m) {
       .def("labels_dlpack", &PyBatch::labels_dlpack)
       .def("images_numpy", &PyBatch::images_numpy)
       .def("labels_numpy", &PyBatch::labels_numpy);
+}
 
+void BindLoader(py::module_& m) {
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const py::dict&>())
       .def("next", &PyLoader::Next)
@@ -596,7 +598,10 @@ PYBIND11_MODULE(_prepflow, m) {
         return py::make_tuple(std::vector<float>(p.mean, p.mean + 3),
                               std::vector<float>(p.std, p.std + 3));
       });
+}
 
+// The op schema, plugins, and what the parity tests draw.
+void BindOps(py::module_& m) {
   m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
   m.def("ops_schema", &OpsSchema,
         "Every op a pipeline may use, with its fields (as `prepflow ops --json`).");
@@ -644,6 +649,10 @@ PYBIND11_MODULE(_prepflow, m) {
                               chains);
       },
       "(original weight, chain weights, chains of (op, magnitude)) of an aug_mix stage.");
+}
+
+// The device path: whether CUDA is there, and its normalizer.
+void BindGpu(py::module_& m) {
   m.def("gpu_available", [] {
     std::string why;
     const bool ok = gpu::Available(&why);
@@ -663,4 +672,16 @@ PYBIND11_MODULE(_prepflow, m) {
       .def("submit", &PyNormalizer::Submit, py::arg("batch"), py::arg("out"), py::arg("after"))
       .def_property_readonly("stream", &PyNormalizer::stream)
       .def("synchronize", &PyNormalizer::Synchronize);
+}
+
+}  // namespace
+}  // namespace prepflow::python
+
+PYBIND11_MODULE(_prepflow, m) {
+  m.doc() = "C++ core of the prepflow package; use prepflow.Loader.";
+  prepflow::python::BindLogs(m);
+  prepflow::python::BindBatch(m);
+  prepflow::python::BindLoader(m);
+  prepflow::python::BindOps(m);
+  prepflow::python::BindGpu(m);
 }

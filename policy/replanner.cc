@@ -127,6 +127,7 @@ Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
 void Replanner::Invalidate() {
   absl::MutexLock lock(&mu_);
   last_plan_nanos_ = 0;
+  resources_changed_ = true;
 }
 
 void Replanner::FoldStages(const Snapshot& s) {
@@ -396,9 +397,12 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   }
   last_plan_nanos_ = now;
   input_ = in;
+  // After a worker came or went the running placement was made for other
+  // resources: the new plan replaces it whatever the gain.
+  const bool resources_changed = std::exchange(resources_changed_, false);
   auto plan = MakePlan(*in);
   if (!plan.ok() || plan->throughput <= 0) return std::nullopt;
-  if (changes_ > 0) {
+  if (changes_ > 0 && !resources_changed) {
     const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
     if (running.ok() && plan->throughput <= (1 + options_.gain) * *running) {
       throughput_ = *running;

@@ -35,7 +35,8 @@
 //   hysteresis  a new plan replaces the running placement only when
 //               T_new > (1 + gain) · T_running, both scored on the same inputs
 //               (ThroughputOf): near-ties between cuts are common, and
-//               switching on noise gains nothing.
+//               switching on noise gains nothing. Not after Invalidate(): the
+//               running placement was made for other resources.
 //   links       over a window of ≥ 1 s and ≥ 4 results (each worker's
 //               opens at its first answers), a worker whose
 //               results came with every credit out (≥ 80% of them) while its
@@ -327,6 +328,7 @@ class Replanner {
   SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
   SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resources_changed_ ABSL_GUARDED_BY(mu_) = false;  // Invalidate() since the last plan
   int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the first snapshot with every stage measured
   std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);         // of the last plan
   std::optional<PlanInput> latest_input_ ABSL_GUARDED_BY(mu_);  // of the last Update

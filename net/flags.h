@@ -1,6 +1,7 @@
 // A small command-line flag parser for every prepflow command: prepflow,
 // prepflow-worker, prepflow-scheduler and the benchmark programs. Abseil only,
-// so the lowest program may use it (its own library, prepflow::flags).
+// so the lowest program may use it (it lives in prepflow::net for now;
+// issue 32 moves it to a base/ library that needs no gRPC).
 //
 // Flags are `--name value` or `--name=value`; booleans are `--name`,
 // `--name=true|false` or `--no-name`. Every error names the flag and the

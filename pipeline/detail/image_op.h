@@ -1,6 +1,11 @@
 // What pipeline/'s image ops share (internal to pipeline/; the public
-// interface is ops.h). Ops are split by kind: ops.cc holds the registry, the
-// geometry ops and normalize, color_ops.cc the colour ops.
+// interface is ops.h). Ops are split by kind: ops.cc holds the registry,
+// decode, random_resized_crop, resize, center_crop and normalize (the ops
+// that plan the decode, and the last); geometry_ops.cc the other
+// geometry ops, color_ops.cc the colour ops, augment_ops.cc the automatic
+// augmentations, tensor_ops.cc the tensor ops, batch_ops.cc the ops on whole
+// batches. Each of the first four registers itself through its Register*Ops
+// (RegisterBuiltinOps calls them).
 #ifndef PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 #define PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 

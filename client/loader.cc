@@ -151,20 +151,21 @@ absl::Status Loader::OpenData() {
   if (!options_.dataset.has_materialized()) {
     if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
   }
-  if (const proto::Materialized* m = Materialized()) {
-    if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
-    }
+  // Materialized data: its prefix must be the pipeline's (before the
+  // dataset opens), and every sample made by that prefix (after).
+  const proto::Materialized* m = Materialized();
+  auto bad_data = [&](const absl::Status& s) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
+  };
+  if (m != nullptr) {
+    if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) return bad_data(s);
   }
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
   dataset_ = *std::move(dataset);
-  if (const proto::Materialized* m = Materialized()) {
-    if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--data ", SafeText(options_.dataset.path()), ": ", s.message()));
-    }
+  if (m != nullptr) {
+    if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) return bad_data(s);
   }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),

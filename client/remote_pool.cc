@@ -405,19 +405,18 @@ void RemotePool::OnResult(int w, std::shared_ptr<const ReceivedMessage> answer) 
     absl::MutexLock lock(&mu_);
     if (!TakeAnswer(w, *answer, &taken)) return;
     address = workers_[w].member.address;
-    ++delivering_;
+    delivering_.fetch_add(1, std::memory_order_relaxed);
   }
   // The item is the caller's alone now.
   if (callbacks_.result) callbacks_.result(std::move(taken.item), std::move(answer), address);
-  absl::MutexLock lock(&mu_);
-  --delivering_;
+  delivering_.fetch_sub(1, std::memory_order_release);
 }
 
 int64_t RemotePool::owed_items() const {
   absl::MutexLock lock(&mu_);
   // Only what someone holds: an item in items_ that is neither queued nor
   // out at a live worker is lost, and must not count.
-  int64_t owed = static_cast<int64_t>(queued_.size()) + delivering_;
+  int64_t owed = static_cast<int64_t>(queued_.size()) + delivering_.load(std::memory_order_acquire);
   for (const Worker& w : workers_) {
     if (w.member.alive) owed += static_cast<int64_t>(w.items.size());
   }

@@ -43,6 +43,7 @@
 #ifndef PREPFLOW_CLIENT_REMOTE_POOL_H_
 #define PREPFLOW_CLIENT_REMOTE_POOL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -273,8 +274,10 @@ class RemotePool {
   mutable absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);        // by id; never shrinks
   std::map<uint64_t, Pending> items_ ABSL_GUARDED_BY(mu_);  // not yet answered
-  int64_t delivering_ ABSL_GUARDED_BY(mu_) = 0;             // answers in `result` now
-  std::deque<uint64_t> queued_ ABSL_GUARDED_BY(mu_);        // without a worker
+  // Answers in `result` now: raised under mu_ as the item leaves items_,
+  // lowered after (owed_items() reads it under mu_).
+  std::atomic<int64_t> delivering_{0};
+  std::deque<uint64_t> queued_ ABSL_GUARDED_BY(mu_);  // without a worker
   uint64_t next_item_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);

@@ -57,15 +57,6 @@ SampleRunner::~SampleRunner() { Stop(); }
 
 void SampleRunner::Stop() { threads_.Stop(); }
 
-void SampleRunner::Submit(std::function<void(int thread)> task) {
-  pending_tasks_.fetch_add(1, std::memory_order_acq_rel);
-  const bool queued = threads_.Submit([this, task = std::move(task)](int thread) {
-    task(thread);
-    pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
-  });
-  if (!queued) pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
-}
-
 void SampleRunner::RunLocal(Batch* batch, int64_t slot) {
   Submit([this, batch, slot](int thread) { RunSample(thread, batch, slot); });
 }

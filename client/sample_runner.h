@@ -85,8 +85,17 @@ class SampleRunner {
   int64_t pending_tasks() const { return pending_tasks_.load(std::memory_order_acquire); }
 
  private:
-  // Runs `task` on a thread, counted in pending_tasks() until it returns.
-  void Submit(std::function<void(int thread)> task);
+  // Runs `task` (a callable taking the thread's index) on a thread, counted
+  // in pending_tasks() until it returns.
+  template <typename Task>
+  void Submit(Task task) {
+    pending_tasks_.fetch_add(1, std::memory_order_acq_rel);
+    const bool queued = threads_.Submit([this, task = std::move(task)](int thread) {
+      task(thread);
+      pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
+    });
+    if (!queued) pending_tasks_.fetch_sub(1, std::memory_order_acq_rel);
+  }
 
  public:
   // Why fewer threads than asked for started ("" when all did).

@@ -40,7 +40,9 @@ constexpr size_t kMinLeaseKeyBytes = 16, kMaxLeaseKeyBytes = 4096;
 // file, made (32 random bytes, mode 0600) so the next start finds it.
 absl::StatusOr<std::string> LoadLeaseKey(const std::string& path) {
   const std::string flag = absl::StrCat("--lease-key-file ", SafeText(path));
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted at the path must not hang the start (it is
+  // refused below as not a regular file).
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0 && errno == ENOENT) {
     std::string key(32, '\0');
     for (size_t got = 0; got < key.size();) {

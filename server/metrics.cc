@@ -71,8 +71,8 @@ WorkerMetrics::WorkerMetrics()
                        .Add({})),
       memory_(prometheus::BuildGauge()
                   .Name("prepflow_worker_memory_bytes")
-                  .Help("Result memory: reserved by admitted items, and the budget "
-                        "(--max-memory-bytes)")
+                  .Help("Result memory: reserved by admitted items, and the results' budget "
+                        "(half of --max-memory-bytes)")
                   .Register(*registry_)),
       memory_reserved_(memory_.Add({{"what", "reserved"}})),
       memory_budget_(memory_.Add({{"what", "budget"}})),

@@ -95,6 +95,15 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
         << s.status();
   }
   TempDir root;
+  // A FIFO planted as the lease key must not hang the start (an open for
+  // reading waits for a writer): refused as not a regular file.
+  const std::string fifo = root.Join("lease-fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto hung = WorkerProcess::StartDaemon(bin + "/prepflow-scheduler",
+                                         {"--port", "0", "--lease-key-file", fifo}, 5);
+  ASSERT_FALSE(hung.ok());
+  EXPECT_NE(std::string(hung.status().message()).find("exit code 2"), std::string::npos)
+      << hung.status();
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--max-memory-bytes", "-1"},
                                               {"--max-jpeg-scans", "0"},
                                               {"--idle-connection-seconds", "0"},

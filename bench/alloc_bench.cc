@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "net/flags.h"
+#include "base/flags.h"
 #include "pipeline/rng.h"
 #include "scheduler/allocator.h"
 

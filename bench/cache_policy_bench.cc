@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "net/flags.h"
+#include "base/flags.h"
 #include "pipeline/sample_cache.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "net/flags.h"
+#include "base/flags.h"
 #include "pipeline/dataset.h"
 #include "pipeline/profiler.h"
 

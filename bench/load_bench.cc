@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/flags.h"
 #include "client/loader.h"
 #include "client/worker_process.h"
-#include "net/flags.h"
 #include "spdlog/spdlog.h"
 
 namespace {

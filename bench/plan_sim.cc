@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "net/flags.h"
+#include "base/flags.h"
 #include "pipeline/rng.h"
 #include "policy/planner.h"
 

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/flags.h"
 #include "client/datasets.h"
-#include "net/flags.h"
 #include "pipeline/profiler.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 int main(int argc, char** argv) {
   std::string data;
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   flags.String("data", &data, "a dataset: a URL (http, https, s3) or a path");
   flags.Int("threads", &threads, "reading threads (as decode threads would)");
   flags.Int("batch", &batch, "samples hinted to the read-ahead at a time, per thread");
-  prepflow::RegisterStorageFlags(flags, &remote);
+  prepflow::RegisterOptionFlags(flags, prepflow::StorageOptionFields(), &remote);
   if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
   if (data.empty() || threads < 1 || batch < 1) {
     std::fprintf(stderr, "remote_read_bench: --data is required; --threads, --batch >= 1\n");

@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "pipeline/dataset.h"
 #include "proto/pipeline.pb.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow {
 

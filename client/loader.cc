@@ -73,7 +73,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   if (!resolved.ok()) return resolved.status();
   options_ = *std::move(resolved);
   offload_ = *options_.offload;
-  auto security = LoadSecurity(options_.security);
+  auto security = LoadSecurity(options_.security, options_.surface);
   if (!security.ok()) return security.status();
   security_ = *std::move(security);
   job_id_ = options_.job;

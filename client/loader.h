@@ -45,6 +45,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/text.h"
 #include "client/loader_options.h"
 #include "client/loader_stats.h"
 #include "net/security.h"
@@ -53,7 +54,6 @@
 #include "pipeline/dataset.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/sample_cache.h"
-#include "pipeline/text.h"
 #include "policy/replanner.h"
 #include "proto/worker.pb.h"
 

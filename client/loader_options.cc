@@ -13,11 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/text.h"
 #include "pipeline/rng.h"
-#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {
+
+// The option `key` as `o` names it.
+std::string Name(const LoaderOptions& o, const char* key) { return OptionName(key, o.surface); }
 
 template <typename... Parts>
 absl::Status Invalid(const Parts&... parts) {
@@ -25,7 +28,7 @@ absl::Status Invalid(const Parts&... parts) {
 }
 
 // host:port with a numeric port, [v6]:port, or a gRPC URI (dns:///..., unix:...).
-absl::Status CheckWorkerAddress(const std::string& address) {
+absl::Status CheckWorkerAddress(const std::string& address, const std::string& name) {
   if (absl::StrContains(address, ":/") || absl::StartsWith(address, "unix:")) {
     return absl::OkStatus();
   }
@@ -34,56 +37,26 @@ absl::Status CheckWorkerAddress(const std::string& address) {
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535 ||
       (address[0] == '[') != (address[colon - 1] == ']')) {
-    return Invalid("--workers: '", SafeText(address),
+    return Invalid(name, ": '", SafeText(address),
                    "' is not host:port (e.g. worker1:7070, [::1]:7070)");
   }
   return absl::OkStatus();
 }
 
-// The options that are plain numbers in a range.
-absl::Status CheckNumbers(const LoaderOptions& o) {
-  if (o.batch_size < 1 || o.batch_size > kMaxBatch) {
-    return Invalid("--batch: must be 1 to ", kMaxBatch, ", got ", o.batch_size);
+// Every row's bounds, then what holds between options.
+absl::Status CheckAll(const LoaderOptions& o) {
+  if (absl::Status s = CheckOptions(LoaderOptionFields(), o, o.surface); !s.ok()) return s;
+  if (o.rank >= o.world_size) {
+    return Invalid(Name(o, "rank"), "/", Name(o, "world_size"),
+                   ": need 0 <= rank < world_size, got ", o.rank, "/", o.world_size);
   }
-  if (o.threads < 0 || o.threads > kMaxThreads) {
-    return Invalid("--threads: must be 0 to ", kMaxThreads, ", got ", o.threads);
-  }
-  if (o.epochs < 1) return Invalid("--epochs: must be at least 1, got ", o.epochs);
-  if (o.first_epoch < 0 || o.skip_batches < 0) {
-    return Invalid("--start-epoch/--start-batch: must be >= 0, got ", o.first_epoch, "/",
-                   o.skip_batches);
-  }
-  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
-    return Invalid("--rank/--world-size: need 0 <= rank < world_size, got ", o.rank, "/",
-                   o.world_size);
-  }
-  if (o.echo < 1 || o.echo >= static_cast<int>(kMaxCopies)) {
-    return Invalid("--echo: must be 1 to ", kMaxCopies - 1, ", got ", o.echo);
-  }
-  if (o.max_echo < 1 || o.max_echo >= static_cast<int>(kMaxCopies)) {
-    return Invalid("--max-echo: must be 1 to ", kMaxCopies - 1, ", got ", o.max_echo);
-  }
-  if (o.start_echo < 0 || (o.echo_auto && o.start_echo > o.max_echo)) {
-    return Invalid("--start-echo: must be 0 to --max-echo (", o.max_echo, "), got ", o.start_echo);
-  }
-  if (o.echo_window < 1) return Invalid("--echo-window: must be at least 1, got ", o.echo_window);
-  if (o.echo_bytes < 0) return Invalid("--echo-bytes: must be >= 0, got ", o.echo_bytes);
-  if (o.prefetch_batches < 1 || o.prefetch_batches > kMaxPrefetch) {
-    return Invalid("--prefetch: must be 1 to ", kMaxPrefetch, ", got ", o.prefetch_batches);
+  if (o.echo_auto && o.start_echo > o.max_echo) {
+    return Invalid(Name(o, "start_echo"), ": must be 0 to ", Name(o, "max_echo"), " (", o.max_echo,
+                   "), got ", o.start_echo);
   }
   if (o.held_batches < 0 || o.held_batches > 64) {
     return Invalid("held_batches: must be in [0, 64], got ", o.held_batches);
   }
-  if (o.max_pixels < 1) return Invalid("--max-pixels: must be positive, got ", o.max_pixels);
-  if (o.max_jpeg_scans < 1) return Invalid("--max-jpeg-scans: must be positive");
-  if (o.item_samples < 1) return Invalid("--item-samples: must be at least 1");
-  if (!(o.worker_timeout_seconds > 0)) return Invalid("--worker-timeout: must be positive");
-  if (!(o.hedge_after >= 0)) return Invalid("--hedge-after: must be >= 0 (0: off)");
-  if (!(o.scheduler_weight > 0) || !std::isfinite(o.scheduler_weight))
-    return Invalid("--weight: must be positive, got ", o.scheduler_weight);
-  if (!(o.max_remote_cores >= 0)) return Invalid("--max-remote-cores: must be >= 0");
-  if (!(o.demand >= 0)) return Invalid("--demand: must be >= 0");
-  if (!(o.bandwidth >= 0)) return Invalid("--bandwidth-mbps: must be >= 0");
   return absl::OkStatus();
 }
 
@@ -93,13 +66,13 @@ absl::StatusOr<RankSplit> ParseRankSplit(const std::string& name) {
   if (name == "pad") return RankSplit::kPad;
   if (name == "drop") return RankSplit::kDrop;
   if (name == "uneven") return RankSplit::kUneven;
-  return Invalid("--rank-split: '", SafeText(name), "' is not pad, drop or uneven");
+  return Invalid("'", SafeText(name), "' is not pad, drop or uneven");
 }
 
 absl::StatusOr<OnError> ParseOnError(const std::string& name) {
   if (name == "skip") return OnError::kSkip;
   if (name == "fail") return OnError::kFail;
-  return Invalid("--on-error: '", name, "' is not skip or fail");
+  return Invalid("'", SafeText(name), "' is not skip or fail");
 }
 
 absl::StatusOr<OffloadMode> ParseOffload(const std::string& text) {
@@ -114,7 +87,7 @@ absl::StatusOr<OffloadMode> ParseOffload(const std::string& text) {
     return mode;
   }
   auto bad = [&text](const std::string& why) {
-    return Invalid("--offload: '", text, "': ", why,
+    return Invalid("'", SafeText(text), "': ", why,
                    " (use off, auto, remote, or cut=K[,remote_fraction=F])");
   };
   if (text.rfind("cut=", 0) != 0) return bad("unknown mode");
@@ -182,7 +155,9 @@ absl::Status ApplyRankEnvironment(LoaderOptions* o) {
     o->world_size = **world;
   }
   if (o->local_ranks == 0) o->local_ranks = local->has_value() ? **local : 1;
-  if (o->local_ranks < 1) return Invalid("--local-ranks (LOCAL_WORLD_SIZE): must be at least 1");
+  if (o->local_ranks < 1) {
+    return Invalid(Name(*o, "local_ranks"), " (LOCAL_WORLD_SIZE): must be at least 1");
+  }
   return absl::OkStatus();
 }
 
@@ -218,7 +193,7 @@ std::string TorchrunJob() {
 }
 
 absl::Status ApplyJobEnvironment(LoaderOptions* o) {
-  const char* source = "--job";
+  std::string source = Name(*o, "job");
   if (o->job.empty()) {
     if (const char* env = std::getenv("PREPFLOW_JOB"); env != nullptr && *env != '\0') {
       o->job = env;
@@ -237,16 +212,17 @@ absl::Status ApplyJobEnvironment(LoaderOptions* o) {
 }  // namespace
 
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
-  if (absl::Status s = CheckNumbers(options); !s.ok()) return s;
+  if (absl::Status s = CheckAll(options); !s.ok()) return s;
   LoaderOptions resolved = options;
   if (absl::Status s = ApplyRankEnvironment(&resolved); !s.ok()) return s;
   if (absl::Status s = ApplyJobEnvironment(&resolved); !s.ok()) return s;
   if (resolved.echo_auto && resolved.world_size > 1) {
     // Each rank would choose from its own measurements: their epochs could
     // differ in length, and a rank left waiting in a collective hangs.
-    return Invalid("--echo auto: not with ", resolved.world_size,
+    return Invalid(Name(resolved, "echo"), " auto: not with ", resolved.world_size,
                    " ranks (each would choose its own factor, and ranks must run the same "
-                   "number of batches); give every rank the same --echo N");
+                   "number of batches); give every rank the same ",
+                   Name(resolved, "echo"), " N");
   }
   if (!resolved.offload.has_value()) {
     resolved.offload = OffloadMode();
@@ -271,11 +247,12 @@ absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
   const OffloadMode::Kind kind = resolved.offload->kind;
   if ((kind == OffloadMode::kRemote || kind == OffloadMode::kCut) && resolved.workers.empty() &&
       resolved.scheduler.empty()) {
-    return Invalid("--offload ", OffloadModeString(*resolved.offload),
-                   " needs workers (--workers host:port,... or --scheduler host:port)");
+    return Invalid(Name(resolved, "offload"), " ", OffloadModeString(*resolved.offload),
+                   " needs workers (", Name(resolved, "workers"), " host:port,... or ",
+                   Name(resolved, "scheduler"), " host:port)");
   }
   for (const std::string& w : resolved.workers) {
-    if (absl::Status s = CheckWorkerAddress(w); !s.ok()) {
+    if (absl::Status s = CheckWorkerAddress(w, Name(resolved, "workers")); !s.ok()) {
       return options.workers.empty() && options.scheduler.empty()
                  ? absl::InvalidArgumentError(absl::StrCat("PREPFLOW_WORKERS: ", s.message()))
                  : s;

@@ -1,7 +1,10 @@
 // What a Loader is built from: LoaderOptions, the offload modes, and their
 // validation.
 //
-// ResolveOptions() checks every option once, naming the flag at fault, and
+// Every option is a row of LoaderOptionFields() (client/loader_option_fields.cc;
+// base/options.h): its flag, Python keyword, help, bounds and default, once.
+// ResolveOptions() checks every option once, naming the option at fault as
+// the surface that set it spells it (LoaderOptions::surface), and
 // fills in what the environment supplies: PREPFLOW_OFFLOAD when no offload
 // mode is given (how offloading is switched on per job without code
 // changes), PREPFLOW_SCHEDULER when neither workers nor a scheduler are.
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/options.h"
 #include "net/security.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/image_decode.h"
@@ -25,7 +29,7 @@
 #include "pipeline/sample_cache.h"
 #include "policy/replanner.h"
 #include "proto/pipeline.pb.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow {
 
@@ -37,6 +41,8 @@ inline constexpr int kMaxBatch = 1 << 20;
 inline constexpr int kMaxPrefetch = 256;
 
 enum class OnError { kSkip, kFail };
+// The Parse functions' errors quote the text and say what is expected;
+// their callers add the option's name.
 absl::StatusOr<OnError> ParseOnError(const std::string& name);
 // "pad" | "drop" | "uneven" (pipeline/epoch_order.h's RankSplit).
 absl::StatusOr<RankSplit> ParseRankSplit(const std::string& name);
@@ -124,7 +130,7 @@ struct LoaderOptions {
   // --auth-token-file). Files are read when the Loader is created.
   SecurityOptions security;
   // Reads of data named by URL: timeouts, retries and reads ahead
-  // (storage/flags.h); credentials come from the environment
+  // (storage/options.h); credentials come from the environment
   // (S3FromEnvironment).
   RemoteReadOptions storage;
   // A sample cache here (RAM, and optionally disk) for the values at
@@ -159,7 +165,18 @@ struct LoaderOptions {
   // normalizer's copies in flight): made up front with the others, so that
   // batch_allocator is not called mid-training.
   int held_batches = 0;
+  // Who set these: errors name options as its spelling (flags for the
+  // command line and C++ callers, keywords where the Python binding set it).
+  OptionSurface surface = OptionSurface::kCommandLine;
 };
+
+// Every option of LoaderOptions as a row (base/options.h), in --help order.
+// Not rows: the dataset's path and the pipeline (each surface takes them its
+// own way), batch_allocator and held_batches (C++ only).
+const std::vector<OptionField<LoaderOptions>>& LoaderOptionFields();
+// The option with Python keyword `key` as `surface` spells it ("--batch" or
+// "batch_size").
+std::string OptionName(const char* key, OptionSurface surface);
 
 // LoaderOptions after validation, with the environment applied: `offload` is
 // set, and `scheduler` holds PREPFLOW_SCHEDULER where it applies; under a

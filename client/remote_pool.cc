@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "pipeline/rng.h"
-#include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

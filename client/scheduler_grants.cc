@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "pipeline/text.h"
+#include "base/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

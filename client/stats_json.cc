@@ -5,7 +5,7 @@
 #include <variant>
 #include <vector>
 
-#include "pipeline/text.h"
+#include "base/text.h"
 
 namespace prepflow {
 namespace {

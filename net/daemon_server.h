@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
+#include "base/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/service_type.h"
 #include "net/daemon.h"
-#include "net/flags.h"
 #include "net/security.h"
 
 namespace prepflow::daemon {

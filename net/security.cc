@@ -1,12 +1,13 @@
 #include "net/security.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "net/flags.h"
+#include "base/flags.h"
 
 namespace prepflow {
 namespace {
@@ -18,49 +19,72 @@ constexpr char kBearer[] = "Bearer ";
 // such as /dev/zero, a wrong path) is refused, not read until memory runs out.
 constexpr size_t kMaxFlagFileBytes = size_t{1} << 20;
 
-absl::StatusOr<std::string> ReadFlagFile(const std::string& flag, const std::string& path,
+// `name`: the option as its surface spells it (--tls-ca, tls_ca).
+absl::StatusOr<std::string> ReadFlagFile(const std::string& name, const std::string& path,
                                          bool pem) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " ", path, ": cannot read it: ", std::strerror(errno)));
+        absl::StrCat(name, " ", path, ": cannot read it: ", std::strerror(errno)));
   }
   std::string s(kMaxFlagFileBytes + 1, '\0');
   in.read(s.data(), static_cast<std::streamsize>(s.size()));
   s.resize(static_cast<size_t>(in.gcount()));
   if (s.size() > kMaxFlagFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": over ",
-                                                   kMaxFlagFileBytes, " bytes; not a key file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", path, ": over ", kMaxFlagFileBytes, " bytes; not a key file"));
   }
   if (pem && !absl::StrContains(s, "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": not a PEM file"));
+    return absl::InvalidArgumentError(absl::StrCat(name, " ", path, ": not a PEM file"));
   }
   if (!pem) s = std::string(absl::StripAsciiWhitespace(s));
-  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", path, ": empty"));
+  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(name, " ", path, ": empty"));
   return s;
 }
 
 }  // namespace
 
-void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* o, bool server) {
-  flags.String("tls-cert", &o->tls_cert_file,
-               server ? "TLS certificate chain (PEM) to serve with; with --tls-key"
-                      : "TLS client certificate (PEM) for mutual TLS; with --tls-key");
-  flags.String("tls-key", &o->tls_key_file, "private key (PEM) of --tls-cert");
-  flags.String("tls-ca", &o->tls_ca_file,
-               "CA (PEM) that signed the servers this process dials; makes those connections TLS");
-  flags.String("tls-server-name", &o->tls_server_name,
-               "with --tls-ca: the name servers' certificates must carry, instead of the host "
-               "dialled (one certificate for workers reached by IP)");
+namespace {
+
+std::vector<OptionField<SecurityOptions>>* MakeSecurityFields(bool server) {
+  using O = SecurityOptions;
+  auto* rows = new std::vector<OptionField<O>>{
+      StringOption<O>("tls_cert", "tls-cert", &O::tls_cert_file,
+                      server ? "TLS certificate chain (PEM) to serve with; with --tls-key"
+                             : "TLS client certificate (PEM) for mutual TLS; with --tls-key"),
+      StringOption<O>("tls_key", "tls-key", &O::tls_key_file, "private key (PEM) of --tls-cert"),
+      StringOption<O>(
+          "tls_ca", "tls-ca", &O::tls_ca_file,
+          "CA (PEM) that signed the servers this process dials; makes those connections TLS"),
+      StringOption<O>("tls_server_name", "tls-server-name", &O::tls_server_name,
+                      "with --tls-ca: the name servers' certificates must carry, instead of the "
+                      "host dialled (one certificate for workers reached by IP)"),
+  };
   if (server) {
-    flags.String("tls-client-ca", &o->tls_client_ca_file,
-                 "require client certificates signed by this CA (PEM): mutual TLS");
-    flags.Bool("insecure", &o->insecure,
-               "allow plaintext gRPC on an address other hosts can reach (default: refuse)");
+    rows->push_back(
+        StringOption<O>("tls_client_ca", "tls-client-ca", &O::tls_client_ca_file,
+                        "require client certificates signed by this CA (PEM): mutual TLS"));
+    rows->push_back(BoolOption<O>(
+        "insecure", "insecure", &O::insecure,
+        "allow plaintext gRPC on an address other hosts can reach (default: refuse)"));
   }
-  flags.String("auth-token-file", &o->auth_token_file,
-               server ? "bearer token every call must carry (and this process sends)"
-                      : "bearer token to send with every call");
+  rows->push_back(StringOption<O>("auth_token_file", "auth-token-file", &O::auth_token_file,
+                                  server ? "bearer token every call must carry (and this process "
+                                           "sends)"
+                                         : "bearer token to send with every call"));
+  return rows;
+}
+
+}  // namespace
+
+const std::vector<OptionField<SecurityOptions>>& SecurityOptionFields(bool server) {
+  static const auto* client_rows = MakeSecurityFields(false);
+  static const auto* server_rows = MakeSecurityFields(true);
+  return server ? *server_rows : *client_rows;
+}
+
+void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* o, bool server) {
+  RegisterOptionFlags(flags, SecurityOptionFields(server), o);
 }
 
 void RegisterRoleTokenFlags(cli::FlagSet& flags, SecurityOptions* o, bool scheduler) {
@@ -76,10 +100,17 @@ void RegisterRoleTokenFlags(cli::FlagSet& flags, SecurityOptions* o, bool schedu
   }
 }
 
-absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o, OptionSurface surface) {
+  // An option as `surface` spells it: --tls-ca, or tls_ca.
+  const auto name = [surface](std::string flag) {
+    if (surface == OptionSurface::kCommandLine) return "--" + flag;
+    std::replace(flag.begin(), flag.end(), '-', '_');
+    return flag;
+  };
   Security s;
   if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both or neither");
+    return absl::InvalidArgumentError(absl::StrCat(name("tls-cert"), " and ", name("tls-key"),
+                                                   " go together: give both or neither"));
   }
   struct File {
     const char* flag;
@@ -95,7 +126,7 @@ absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
         File{"worker-token-file", o.worker_token_file, &s.worker_token, false},
         File{"job-token-file", o.job_token_file, &s.job_token, false}}) {
     if (f.path.empty()) continue;
-    auto text = ReadFlagFile(f.flag, f.path, f.pem);
+    auto text = ReadFlagFile(name(f.flag), f.path, f.pem);
     if (!text.ok()) return text.status();
     *f.into = *std::move(text);
   }
@@ -103,10 +134,13 @@ absl::StatusOr<Security> LoadSecurity(const SecurityOptions& o) {
   if (s.job_token.empty()) s.job_token = s.token;
   s.server_name = o.tls_server_name;
   if (!s.server_name.empty() && s.ca.empty()) {
-    return absl::InvalidArgumentError("--tls-server-name needs --tls-ca");
+    return absl::InvalidArgumentError(
+        absl::StrCat(name("tls-server-name"), " needs ", name("tls-ca")));
   }
   if (!s.client_ca.empty() && s.cert.empty()) {
-    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key (TLS first)");
+    return absl::InvalidArgumentError(absl::StrCat(name("tls-client-ca"), " needs ",
+                                                   name("tls-cert"), " and ", name("tls-key"),
+                                                   " (TLS first)"));
   }
   return s;
 }

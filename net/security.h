@@ -25,16 +25,15 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/flags.h"
+#include "base/options.h"
 #include "grpcpp/grpcpp.h"
 
 namespace prepflow {
-
-namespace cli {
-class FlagSet;
-}
 
 // File names, as given on the command line (or in LoaderOptions).
 struct SecurityOptions {
@@ -61,7 +60,10 @@ struct Security {
   bool client_tls() const { return !ca.empty(); }
 };
 
-// Adds the flags above to `flags`; `server`: also --tls-client-ca and --insecure.
+// The options above as rows (base/options.h): a client's (TLS to the servers
+// it dials, its token), or with `server` also tls_client_ca and insecure.
+const std::vector<OptionField<SecurityOptions>>& SecurityOptionFields(bool server);
+// One flag per row of SecurityOptionFields(server).
 void RegisterSecurityFlags(cli::FlagSet& flags, SecurityOptions* options, bool server);
 
 // The role flags: --worker-token-file on a worker (`scheduler` false) and the
@@ -70,7 +72,9 @@ void RegisterRoleTokenFlags(cli::FlagSet& flags, SecurityOptions* options, bool 
 
 // Reads the files. Errors: InvalidArgument naming the flag and the file (unreadable,
 // empty, not PEM), or a certificate without its key and vice versa.
-absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options);
+// `surface`: how errors name the options (--tls-ca, or tls_ca from Python).
+absl::StatusOr<Security> LoadSecurity(const SecurityOptions& options,
+                                      OptionSurface surface = OptionSurface::kCommandLine);
 
 // TLS when the security has a certificate, else plaintext.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const Security& security);

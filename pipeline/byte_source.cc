@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "pipeline/text.h"
+#include "base/text.h"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>

@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "pipeline/braces.h"
 #include "pipeline/detail/datasets.h"
 #include "pipeline/tar.h"
-#include "pipeline/text.h"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
@@ -291,7 +291,7 @@ absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string&
   if (name == "imagefolder") return proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   if (name == "wds" || name == "webdataset") return proto::DatasetSpec::FORMAT_WEBDATASET;
   return absl::InvalidArgumentError(
-      absl::StrCat("--format: '", name, "' is not one of auto, imagefolder, wds"));
+      absl::StrCat("'", SafeText(name), "' is not one of auto, imagefolder, wds"));
 }
 
 namespace {

@@ -161,7 +161,8 @@ class Dataset {
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
                                                      const DatasetOptions& options = {});
 
-// Parses "auto" | "imagefolder" | "wds" (also "webdataset").
+// Parses "auto" | "imagefolder" | "wds" (also "webdataset"). The error quotes
+// `name`; the caller adds its option's name.
 absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name);
 
 }  // namespace prepflow

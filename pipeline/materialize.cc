@@ -9,12 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "google/protobuf/text_format.h"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
 #include "pipeline/detail/image_op.h"
 #include "pipeline/profiler.h"
-#include "pipeline/text.h"
 #include "pipeline/wire.h"
 
 namespace prepflow {

@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/text.h"
 #include "pipeline/detail/image_op.h"
 #include "pipeline/plugin_api.h"
-#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {

@@ -17,14 +17,9 @@
 #include <string>
 #include <vector>
 
-namespace prepflow {
+#include "base/clock.h"
 
-// CPU time consumed so far by the calling thread, in nanoseconds.
-int64_t ThreadCpuNanos();
-// Monotonic wall-clock time in nanoseconds.
-int64_t WallNanos();
-// CPU time consumed so far by the whole process (all threads), in nanoseconds.
-int64_t ProcessCpuNanos();
+namespace prepflow {
 
 struct StageStats {
   std::string name;

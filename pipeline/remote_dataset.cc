@@ -8,9 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/text.h"
 #include "pipeline/braces.h"
 #include "pipeline/detail/datasets.h"
-#include "pipeline/text.h"
 
 namespace prepflow::detail {
 namespace {

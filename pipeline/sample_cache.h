@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "base/options.h"
 #include "pipeline/dataset.h"
 #include "pipeline/ops.h"
 #include "pipeline/sample.h"
@@ -56,6 +57,10 @@ struct SampleCacheOptions {
 
   bool enabled() const { return ram_bytes > 0 || !dir.empty(); }
 };
+
+// cache_bytes, cache_dir, cache_disk_bytes (base/options.h): a process's
+// cache, the same for prepflow and prepflow-worker.
+const std::vector<OptionField<SampleCacheOptions>>& CacheOptionFields();
 
 // A cached value: the values at one boundary of one pipeline prefix over one
 // dataset share a `space` (CacheSpace); `index` is the sample's.

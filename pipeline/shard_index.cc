@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/text.h"
 #include "pipeline/tar.h"
-#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {

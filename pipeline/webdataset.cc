@@ -13,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "pipeline/detail/datasets.h"
 #include "pipeline/pack.h"
 #include "pipeline/shard_index.h"
-#include "pipeline/text.h"
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>

@@ -15,8 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "net/security.h"
-#include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow::scheduler {

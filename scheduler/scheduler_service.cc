@@ -3,10 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "base/text.h"
 #include "net/security.h"
 #include "net/status.h"
-#include "pipeline/profiler.h"
-#include "pipeline/text.h"
 
 namespace prepflow::scheduler {
 namespace {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/text.h"
 #include "pipeline/profiler.h"
-#include "pipeline/text.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

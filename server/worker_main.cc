@@ -18,9 +18,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/flags.h"
 #include "net/daemon.h"
 #include "net/daemon_server.h"
-#include "net/flags.h"
 #include "net/registration.h"
 #include "net/security.h"
 #include "pipeline/executor.h"
@@ -30,9 +30,9 @@
 #include "server/worker_core.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
-#include "storage/flags.h"
 #include "storage/metrics.h"
 #include "storage/object_store.h"
+#include "storage/options.h"
 
 namespace prepflow {
 namespace {
@@ -104,8 +104,8 @@ struct WorkerFlags {
              "https://data.example.com/shards/); a job naming any other URL is refused. Default: "
              "none, so a worker reads no URL. S3 credentials come from this process's "
              "environment (AWS_ACCESS_KEY_ID, ...; see docs/deploy.md)");
-    RegisterStorageFlags(f, &storage);
-    RegisterCacheFlags(f, &cache);
+    RegisterOptionFlags(f, StorageOptionFields(), &storage);
+    RegisterOptionFlags(f, CacheOptionFields(), &cache);
     f.Int("echo-bytes", &options.echo_bytes,
           "data echoing: a job's values held for their later copies, at most (per job stream)");
     f.String("plugin", &plugins,
@@ -121,7 +121,7 @@ struct WorkerFlags {
       return absl::StrCat("--data-root ", data_root, ": ", std::strerror(errno));
     }
     options.data_root = root_real;
-    auto parsed = cli::ParseKeyValues(labels, "labels");
+    auto parsed = cli::ParseKeyValues(labels, "--labels");
     if (!parsed.ok()) return std::string(parsed.status().message());
     parsed_labels = {parsed->begin(), parsed->end()};
     if (absl::Status s = LoadPlugins(cli::SplitList(plugins)); !s.ok()) {
@@ -135,7 +135,6 @@ struct WorkerFlags {
       }
       options.allow_url_prefixes.push_back(prefix);
     }
-    if (absl::Status s = CheckStorageOptions(storage); !s.ok()) return std::string(s.message());
     options.read_ahead = storage.read_ahead;
     options.index_cache_dir = storage.index_cache_dir;
     ObjectStoreOptions store;

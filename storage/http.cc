@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "pipeline/byte_source.h"
-#include "pipeline/text.h"
 
 namespace prepflow {
 namespace {

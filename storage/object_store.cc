@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "pipeline/text.h"
+#include "base/text.h"
 
 namespace prepflow {
 namespace {

@@ -1,7 +1,7 @@
 #include "client/cli/commands.h"
 
 #include "absl/strings/str_cat.h"
-#include "net/flags.h"
+#include "base/flags.h"
 
 namespace prepflow::cli {
 

@@ -20,6 +20,7 @@ int PlanCommand(Console& console, int argc, char** argv);         // prepflow pl
 int DemoCommand(Console& console, int argc, char** argv);         // prepflow demo
 int ProbeCommand(Console& console, int argc, char** argv);        // prepflow probe
 int OpsCommand(Console& console, int argc, char** argv);          // prepflow ops
+int OptionsCommand(Console& console, int argc, char** argv);      // prepflow options
 
 // Runs a command. With --json among its flags, stdout ends with exactly one
 // JSON line whatever happens: the command's summary (with an "error" field

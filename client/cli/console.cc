@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "pipeline/plugins.h"
-#include "pipeline/text.h"
 
 namespace prepflow::cli {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "net/flags.h"
+#include "base/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/profiler.h"
 

@@ -10,14 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/flags.h"
 #include "client/cli/commands.h"
 #include "client/cli/run_flags.h"
 #include "client/worker_process.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/checksum.h"
 #include "pipeline/synthetic.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 
@@ -26,7 +26,7 @@ namespace {
 // The demo's second run: `local_workers` prepflow-worker processes on
 // loopback, the same job offloaded to them, and its checksum against the
 // local run's. Returns the exit code; `result` gets the --json summary.
-int RunDemoOffloaded(Console& console, RunFlags& rf, const std::string& offload_mode,
+int RunDemoOffloaded(Console& console, RunFlags& rf, const OffloadMode& offload_mode,
                      int local_workers, int worker_threads, const RunOutcome& local, Json* result) {
   int code = kOk;
   // Workers read the dataset themselves: their data root is its folder.
@@ -46,15 +46,16 @@ int RunDemoOffloaded(Console& console, RunFlags& rf, const std::string& offload_
     workers.push_back(*std::move(w));
   }
   if (code == kOk) {
-    rf.offload = offload_mode;
-    rf.workers = absl::StrJoin(addresses, ",");
+    rf.options.offload = offload_mode;
+    rf.options.workers = addresses;
     auto remote_options = rf.ToOptions();
     if (!remote_options.ok()) {
       code = console.Failure("demo", remote_options.status());
     } else {
       if (!rf.json) {
         std::printf("\n== offloaded (%s) to %d prepflow-worker processes: %s ==\n",
-                    offload_mode.c_str(), local_workers, rf.workers.c_str());
+                    OffloadModeString(offload_mode).c_str(), local_workers,
+                    absl::StrJoin(addresses, ",").c_str());
       }
       RunOutcome remote = ExecuteRun(console, "demo", *remote_options, rf.json);
       code = remote.exit_code;
@@ -81,7 +82,7 @@ int RunDemoOffloaded(Console& console, RunFlags& rf, const std::string& offload_
 
 int DemoCommand(Console& console, int argc, char** argv) {
   RunFlags rf;
-  rf.offload = "remote";
+  rf.options.offload = OffloadMode{OffloadMode::kRemote};
   int images = 256, local_workers = 2, worker_threads = 1;
   bool keep = false;
   FlagSet flags("prepflow demo",
@@ -128,9 +129,9 @@ int DemoCommand(Console& console, int argc, char** argv) {
       std::filesystem::remove_all(generated, ec);
     }
   };
-  const std::string offload_mode = rf.offload;
-  rf.offload = "off";
-  rf.workers.clear();
+  const OffloadMode offload_mode = rf.options.offload.value_or(OffloadMode());
+  rf.options.offload = OffloadMode();
+  rf.options.workers.clear();
   auto local_options = rf.ToOptions();
   if (!local_options.ok()) {
     cleanup();

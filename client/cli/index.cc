@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
 #include "client/cli/commands.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/pack.h"

@@ -8,9 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
+#include "base/text.h"
 #include "client/cli/commands.h"
 #include "client/cli/shards.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
@@ -18,7 +19,6 @@
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
-#include "pipeline/text.h"
 
 namespace prepflow::cli {
 

@@ -3,12 +3,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/flags.h"
+#include "base/text.h"
 #include "client/cli/commands.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/op_schema.h"
 #include "pipeline/plugins.h"
-#include "pipeline/text.h"
 
 namespace prepflow::cli {
 

@@ -6,14 +6,14 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
 #include "client/cli/commands.h"
 #include "client/cli/shards.h"
 #include "client/datasets.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/profiler.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 

@@ -7,15 +7,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/flags.h"
 #include "client/cli/commands.h"
 #include "client/cli/profile.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/profiler.h"
 #include "policy/planner.h"
 #include "policy/replanner.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 

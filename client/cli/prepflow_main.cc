@@ -27,6 +27,7 @@ commands:
   demo     generate a small photo-like dataset (or take --data) and run imagenet-train on it
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
   ops      list every op a pipeline may use, with its fields and defaults
+  options  list every option of a job: its flag, Python keyword, default and help
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
                                 {"plan", prepflow::cli::PlanCommand},
                                 {"demo", prepflow::cli::DemoCommand},
                                 {"probe", prepflow::cli::ProbeCommand},
-                                {"ops", prepflow::cli::OpsCommand}}) {
+                                {"ops", prepflow::cli::OpsCommand},
+                                {"options", prepflow::cli::OptionsCommand}}) {
     if (command == name) return prepflow::cli::RunWithJsonContract(command, f, argc, argv);
   }
   std::fprintf(stderr, "prepflow: unknown command '%s'\n\n%s", command.c_str(), kUsage);

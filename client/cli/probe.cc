@@ -5,10 +5,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/flags.h"
 #include "client/cli/commands.h"
-#include "net/flags.h"
 #include "net/security.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 

@@ -4,19 +4,20 @@
 #include <cstdio>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
+#include "base/text.h"
 #include "client/cli/commands.h"
 #include "client/datasets.h"
 #include "client/stats_json.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
 #include "pipeline/profiler.h"
-#include "pipeline/text.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 
@@ -24,7 +25,8 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   proto::DatasetSpec dspec;
   dspec.set_path(pf.data);
   auto fmt = ParseDatasetFormat(pf.format);
-  if (!fmt.ok()) return fmt.status();
+  if (!fmt.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--format: ", fmt.status().message()));
   dspec.set_format(*fmt);
   if (absl::Status s = LoadPluginFlag(pf.plugins); !s.ok()) return s;
   auto spec = LoadPipelineSpec(pf.pipeline);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/flags.h"
 #include "client/cli/console.h"
-#include "net/flags.h"
 #include "pipeline/image_decode.h"
 #include "pipeline/profiler.h"
 

@@ -1,11 +1,11 @@
 // `prepflow run`.
 #include <optional>
 
+#include "base/flags.h"
 #include "client/cli/commands.h"
 #include "client/cli/run_flags.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 

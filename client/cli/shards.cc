@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/console.h"
 #include "client/datasets.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 
@@ -32,7 +32,8 @@ absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(const std::string& data,
   proto::DatasetSpec dspec;
   dspec.set_path(data);
   auto fmt = ParseDatasetFormat(format);
-  if (!fmt.ok()) return fmt.status();
+  if (!fmt.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--format: ", fmt.status().message()));
   dspec.set_format(*fmt);
   auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
   if (!dataset.ok()) return dataset.status();

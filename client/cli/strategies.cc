@@ -5,18 +5,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/flags.h"
+#include "base/text.h"
 #include "client/cli/commands.h"
 #include "client/cli/profile.h"
 #include "client/cli/shards.h"
-#include "net/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/dataset.h"
 #include "pipeline/epoch_order.h"
 #include "pipeline/executor.h"
 #include "pipeline/materialize.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/text.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace prepflow::cli {
 

@@ -28,9 +28,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/text.h"
 #include "client/loader.h"
 #include "client/loader_stats.h"
 #include "client/metrics.h"
+#include "client/python/options.h"
 #include "gpu.h"
 #include "pipeline/augment.h"
 #include "pipeline/checksum.h"
@@ -39,11 +41,10 @@
 #include "pipeline/ops.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
-#include "pipeline/text.h"
 #include "prometheus/exposer.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
-#include "storage/flags.h"
+#include "storage/options.h"
 
 namespace py = pybind11;
 
@@ -82,81 +83,16 @@ T Get(const py::dict& d, const char* key, T fallback) {
   }
 }
 
-// Python keyword arguments (already checked and defaulted by the package)
-// to LoaderOptions.
+// Python keyword arguments to LoaderOptions: the data and the pipeline
+// here, every other option by its row of the table (options.h).
 LoaderOptions ToOptions(const py::dict& d) {
   LoaderOptions o;
   o.dataset.set_path(Get<std::string>(d, "data", ""));
-  auto format = ParseDatasetFormat(Get<std::string>(d, "format", "auto"));
-  if (!format.ok()) Raise(format.status());
-  o.dataset.set_format(*format);
-  o.dataset.set_max_file_bytes(Get<int64_t>(d, "max_file_bytes", kDefaultMaxFileBytes));
   auto spec = LoadPipelineSpec(Get<std::string>(d, "pipeline", "imagenet-train"));
   if (!spec.ok())
     Raise(absl::InvalidArgumentError(absl::StrCat("pipeline: ", spec.status().message())));
   o.pipeline = *spec;
-  o.batch_size = Get<int>(d, "batch_size", 64);
-  o.threads = Get<int>(d, "threads", 0);
-  o.epochs = Get<int>(d, "epochs", 1);
-  o.first_epoch = Get<int>(d, "first_epoch", 0);
-  o.skip_batches = Get<int64_t>(d, "skip_batches", 0);
-  o.seed = Get<uint64_t>(d, "seed", 0);
-  o.shuffle = Get<bool>(d, "shuffle", true);
-  o.drop_last = Get<bool>(d, "drop_last", false);
-  o.rank = Get<int>(d, "rank", 0);
-  o.world_size = Get<int>(d, "world_size", 1);
-  auto split = ParseRankSplit(Get<std::string>(d, "rank_split", "pad"));
-  if (!split.ok()) Raise(split.status());
-  o.rank_split = *split;
-  o.local_ranks = Get<int>(d, "local_ranks", 0);
-  o.job = Get<std::string>(d, "job", "");
-  o.prefetch_batches = Get<int>(d, "prefetch", 2);
-  auto on_error = ParseOnError(Get<std::string>(d, "on_error", "skip"));
-  if (!on_error.ok()) Raise(on_error.status());
-  o.on_error = *on_error;
-  o.max_pixels = Get<int64_t>(d, "max_pixels", o.max_pixels);
-  if (d.contains("offload") && !d["offload"].is_none()) {
-    auto mode = ParseOffload(d["offload"].cast<std::string>());
-    if (!mode.ok()) Raise(mode.status());
-    o.offload = *mode;
-  }
-  o.workers = Get<std::vector<std::string>>(d, "workers", {});
-  o.scheduler = Get<std::string>(d, "scheduler", "");
-  o.scheduler_weight = Get<double>(d, "weight", 1);
-  o.labels = Get<std::map<std::string, std::string>>(d, "labels", {});
-  o.max_remote_cores = Get<double>(d, "max_remote_cores", 0);
-  o.demand = Get<double>(d, "demand", 0);
-  o.bandwidth = Get<double>(d, "bandwidth_mbps", 0) * 1e6 / 8;
-  o.worker_timeout_seconds = Get<double>(d, "worker_timeout", 30);
-  o.hedge_after = Get<double>(d, "hedge_after", 3);
-  o.item_samples = Get<int>(d, "item_samples", 8);
-  o.fallback_local = Get<bool>(d, "fallback_local", false);
-  o.max_jpeg_scans = Get<int>(d, "max_jpeg_scans", kDefaultMaxJpegScans);
-  o.security.tls_ca_file = Get<std::string>(d, "tls_ca", "");
-  o.security.tls_cert_file = Get<std::string>(d, "tls_cert", "");
-  o.security.tls_key_file = Get<std::string>(d, "tls_key", "");
-  o.security.tls_server_name = Get<std::string>(d, "tls_server_name", "");
-  o.security.auth_token_file = Get<std::string>(d, "auth_token_file", "");
-  o.storage.http.request_timeout_seconds = Get<double>(d, "storage_timeout_seconds", 60);
-  o.storage.http.connect_timeout_seconds = Get<double>(d, "storage_connect_timeout_seconds", 10);
-  o.storage.http.max_attempts = Get<int>(d, "storage_attempts", 4);
-  o.storage.http.first_backoff_seconds = Get<double>(d, "storage_backoff_seconds", 0.1);
-  o.storage.http.outage_seconds = Get<double>(d, "storage_outage_seconds", 60);
-  o.storage.read_ahead.requests = Get<int>(d, "read_ahead_requests", 64);
-  o.storage.read_ahead.max_bytes = Get<int64_t>(d, "read_ahead_bytes", int64_t{256} << 20);
-  o.storage.index_cache_dir = Get<std::string>(d, "index_cache_dir", DefaultIndexCacheDir());
-  if (absl::Status s = CheckStorageOptions(o.storage); !s.ok()) Raise(s);
-  o.cache.ram_bytes = Get<int64_t>(d, "cache_bytes", 0);
-  o.cache.dir = Get<std::string>(d, "cache_dir", "");
-  o.cache.disk_bytes = Get<int64_t>(d, "cache_disk_bytes", 0);
-  o.cache_at = Get<int>(d, "cache_at", -1);
-  o.echo = Get<int>(d, "echo", 1);
-  o.echo_auto = Get<bool>(d, "echo_auto", false);
-  o.max_echo = Get<int>(d, "max_echo", 4);
-  o.start_echo = Get<int>(d, "start_echo", 0);
-  o.echo_at = Get<int>(d, "echo_at", -1);
-  o.echo_window = Get<int64_t>(d, "echo_window", 256);
-  o.echo_bytes = Get<int64_t>(d, "echo_bytes", int64_t{512} << 20);
+  SetKeywordOptions(d, &o);
   return o;
 }
 
@@ -683,5 +619,6 @@ PYBIND11_MODULE(_prepflow, m) {
   prepflow::python::BindBatch(m);
   prepflow::python::BindLoader(m);
   prepflow::python::BindOps(m);
+  prepflow::python::BindOptions(m);
   prepflow::python::BindGpu(m);
 }

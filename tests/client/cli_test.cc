@@ -246,7 +246,7 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   const CliRun scans =
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --max-jpeg-scans 0"), dir_);
   EXPECT_EQ(scans.exit_code, 2);
-  EXPECT_THAT(scans.err, HasSubstr("--max-jpeg-scans: must be positive"));
+  EXPECT_THAT(scans.err, HasSubstr("--max-jpeg-scans: must be at least 1, got 0"));
   const CliRun pipeline =
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --pipeline nope"), dir_);
   EXPECT_EQ(pipeline.exit_code, 2);
@@ -263,7 +263,7 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
     const CliRun bad = Prepflow(
         absl::StrCat("run --data ", dir_.Join("data"), " --storage-outage-seconds ", outage), dir_);
     EXPECT_NE(bad.exit_code, 0) << outage;
-    EXPECT_THAT(bad.err, HasSubstr("--storage-outage-seconds must be 0 to 86400")) << outage;
+    EXPECT_THAT(bad.err, HasSubstr("--storage-outage-seconds: must be 0 to 86400")) << outage;
   }
   for (const char* threads : {"1025", "-1"}) {
     const CliRun bad =
@@ -279,6 +279,20 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   const CliRun help = Prepflow("run --help", dir_);
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_THAT(help.out, HasSubstr("--on-error"));
+}
+
+// docs/options.md is generated from the option table; regenerate it with
+//   build/bin/prepflow options --markdown > docs/options.md
+TEST_F(CliTest, OptionsListsEveryOptionAndDocsOptionsMdIsCurrent) {
+  const CliRun text = Prepflow("options", dir_);
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("--batch / batch_size (default 64)  an integer\n"
+                                  "    samples per batch\n"));
+  const CliRun markdown = Prepflow("options --markdown", dir_);
+  EXPECT_EQ(markdown.exit_code, 0) << markdown.err;
+  const std::vector<uint8_t> doc = testing::ReadFile(PREPFLOW_SOURCE_DIR "/docs/options.md");
+  EXPECT_EQ(markdown.out, std::string(doc.begin(), doc.end()))
+      << "docs/options.md is stale: build/bin/prepflow options --markdown > docs/options.md";
 }
 
 // docs/ops.md is generated from the schema; regenerate it with

@@ -170,7 +170,7 @@ TEST_F(LoaderTest, RanksRunTheSameNumberOfBatchesUnlessUnevenIsAsked) {
     }
   }
   EXPECT_THAT(ParseRankSplit("even").status().message(),
-              HasSubstr("--rank-split: 'even' is not pad, drop or uneven"));
+              HasSubstr("'even' is not pad, drop or uneven"));
 }
 
 TEST_F(LoaderTest, ResumingDeliversExactlyTheRest) {

@@ -464,7 +464,8 @@ TEST(Dataset, FilesOverTheSizeLimitAreRefusedBeforeReading) {
 TEST(DatasetFormat, ParsesNames) {
   EXPECT_EQ(*ParseDatasetFormat("wds"), proto::DatasetSpec::FORMAT_WEBDATASET);
   EXPECT_EQ(*ParseDatasetFormat("imagefolder"), proto::DatasetSpec::FORMAT_IMAGEFOLDER);
-  EXPECT_THAT(ParseDatasetFormat("zip").status().message(), HasSubstr("--format: 'zip'"));
+  EXPECT_THAT(ParseDatasetFormat("zip").status().message(),
+              HasSubstr("'zip' is not one of auto, imagefolder, wds"));
 }
 
 }  // namespace

@@ -3,12 +3,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/op_schema.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/plugins.h"
-#include "pipeline/text.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

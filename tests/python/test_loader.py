@@ -217,55 +217,32 @@ class Resume(unittest.TestCase):
 
 
 class Api(unittest.TestCase):
-    # `prepflow run` flags whose Python keyword has another name, and flags
-    # that are not keywords (with where their meaning lives in Python).
-    RENAMED = {"batch": "batch_size", "plugin": "plugins"}
-    NOT_KEYWORDS = {
-        "start-epoch": "set_epoch() / load_state_dict()",
-        "start-batch": "load_state_dict()",
-        "start-echo": "load_state_dict() (state_dict()'s echo)",
-        "json": "stats()",
-    }
-    # Keywords whose None stands for the flag's default (unset, "auto", "").
-    NONE_MEANS_DEFAULT = {"pipeline", "offload", "scheduler", "cache_at", "echo_at",
-                          "cache_dir", "index_cache_dir", "tls_ca", "tls_cert", "tls_key",
-                          "tls_server_name", "auth_token_file", "metrics_port", "job"}
-    # Defaults that differ on purpose, and why.
-    DEFAULT_DIFFERS = {"epochs": "None: as many passes as the loop makes, as a DataLoader; "
-                                 "the CLI runs one"}
-
-    def cli_flags(self):
-        """{flag: default text or None} from `prepflow run --help`."""
-        out = subprocess.run([BIN / "prepflow", "run", "--help"], capture_output=True,
-                             text=True, check=True).stdout
-        flags = {}
-        for line in out.splitlines():
-            m = re.match(r"  --([a-z0-9-]+)\s.*?(?:\(default ([^)]*)\))?$", line)
-            if m:
-                flags[m.group(1)] = m.group(2)
-        self.assertGreater(len(flags), 50)
-        return flags
-
-    def test_every_run_flag_has_a_keyword_with_its_default(self):
+    # Every option is a row of one table (client/loader_options.h): the
+    # keyword, its default and its help come from it.
+    def test_every_option_is_a_keyword_with_the_tables_default_and_help(self):
         params = inspect.signature(prepflow.Loader.__init__).parameters
-        for flag, default in self.cli_flags().items():
-            if flag in self.NOT_KEYWORDS:
-                continue
-            name = self.RENAMED.get(flag, flag.replace("-", "_"))
-            with self.subTest(flag=flag):
-                self.assertIn(name, params, f"--{flag} has no keyword {name}=")
-                py = params[name].default
-                if default is None or py is inspect.Parameter.empty or name in self.DEFAULT_DIFFERS:
+        self.assertEqual(params["options"].kind, inspect.Parameter.VAR_KEYWORD)
+        defaults = prepflow._prepflow.loader_option_defaults()
+        help_text = subprocess.run([BIN / "prepflow", "run", "--help"], capture_output=True,
+                                   text=True, check=True).stdout
+        rows = prepflow._prepflow.loader_option_rows()
+        self.assertGreater(len(rows), 55)
+        for key, flag, _kind, _help, is_keyword in rows:
+            with self.subTest(key=key):
+                self.assertIn(f"  --{flag} ", help_text)
+                if not is_keyword:
                     continue
-                if py is None:
-                    self.assertIn(name, self.NONE_MEANS_DEFAULT)
-                elif isinstance(py, bool):
-                    self.assertEqual(str(py).lower(), default)
-                elif isinstance(py, (int, float)):
-                    self.assertEqual(float(py), float(default))
-                elif isinstance(py, str):
-                    self.assertEqual(py, default)
+                if key in params:  # else taken through **options
+                    self.assertEqual(params[key].default, defaults[key])
+                self.assertIn(f"\n    {key} (", prepflow.Loader.__doc__)
 
+    def test_a_row_without_a_named_keyword_is_taken_through_options(self):
+        self.assertNotIn("replan_gain", inspect.signature(prepflow.Loader.__init__).parameters)
+        l = loader(offload="auto", replan_gain=0.5, epochs=1)
+        for _ in l:
+            pass
+        with self.assertRaisesRegex(ValueError, "replan_gain: must be >= 0, got -1"):
+            loader(replan_gain=-1)
 
     def test_metrics_port_and_max_file_bytes(self):
         import urllib.request
@@ -313,7 +290,7 @@ class Logging(unittest.TestCase):
 
 class Errors(unittest.TestCase):
     def test_bad_arguments_raise_with_the_message(self):
-        with self.assertRaisesRegex(ValueError, "batch_size: must be at least 1"):
+        with self.assertRaisesRegex(ValueError, "batch_size: must be 1 to 1048576, got 0"):
             loader(batch_size=0)
         with self.assertRaisesRegex(TypeError, "batch_size: expected an int"):
             loader(batch_size="8")
@@ -321,7 +298,7 @@ class Errors(unittest.TestCase):
             prepflow.Loader(os.path.join(TMP, "nowhere"))
         with self.assertRaisesRegex(ValueError, "pipeline"):
             loader(pipeline="no-such-preset")
-        with self.assertRaisesRegex(ValueError, "--offload: 'sideways'"):
+        with self.assertRaisesRegex(ValueError, "^offload: 'sideways'"):
             loader(offload="sideways")
         with self.assertRaisesRegex(ValueError, "needs workers"):
             loader(offload="remote")
@@ -329,28 +306,33 @@ class Errors(unittest.TestCase):
             loader(device="tpu")
         with self.assertRaisesRegex(ValueError, "on_error"):
             loader(on_error="maybe")
-        with self.assertRaisesRegex(ValueError, "--auth-token-file .*nowhere"):
+        with self.assertRaisesRegex(ValueError, "^auth_token_file .*nowhere"):
             loader(auth_token_file=os.path.join(TMP, "nowhere"))
         # Out of the core's range or of the wrong type: named, never "Unable
         # to cast", a MemoryError or an abort.
         for kw, error, pattern in (
-                ({"batch_size": 10**12}, ValueError, "batch_size: must be at most"),
-                ({"seed": 2**64}, ValueError, "seed: must be at most"),
+                ({"batch_size": 10**12}, ValueError, "batch_size: must be 1 to 1048576"),
+                ({"seed": 2**64}, ValueError, r"seed: must be 0 to 2\*\*64-1"),
                 ({"job": 5}, TypeError, "job: expected a str"),
                 ({"workers": [None]}, TypeError, "workers: expected a list"),
                 ({"metrics_port": 70000}, ValueError, "metrics_port: must be at most 65535"),
-                ({"prefetch": 10**9}, ValueError, "prefetch: must be at most 256"),
-                ({"threads": 4096}, ValueError, "threads: must be at most 1024"),
+                ({"prefetch": 10**9}, ValueError, "prefetch: must be 1 to 256"),
+                ({"threads": 4096}, ValueError, "threads: must be 0 to 1024"),
                 ({"auth_token_file": "/dev/zero"}, ValueError, "/dev/zero: over 1048576 bytes"),
-                ({"echo_window": 2**62}, ValueError, "echo_window: must be at most"),
-                ({"max_jpeg_scans": 2**40}, ValueError, "max_jpeg_scans: 1099511627776 is of "
-                                                        "the wrong type or out of range")):
+                ({"echo_window": 2**63}, ValueError, "echo_window: 9223372036854775808 is out "
+                                                     "of range"),
+                ({"max_jpeg_scans": 2**40}, ValueError, "max_jpeg_scans: must be at least 1, "
+                                                        "got 1099511627776"),
+                ({"weight": "heavy"}, TypeError, "weight: expected a number, got str"),
+                ({"cache_at": 1.5}, TypeError, 'cache_at: expected an int or "auto"'),
+                ({"replan_seconds": 0}, ValueError, "replan_seconds: must be positive"),
+                ({"batchsize": 8}, TypeError, "unexpected keyword argument 'batchsize'; "
+                                              "did you mean 'batch_size'")):
             with self.assertRaisesRegex(error, pattern, msg=str(kw)):
                 loader(**kw)
         # Scheduler labels: the CLI's k=v syntax as well as a dict.
-        self.assertEqual(prepflow._labels("zone=a, rack=r1"), {"zone": "a", "rack": "r1"})
-        self.assertEqual(prepflow._labels({"zone": 1}), {"zone": "1"})
-        loader(labels="zone=a")
+        loader(labels="zone=a, rack=r1")
+        loader(labels={"zone": 1})
         with self.assertRaisesRegex(ValueError, "labels: 'zone' is not key=value"):
             loader(labels="zone")
 

@@ -208,7 +208,7 @@ class Resume(unittest.TestCase):
             rank_loader(0, echo="auto")
 
     def test_a_bad_job_name_is_refused_naming_it(self):
-        with self.assertRaisesRegex(ValueError, "--job: 'two words' is not a job name"):
+        with self.assertRaisesRegex(ValueError, "^job: 'two words' is not a job name"):
             rank_loader(0, job="two words")
 
 

@@ -21,8 +21,10 @@ not installed (or `as_numpy=True`). A batch's memory returns to the loader
 when the last tensor viewing it is freed.
 """
 import collections
+import difflib
 import logging
 import os
+import re
 
 try:
     import numpy as _numpy  # noqa: F401 (batches come as NumPy arrays or through them)
@@ -44,6 +46,31 @@ _log = logging.getLogger("prepflow")
 
 # How many epochs a loader with epochs=None may run: in effect, unbounded.
 _UNBOUNDED_EPOCHS = 1 << 30
+
+# Every Loader option is one row of a table in C++ (client/loader_options.h;
+# docs/options.md): its keyword, flag, default, bounds and help. Defaults
+# come from it (_D), so each exists once, in LoaderOptions.
+_D = _prepflow.loader_option_defaults()
+_ROWS = _prepflow.loader_option_rows()  # (keyword, flag, kind, help, is_keyword)
+_KEYWORDS = frozenset(row[0] for row in _ROWS if row[4])
+
+
+def _options_doc():
+    """The options section of Loader's docstring, from the table: each
+    keyword with its default and help (flags named in the help become
+    keywords)."""
+    keyword = {row[1]: row[0] for row in _ROWS if row[4]}
+
+    def as_keyword(m):
+        return f"`{keyword[m.group(1)]}`" if m.group(1) in keyword else m.group(0)
+
+    lines = ["", "    Every option (docs/options.md; `prepflow run --help` names the same as flags):", ""]
+    for key, _flag, kind, text, is_keyword in _ROWS:
+        if is_keyword:
+            default = _D[key]
+            lines.append(f"    {key} ({kind}; default {default!r}): "
+                         f"{re.sub(r'--([a-z0-9-]+)', as_keyword, text)}")
+    return "\n".join(lines) + "\n"
 
 
 def load_plugin(path):
@@ -70,11 +97,6 @@ def _check_int(name, value, minimum, maximum=_INT32_MAX):
         raise ValueError(f"{name}: must be at most {maximum}, got {value}")
 
 
-def _check_str(name, value):
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{name}: expected a str, got {type(value).__name__}")
-
-
 # The core logs through the logger "prepflow" (levels mapped from spdlog's:
 # trace, debug, info, warn, error, critical); its lines are collected in C++
 # and emitted here, on the calling thread, after each call into the core.
@@ -98,23 +120,6 @@ def _follow_log_level():
     level = _log.getEffectiveLevel()
     spd = next((i for i, py in enumerate(_PY_LEVELS) if py >= level), len(_PY_LEVELS))
     _prepflow.set_log_level(spd)
-
-
-def _labels(labels):
-    """The scheduler's locality labels: a dict, or the CLI's "k=v,k2=v2"."""
-    if labels is None:
-        return {}
-    if isinstance(labels, str):
-        out = {}
-        for item in filter(None, (p.strip() for p in labels.split(","))):
-            key, eq, value = item.partition("=")
-            if not eq or not key.strip():
-                raise ValueError(f"labels: '{item}' is not key=value (e.g. labels='zone=a')")
-            out[key.strip()] = value.strip()
-        return out
-    if not isinstance(labels, dict):
-        raise TypeError(f"labels: expected a dict or 'k=v,...', got {type(labels).__name__}")
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _pipeline_text(pipeline, transform, batch_ops=()):
@@ -266,67 +271,49 @@ class Loader:
     on_error="fail", a worker refusing the job).
     """
 
-    def __init__(self, data, pipeline=None, batch_size=64, *, transform=None, batch_ops=(),
-                 seed=0, epochs=None,
-                 shuffle=True, drop_last=False, threads=0, prefetch=2, offload=None,
-                 workers=(), scheduler=None, weight=1.0, labels=None, max_remote_cores=0.0,
-                 device="cpu", rank=0, world_size=1, on_error="skip", format="auto",
-                 max_pixels=64_000_000, demand=0.0, bandwidth_mbps=0.0, worker_timeout=30.0,
-                 hedge_after=3.0, fallback_local=False, max_jpeg_scans=100,
-                 item_samples=8, tls_ca=None, tls_cert=None, tls_key=None,
-                 tls_server_name=None, auth_token_file=None, plugins=(), python_tail=None,
-                 tail_workers=None, as_numpy=False, storage_timeout_seconds=60.0,
-                 storage_connect_timeout_seconds=10.0, storage_attempts=4,
-                 storage_backoff_seconds=0.1, storage_outage_seconds=60.0,
-                 read_ahead_requests=64,
-                 read_ahead_bytes=256 << 20, index_cache_dir=None, cache_bytes=0,
-                 cache_dir=None, cache_disk_bytes=0, cache_at=None, echo=1, echo_at=None,
-                 echo_window=256, echo_bytes=512 << 20, max_echo=4,
-                 max_file_bytes=256 << 20, metrics_port=None, rank_split="pad",
-                 local_ranks=0, job=None):
-        _check_int("batch_size", batch_size, 1)
-        _check_int("seed", seed, 0, _UINT64_MAX)
-        _check_int("max_file_bytes", max_file_bytes, 1, _INT64_MAX)
+    def __init__(self, data, pipeline=None, batch_size=_D["batch_size"], *, transform=None,
+                 batch_ops=(), seed=_D["seed"], epochs=None, shuffle=_D["shuffle"],
+                 drop_last=_D["drop_last"], threads=_D["threads"], prefetch=_D["prefetch"],
+                 offload=_D["offload"], workers=_D["workers"], scheduler=_D["scheduler"],
+                 weight=_D["weight"], labels=_D["labels"],
+                 max_remote_cores=_D["max_remote_cores"], device="cpu", rank=_D["rank"],
+                 world_size=_D["world_size"], on_error=_D["on_error"], format=_D["format"],
+                 max_pixels=_D["max_pixels"], demand=_D["demand"],
+                 bandwidth_mbps=_D["bandwidth_mbps"], worker_timeout=_D["worker_timeout"],
+                 hedge_after=_D["hedge_after"], fallback_local=_D["fallback_local"],
+                 max_jpeg_scans=_D["max_jpeg_scans"], item_samples=_D["item_samples"],
+                 tls_ca=_D["tls_ca"], tls_cert=_D["tls_cert"], tls_key=_D["tls_key"],
+                 tls_server_name=_D["tls_server_name"], auth_token_file=_D["auth_token_file"],
+                 plugins=(), python_tail=None, tail_workers=None, as_numpy=False,
+                 storage_timeout_seconds=_D["storage_timeout_seconds"],
+                 storage_connect_timeout_seconds=_D["storage_connect_timeout_seconds"],
+                 storage_attempts=_D["storage_attempts"],
+                 storage_backoff_seconds=_D["storage_backoff_seconds"],
+                 storage_outage_seconds=_D["storage_outage_seconds"],
+                 read_ahead_requests=_D["read_ahead_requests"],
+                 read_ahead_bytes=_D["read_ahead_bytes"], index_cache_dir=_D["index_cache_dir"],
+                 cache_bytes=_D["cache_bytes"], cache_dir=_D["cache_dir"],
+                 cache_disk_bytes=_D["cache_disk_bytes"], cache_at=_D["cache_at"],
+                 echo=_D["echo"], echo_at=_D["echo_at"], echo_window=_D["echo_window"],
+                 echo_bytes=_D["echo_bytes"], max_echo=_D["max_echo"],
+                 max_file_bytes=_D["max_file_bytes"], metrics_port=None,
+                 rank_split=_D["rank_split"], local_ranks=_D["local_ranks"], job=_D["job"],
+                 **options):
+        # Every option of the table (the keywords above, and any other row
+        # given in **options) is checked by its row in C++, errors naming
+        # the keyword.
+        given = {k: v for k, v in locals().items() if k in _KEYWORDS}
+        for key in options:
+            if key not in _KEYWORDS:
+                near = difflib.get_close_matches(key, _KEYWORDS, n=1)
+                raise TypeError(f"Loader() got an unexpected keyword argument {key!r}" +
+                                (f"; did you mean {near[0]!r}?" if near else ""))
+        given.update(options)
+        _prepflow.check_loader_options(given)
         if metrics_port is not None:
             _check_int("metrics_port", metrics_port, 0, 65535)
-        _check_int("threads", threads, 0, 1024)
-        _check_int("prefetch", prefetch, 1, 256)
-        _check_int("rank", rank, 0)
-        _check_int("world_size", world_size, 1)
-        _check_int("storage_attempts", storage_attempts, 1, 100)
-        _check_int("read_ahead_requests", read_ahead_requests, 0, 1024)
-        _check_int("read_ahead_bytes", read_ahead_bytes, 0, _INT64_MAX)
-        _check_int("cache_bytes", cache_bytes, 0, _INT64_MAX)
-        _check_int("cache_disk_bytes", cache_disk_bytes, 0, _INT64_MAX)
-        for name, text in (("job", job), ("scheduler", scheduler), ("tls_ca", tls_ca),
-                           ("tls_cert", tls_cert), ("tls_key", tls_key),
-                           ("tls_server_name", tls_server_name)):
-            _check_str(name, text)
-        if not isinstance(workers, str) and (
-                not isinstance(workers, (list, tuple)) or
-                not all(isinstance(w, str) for w in workers)):
-            raise TypeError("workers: expected a list of 'host:port' strings or one "
-                            "comma-separated str")
-        if cache_at is not None:
-            _check_int("cache_at", cache_at, 0)
-        echo_auto = echo == "auto"
-        if isinstance(echo, str) and not echo_auto:
-            raise ValueError(f'echo: expected a number of copies or "auto", got {echo!r}')
-        if not echo_auto:
-            _check_int("echo", echo, 1)
-        _check_int("max_echo", max_echo, 1)
-        if echo_at is not None:
-            _check_int("echo_at", echo_at, 0)
-        _check_int("echo_window", echo_window, 1)
-        _check_int("echo_bytes", echo_bytes, 0, _INT64_MAX)
-        if rank >= world_size:
-            raise ValueError(f"rank: must be below world_size ({world_size}), got {rank}")
         if epochs is not None:
             _check_int("epochs", epochs, 1)
-        if isinstance(workers, str):
-            workers = [w for w in workers.split(",") if w]
-        if on_error not in ("skip", "fail"):
-            raise ValueError(f"on_error: '{on_error}' is not 'skip' or 'fail'")
         if not isinstance(data, (str, bytes, os.PathLike)):
             raise TypeError(f"data: expected a path, got {type(data).__name__}")
         if isinstance(plugins, (str, os.PathLike)):
@@ -336,35 +323,8 @@ class Loader:
         pipeline, transform, tail = self._split_tail(pipeline, transform, batch_ops,
                                                      python_tail)
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
-        self._options = dict(
-            data=os.fsencode(data), pipeline=pipeline, batch_size=batch_size, seed=seed,
-            shuffle=bool(shuffle), drop_last=bool(drop_last), threads=threads,
-            prefetch=prefetch, offload=offload, workers=list(workers),
-            scheduler=scheduler or "", weight=float(weight),
-            labels=_labels(labels),
-            max_remote_cores=float(max_remote_cores), rank=rank, world_size=world_size,
-            on_error=on_error, format=format, max_pixels=max_pixels, demand=float(demand),
-            max_file_bytes=max_file_bytes, rank_split=rank_split, local_ranks=local_ranks,
-            job=job or "",
-            metrics_port=-1 if metrics_port is None else metrics_port,
-            bandwidth_mbps=float(bandwidth_mbps), worker_timeout=float(worker_timeout),
-            hedge_after=float(hedge_after), fallback_local=bool(fallback_local),
-            max_jpeg_scans=int(max_jpeg_scans),
-            item_samples=item_samples, tls_ca=tls_ca or "", tls_cert=tls_cert or "",
-            tls_key=tls_key or "", tls_server_name=tls_server_name or "",
-            auth_token_file=auth_token_file or "",
-            storage_timeout_seconds=float(storage_timeout_seconds),
-            storage_connect_timeout_seconds=float(storage_connect_timeout_seconds),
-            storage_attempts=storage_attempts,
-            storage_backoff_seconds=float(storage_backoff_seconds),
-            storage_outage_seconds=float(storage_outage_seconds),
-            read_ahead_requests=read_ahead_requests, read_ahead_bytes=read_ahead_bytes,
-            index_cache_dir=None if index_cache_dir is None else os.fspath(index_cache_dir),
-            cache_bytes=cache_bytes, cache_dir=os.fspath(cache_dir) if cache_dir else "",
-            cache_disk_bytes=cache_disk_bytes, cache_at=-1 if cache_at is None else cache_at,
-            echo=1 if echo_auto else echo, echo_auto=echo_auto, max_echo=max_echo,
-            echo_at=-1 if echo_at is None else echo_at, echo_window=echo_window,
-            echo_bytes=echo_bytes)
+        self._options = dict(given, data=os.fsencode(data), pipeline=pipeline,
+                             metrics_port=-1 if metrics_port is None else metrics_port)
         # The echo factor of the epoch the position is in (echo="auto": a
         # loader resumed mid-epoch must run it again).
         self._echo = 1
@@ -495,7 +455,7 @@ class Loader:
         _check_int("state_dict echo", self._echo, 1)
 
     def _echo_fixed(self):
-        return self._options.get("echo_auto") is not True
+        return self._options["echo"] != "auto"
 
     @property
     def rank(self):
@@ -712,3 +672,6 @@ class Loader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+Loader.__doc__ += _options_doc()

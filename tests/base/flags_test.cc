@@ -1,5 +1,5 @@
 // FlagSet: the parser every main and benchmark uses.
-#include "net/flags.h"
+#include "base/flags.h"
 
 #include <string>
 #include <vector>
@@ -69,7 +69,7 @@ TEST(FlagSetTest, ErrorsNameTheCommandAndTheFlag) {
   EXPECT_THAT(s.message(), HasSubstr("prepflow test: unknown flag --colour"));
   EXPECT_THAT(s.message(), HasSubstr("known: --name --count --rate --verbose --cache"));
   EXPECT_THAT(f.Parse({"--count", "many"}).message(),
-              HasSubstr("flag --count: 'many' is not a valid value"));
+              HasSubstr("prepflow test: --count: 'many' is not a valid value"));
   EXPECT_THAT(f.Parse({"--name"}).message(), HasSubstr("flag --name needs a value"));
   EXPECT_THAT(f.Parse({"stray"}).message(), HasSubstr("unexpected argument 'stray'"));
   // A near miss gets a suggestion instead of the list: a typo, or a name
@@ -112,11 +112,11 @@ TEST(FlagSetTest, ParseOrExitGivesTheExitCode) {
 }
 
 TEST(ParseKeyValuesTest, ParsesPairsAndNamesTheFlagOnError) {
-  auto kv = ParseKeyValues("zone=a,rack=3", "labels");
+  auto kv = ParseKeyValues("zone=a,rack=3", "--labels");
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ((*kv)["zone"], "a");
   EXPECT_EQ((*kv)["rack"], "3");
-  EXPECT_THAT(ParseKeyValues("zone", "labels").status().message(),
+  EXPECT_THAT(ParseKeyValues("zone", "--labels").status().message(),
               HasSubstr("--labels: 'zone' is not key=value"));
 }
 

@@ -1,15 +1,15 @@
 // A small command-line flag parser for every prepflow command: prepflow,
 // prepflow-worker, prepflow-scheduler and the benchmark programs. Abseil only,
-// so the lowest program may use it (it lives in prepflow::net for now;
-// issue 32 moves it to a base/ library that needs no gRPC).
+// so the lowest program may use it. Options with a table (base/options.h)
+// register through RegisterOptionFlags.
 //
 // Flags are `--name value` or `--name=value`; booleans are `--name`,
 // `--name=true|false` or `--no-name`. Every error names the flag and the
 // command, and unknown flags are refused with the list of known ones.
 //
 // Thread-safety: a FlagSet is used from one thread (main's).
-#ifndef PREPFLOW_NET_FLAGS_H_
-#define PREPFLOW_NET_FLAGS_H_
+#ifndef PREPFLOW_BASE_FLAGS_H_
+#define PREPFLOW_BASE_FLAGS_H_
 
 #include <cstdint>
 #include <functional>
@@ -35,6 +35,10 @@ class FlagSet {
   void Uint(const std::string& name, uint64_t* target, const std::string& help);
   void Double(const std::string& name, double* target, const std::string& help);
   void Bool(const std::string& name, bool* target, const std::string& help);
+  // A flag whose value `assign` checks and stores; its error (naming the
+  // flag) is the parse error. `shown_default` is what --help prints.
+  void Add(const std::string& name, const std::string& help, const std::string& shown_default,
+           bool is_bool, std::function<absl::Status(const std::string& value)> assign);
 
   // Parses argv[first..argc). InvalidArgument on an unknown flag, a missing
   // or malformed value, or a positional argument.
@@ -58,7 +62,7 @@ class FlagSet {
   struct Flag {
     std::string name, help, default_value;
     bool is_bool = false;
-    std::function<bool(const std::string&)> assign;
+    std::function<absl::Status(const std::string&)> assign;
   };
   Flag* Find(const std::string& name);
   // The known flag an unknown `name` was most likely meant to be; "" if none
@@ -76,10 +80,11 @@ class FlagSet {
 std::vector<std::string> SplitList(const std::string& text);
 
 // Parses "k=v,k2=v2" (e.g. --labels zone=a,rack=3). Errors: InvalidArgument
-// naming `flag` and the part that is not key=value.
+// naming the option as `name` ("--labels") and the part that is not
+// key=value.
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,
-                                                                  const std::string& flag);
+                                                                  const std::string& name);
 
 }  // namespace prepflow::cli
 
-#endif  // PREPFLOW_NET_FLAGS_H_
+#endif  // PREPFLOW_BASE_FLAGS_H_

@@ -8,8 +8,8 @@
 // on one line, and the original bytes can still be read back from it.
 //
 // Thread-safety: a pure function.
-#ifndef PREPFLOW_PIPELINE_TEXT_H_
-#define PREPFLOW_PIPELINE_TEXT_H_
+#ifndef PREPFLOW_BASE_TEXT_H_
+#define PREPFLOW_BASE_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -42,4 +42,4 @@ class LogLimiter {
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_PIPELINE_TEXT_H_
+#endif  // PREPFLOW_BASE_TEXT_H_

@@ -1,4 +1,4 @@
-#include "net/flags.h"
+#include "base/flags.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -22,12 +22,15 @@ bool Parse(absl::string_view text, bool* out) { return absl::SimpleAtob(text, ou
 // Assigns `target` only a value that parses whole: a bad one (refused, or
 // passed over by ParseKnown) leaves the default as it was.
 template <typename T>
-std::function<bool(const std::string&)> ParsedInto(T* target) {
-  return [target](const std::string& text) {
+std::function<absl::Status(const std::string&)> ParsedInto(const std::string& name, T* target) {
+  return [name, target](const std::string& text) {
     T value;
-    if (!Parse(text, &value)) return false;
+    if (!Parse(text, &value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", text, "' is not a valid value"));
+    }
     *target = value;
-    return true;
+    return absl::OkStatus();
   };
 }
 
@@ -76,28 +79,34 @@ FlagSet::FlagSet(std::string command, std::string summary)
 void FlagSet::String(const std::string& name, std::string* target, const std::string& help) {
   flags_.push_back({name, help, *target, false, [target](const std::string& v) {
                       *target = v;
-                      return true;
+                      return absl::OkStatus();
                     }});
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(name, target)});
 }
 
 void FlagSet::Int(const std::string& name, int* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(name, target)});
 }
 
 void FlagSet::Uint(const std::string& name, uint64_t* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(name, target)});
 }
 
 void FlagSet::Double(const std::string& name, double* target, const std::string& help) {
-  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(target)});
+  flags_.push_back({name, help, absl::StrCat(*target), false, ParsedInto(name, target)});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target, const std::string& help) {
-  flags_.push_back({name, help, *target ? "true" : "false", true, ParsedInto(target)});
+  flags_.push_back({name, help, *target ? "true" : "false", true, ParsedInto(name, target)});
+}
+
+void FlagSet::Add(const std::string& name, const std::string& help,
+                  const std::string& shown_default, bool is_bool,
+                  std::function<absl::Status(const std::string&)> assign) {
+  flags_.push_back({name, help, shown_default, is_bool, std::move(assign)});
 }
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
@@ -168,10 +177,9 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
             absl::StrCat(command_, ": flag --", arg, " needs a value"));
       }
     }
-    if (!flag->assign(value)) {
+    if (absl::Status s = flag->assign(value); !s.ok()) {
       if (lenient) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat(command_, ": flag --", arg, ": '", value, "' is not a valid value"));
+      return absl::InvalidArgumentError(absl::StrCat(command_, ": ", s.message()));
     }
   }
   return absl::OkStatus();
@@ -198,13 +206,12 @@ std::vector<std::string> SplitList(const std::string& text) {
 }
 
 absl::StatusOr<std::map<std::string, std::string>> ParseKeyValues(const std::string& text,
-                                                                  const std::string& flag) {
+                                                                  const std::string& name) {
   std::map<std::string, std::string> out;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     const std::pair<std::string, std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
     if (kv.first.empty() || kv.second.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", flag, ": '", part, "' is not key=value"));
+      return absl::InvalidArgumentError(absl::StrCat(name, ": '", part, "' is not key=value"));
     }
     out[kv.first] = kv.second;
   }

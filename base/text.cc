@@ -1,4 +1,4 @@
-#include "pipeline/text.h"
+#include "base/text.h"
 
 #include "absl/strings/str_format.h"
 

@@ -1,0 +1,335 @@
+// LoaderOptions as rows (base/options.h): every option of a Loader, once.
+// The command line (prepflow run, demo), the Python binding and
+// docs/options.md walk this table; defaults are LoaderOptions' initializers.
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "base/flags.h"
+#include "client/loader_options.h"
+#include "pipeline/dataset.h"
+#include "pipeline/rng.h"
+
+namespace prepflow {
+namespace {
+
+using O = LoaderOptions;
+using Rows = std::vector<OptionField<O>>;
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr double kNoMax = std::numeric_limits<double>::max();
+
+const char* FormatName(proto::DatasetSpec::Format format) {
+  switch (format) {
+    case proto::DatasetSpec::FORMAT_IMAGEFOLDER:
+      return "imagefolder";
+    case proto::DatasetSpec::FORMAT_WEBDATASET:
+      return "wds";
+    default:
+      return "auto";
+  }
+}
+const char* OnErrorName(OnError e) { return e == OnError::kFail ? "fail" : "skip"; }
+const char* RankSplitName(RankSplit s) {
+  return s == RankSplit::kDrop ? "drop" : s == RankSplit::kUneven ? "uneven" : "pad";
+}
+
+// A stage boundary: K >= 0, or "auto" (stored as -1).
+OptionField<O> BoundaryOption(const char* key, const char* flag, int O::*member, const char* help) {
+  OptionField<O> row{key, flag, OptionKind::kIntOrAuto, help, nullptr, nullptr};
+  row.set = [member](O& o, const OptionValue& v, const std::string& name) {
+    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
+    if (std::holds_alternative<std::string>(v)) {
+      if (std::get<std::string>(v) != "auto") {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": '", std::get<std::string>(v),
+                                                       "' is neither auto nor a stage boundary"));
+      }
+      o.*member = -1;
+      return absl::OkStatus();
+    }
+    const int64_t k = std::get<int64_t>(v);
+    if (k < -1 || k > kIntMax) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be auto or a stage boundary (0, 1, ...), got ", k));
+    }
+    o.*member = static_cast<int>(k);
+    return absl::OkStatus();
+  };
+  row.get = [member](const O& o) -> OptionValue {
+    if (o.*member < 0) return std::string("auto");
+    return static_cast<int64_t>(o.*member);
+  };
+  return row;
+}
+
+// --echo: N copies, or auto.
+OptionField<O> EchoOption() {
+  OptionField<O> row{"echo",
+                     "echo",
+                     OptionKind::kIntOrAuto,
+                     "data echoing: each sample loaded (up to --echo-at) yields this many copies "
+                     "per epoch, each with its own random draws after it (1: none); or auto: "
+                     "the planner picks each epoch's factor, the fewest copies that meet the "
+                     "demand (--demand, else measured) when fresh samples cannot, up to "
+                     "--max-echo",
+                     nullptr,
+                     nullptr};
+  row.set = [](O& o, const OptionValue& v, const std::string& name) {
+    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
+    if (std::holds_alternative<std::string>(v)) {
+      if (std::get<std::string>(v) != "auto") {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": '", std::get<std::string>(v),
+                                                       "' is neither auto nor a number of copies"));
+      }
+      o.echo_auto = true;
+      return absl::OkStatus();
+    }
+    const int64_t n = std::get<int64_t>(v);
+    if (n < 1 || n >= static_cast<int64_t>(kMaxCopies)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be auto or 1 to ", kMaxCopies - 1, ", got ", n));
+    }
+    o.echo = static_cast<int>(n);
+    o.echo_auto = false;
+    return absl::OkStatus();
+  };
+  row.get = [](const O& o) -> OptionValue {
+    if (o.echo_auto) return std::string("auto");
+    return static_cast<int64_t>(o.echo);
+  };
+  return row;
+}
+
+OptionField<O> FormatOption() {
+  OptionField<O> row{"format", "format", OptionKind::kString, "auto | imagefolder | wds",
+                     nullptr,  nullptr};
+  row.set = [](O& o, const OptionValue& v, const std::string& name) {
+    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
+    auto format = ParseDatasetFormat(std::get<std::string>(v));
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", format.status().message()));
+    }
+    o.dataset.set_format(*format);
+    return absl::OkStatus();
+  };
+  row.get = [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); };
+  return row;
+}
+
+OptionField<O> OffloadOption() {
+  OptionField<O> row{"offload",
+                     "offload",
+                     OptionKind::kString,
+                     "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, "
+                     "else off)",
+                     nullptr,
+                     nullptr};
+  row.set = [](O& o, const OptionValue& v, const std::string& name) {
+    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
+    auto mode = ParseOffload(std::get<std::string>(v));
+    if (!mode.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", mode.status().message()));
+    }
+    o.offload = *mode;
+    return absl::OkStatus();
+  };
+  row.get = [](const O& o) -> OptionValue {
+    if (!o.offload.has_value()) return std::monostate();
+    return OffloadModeString(*o.offload);
+  };
+  return row;
+}
+
+template <typename T, typename Access>
+OptionField<O> CollectionOption(const char* key, const char* flag, OptionKind kind, Access access,
+                                const char* help) {
+  OptionField<O> row{key, flag, kind, help, nullptr, nullptr};
+  row.set = [access](O& o, const OptionValue& v, const std::string&) {
+    if (!std::holds_alternative<std::monostate>(v)) std::invoke(access, o) = std::get<T>(v);
+    return absl::OkStatus();
+  };
+  row.get = [access](const O& o) -> OptionValue { return std::invoke(access, o); };
+  return row;
+}
+
+// The job's data and how it is read and batched; ranks.
+Rows DataRows() {
+  return {
+      FormatOption(),
+      IntOption<O>("batch_size", "batch", &O::batch_size, 1, kMaxBatch, "samples per batch"),
+      IntOption<O>("threads", "threads", &O::threads, 0, kMaxThreads,
+                   "preprocessing threads (0: every available CPU)"),
+      NoKeyword(
+          IntOption<O>("epochs", "epochs", &O::epochs, 1, kIntMax, "passes over the dataset")),
+      NoKeyword(IntOption<O>("first_epoch", "start-epoch", &O::first_epoch, 0, kIntMax,
+                             "resume: the first epoch to run (epochs counts from it)")),
+      NoKeyword(IntOption<O>("skip_batches", "start-batch", &O::skip_batches, 0, kInt64Max,
+                             "resume: batches of the first epoch already consumed")),
+      OptionField<O>{"seed", "seed", OptionKind::kUint,
+                     "job seed: shuffle order and every random augmentation",
+                     [](O& o, const OptionValue& v, const std::string&) {
+                       if (!std::holds_alternative<std::monostate>(v))
+                         o.seed = std::get<uint64_t>(v);
+                       return absl::OkStatus();
+                     },
+                     [](const O& o) -> OptionValue { return o.seed; }},
+      ChoiceOption<O>("on_error", "on-error", &O::on_error, ParseOnError, OnErrorName,
+                      "skip (report, count and go on) | fail (stop, exit 1)"),
+      IntOption<O>("max_pixels", "max-pixels", &O::max_pixels, 1, kInt64Max,
+                   "refuse images whose header claims more pixels"),
+      IntOptionVia<O>(
+          "max_file_bytes", "max-file-bytes",
+          [](const O& o) {
+            return o.dataset.max_file_bytes() > 0 ? o.dataset.max_file_bytes()
+                                                  : kDefaultMaxFileBytes;
+          },
+          [](O& o, int64_t x) { o.dataset.set_max_file_bytes(x); }, 1, kInt64Max,
+          "refuse sample files larger than this"),
+      IntOption<O>("max_jpeg_scans", "max-jpeg-scans", &O::max_jpeg_scans, 1, kIntMax,
+                   "refuse progressive JPEGs with more scans than this (each is a pass over the "
+                   "image)"),
+      BoolOption<O>("shuffle", "shuffle", &O::shuffle,
+                    "shuffle each epoch (--no-shuffle: dataset order)"),
+      BoolOption<O>("drop_last", "drop-last", &O::drop_last, "drop each epoch's last short batch"),
+      IntOption<O>("prefetch", "prefetch", &O::prefetch_batches, 1, kMaxPrefetch,
+                   "batches prepared ahead of the trainer"),
+  };
+}
+
+Rows RankRows() {
+  return {
+      IntOption<O>("rank", "rank", &O::rank, 0, kIntMax,
+                   "this trainer's rank (samples are sharded across ranks)"),
+      IntOption<O>("world_size", "world-size", &O::world_size, 1, kIntMax, "number of ranks"),
+      StringOption<O>("job", "job", &O::job,
+                      "the training job's name, the same on every rank, so that workers, the "
+                      "scheduler and metrics see one job (default: $PREPFLOW_JOB, else torchrun's "
+                      "run id, else a fresh one per process)"),
+      IntOption<O>("local_ranks", "local-ranks", &O::local_ranks, 0, kIntMax,
+                   "ranks of this job on this machine, sharing its CPUs (each plans with its "
+                   "share; 0: $LOCAL_WORLD_SIZE, set by torchrun, else 1)"),
+      ChoiceOption<O>("rank_split", "rank-split", &O::rank_split, ParseRankSplit, RankSplitName,
+                      "when the dataset does not divide by --world-size: pad (every rank the "
+                      "same samples and batches, repeating a few, as DistributedSampler), drop "
+                      "(leave the rest out) or uneven (every sample once; ranks differ by one)"),
+  };
+}
+
+// Where samples run: offloading, workers, the scheduler, the planner.
+Rows OffloadRows() {
+  return {
+      OffloadOption(),
+      DoubleOption<O>("demand", "demand", &O::demand, 0, kNoMax, false,
+                      "samples/s the trainer consumes, for --offload auto and --echo auto (0: "
+                      "measured; unlimited here)"),
+      DoubleOptionVia<O>(
+          "bandwidth_mbps", "bandwidth-mbps", [](const O& o) { return o.bandwidth * 8 / 1e6; },
+          [](O& o, double mbps) { o.bandwidth = mbps * 1e6 / 8; }, 0, kNoMax, false,
+          "network into this trainer machine in Mbit/s, for --offload auto (0: unlimited; ranks "
+          "on one machine each count their share)"),
+      CollectionOption<std::vector<std::string>>("workers", "workers", OptionKind::kList,
+                                                 &O::workers,
+                                                 "prepflow-worker addresses, host:port,..."),
+      StringOption<O>("scheduler", "scheduler", &O::scheduler,
+                      "prepflow-scheduler host:port: take workers from its grants (with or "
+                      "instead of --workers)"),
+      DoubleOption<O>("weight", "weight", &O::scheduler_weight, 0, kNoMax, true,
+                      "this job's share weight at the scheduler"),
+      CollectionOption<std::map<std::string, std::string>>(
+          "labels", "labels", OptionKind::kMap, &O::labels,
+          "locality for the scheduler, k=v,... (e.g. zone=a)"),
+      DoubleOption<O>("max_remote_cores", "max-remote-cores", &O::max_remote_cores, 0, kNoMax,
+                      false,
+                      "most worker cores to ask the scheduler for (0: what the planner would use, "
+                      "or the fair share)"),
+      DoubleOption<O>("worker_timeout", "worker-timeout", &O::worker_timeout_seconds, 0, kNoMax,
+                      true,
+                      "seconds a worker may stay silent while it owes results before its work "
+                      "moves"),
+      DoubleOption<O>("hedge_after", "hedge-after", &O::hedge_after, 0, kNoMax, false,
+                      "copy an item to an idle worker once it has waited this many times the "
+                      "fastest worker's item latency; the first answer wins (0: never)"),
+      IntOption<O>("item_samples", "item-samples", &O::item_samples, 1, kIntMax,
+                   "samples per remote work item"),
+      BoolOption<O>("fallback_local", "fallback-local", &O::fallback_local,
+                    "with --offload remote or cut=K: run locally (with a warning) when no worker "
+                    "can be reached at the start, instead of failing"),
+  };
+}
+
+// How the running placement is re-decided (--offload auto) and how long
+// workers get to answer.
+Rows TuningRows() {
+  return {
+      DoubleOption<O>("replan_seconds", "replan-seconds", &O::replan_seconds, 0, kNoMax, true,
+                      "--offload auto: how often to re-plan"),
+      DoubleOption<O>("replan_drift", "replan-drift", &O::replan_drift, 0, kNoMax, false,
+                      "--offload auto: re-plan sooner when a measurement moves by this fraction"),
+      DoubleOption<O>("replan_gain", "replan-gain", &O::replan_gain, 0, kNoMax, false,
+                      "--offload auto: switch plans only for this fraction more throughput"),
+      DoubleOption<O>("replan_link_wait_seconds", "replan-link-wait-seconds",
+                      &O::replan_link_wait_seconds, 0, kNoMax, false,
+                      "--offload auto without --bandwidth-mbps: how long the first plan may wait "
+                      "for every worker's link to be measured"),
+      DoubleOption<O>("connect_timeout_seconds", "connect-timeout-seconds",
+                      &O::connect_timeout_seconds, 0, kNoMax, true,
+                      "seconds for the job to open on each worker"),
+      IntOption<O>("max_items_per_worker", "max-items-per-worker", &O::max_items_per_worker, 0,
+                   kIntMax, "work items in flight per worker, at most (0: the worker's choice)"),
+  };
+}
+
+// Caches and data echoing.
+Rows ReuseRows() {
+  return {
+      BoundaryOption("cache_at", "cache-at", &O::cache_at,
+                     "the stage boundary whose values caches keep, here and on workers: K (after "
+                     "stage K-1; 0: the read bytes) or auto (the last deterministic one before "
+                     "the first random stage)"),
+      EchoOption(),
+      IntOption<O>("max_echo", "max-echo", &O::max_echo, 1, kMaxCopies - 1,
+                   "--echo auto: the most copies a sample may yield per epoch"),
+      NoKeyword(IntOption<O>("start_echo", "start-echo", &O::start_echo, 0, kMaxCopies - 1,
+                             "--echo auto: the first epoch's factor (0: 1, nothing measured "
+                             "yet); when resuming mid-epoch, the factor that epoch had (--json's "
+                             "echo_factor)")),
+      BoundaryOption("echo_at", "echo-at", &O::echo_at,
+                     "the boundary copies share: K, or auto (the cache boundary, --cache-at)"),
+      IntOption<O>("echo_window", "echo-window", &O::echo_window, 1, kInt64Max,
+                   "copies are shuffled within blocks of this many samples, so they are not "
+                   "adjacent"),
+      IntOption<O>("echo_bytes", "echo-bytes", &O::echo_bytes, 0, kInt64Max,
+                   "values held for their later copies, at most"),
+  };
+}
+
+std::vector<OptionField<O>>* MakeTable() {
+  auto* table = new Rows(DataRows());
+  for (Rows part : {RankRows(), OffloadRows(), TuningRows()}) {
+    table->insert(table->end(), part.begin(), part.end());
+  }
+  AppendLifted(
+      table, SecurityOptionFields(/*server=*/false), [](auto& o) -> auto& { return o.security; });
+  AppendLifted(
+      table, StorageOptionFields(), [](auto& o) -> auto& { return o.storage; });
+  AppendLifted(
+      table, CacheOptionFields(), [](auto& o) -> auto& { return o.cache; });
+  const Rows reuse = ReuseRows();
+  table->insert(table->end(), reuse.begin(), reuse.end());
+  return table;
+}
+
+}  // namespace
+
+const std::vector<OptionField<LoaderOptions>>& LoaderOptionFields() {
+  static const Rows* table = MakeTable();
+  return *table;
+}
+
+std::string OptionName(const char* key, OptionSurface surface) {
+  for (const OptionField<O>& row : LoaderOptionFields()) {
+    if (std::string_view(row.key) == key) return row.NameOn(surface);
+  }
+  return key;
+}
+
+}  // namespace prepflow

@@ -18,8 +18,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "pipeline/ops.h"
 #include "pipeline/sample.h"
+#include "pipeline/value_type.h"
 
 namespace prepflow {
 

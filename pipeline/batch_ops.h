@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "pipeline/batch.h"
+#include "pipeline/rng.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {

@@ -1,12 +1,22 @@
 // What the dataset layouts share (detail/datasets.h): names, extensions,
-// and the one friend that sets a new dataset's limits, confinement, reads
-// ahead and fingerprint. Apart from dataset.cc, which opens the layouts, so
-// that the layouts need not include it.
+// confined opens (and Dataset::OpenForRead over them), and the one friend
+// that sets a new dataset's limits, confinement, reads ahead and
+// fingerprint. Apart from open_dataset.cc, which opens the layouts, so that
+// the layouts need not include it.
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "pipeline/detail/datasets.h"
 #include "pipeline/rng.h"
 
@@ -14,6 +24,48 @@
 #include <xxhash.h>
 
 namespace prepflow {
+
+namespace detail {
+
+absl::Status ErrnoStatus(int err, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std::string& path,
+                                 struct stat* st) {
+  // O_NONBLOCK: opening a FIFO (or a device) named like an image must not
+  // wait for a writer; only regular files are read, and for them the flag
+  // changes nothing.
+  int fd;
+  if (root_fd < 0) {
+    fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  } else {
+    if (path.compare(0, root.size() + 1, root + "/") != 0) {
+      return absl::PermissionDeniedError(absl::StrCat(path, " is outside the data root ", root));
+    }
+    open_how how = {};
+    how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    const std::string rel = path.substr(root.size() + 1);
+    fd = static_cast<int>(syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof(how)));
+    if (fd < 0 && errno == EXDEV) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path, " resolves outside the data root ", root, " (symlink or ..)"));
+    }
+  }
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  return fd;
+}
+
+}  // namespace detail
+
+absl::StatusOr<int> Dataset::OpenForRead(const std::string& path, struct stat* st) const {
+  return detail::OpenConfined(confine_root_, confine_fd_, path, st);
+}
 
 std::string detail::SharedFolder(const std::vector<std::string>& paths) {
   std::string shared;

@@ -20,60 +20,11 @@
 #include "pipeline/image_decode.h"
 #include "pipeline/rng.h"
 #include "pipeline/sample.h"
-#include "pipeline/working_memory.h"
+#include "pipeline/value_type.h"
+#include "pipeline/workspace.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {
-
-// The static type of a stage-boundary value; -1 marks a dimension that
-// varies from sample to sample.
-struct ValueType {
-  ValueKind kind = ValueKind::kEncoded;
-  Shape shape;
-
-  bool fixed() const;
-  // Whether `s` holds a value of this type: the same kind, rank, and every
-  // dimension this type fixes.
-  bool Admits(const Sample& s) const;
-  // Bytes per sample when fixed(), else 0.
-  size_t bytes() const;
-  std::string DebugString() const;
-};
-
-// Per-thread scratch state. Buffers grow to the largest sample and are then
-// reused, so running a pipeline allocates nothing per sample. Bound by a
-// WorkingMemory (a worker's threads), what the buffers and the decoder hold
-// is counted, a large sample waits its turn, and EndSample() gives back
-// what a sample took past the thread's share.
-struct Workspace {
-  Workspace() = default;
-  explicit Workspace(WorkingMemory* memory);
-
-  // Between samples: frees the largest buffers until what the thread holds
-  // is within its share again, and lets the next large sample go. Nothing
-  // when unbounded.
-  void EndSample();
-
-  std::unique_ptr<MemoryMeter> meter;  // first: the buffers uncount into it
-  ImageDecoder decoder;
-  Buffer encoded;
-  Buffer scratch[3];
-
-  // A scratch buffer that does not hold `in` (the op's input).
-  Buffer* ScratchFor(const void* in) {
-    for (Buffer& b : scratch) {
-      if (!b.Contains(in)) return &b;
-    }
-    return &scratch[0];  // unreachable: `in` lies in at most one buffer
-  }
-  // A scratch buffer that holds neither `a` nor `b` (an op's input and output).
-  Buffer* ScratchFor(const void* a, const void* b) {
-    for (Buffer& buf : scratch) {
-      if (!buf.Contains(a) && !buf.Contains(b)) return &buf;
-    }
-    return &scratch[0];  // unreachable: three buffers, two pointers
-  }
-};
 
 // What an op sees of the run it is part of.
 struct StageContext {

@@ -11,8 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "pipeline/ops.h"
 #include "pipeline/sample.h"
+#include "pipeline/value_type.h"
+#include "pipeline/workspace.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {

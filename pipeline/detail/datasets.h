@@ -1,9 +1,11 @@
 // The dataset layouts behind OpenDataset (internal to pipeline/; the public
 // interface is dataset.h): ImageFolder and WebDataset over local files
-// (dataset.cc, webdataset.cc) and over objects in remote storage
+// (open_dataset.cc, webdataset.cc) and over objects in remote storage
 // (remote_dataset.cc).
 #ifndef PREPFLOW_PIPELINE_DETAIL_DATASETS_H_
 #define PREPFLOW_PIPELINE_DETAIL_DATASETS_H_
+
+#include <sys/stat.h>
 
 #include <functional>
 #include <memory>
@@ -64,6 +66,15 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
 // and that extension (lower case, no dot; empty when none).
 bool IsImageExtension(const std::string& ext);
 std::string LowerExtension(const std::string& name);
+
+// An errno as a Status: its code, and "`what`: strerror".
+absl::Status ErrnoStatus(int err, const std::string& what);
+
+// Opens `path` for reading as Dataset::OpenForRead says, confined below
+// `root` (open as `root_fd`) unless root_fd < 0: a file descriptor of a
+// regular file, or PermissionDenied when the path leads outside.
+absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std::string& path,
+                                 struct stat* st);
 
 // The deepest folder holding every one of `paths` ("." for relative names
 // that share none, "/" for absolute ones; for URLs, below the scheme).

@@ -1,11 +1,11 @@
 // What pipeline/'s image ops share (internal to pipeline/; the public
-// interface is ops.h). Ops are split by kind: ops.cc holds the registry,
-// decode, random_resized_crop, resize, center_crop and normalize (the ops
-// that plan the decode, and the last); geometry_ops.cc the other
-// geometry ops, color_ops.cc the colour ops, augment_ops.cc the automatic
-// augmentations, tensor_ops.cc the tensor ops, batch_ops.cc the ops on whole
-// batches. Each of the first four registers itself through its Register*Ops
-// (RegisterBuiltinOps calls them).
+// interface is ops.h). Ops are split by kind: image_ops.cc holds decode,
+// random_resized_crop, resize, center_crop (the ops that plan the decode),
+// the flips and normalize; geometry_ops.cc the other geometry ops,
+// color_ops.cc the colour ops, augment_ops.cc the automatic augmentations,
+// tensor_ops.cc the tensor ops, batch_ops.cc the ops on whole batches. Each
+// of the first five registers its ops through its Register*Ops, which
+// builtin_ops.cc's RegisterBuiltinOps calls; ops.cc holds the registry.
 #ifndef PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 #define PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 
@@ -126,8 +126,9 @@ OpFactory FactoryOf() {
   return [](const proto::Stage& stage) { return T::Create(stage); };
 }
 
-// Register color_ops.cc's, geometry_ops.cc's, augment_ops.cc's and
-// tensor_ops.cc's ops.
+// Register image_ops.cc's, color_ops.cc's, geometry_ops.cc's,
+// augment_ops.cc's and tensor_ops.cc's ops.
+void RegisterImageOps(OpRegistry* registry);
 void RegisterColorOps(OpRegistry* registry);
 void RegisterGeometryOps(OpRegistry* registry);
 void RegisterAugmentOps(OpRegistry* registry);

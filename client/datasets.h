@@ -1,6 +1,9 @@
 // The trainer side's datasets: local paths as they are, and URLs (http://,
 // https://, s3://) read through a store made from this process's
 // environment (S3 credentials, region and endpoint: S3FromEnvironment).
+//
+// Thread-safety: pure functions; the datasets they open are as dataset.h
+// says (every method concurrent after Open).
 #ifndef PREPFLOW_CLIENT_DATASETS_H_
 #define PREPFLOW_CLIENT_DATASETS_H_
 

@@ -107,7 +107,12 @@ class Loader {
   int64_t batches_per_epoch() const;
 
  private:
-  struct FreeBatches;  // shared with delivered BatchPtrs
+  // Batches not in use. Delivered BatchPtrs hold a reference so that a batch
+  // kept past the Loader's life is still freed safely.
+  struct FreeBatches {
+    absl::Mutex mu;
+    std::vector<std::unique_ptr<Batch>> free ABSL_GUARDED_BY(mu);
+  };
 
   Loader() = default;
   absl::Status Init(const LoaderOptions& options);

@@ -8,6 +8,9 @@
 // payload once, straight to where it is needed.
 //
 // The wire format is unchanged: the worker writes a plain WorkerMessage.
+//
+// Thread-safety: a ReceivedMessage is owned by one thread at a time (gRPC
+// hands it to the reader, the reader to the pool).
 #ifndef PREPFLOW_CLIENT_RECEIVED_MESSAGE_H_
 #define PREPFLOW_CLIENT_RECEIVED_MESSAGE_H_
 

@@ -1,4 +1,6 @@
 // Which samples a rank visits in an epoch, and in what order.
+//
+// Thread-safety: pure functions.
 #ifndef PREPFLOW_PIPELINE_EPOCH_ORDER_H_
 #define PREPFLOW_PIPELINE_EPOCH_ORDER_H_
 

@@ -7,6 +7,11 @@
 // index, stage index), so an op gives the same bytes wherever it runs.
 //
 // Ops never throw: OpenCV exceptions are caught and returned as Status.
+//
+// Thread-safety: an Op is immutable once built: Apply() runs from many
+// threads at once, each with its own Workspace (one per thread). An
+// OpRegistry is filled before it is shared (Builtin() once, thread-safely);
+// Create() may then run from any thread.
 #ifndef PREPFLOW_PIPELINE_OPS_H_
 #define PREPFLOW_PIPELINE_OPS_H_
 

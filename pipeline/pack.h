@@ -1,5 +1,8 @@
 // Writing WebDataset shards: `prepflow pack` (an ImageFolder into shards)
 // and `prepflow index` (sidecar indexes for existing shards).
+//
+// Thread-safety: each call stands alone; PackWebDataset reads `dataset`
+// (concurrent reads are safe, dataset.h) from one thread.
 #ifndef PREPFLOW_PIPELINE_PACK_H_
 #define PREPFLOW_PIPELINE_PACK_H_
 

@@ -27,6 +27,9 @@
  * catches them), errors as a non-zero return with a message in the buffer
  * given (it is shown to the user with the stage and the file), and nothing
  * kept beyond a call but the op's state.
+ *
+ * Thread-safety: create() runs once per stage; apply() on many threads at
+ * once, reading only the state; destroy() after the last apply().
  */
 #ifndef PREPFLOW_PLUGIN_API_H_
 #define PREPFLOW_PLUGIN_API_H_

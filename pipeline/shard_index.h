@@ -15,6 +15,9 @@
 // Names and label text are escaped (%25 for '%', %09 tab, %0A newline, %0D
 // carriage return). The shard's size is recorded, so an index left over from
 // another version of the shard is refused instead of read wrongly.
+//
+// Thread-safety: pure functions over immutable inputs (IndexShard only reads
+// the source, which may be shared).
 #ifndef PREPFLOW_PIPELINE_SHARD_INDEX_H_
 #define PREPFLOW_PIPELINE_SHARD_INDEX_H_
 

@@ -2,6 +2,8 @@
 // depend on external data: smooth gradients, soft-edged shapes and sensor-like
 // noise, so JPEG sizes and decode costs resemble real photographs more than
 // flat test patterns do.
+//
+// Thread-safety: pure functions (WriteSyntheticImageFolder writes files).
 #ifndef PREPFLOW_PIPELINE_SYNTHETIC_H_
 #define PREPFLOW_PIPELINE_SYNTHETIC_H_
 

@@ -1,5 +1,8 @@
 // Reading and writing POSIX tar archives (ustar, with GNU long names and pax
 // path/size records), as WebDataset shards use them.
+//
+// Thread-safety: ScanTar only reads its source; a TarWriter is used by one
+// thread.
 #ifndef PREPFLOW_PIPELINE_TAR_H_
 #define PREPFLOW_PIPELINE_TAR_H_
 

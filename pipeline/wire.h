@@ -3,6 +3,9 @@
 // Every boundary has exactly one wire form, so a pipeline can be cut at any
 // stage: the value after stage k-1 is serialised on one side and stage k
 // continues from it on the other, with bit-identical results.
+//
+// Thread-safety: pure functions; FromWire writes only into the caller's
+// Workspace and Sample (one per thread).
 #ifndef PREPFLOW_PIPELINE_WIRE_H_
 #define PREPFLOW_PIPELINE_WIRE_H_
 

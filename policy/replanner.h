@@ -5,82 +5,43 @@
 // what the client measured into smoothed costs, infers which worker links
 // bind, and decides when a new plan is worth switching to.
 //
-// Glossary (see planner.h for c_i, r_i, b_k, L, R, B, D, t_l, T)
-//   placement   the share of samples taking each path: local, then remote
-//               with cut 0..n (cut 0: the worker only reads the file); kept
-//               as a cumulative distribution and drawn per sample.
-//   snapshot    what the client has measured so far, as cumulative counters
-//               (CPU seconds, bytes and samples per stage on each side; bytes,
-//               results and CPU per worker), with its capacities, at one
-//               instant. The re-planner keeps no clock: time comes in with it.
-//   window      the increments between snapshots folded into one smoothed
-//               value (SmoothedRatio: 64 samples per stage window, the first
-//               estimate after 16; receive cost per 16 MB; demand per 0.25 s).
-//   drift       the largest relative change (RelativeChange) of any planner
-//               input since the last plan: a stage's output size, Σc, Σr, L,
-//               R, B, D or t_l.
+// Terms and rules, in short (symbols as planner.h: c_i, r_i, b_k, L, R, B,
+// D, t_l, T); the details are at the functions named.
 //
-// The rules
-//   warm-up     before every stage is measured (WarmUp): a share R / (L + R)
-//               of samples goes remote at the cut whose type has the fewest
-//               bytes (the latest on a tie), so both sides measure stages.
-//               The first plan also waits (at most link_wait_seconds past
-//               the stages) until every worker that answered has had a link
-//               window close, unless the bandwidth was given: a first plan
-//               blind to a tight link sends most samples through it, and
-//               the trainer starves until the link is found.
-//   when        a plan every `period_seconds`; sooner, but not before a
-//               quarter period, when drift > `drift`; at the next snapshot
-//               after Invalidate() (a worker came or went, a grant changed).
-//   hysteresis  a new plan replaces the running placement only when
-//               T_new > (1 + gain) · T_running, both scored on the same inputs
-//               (ThroughputOf): near-ties between cuts are common, and
-//               switching on noise gains nothing. Not after Invalidate(): the
-//               running placement was made for other resources.
-//   links       over a window of ≥ 1 s and ≥ 4 results (each worker's
-//               opens at its first answers), a worker whose
-//               results came with every credit out (≥ 80% of them) while its
-//               CPU was < 60% busy, and this process was either < 70% busy
-//               or needed < 0.25 core to receive that rate (t_l · rate), was
-//               held back by its link, and what arrived is what the link
-//               carries. The
-//               estimate rises on any faster window and is averaged with new
-//               binding evidence, so a plan that stops filling a link does
-//               not forget it; a window whose answers came with credits to
-//               spare (< 50% saturated) raises it by a tenth, so an estimate
-//               taken too low (the trainer throttled to its CPU quota, slow
-//               to take results) is probed up rather than kept. Nothing is
-//               inferred while the worker reports its cores >= 80% busy
-//               (other ranks' or jobs' items held these back). The same over all workers at once
-//               (the trainer's ingest), updated only from windows in which every usable worker
-//               answered and every link bound: one worker's link can look faster once the others go
-//               quiet, when it is the trainer's link they share. B = the lower of Σ link limits
-//               (when every worker's link binds; else any other worker could
-//               carry more) and the ingest limit, capped by the operator's
-//               bandwidth.
-//   storage     over a window of >= 1 s and >= 4 reads, when the threads
-//               that read (here; on the workers, their cores) spent at least
-//               half their time waiting for bytes, storage bound them, and
-//               the bytes read per second are what it gives: S_l here, S_r
-//               for the workers together (one store behind them all is the
-//               common case). Kept as links are (raised by a faster window,
-//               averaged with new binding evidence); s, the bytes a load
-//               reads, is measured per read.
-//   demand      D = samples delivered per second the trainer was not waiting
-//               (or the operator's figure).
-//   trainer     the planner's fixed_local_cost, charged to every delivered
-//               sample whatever its path: the measured trainer work (batch
-//               ops, a Python tail) plus this process's CPU that no counter
-//               saw, per delivered sample (the consumer's own loop — the
-//               training step, the CLI's checksum — batching, gRPC's
-//               threads). All of it competes with local stages for the L
-//               cores; leaving it out made auto over-predict by a quarter and
-//               keep too much work here.
-//   send cost   t_r: what the workers report of their CPU outside their
-//               samples' costs (copying and encoding results, gRPC), per
-//               byte sent (ItemResult.transport_cpu_per_byte, weighted by the
-//               bytes of each result); the assumed one copy into the kernel
-//               until they do.
+//   term        meaning
+//   placement   the share of samples on each path (local; remote at cut
+//               0..n), drawn per sample from its cumulative distribution
+//   snapshot    the client's cumulative counters and capacities at one
+//               instant; time comes in with it (no clock here)
+//   window      increments between snapshots folded into one smoothed value
+//               (SmoothedRatio; links and storage: >= 1 s and >= 4 events)
+//   drift       the largest relative change of any planner input since the
+//               last plan (RelativeChange)
+//
+//   rule        what it does
+//   warm-up     until every stage is measured, R / (L + R) of samples go
+//               remote at the cut with the fewest bytes (WarmUp); the first
+//               plan also waits, at most link_wait_seconds, for a link
+//               window from every worker unless the bandwidth was given
+//   when        every period_seconds; sooner (after a quarter period) when
+//               drift > `drift`; at the next snapshot after Invalidate()
+//   hysteresis  switch only when T_new > (1 + gain) T_running on the same
+//               inputs (ThroughputOf); not after Invalidate()
+//   links       a worker's link binds in a window when its credits were out
+//               and its CPU idle enough (LinkBound); its rate is then the
+//               link's, kept and probed as FoldLinks says; the trainer's
+//               ingest likewise over all workers (FoldIngest). B: the lower
+//               of the links' sum and the ingest, capped by the operator's
+//               bandwidth
+//   storage     readers that waited for bytes half their time were bound by
+//               storage: its rate is S_l here, S_r on the workers (FoldStorage)
+//   demand      D: samples delivered per second the trainer did not wait
+//               (or the operator's figure)
+//   trainer     fixed_local_cost: this machine's CPU per delivered sample
+//               outside the stages (trainer work, a Python tail, batching,
+//               gRPC), charged to every path
+//   send cost   t_r: workers' CPU outside samples per byte sent
+//               (ItemResult.transport_cpu_per_byte)
 //
 // Thread-safety: thread-safe (one internal mutex); no I/O.
 #ifndef PREPFLOW_POLICY_REPLANNER_H_

@@ -7,7 +7,9 @@ Product code is every .cc, .h and .cu file outside tests/ and build
 folders. It fails, naming each offender, when
   - a function body (opened at namespace or class scope) spans more than
     MAX_FUNCTION_LINES lines, from its name's line to its closing brace;
-  - a file has more than MAX_FILE_LINES lines.
+  - a file has more than MAX_FILE_LINES lines;
+  - a folder's own product files (not its subfolders') have more than
+    MAX_FOLDER_LINES lines together, or than its entry in FOLDER_ALLOWANCE.
 A lambda or a local class inside a function counts toward that function.
 """
 import os
@@ -16,7 +18,11 @@ import subprocess
 import sys
 
 MAX_FUNCTION_LINES = 80
-MAX_FILE_LINES = 900  # client/loader.cc is the largest; issue 32 wants < 600
+MAX_FILE_LINES = 800  # server/worker_core.cc is the largest (753)
+MAX_FOLDER_LINES = 5000
+# Folders over MAX_FOLDER_LINES until they are split, held where they stand so
+# that they do not grow: pipeline/ is to be split by concern (issue 32).
+FOLDER_ALLOWANCE = {"pipeline": 12000}
 SOURCE = re.compile(r"\.(cc|h|cu)$")
 SKIP_DIRS = ("tests/", "build")
 
@@ -94,13 +100,22 @@ def main():
         for first, n, name in long_functions(blank_out(text)):
             problems.append(f"{f}:{first}: {name or 'a function'} is {n} lines, "
                             f"over {MAX_FUNCTION_LINES}")
+    folders = {}
+    for f in product_files(root):
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            folders[os.path.dirname(f)] = folders.get(os.path.dirname(f), 0) + fh.read().count("\n")
+    for folder, lines in sorted(folders.items()):
+        limit = FOLDER_ALLOWANCE.get(folder, MAX_FOLDER_LINES)
+        if lines > limit:
+            problems.append(f"{folder}/: {lines} lines in its own files, over {limit}")
     for p in problems:
         print(p)
     if problems:
         print(f"check_sizes: {len(problems)} over the limits (scripts/check_sizes.py)")
         return 1
     print(f"check_sizes: every function within {MAX_FUNCTION_LINES} lines, "
-          f"every file within {MAX_FILE_LINES}")
+          f"every file within {MAX_FILE_LINES}, every folder within {MAX_FOLDER_LINES} "
+          f"(allowances: {FOLDER_ALLOWANCE})")
     return 0
 
 

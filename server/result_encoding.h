@@ -3,6 +3,8 @@
 // goes out as a slice that aliases the worker's buffer (freed by gRPC once
 // sent). The bytes are an ordinary serialized WorkerMessage (the data field of
 // each SampleValue comes last in its message, which protobuf allows).
+//
+// Thread-safety: pure functions; the buffer returned owns what it aliases.
 #ifndef PREPFLOW_SERVER_RESULT_ENCODING_H_
 #define PREPFLOW_SERVER_RESULT_ENCODING_H_
 

@@ -1,5 +1,8 @@
 // Remote storage in Prometheus terms: what a store did (StorageStats) as
 // families, for the trainer's and the workers' /metrics.
+//
+// Thread-safety: Collect() may run concurrently with the store's and the
+// cache's work: it reads their atomic counters and locked snapshots.
 #ifndef PREPFLOW_STORAGE_METRICS_H_
 #define PREPFLOW_STORAGE_METRICS_H_
 

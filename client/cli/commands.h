@@ -1,6 +1,8 @@
 // prepflow's subcommands, one file each (run.cc, pack.cc, ...). Each prints
 // through its Console and returns the process exit code: 0 success, 1 the
 // job failed, 2 bad usage.
+//
+// Thread-safety: commands run on main's thread; a Console is not shared.
 #ifndef PREPFLOW_CLIENT_CLI_COMMANDS_H_
 #define PREPFLOW_CLIENT_CLI_COMMANDS_H_
 

@@ -1,5 +1,7 @@
 // One thread's profile of a seeded subset of a dataset: what `prepflow
 // profile` prints and what `prepflow plan` and `prepflow strategies` plan with.
+//
+// Thread-safety: called from main's thread only.
 #ifndef PREPFLOW_CLIENT_CLI_PROFILE_H_
 #define PREPFLOW_CLIENT_CLI_PROFILE_H_
 

@@ -1,5 +1,8 @@
 // The flags `prepflow run` and `prepflow demo` share (what LoaderOptions
 // holds), and the run they drive.
+//
+// Thread-safety: called from main's thread only (ExecuteRun's Loader has
+// its own threads; see client/loader.h).
 #ifndef PREPFLOW_CLIENT_CLI_RUN_FLAGS_H_
 #define PREPFLOW_CLIENT_CLI_RUN_FLAGS_H_
 

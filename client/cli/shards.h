@@ -1,6 +1,8 @@
 // What `prepflow pack`, `materialize` and `strategies` share: opening the
 // data and pipeline their flags name, and writing shards to a folder or an
 // s3:// prefix.
+//
+// Thread-safety: called from main's thread only.
 #ifndef PREPFLOW_CLIENT_CLI_SHARDS_H_
 #define PREPFLOW_CLIENT_CLI_SHARDS_H_
 

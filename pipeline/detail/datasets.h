@@ -2,6 +2,9 @@
 // interface is dataset.h): ImageFolder and WebDataset over local files
 // (open_dataset.cc, webdataset.cc) and over objects in remote storage
 // (remote_dataset.cc).
+//
+// Thread-safety: DatasetSetup runs before a dataset is shared; the layouts
+// are then as dataset.h says; the functions here are pure.
 #ifndef PREPFLOW_PIPELINE_DETAIL_DATASETS_H_
 #define PREPFLOW_PIPELINE_DETAIL_DATASETS_H_
 

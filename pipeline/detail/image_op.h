@@ -6,6 +6,9 @@
 // tensor_ops.cc the tensor ops, batch_ops.cc the ops on whole batches. Each
 // of the first five registers its ops through its Register*Ops, which
 // builtin_ops.cc's RegisterBuiltinOps calls; ops.cc holds the registry.
+//
+// Thread-safety: as ops.h: an op is built once, then Apply() runs from many
+// threads at once and only reads the op; the helpers here are pure.
 #ifndef PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 #define PREPFLOW_PIPELINE_DETAIL_IMAGE_OP_H_
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/flags.h"
-#include "client/remote_worker.h"
+#include "client/remote/remote_worker.h"
 #include "pipeline/dataset.h"
 #include "pipeline/executor.h"
 #include "pipeline/pipeline.h"

@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "client/loader.h"
-#include "client/remote_pool.h"
+#include "client/remote/remote_pool.h"
+#include "client/remote/scheduler_grants.h"
 #include "client/sample_runner.h"
-#include "client/scheduler_grants.h"
 
 namespace prepflow {
 

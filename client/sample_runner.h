@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "client/received_message.h"
-#include "client/remote_pool.h"
+#include "client/remote/received_message.h"
+#include "client/remote/remote_pool.h"
 #include "pipeline/batch.h"
 #include "pipeline/dataset.h"
 #include "pipeline/echo_store.h"

@@ -1,7 +1,7 @@
 // RemotePool against fake streams and a fake clock: credits, exactly-once
 // answers, re-issue when a worker dies or goes silent, hedging, refusals,
 // grants' credits and retirement. No process, socket or sleep.
-#include "client/remote_pool.h"
+#include "client/remote/remote_pool.h"
 
 #include <cmath>
 #include <iterator>

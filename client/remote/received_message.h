@@ -11,8 +11,8 @@
 //
 // Thread-safety: a ReceivedMessage is owned by one thread at a time (gRPC
 // hands it to the reader, the reader to the pool).
-#ifndef PREPFLOW_CLIENT_RECEIVED_MESSAGE_H_
-#define PREPFLOW_CLIENT_RECEIVED_MESSAGE_H_
+#ifndef PREPFLOW_CLIENT_REMOTE_RECEIVED_MESSAGE_H_
+#define PREPFLOW_CLIENT_REMOTE_RECEIVED_MESSAGE_H_
 
 #include <memory>
 #include <vector>
@@ -61,4 +61,4 @@ class SerializationTraits<prepflow::ReceivedMessage, void> {
 
 }  // namespace grpc
 
-#endif  // PREPFLOW_CLIENT_RECEIVED_MESSAGE_H_
+#endif  // PREPFLOW_CLIENT_REMOTE_RECEIVED_MESSAGE_H_

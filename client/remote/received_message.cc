@@ -1,4 +1,4 @@
-#include "client/received_message.h"
+#include "client/remote/received_message.h"
 
 #include <cstring>
 

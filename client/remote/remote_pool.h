@@ -40,8 +40,8 @@
 // Thread-safety: every method may be called from any thread. Callbacks are
 // documented with the lock they run under; none may call back into the pool
 // while the pool's lock is held. Lock order: the Loader's, then the pool's.
-#ifndef PREPFLOW_CLIENT_REMOTE_POOL_H_
-#define PREPFLOW_CLIENT_REMOTE_POOL_H_
+#ifndef PREPFLOW_CLIENT_REMOTE_REMOTE_POOL_H_
+#define PREPFLOW_CLIENT_REMOTE_REMOTE_POOL_H_
 
 #include <atomic>
 #include <cstdint>
@@ -58,7 +58,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "client/worker_stream.h"
+#include "client/remote/worker_stream.h"
 #include "pipeline/batch.h"
 #include "pipeline/wire.h"
 #include "policy/replanner.h"
@@ -290,4 +290,4 @@ class RemotePool {
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_CLIENT_REMOTE_POOL_H_
+#endif  // PREPFLOW_CLIENT_REMOTE_REMOTE_POOL_H_

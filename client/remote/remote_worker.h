@@ -6,8 +6,8 @@
 //
 // Thread-safety: all methods may be called from any thread; handlers run on
 // the reader thread.
-#ifndef PREPFLOW_CLIENT_REMOTE_WORKER_H_
-#define PREPFLOW_CLIENT_REMOTE_WORKER_H_
+#ifndef PREPFLOW_CLIENT_REMOTE_REMOTE_WORKER_H_
+#define PREPFLOW_CLIENT_REMOTE_REMOTE_WORKER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -20,8 +20,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "client/received_message.h"
-#include "client/worker_stream.h"
+#include "client/remote/received_message.h"
+#include "client/remote/worker_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "net/security.h"
 #include "proto/worker.grpc.pb.h"
@@ -72,4 +72,4 @@ class RemoteWorker : public WorkerStream {
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_CLIENT_REMOTE_WORKER_H_
+#endif  // PREPFLOW_CLIENT_REMOTE_REMOTE_WORKER_H_

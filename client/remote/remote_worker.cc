@@ -1,4 +1,4 @@
-#include "client/remote_worker.h"
+#include "client/remote/remote_worker.h"
 
 #include "absl/strings/str_cat.h"
 #include "net/status.h"

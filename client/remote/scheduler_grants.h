@@ -13,8 +13,8 @@
 // Thread-safety: every method may be called from any thread; beats and grants
 // run on the registration's thread. Lock order: this object's lock, then the
 // pool's; `want` is called without the lock and must not call back here.
-#ifndef PREPFLOW_CLIENT_SCHEDULER_GRANTS_H_
-#define PREPFLOW_CLIENT_SCHEDULER_GRANTS_H_
+#ifndef PREPFLOW_CLIENT_REMOTE_SCHEDULER_GRANTS_H_
+#define PREPFLOW_CLIENT_REMOTE_SCHEDULER_GRANTS_H_
 
 #include <functional>
 #include <map>
@@ -24,7 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "client/remote_pool.h"
+#include "client/remote/remote_pool.h"
 #include "net/registration.h"
 #include "net/security.h"
 
@@ -83,4 +83,4 @@ class SchedulerGrants {
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_CLIENT_SCHEDULER_GRANTS_H_
+#endif  // PREPFLOW_CLIENT_REMOTE_SCHEDULER_GRANTS_H_

@@ -9,8 +9,8 @@
 //
 // Thread-safety: every method may be called from any thread; handlers run on
 // the stream's own thread, never inside a call to the stream.
-#ifndef PREPFLOW_CLIENT_WORKER_STREAM_H_
-#define PREPFLOW_CLIENT_WORKER_STREAM_H_
+#ifndef PREPFLOW_CLIENT_REMOTE_WORKER_STREAM_H_
+#define PREPFLOW_CLIENT_REMOTE_WORKER_STREAM_H_
 
 #include <cstdint>
 #include <functional>
@@ -18,7 +18,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "client/received_message.h"
+#include "client/remote/received_message.h"
 #include "proto/worker.pb.h"
 
 namespace prepflow {
@@ -54,4 +54,4 @@ using StreamFactory = std::function<std::unique_ptr<WorkerStream>(
 
 }  // namespace prepflow
 
-#endif  // PREPFLOW_CLIENT_WORKER_STREAM_H_
+#endif  // PREPFLOW_CLIENT_REMOTE_WORKER_STREAM_H_

@@ -1,4 +1,4 @@
-#include "client/scheduler_grants.h"
+#include "client/remote/scheduler_grants.h"
 
 #include <random>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "client/remote_pool.h"
+#include "client/remote/remote_pool.h"
 
 #include <algorithm>
 #include <cmath>

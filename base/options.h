@@ -324,26 +324,38 @@ OptionField<Options> StringOption(const char* key, const char* flag, Access acce
   return row;
 }
 
+// Text parsed into a value: `parse(text)` gives it (or an error that quotes
+// the text; the row adds the option's name), `store(options, value)` keeps
+// it, `show(options)` gives it back as an OptionValue.
+template <typename Options, typename Parse, typename Store, typename Show>
+OptionField<Options> ParsedOption(const char* key, const char* flag, Parse parse, Store store,
+                                  Show show, const char* help) {
+  OptionField<Options> row{key, flag, OptionKind::kString, help, nullptr, nullptr};
+  row.set = [parse, store](Options& o, const OptionValue& v, const std::string& name) {
+    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
+    auto parsed = parse(std::get<std::string>(v));
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
+    }
+    store(o, *std::move(parsed));
+    return absl::OkStatus();
+  };
+  row.get = [show](const Options& o) -> OptionValue { return show(o); };
+  return row;
+}
+
 // A member chosen by name: `parse` maps a name to the value (InvalidArgument
 // listing the names), `name_of` back.
 template <typename Options, typename Access, typename Parse, typename NameOf>
 OptionField<Options> ChoiceOption(const char* key, const char* flag, Access access, Parse parse,
                                   NameOf name_of, const char* help) {
-  OptionField<Options> row{key, flag, OptionKind::kString, help, nullptr, nullptr};
-  row.set = [access, parse](Options& o, const OptionValue& v, const std::string& name) {
-    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
-    const std::string& text = std::get<std::string>(v);
-    auto parsed = parse(text);
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.status().message()));
-    }
-    options_internal::Member(access, o) = *std::move(parsed);
-    return absl::OkStatus();
-  };
-  row.get = [access, name_of](const Options& o) -> OptionValue {
-    return std::string(name_of(options_internal::Member(access, o)));
-  };
-  return row;
+  return ParsedOption<Options>(
+      key, flag, parse,
+      [access](Options& o, auto value) { options_internal::Member(access, o) = std::move(value); },
+      [access, name_of](const Options& o) -> OptionValue {
+        return std::string(name_of(options_internal::Member(access, o)));
+      },
+      help);
 }
 
 }  // namespace prepflow

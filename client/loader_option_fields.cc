@@ -100,43 +100,21 @@ OptionField<O> EchoOption() {
 }
 
 OptionField<O> FormatOption() {
-  OptionField<O> row{"format", "format", OptionKind::kString, "auto | imagefolder | wds",
-                     nullptr,  nullptr};
-  row.set = [](O& o, const OptionValue& v, const std::string& name) {
-    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
-    auto format = ParseDatasetFormat(std::get<std::string>(v));
-    if (!format.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", format.status().message()));
-    }
-    o.dataset.set_format(*format);
-    return absl::OkStatus();
-  };
-  row.get = [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); };
-  return row;
+  return ParsedOption<O>(
+      "format", "format", ParseDatasetFormat,
+      [](O& o, proto::DatasetSpec::Format format) { o.dataset.set_format(format); },
+      [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); },
+      "auto | imagefolder | wds");
 }
 
 OptionField<O> OffloadOption() {
-  OptionField<O> row{"offload",
-                     "offload",
-                     OptionKind::kString,
-                     "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, "
-                     "else off)",
-                     nullptr,
-                     nullptr};
-  row.set = [](O& o, const OptionValue& v, const std::string& name) {
-    if (std::holds_alternative<std::monostate>(v)) return absl::OkStatus();
-    auto mode = ParseOffload(std::get<std::string>(v));
-    if (!mode.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", mode.status().message()));
-    }
-    o.offload = *mode;
-    return absl::OkStatus();
-  };
-  row.get = [](const O& o) -> OptionValue {
-    if (!o.offload.has_value()) return std::monostate();
-    return OffloadModeString(*o.offload);
-  };
-  return row;
+  return ParsedOption<O>(
+      "offload", "offload", ParseOffload, [](O& o, OffloadMode mode) { o.offload = mode; },
+      [](const O& o) -> OptionValue {
+        if (!o.offload.has_value()) return std::monostate();
+        return OffloadModeString(*o.offload);
+      },
+      "off | auto | remote | cut=K[,remote_fraction=F] (unset: $PREPFLOW_OFFLOAD, else off)");
 }
 
 template <typename T, typename Access>

@@ -11,13 +11,14 @@
 #include "absl/strings/str_split.h"
 
 namespace prepflow::cli {
-namespace {
 
-bool Parse(absl::string_view text, int64_t* out) { return absl::SimpleAtoi(text, out); }
-bool Parse(absl::string_view text, int* out) { return absl::SimpleAtoi(text, out); }
-bool Parse(absl::string_view text, uint64_t* out) { return absl::SimpleAtoi(text, out); }
-bool Parse(absl::string_view text, double* out) { return absl::SimpleAtod(text, out); }
-bool Parse(absl::string_view text, bool* out) { return absl::SimpleAtob(text, out); }
+bool ParseValue(absl::string_view text, int64_t* out) { return absl::SimpleAtoi(text, out); }
+bool ParseValue(absl::string_view text, int* out) { return absl::SimpleAtoi(text, out); }
+bool ParseValue(absl::string_view text, uint64_t* out) { return absl::SimpleAtoi(text, out); }
+bool ParseValue(absl::string_view text, double* out) { return absl::SimpleAtod(text, out); }
+bool ParseValue(absl::string_view text, bool* out) { return absl::SimpleAtob(text, out); }
+
+namespace {
 
 // Assigns `target` only a value that parses whole: a bad one (refused, or
 // passed over by ParseKnown) leaves the default as it was.
@@ -25,7 +26,7 @@ template <typename T>
 std::function<absl::Status(const std::string&)> ParsedInto(const std::string& name, T* target) {
   return [name, target](const std::string& text) {
     T value;
-    if (!Parse(text, &value)) {
+    if (!ParseValue(text, &value)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", name, ": '", text, "' is not a valid value"));
     }

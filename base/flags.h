@@ -75,6 +75,14 @@ class FlagSet {
   bool help_ = false;
 };
 
+// A whole flag value as a number or a bool ("true", "false", "1", "0",
+// "yes", "no"); false when any of `text` is left over or out of range.
+bool ParseValue(absl::string_view text, int64_t* out);
+bool ParseValue(absl::string_view text, int* out);
+bool ParseValue(absl::string_view text, uint64_t* out);
+bool ParseValue(absl::string_view text, double* out);
+bool ParseValue(absl::string_view text, bool* out);
+
 // The items of a comma-separated flag value ("a, b,,c" -> a, b, c): each
 // stripped of whitespace, empty ones skipped.
 std::vector<std::string> SplitList(const std::string& text);

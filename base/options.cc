@@ -1,6 +1,5 @@
 #include "base/options.h"
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -12,6 +11,16 @@ namespace {
 absl::Status NotA(const std::string& name, const std::string& text, OptionKind kind) {
   return absl::InvalidArgumentError(
       absl::StrCat(name, ": '", text, "' is not ", OptionKindName(kind)));
+}
+
+// `text` as a T (cli::ParseValue) into `*value`; false, `*value` untouched,
+// when it does not parse.
+template <typename T>
+bool ParseInto(const std::string& text, OptionValue* value) {
+  T x{};
+  if (!cli::ParseValue(text, &x)) return false;
+  *value = x;
+  return true;
 }
 
 }  // namespace
@@ -57,51 +66,35 @@ const char* OptionKindName(OptionKind kind) {
 
 absl::Status ParseOptionText(OptionKind kind, const std::string& text, const std::string& name,
                              OptionValue* value) {
-  bool parsed = false;
+  bool parsed = true;
   switch (kind) {
-    case OptionKind::kBool: {
-      bool b = false;
-      parsed = absl::SimpleAtob(text, &b);
-      *value = b;
+    case OptionKind::kBool:
+      parsed = ParseInto<bool>(text, value);
       break;
-    }
-    case OptionKind::kInt: {
-      int64_t i = 0;
-      parsed = absl::SimpleAtoi(text, &i);
-      *value = i;
+    case OptionKind::kInt:
+      parsed = ParseInto<int64_t>(text, value);
       break;
-    }
-    case OptionKind::kUint: {
-      uint64_t u = 0;
-      parsed = absl::SimpleAtoi(text, &u);
-      *value = u;
+    case OptionKind::kUint:
+      parsed = ParseInto<uint64_t>(text, value);
       break;
-    }
-    case OptionKind::kDouble: {
-      double d = 0;
-      parsed = absl::SimpleAtod(text, &d);
-      *value = d;
+    case OptionKind::kDouble:
+      parsed = ParseInto<double>(text, value);
       break;
-    }
     case OptionKind::kString:
       *value = text;
-      return absl::OkStatus();
+      break;
     case OptionKind::kList:
       *value = cli::SplitList(text);
-      return absl::OkStatus();
+      break;
     case OptionKind::kMap: {
       auto pairs = cli::ParseKeyValues(text, name);
       if (!pairs.ok()) return pairs.status();
       *value = *std::move(pairs);
-      return absl::OkStatus();
+      break;
     }
-    case OptionKind::kIntOrAuto:
-      if (int64_t i = 0; absl::SimpleAtoi(text, &i)) {
-        *value = i;
-      } else {
-        *value = text;
-      }
-      return absl::OkStatus();
+    case OptionKind::kIntOrAuto:  // the row says what words it takes
+      if (!ParseInto<int64_t>(text, value)) *value = text;
+      break;
   }
   return parsed ? absl::OkStatus() : NotA(name, text, kind);
 }

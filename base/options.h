@@ -158,7 +158,8 @@ std::string OptionsMarkdown(const std::vector<OptionField<Options>>& table) {
 
 // One flag per row of `table` on `flags`, each storing into `*options` as
 // it is parsed (checked by its row: the error names the flag). --help shows
-// the values `*options` holds when registered.
+// the values `*options` holds when registered. The flags refer to the rows:
+// `table` must outlive `flags` (the tables of *OptionFields() are static).
 template <typename Options>
 void RegisterOptionFlags(cli::FlagSet& flags, const std::vector<OptionField<Options>>& table,
                          Options* options) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/flags.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 #include "scheduler/allocator.h"
 
 namespace {

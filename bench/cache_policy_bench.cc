@@ -2,7 +2,7 @@
 // every sample once in a fresh random order (what a training job does).
 //
 // For each cache size (a fraction of the dataset's bytes) it runs `--epochs`
-// epochs through SampleCache (stable priority: pipeline/sample_cache.h) and
+// epochs through SampleCache (stable priority: pipeline/reuse/sample_cache.h) and
 // through an LRU of the same byte budget, and reports each one's hit ratio
 // over the epochs after the first, and the bytes it wrote then (churn). The
 // ideal for an order the cache cannot know is cache/dataset. Sample sizes are
@@ -25,7 +25,7 @@
 
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
-#include "pipeline/sample_cache.h"
+#include "pipeline/reuse/sample_cache.h"
 
 namespace {
 

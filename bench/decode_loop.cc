@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "base/flags.h"
-#include "pipeline/dataset.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
 
 int main(int argc, char** argv) {
   std::string data;

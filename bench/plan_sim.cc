@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "base/flags.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 #include "policy/planner.h"
 
 namespace {

@@ -16,7 +16,7 @@
 
 #include "base/flags.h"
 #include "client/datasets.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
 #include "storage/options.h"
 
 int main(int argc, char** argv) {

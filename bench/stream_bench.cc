@@ -13,10 +13,10 @@
 #include "absl/synchronization/mutex.h"
 #include "base/flags.h"
 #include "client/remote/remote_worker.h"
-#include "pipeline/dataset.h"
-#include "pipeline/executor.h"
+#include "pipeline/core/executor.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/profiler.h"
 
 namespace {
 

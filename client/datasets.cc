@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/text_format.h"
-#include "pipeline/braces.h"
-#include "pipeline/materialize.h"
+#include "pipeline/data/braces.h"
+#include "pipeline/reuse/materialize.h"
 #include "storage/object_store.h"
 
 namespace prepflow {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 #include "proto/pipeline.pb.h"
 #include "storage/options.h"
 

@@ -18,10 +18,10 @@
 #include "client/remote/remote_worker.h"
 #include "client/remote/scheduler_grants.h"
 #include "client/sample_runner.h"
-#include "pipeline/batch_ops.h"
-#include "pipeline/epoch_order.h"
-#include "pipeline/materialize.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/epoch_order.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/ops/batch_ops.h"
+#include "pipeline/reuse/materialize.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

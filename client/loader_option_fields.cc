@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/flags.h"
 #include "client/loader_options.h"
-#include "pipeline/dataset.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/data/dataset.h"
 
 namespace prepflow {
 namespace {

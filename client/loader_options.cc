@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/text.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 
 namespace prepflow {
 namespace {

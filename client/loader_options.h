@@ -23,10 +23,10 @@
 #include "absl/status/statusor.h"
 #include "base/options.h"
 #include "net/security.h"
-#include "pipeline/epoch_order.h"
-#include "pipeline/image_decode.h"
-#include "pipeline/sample.h"
-#include "pipeline/sample_cache.h"
+#include "pipeline/core/epoch_order.h"
+#include "pipeline/core/image_decode.h"
+#include "pipeline/core/sample.h"
+#include "pipeline/reuse/sample_cache.h"
 #include "policy/replanner.h"
 #include "proto/pipeline.pb.h"
 #include "storage/options.h"
@@ -44,7 +44,7 @@ enum class OnError { kSkip, kFail };
 // The Parse functions' errors quote the text and say what is expected;
 // their callers add the option's name.
 absl::StatusOr<OnError> ParseOnError(const std::string& name);
-// "pad" | "drop" | "uneven" (pipeline/epoch_order.h's RankSplit).
+// "pad" | "drop" | "uneven" (pipeline/core/epoch_order.h's RankSplit).
 absl::StatusOr<RankSplit> ParseRankSplit(const std::string& name);
 
 // Where samples run. kOff: all local. kRemote: every sample's whole pipeline

@@ -1,6 +1,6 @@
 #include "client/loader_stats.h"
 
-#include "pipeline/checksum.h"
+#include "pipeline/core/checksum.h"
 
 namespace prepflow {
 namespace {

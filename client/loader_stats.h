@@ -17,9 +17,9 @@
 #include <variant>
 #include <vector>
 
-#include "pipeline/batch.h"
-#include "pipeline/byte_source.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/batch.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/byte_source.h"
 
 namespace prepflow {
 

@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "pipeline/checksum.h"
-#include "pipeline/materialize.h"
-#include "pipeline/wire.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/wire.h"
+#include "pipeline/reuse/materialize.h"
 #include "policy/measurements.h"
 
 namespace prepflow {

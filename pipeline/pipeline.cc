@@ -16,8 +16,9 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 #include "opencv2/core.hpp"
-#include "pipeline/op_schema.h"
-#include "pipeline/plugins.h"
+#include "pipeline/core/op_schema.h"
+#include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/plugins.h"
 
 namespace prepflow {
 namespace {
@@ -169,7 +170,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     auto where = [&] {
       return absl::StrCat("pipeline ", p->name_, ": stage ", i, " (", name, "): ");
     };
-    auto op = OpRegistry::Builtin().Create(stage);
+    auto op = BuiltinOps().Create(stage);
     if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
     auto type = (*op)->OutputType(p->types_.back());
     if (!type.ok()) {

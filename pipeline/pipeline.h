@@ -18,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "pipeline/ops.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/op.h"
+#include "pipeline/core/profiler.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/text.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

@@ -29,7 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 #include "proto/pipeline.pb.h"
 
 namespace prepflow {

@@ -14,11 +14,11 @@
 #include "absl/strings/str_join.h"
 #include "base/text.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "pipeline/materialize.h"
-#include "pipeline/plugins.h"
-#include "pipeline/profiler.h"
-#include "pipeline/wire.h"
-#include "pipeline/working_memory.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/core/wire.h"
+#include "pipeline/core/working_memory.h"
+#include "pipeline/ops/plugins.h"
+#include "pipeline/reuse/materialize.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

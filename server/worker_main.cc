@@ -23,8 +23,8 @@
 #include "net/daemon_server.h"
 #include "net/registration.h"
 #include "net/security.h"
-#include "pipeline/executor.h"
-#include "pipeline/plugins.h"
+#include "pipeline/core/executor.h"
+#include "pipeline/ops/plugins.h"
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
 #include "server/worker_core.h"
@@ -109,7 +109,7 @@ struct WorkerFlags {
     f.Int("echo-bytes", &options.echo_bytes,
           "data echoing: a job's values held for their later copies, at most (per job stream)");
     f.String("plugin", &plugins,
-             "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]; a job "
+             "plugin libraries of custom ops (pipeline/ops/plugin_api.h), FILE[,FILE...]; a job "
              "naming an op none provides runs here only up to that op");
   }
 

@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "net/security.h"
 #include "net/status.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
 #include "server/result_encoding.h"
 #include "spdlog/spdlog.h"
 

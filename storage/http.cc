@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/text.h"
-#include "pipeline/byte_source.h"
+#include "pipeline/data/byte_source.h"
 
 namespace prepflow {
 namespace {

@@ -20,8 +20,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "pipeline/byte_source.h"
-#include "pipeline/sample.h"
+#include "pipeline/core/sample.h"
+#include "pipeline/data/byte_source.h"
 
 namespace prepflow {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/byte_source.h"
-#include "pipeline/sample_cache.h"
+#include "pipeline/data/byte_source.h"
+#include "pipeline/reuse/sample_cache.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 

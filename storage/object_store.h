@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "pipeline/byte_source.h"
+#include "pipeline/data/byte_source.h"
 #include "storage/http.h"
 
 namespace prepflow {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/options.h"
-#include "pipeline/read_ahead.h"
+#include "pipeline/data/read_ahead.h"
 #include "storage/http.h"
 
 namespace prepflow {

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/text.h"
-#include "pipeline/plugins.h"
+#include "pipeline/ops/plugins.h"
 
 namespace prepflow::cli {
 

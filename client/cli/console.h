@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "base/flags.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
 
 namespace prepflow::cli {
 
@@ -27,7 +27,7 @@ inline constexpr int kUsage = 2;
 inline constexpr char kPipelineHelp[] =
     "imagenet-train | imagenet-eval | a pipeline text file | the text itself ('stages { ... }')";
 inline constexpr char kPluginHelp[] =
-    "plugin libraries of custom ops (pipeline/plugin_api.h), FILE[,FILE...]";
+    "plugin libraries of custom ops (pipeline/ops/plugin_api.h), FILE[,FILE...]";
 
 // Loads the --plugin list.
 absl::Status LoadPluginFlag(const std::string& list);

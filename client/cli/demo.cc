@@ -15,8 +15,8 @@
 #include "client/cli/run_flags.h"
 #include "client/worker_process.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/checksum.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/data/synthetic.h"
 #include "storage/options.h"
 
 namespace prepflow::cli {

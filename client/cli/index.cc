@@ -7,9 +7,9 @@
 #include "base/flags.h"
 #include "client/cli/commands.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/dataset.h"
-#include "pipeline/pack.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/pack.h"
 
 namespace prepflow::cli {
 

@@ -1,5 +1,5 @@
 // `prepflow materialize`.
-#include "pipeline/materialize.h"
+#include "pipeline/reuse/materialize.h"
 
 #include <cstdio>
 #include <optional>
@@ -13,12 +13,12 @@
 #include "client/cli/commands.h"
 #include "client/cli/shards.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/dataset.h"
-#include "pipeline/executor.h"
-#include "pipeline/pack.h"
+#include "pipeline/core/executor.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/pack.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
-#include "pipeline/profiler.h"
 
 namespace prepflow::cli {
 

@@ -7,8 +7,8 @@
 #include "base/text.h"
 #include "client/cli/commands.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/op_schema.h"
-#include "pipeline/plugins.h"
+#include "pipeline/core/op_schema.h"
+#include "pipeline/ops/plugins.h"
 
 namespace prepflow::cli {
 

@@ -1,5 +1,5 @@
 // `prepflow pack`.
-#include "pipeline/pack.h"
+#include "pipeline/data/pack.h"
 
 #include <cstdio>
 #include <optional>
@@ -11,8 +11,8 @@
 #include "client/cli/shards.h"
 #include "client/datasets.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/dataset.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
 #include "storage/options.h"
 
 namespace prepflow::cli {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "client/cli/commands.h"
-#include "pipeline/executor.h"
+#include "pipeline/core/executor.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 

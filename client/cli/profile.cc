@@ -12,11 +12,11 @@
 #include "client/datasets.h"
 #include "client/stats_json.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/dataset.h"
-#include "pipeline/epoch_order.h"
+#include "pipeline/core/epoch_order.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
-#include "pipeline/profiler.h"
 #include "storage/options.h"
 
 namespace prepflow::cli {

@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "base/flags.h"
 #include "client/cli/console.h"
-#include "pipeline/image_decode.h"
-#include "pipeline/profiler.h"
+#include "pipeline/core/image_decode.h"
+#include "pipeline/core/profiler.h"
 
 namespace prepflow::cli {
 

@@ -13,10 +13,10 @@
 #include "client/metrics.h"
 #include "client/stats_json.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/checksum.h"
-#include "pipeline/dataset.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
 #include "prometheus/exposer.h"
 #include "spdlog/spdlog.h"
 

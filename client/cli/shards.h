@@ -13,8 +13,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "pipeline/dataset.h"
-#include "pipeline/pack.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/pack.h"
 #include "pipeline/pipeline.h"
 #include "proto/pipeline.pb.h"
 

@@ -11,11 +11,11 @@
 #include "client/cli/profile.h"
 #include "client/cli/shards.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/dataset.h"
-#include "pipeline/epoch_order.h"
-#include "pipeline/executor.h"
-#include "pipeline/materialize.h"
+#include "pipeline/core/epoch_order.h"
+#include "pipeline/core/executor.h"
+#include "pipeline/data/dataset.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/reuse/materialize.h"
 #include "storage/options.h"
 
 namespace prepflow::cli {

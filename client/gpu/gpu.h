@@ -10,7 +10,7 @@
 //
 // Bit-exactness: the kernel computes (x / 255 - mean) / std in IEEE single
 // precision, each operation rounded once (no fast math, no contraction), as
-// pipeline/ops.cc's normalize does on the CPU, so a sample normalized on the
+// pipeline/core/op.cc's normalize does on the CPU, so a sample normalized on the
 // GPU has the same bits as one normalized anywhere else.
 //
 // Thread-safety: Available() and the allocation functions from any thread;

@@ -34,13 +34,14 @@
 #include "client/metrics.h"
 #include "client/python/options.h"
 #include "gpu.h"
-#include "pipeline/augment.h"
-#include "pipeline/checksum.h"
-#include "pipeline/dataset.h"
-#include "pipeline/op_schema.h"
-#include "pipeline/ops.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/op.h"
+#include "pipeline/core/op_schema.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/image/augment.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
 #include "prometheus/exposer.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/spdlog.h"
@@ -103,7 +104,7 @@ LoaderOptions ToOptions(const py::dict& d) {
 std::optional<gpu::NormalizeParams> SplitForGpu(LoaderOptions& o) {
   const int n = o.pipeline.stages_size();
   if (n == 0 || !o.pipeline.stages(n - 1).has_normalize()) return std::nullopt;
-  if (auto op = OpRegistry::Builtin().Create(o.pipeline.stages(n - 1)); !op.ok()) {
+  if (auto op = BuiltinOps().Create(o.pipeline.stages(n - 1)); !op.ok()) {
     Raise(absl::InvalidArgumentError(
         absl::StrCat("pipeline: stage ", n - 1, " (normalize): ", op.status().message())));
   }
@@ -546,7 +547,7 @@ void BindOps(py::module_& m) {
       [](const std::string& path) {
         if (absl::Status s = prepflow::LoadPlugin(path); !s.ok()) prepflow::python::Raise(s);
       },
-      "Loads a plugin of custom ops (pipeline/plugin_api.h).");
+      "Loads a plugin of custom ops (pipeline/ops/plugin_api.h).");
   m.def("plugin_ops", [] {
     py::list out;
     for (const prepflow::PluginOpInfo& op : prepflow::LoadedPluginOps()) {

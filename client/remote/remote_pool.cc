@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/text.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {

@@ -59,8 +59,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/remote/worker_stream.h"
-#include "pipeline/batch.h"
-#include "pipeline/wire.h"
+#include "pipeline/core/batch.h"
+#include "pipeline/core/wire.h"
 #include "policy/replanner.h"
 #include "proto/worker.pb.h"
 

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "net/status.h"
-#include "pipeline/profiler.h"
-#include "pipeline/wire.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/core/wire.h"
 
 namespace prepflow {
 

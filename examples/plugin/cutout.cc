@@ -8,7 +8,7 @@
 //   stages { custom { name: "cutout" params { key: "size" value: "16" } } }
 //   prepflow.ops.Custom("cutout", size=16, p=1.0, fill=0)
 //
-// It needs nothing but pipeline/plugin_api.h and a C++17 compiler:
+// It needs nothing but pipeline/ops/plugin_api.h and a C++17 compiler:
 //
 //   c++ -std=c++17 -O2 -fPIC -shared -I<prepflow>/pipeline cutout.cc -o libprepflow_cutout.so
 //   prepflow run --plugin ./libprepflow_cutout.so --pipeline cutout.txt --data ...

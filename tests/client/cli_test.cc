@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "pipeline/synthetic.h"
+#include "pipeline/data/synthetic.h"
 #include "tests/testing/test_util.h"
 #include "tests/testing/worker_process.h"
 

@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
-#include "pipeline/executor.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/executor.h"
+#include "pipeline/data/synthetic.h"
 #include "tests/testing/loader_util.h"
 #include "tests/testing/test_util.h"
 

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 
 namespace prepflow {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/data/synthetic.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

@@ -11,9 +11,9 @@
 #include <iterator>
 #include <memory>
 
+#include "pipeline/core/sample.h"
+#include "pipeline/data/synthetic.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/sample.h"
-#include "pipeline/synthetic.h"
 #include "tests/fuzz/fuzz_seeds.h"
 
 // Seeds: small generated JPEGs, and one cut short.

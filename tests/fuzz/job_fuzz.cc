@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/synthetic.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/synthetic.h"
 #include "proto/worker.pb.h"
 #include "server/worker_core.h"
 #include "tests/fuzz/fuzz_seeds.h"

@@ -13,8 +13,8 @@
 #include <iterator>
 #include <string>
 
-#include "pipeline/dataset.h"
-#include "pipeline/tar.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/tar.h"
 #include "tests/fuzz/fuzz_seeds.h"
 
 namespace {

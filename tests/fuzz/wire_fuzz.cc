@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "pipeline/core/wire.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/wire.h"
 #include "proto/pipeline.pb.h"
 #include "tests/fuzz/fuzz_seeds.h"
 

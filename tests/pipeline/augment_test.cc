@@ -3,7 +3,7 @@
 // distribution of their draws, and the ops' validation.
 // tests/python/test_parity.py checks that every image a policy op makes is
 // what torchvision's _apply_op gives for one of the policy's draws.
-#include "pipeline/augment.h"
+#include "pipeline/ops/image/augment.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // order), the box, the soft labels, the Beta draws, and validation.
 // tests/python/test_parity.py checks the same against torch's own ops on
 // loader batches.
-#include "pipeline/batch_ops.h"
+#include "pipeline/ops/batch_ops.h"
 
 #include <cmath>
 #include <vector>

@@ -1,6 +1,6 @@
 // Brace expansion of shard lists: WebDataset's patterns, bash's answers for
 // the forms both share, and hostile patterns refused cheaply.
-#include "pipeline/braces.h"
+#include "pipeline/data/braces.h"
 
 #include <cstdio>
 #include <string>

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
-#include "pipeline/color.h"
+#include "pipeline/ops/image/color.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 

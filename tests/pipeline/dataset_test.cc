@@ -1,4 +1,4 @@
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/pack.h"
-#include "pipeline/tar.h"
+#include "pipeline/data/pack.h"
+#include "pipeline/data/tar.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

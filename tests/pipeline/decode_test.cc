@@ -11,9 +11,9 @@
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
 #include "opencv2/imgproc.hpp"
-#include "pipeline/image_decode.h"
-#include "pipeline/rng.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/image_decode.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/data/synthetic.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "pipeline/echo_store.h"
-#include "pipeline/epoch_order.h"
-#include "pipeline/rng.h"
-#include "pipeline/wire.h"
+#include "pipeline/core/epoch_order.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/core/wire.h"
+#include "pipeline/reuse/echo_store.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

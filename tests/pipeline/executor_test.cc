@@ -1,4 +1,4 @@
-#include "pipeline/executor.h"
+#include "pipeline/core/executor.h"
 
 #include <atomic>
 #include <set>

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
-#include "pipeline/geometry.h"
+#include "pipeline/ops/image/geometry.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 

@@ -13,10 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/data/synthetic.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/rng.h"
-#include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

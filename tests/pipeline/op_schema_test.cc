@@ -1,6 +1,6 @@
-// The vocabulary's schema (pipeline/op_schema.h) against the registry and the
+// The vocabulary's schema (pipeline/core/op_schema.h) against the registry and the
 // ops it documents.
-#include "pipeline/op_schema.h"
+#include "pipeline/core/op_schema.h"
 
 #include <fstream>
 #include <set>
@@ -9,7 +9,8 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "pipeline/ops.h"
+#include "pipeline/core/op.h"
+#include "pipeline/ops/builtin_ops.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 
@@ -47,7 +48,7 @@ TEST(OpSchema, TheRegistryBuildsExactlyTheDocumentedOps) {
   for (const OpSchema& op : OpSchemas()) {
     if (!op.batch) documented.push_back(op.name);
   }
-  EXPECT_EQ(OpRegistry::Builtin().Names(), documented);
+  EXPECT_EQ(BuiltinOps().Names(), documented);
 }
 
 TEST(OpSchema, EveryDefaultParses) {

@@ -1,6 +1,4 @@
 // Each op against hand-computed expectations, and spec validation.
-#include "pipeline/ops.h"
-
 #include <cmath>
 #include <fstream>
 
@@ -10,6 +8,9 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
+#include "pipeline/core/op.h"
+#include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/image/image_family.h"
 #include "pipeline/pipeline.h"
 #include "tests/testing/test_util.h"
 
@@ -277,7 +278,7 @@ TEST(PipelineSpec, InvalidParametersNameStageAndField) {
   proto::Stage resize;
   resize.mutable_resize()->set_shorter_side(5);
   resize.mutable_resize()->set_interpolation(static_cast<proto::Interpolation>(9));
-  EXPECT_THAT(OpRegistry::Builtin().Create(resize).status().message(),
+  EXPECT_THAT(BuiltinOps().Create(resize).status().message(),
               HasSubstr("interpolation: 9 is not supported"));
 }
 

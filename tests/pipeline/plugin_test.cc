@@ -1,4 +1,4 @@
-// Plugins (pipeline/plugins.h): loading and its errors, and the example
+// Plugins (pipeline/ops/plugins.h): loading and its errors, and the example
 // plugin's cutout op run through the registry like any op.
 #include <cstring>
 #include <fstream>
@@ -6,9 +6,10 @@
 #include "base/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/op_schema.h"
+#include "pipeline/core/op_schema.h"
+#include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -95,7 +96,7 @@ TEST(Plugins, LoadingErrorsNameTheFile) {
 
 TEST(Plugins, AnOpNotLoadedIsAClearErrorAndCutsTheWorkersPipeline) {
   ASSERT_TRUE(LoadPlugin(kCutout).ok());
-  auto op = OpRegistry::Builtin().Create(Custom("sharpen_more"));
+  auto op = BuiltinOps().Create(Custom("sharpen_more"));
   EXPECT_THAT(op.status().message(), HasSubstr("custom op 'sharpen_more' is not loaded"));
   EXPECT_THAT(op.status().message(), HasSubstr("--plugin"));
   EXPECT_THAT(op.status().message(), HasSubstr("loaded: cutout"));
@@ -116,7 +117,7 @@ TEST(Plugins, AnOpNotLoadedIsAClearErrorAndCutsTheWorkersPipeline) {
 // worker's log show at most a loadable name's worth, printable.
 TEST(Plugins, AHostileOpNameIsShownShortAndPrintable) {
   const std::string name = std::string(100000, 'x') + "\xff\xfe";
-  const absl::Status s = OpRegistry::Builtin().Create(Custom(name)).status();
+  const absl::Status s = BuiltinOps().Create(Custom(name)).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_LT(s.message().size(), 400u);
   EXPECT_THAT(s.message(), HasSubstr("xxx...' is not loaded"));
@@ -130,7 +131,7 @@ TEST(Plugins, AHostileOpNameIsShownShortAndPrintable) {
 
 TEST(Plugins, CutoutFillsOneClippedSquareAndNothingElse) {
   ASSERT_TRUE(LoadPlugin(kCutout).ok());
-  auto op = OpRegistry::Builtin().Create(Custom("cutout", {{"size", "6"}, {"fill", "0"}}));
+  auto op = BuiltinOps().Create(Custom("cutout", {{"size", "6"}, {"fill", "0"}}));
   ASSERT_TRUE(op.ok()) << op.status();
   Workspace ws;
   Image image(20, 30);
@@ -165,7 +166,7 @@ TEST(Plugins, CutoutFillsOneClippedSquareAndNothingElse) {
   }
   EXPECT_GT(clipped, 0);  // some centres fall near a border
 
-  auto never = OpRegistry::Builtin().Create(Custom("cutout", {{"p", "0"}}));
+  auto never = BuiltinOps().Create(Custom("cutout", {{"p", "0"}}));
   ASSERT_TRUE(never.ok());
   auto s = ApplyTo(**never, image, 1, ws);
   ASSERT_TRUE(s.ok());
@@ -174,7 +175,7 @@ TEST(Plugins, CutoutFillsOneClippedSquareAndNothingElse) {
 
 TEST(Plugins, BadParamsTypesAndResultsAreErrorsNamingTheOp) {
   ASSERT_TRUE(LoadPlugin(kCutout).ok());
-  const OpRegistry& r = OpRegistry::Builtin();
+  const OpRegistry& r = BuiltinOps();
   EXPECT_THAT(r.Create(Custom("cutout", {{"radius", "3"}})).status().message(),
               HasSubstr("custom op 'cutout': no param 'radius'"));
   EXPECT_THAT(r.Create(Custom("cutout", {{"size", "0"}})).status().message(), HasSubstr("size"));
@@ -203,7 +204,7 @@ TEST(Plugins, BadParamsTypesAndResultsAreErrorsNamingTheOp) {
 
 TEST(Plugins, AnOutputOverMaxPixelsIsRefusedBeforeAnyMemory) {
   ASSERT_TRUE(LoadPlugin(kCutout).ok());
-  auto op = OpRegistry::Builtin().Create(Custom("cutout"));
+  auto op = BuiltinOps().Create(Custom("cutout"));
   ASSERT_TRUE(op.ok());
   StageContext ctx;
   Workspace ws;

@@ -1,7 +1,7 @@
 // Reading ahead: reads run concurrently on the I/O threads, within the byte
 // budget, hand their bytes, errors and request counts to whoever takes them,
 // and a read still queued is done by its taker rather than waited for.
-#include "pipeline/read_ahead.h"
+#include "pipeline/data/read_ahead.h"
 
 #include <atomic>
 #include <chrono>

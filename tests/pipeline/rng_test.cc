@@ -1,4 +1,4 @@
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 
 #include <cmath>
 #include <map>
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "pipeline/epoch_order.h"
+#include "pipeline/core/epoch_order.h"
 
 namespace prepflow {
 namespace {

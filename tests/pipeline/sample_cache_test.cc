@@ -1,4 +1,4 @@
-#include "pipeline/sample_cache.h"
+#include "pipeline/reuse/sample_cache.h"
 
 #include <sys/stat.h>
 
@@ -8,9 +8,9 @@
 #include <random>
 
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
-#include "pipeline/materialize.h"
+#include "pipeline/core/checksum.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/reuse/materialize.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

@@ -1,6 +1,6 @@
 // Shard indexes (made by a pass, written as sidecars, read back, refused when
 // hostile or stale), windowed reads, and which URLs a worker may read.
-#include "pipeline/shard_index.h"
+#include "pipeline/data/shard_index.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,8 +15,8 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/byte_source.h"
-#include "pipeline/tar.h"
+#include "pipeline/data/byte_source.h"
+#include "pipeline/data/tar.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

@@ -1,6 +1,6 @@
 // Cutting a pipeline at any stage boundary and carrying the value across in
 // its wire form gives bit-identical results.
-#include "pipeline/wire.h"
+#include "pipeline/core/wire.h"
 
 #include <set>
 #include <string>
@@ -8,10 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/data/synthetic.h"
+#include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/plugins.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/plugins.h"
-#include "pipeline/synthetic.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -117,7 +118,7 @@ TEST(EveryOp, NamesEveryRegisteredOp) {
   ASSERT_TRUE(spec.ok());
   std::set<std::string> used;
   for (const proto::Stage& stage : spec->stages()) used.insert(OpRegistry::OpName(stage.op_case()));
-  for (const std::string& name : OpRegistry::Builtin().Names()) {
+  for (const std::string& name : BuiltinOps().Names()) {
     EXPECT_TRUE(used.count(name)) << name << " is missing from kEveryOp";
   }
 }

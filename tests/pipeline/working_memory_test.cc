@@ -1,4 +1,4 @@
-#include "pipeline/working_memory.h"
+#include "pipeline/core/working_memory.h"
 
 #include <atomic>
 #include <thread>
@@ -6,9 +6,9 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/image_decode.h"
-#include "pipeline/ops.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/image_decode.h"
+#include "pipeline/core/op.h"
+#include "pipeline/data/synthetic.h"
 
 namespace prepflow {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/rng.h"
+#include "pipeline/core/rng.h"
 
 namespace prepflow::policy {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/data/synthetic.h"
 #include "prometheus/exposer.h"
 #include "server/worker_core.h"
 #include "storage/metrics.h"

@@ -12,9 +12,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
-#include "pipeline/profiler.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/profiler.h"
+#include "pipeline/data/synthetic.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 #include "tests/testing/node_server.h"
 #include "tests/testing/test_util.h"
 

@@ -7,8 +7,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "pipeline/checksum.h"
-#include "pipeline/synthetic.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/data/synthetic.h"
 
 namespace prepflow::testing {
 

@@ -18,7 +18,7 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
-#include "pipeline/synthetic.h"
+#include "pipeline/data/synthetic.h"
 
 namespace prepflow::testing {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "pipeline/ops.h"
+#include "pipeline/core/op.h"
+#include "pipeline/core/sample.h"
 #include "pipeline/pipeline.h"
-#include "pipeline/sample.h"
 
 namespace prepflow::testing {
 

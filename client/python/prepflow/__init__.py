@@ -75,7 +75,7 @@ def _options_doc():
 
 def load_plugin(path):
     """Loads a plugin of custom ops (a shared library built against
-    pipeline/plugin_api.h), as `--plugin` does; loading it again does
+    pipeline/ops/plugin_api.h), as `--plugin` does; loading it again does
     nothing. FileNotFoundError or ValueError naming the file."""
     _prepflow.load_plugin(os.fspath(path))
 
@@ -259,7 +259,7 @@ class Loader:
     CPU as this machine's) and is not in the checksum (which covers
     prepflow's part), and the part before it must end in a fixed size. Not with batch_ops (they would run before the tail).
 
-    Custom C++ ops (pipeline/plugin_api.h): `plugins`, shared libraries to
+    Custom C++ ops (pipeline/ops/plugin_api.h): `plugins`, shared libraries to
     load (as `--plugin`), whose ops the pipeline names as
     `prepflow.ops.Custom("name", param=value)`. Workers need the same plugin
     (`prepflow-worker --plugin`); one without it runs the stages before the op

@@ -132,7 +132,7 @@ del _schema, _cls
 
 
 class Custom(Custom):  # noqa: F821 (the generated class)
-    """An op from a plugin (Loader(plugins=[...]), pipeline/plugin_api.h):
+    """An op from a plugin (Loader(plugins=[...]), pipeline/ops/plugin_api.h):
     Custom("sepia", strength=0.8). Parameters go to the plugin as text."""
 
     def __init__(self, name, **params):

@@ -1,0 +1,111 @@
+// A batch: the outputs of up to `capacity` samples in one contiguous tensor,
+// plus their indices and labels.
+//
+// Workers write each sample straight into its slot (Pipeline::Run's sink), so
+// assembling a batch copies nothing. Samples that failed are recorded per slot
+// and removed by Compact(), which keeps the order of the rest.
+//
+// Thread-safety: between Reset() and the last Finish*(), distinct slots may be
+// written from distinct threads; everything else needs external
+// synchronisation (the Loader's).
+#ifndef PREPFLOW_PIPELINE_CORE_BATCH_H_
+#define PREPFLOW_PIPELINE_CORE_BATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "pipeline/core/sample.h"
+#include "pipeline/core/value_type.h"
+
+namespace prepflow {
+
+struct SampleError {
+  int64_t index = 0;
+  std::string path;
+  absl::Status status;
+};
+
+class Batch {
+ public:
+  // REQUIRES: sample_type.fixed(), capacity >= 1. `allocator`: where the
+  // samples' storage comes from (e.g. page-locked memory for GPU copies).
+  Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator = {});
+
+  // Prepares the batch for the samples `indices` (at most capacity()), and
+  // with data echoing which copy of each it is (empty: every one copy 0).
+  // `echo`: copies of each sample in this epoch (data echoing; 1: none).
+  void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
+             absl::Span<const uint32_t> copies = {}, int echo = 1);
+
+  uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
+  int64_t index_at(int64_t i) const { return indices_[i]; }
+  uint32_t copy_at(int64_t i) const { return copies_[i]; }
+  // Records the outcome of slot i (`hash`: its SampleHash); returns true for
+  // the call that completes the batch.
+  // `remote`: some of its stages ran on a worker.
+  bool FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote = false);
+  bool FinishError(int64_t i, SampleError error);
+  bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
+  // Slots not finished yet.
+  int64_t pending() const { return pending_.load(std::memory_order_acquire); }
+  // Drops failed slots (moving later samples down) and returns their errors.
+  std::vector<SampleError> Compact();
+
+  // The delivered batch.
+  uint64_t epoch() const { return epoch_; }
+  int echo() const { return echo_; }
+  int64_t number() const { return number_; }  // within the epoch
+  int64_t size() const { return static_cast<int64_t>(indices_.size()); }
+  int64_t capacity() const { return capacity_; }
+  // [size(), sample dims...]
+  Shape shape() const;
+  const ValueType& sample_type() const { return sample_type_; }
+  size_t sample_bytes() const { return sample_bytes_; }
+  const uint8_t* data() const { return storage_.data(); }
+  size_t bytes() const { return sample_bytes_ * indices_.size(); }
+  const float* floats() const { return reinterpret_cast<const float*>(storage_.data()); }
+  const std::vector<int64_t>& indices() const { return indices_; }
+  const std::vector<uint32_t>& copies() const { return copies_; }
+  const std::vector<int64_t>& labels() const { return labels_; }
+  // Soft labels, [size(), num_classes()] float32, when a batch op (MixUp,
+  // CutMix) made them; num_classes() is 0 otherwise.
+  int64_t num_classes() const { return num_classes_; }
+  const std::vector<float>& soft_labels() const { return soft_labels_; }
+  // For batch ops: the samples as mutable floats, and the soft labels to
+  // write (sized [size(), num_classes]).
+  float* mutable_floats() { return reinterpret_cast<float*>(storage_.data()); }
+  float* ResetSoftLabels(int64_t num_classes);
+  const std::vector<uint64_t>& hashes() const { return hashes_; }
+  // Delivered samples that ran (partly) on a worker.
+  int64_t remote_samples() const;
+  const uint8_t* sample(int64_t i) const { return storage_.data() + i * sample_bytes_; }
+
+ private:
+  bool Finish();
+
+  ValueType sample_type_;
+  int64_t capacity_;
+  size_t sample_bytes_;
+  Buffer storage_;
+  uint64_t epoch_ = 0;
+  int64_t number_ = 0;
+  std::vector<int64_t> indices_;
+  std::vector<uint32_t> copies_;
+  int echo_ = 1;
+  std::vector<int64_t> labels_;
+  int64_t num_classes_ = 0;
+  std::vector<float> soft_labels_;
+  std::vector<uint64_t> hashes_;
+  std::vector<SampleError> slot_errors_;
+  std::vector<uint8_t> ok_;
+  std::vector<uint8_t> remote_;
+  std::atomic<int64_t> pending_{0};
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_CORE_BATCH_H_

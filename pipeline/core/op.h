@@ -1,0 +1,92 @@
+// Pipeline stages ("ops") and the registry they are built from.
+//
+// Each op is built once from its proto::Stage, validated then (a bad parameter
+// is InvalidArgument naming the field), and applied to many samples from many
+// threads: Apply() is const and keeps per-call state in the StageContext.
+// Randomness comes only from ctx.Rng(sample), keyed by (seed, epoch, sample
+// index, stage index), so an op gives the same bytes wherever it runs.
+//
+// Ops never throw: OpenCV exceptions are caught and returned as Status.
+//
+// Thread-safety: an Op is immutable once built: Apply() runs from many
+// threads at once, each with its own Workspace (one per thread). An
+// OpRegistry is filled before it is shared (BuiltinOps() once, thread-safely);
+// Create() may then run from any thread.
+#ifndef PREPFLOW_PIPELINE_CORE_OP_H_
+#define PREPFLOW_PIPELINE_CORE_OP_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pipeline/core/image_decode.h"
+#include "pipeline/core/rng.h"
+#include "pipeline/core/sample.h"
+#include "pipeline/core/value_type.h"
+#include "pipeline/core/workspace.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+// What an op sees of the run it is part of.
+struct StageContext {
+  uint64_t seed = 0;
+  int stage = 0;  // index of the running stage
+  Workspace* ws = nullptr;
+  const DecodeOptions* decode = nullptr;
+  // Where the pipeline's last stage should write its output, if it can.
+  uint8_t* sink = nullptr;
+  size_t sink_bytes = 0;
+  bool last = false;
+
+  SampleRng Rng(const Sample& s) const {
+    return SampleRng(seed, s.epoch, static_cast<uint64_t>(s.index), static_cast<uint32_t>(stage),
+                     s.copy_at(stage));
+  }
+  // Memory for an `n`-byte output of an op whose input is `in`.
+  uint8_t* Output(const void* in, size_t n) const {
+    if (last && sink != nullptr && n == sink_bytes) return sink;
+    return ws->ScratchFor(in)->Reserve(n);
+  }
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  // The type this op produces from `in`, or InvalidArgument when it cannot
+  // take `in` (the message says what it expects).
+  virtual absl::StatusOr<ValueType> OutputType(const ValueType& in) const = 0;
+  virtual absl::Status Apply(const StageContext& ctx, Sample& sample) const = 0;
+
+  // Ops that can tell a decoder which region of the source they will read
+  // return a hint; `rng` is the op's own stream for this sample, so the
+  // decoder draws exactly what Apply() would.
+  virtual bool PlansDecode() const { return false; }
+  virtual DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const { return {}; }
+
+  // Called once by the pipeline: the op that consumes this op's output.
+  virtual void SetConsumer(const Op* next, int next_stage) {}
+};
+
+using OpFactory = std::function<absl::StatusOr<std::unique_ptr<Op>>(const proto::Stage&)>;
+
+// The ops prepflow knows, keyed by the Stage oneof case.
+class OpRegistry {
+ public:
+  void Register(proto::Stage::OpCase op_case, OpFactory factory);
+  // InvalidArgument for an unset or unknown op; otherwise what the factory says.
+  absl::StatusOr<std::unique_ptr<Op>> Create(const proto::Stage& stage) const;
+  // The op's name as written in pipeline files ("random_resized_crop").
+  static std::string OpName(proto::Stage::OpCase op_case);
+  std::vector<std::string> Names() const;
+
+ private:
+  std::vector<std::pair<proto::Stage::OpCase, OpFactory>> factories_;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_CORE_OP_H_

@@ -1,0 +1,132 @@
+// The value of one sample as it moves through a pipeline.
+//
+// A Sample is a view: it points into a Buffer owned by the thread's Workspace
+// (or into a batch slot) and carries the metadata of its kind. Buffers are
+// reused from sample to sample, so the hot path allocates nothing once they
+// have grown to the largest sample seen.
+#ifndef PREPFLOW_PIPELINE_CORE_SAMPLE_H_
+#define PREPFLOW_PIPELINE_CORE_SAMPLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+
+namespace prepflow {
+
+class MemoryMeter;
+
+// Where a Buffer's memory comes from: by default 64-byte-aligned malloc;
+// e.g. page-locked memory that a GPU copies from asynchronously
+// (client/gpu's AllocatePinned). Plain function pointers: pipeline/ knows
+// nothing of what provides them.
+struct HostAllocator {
+  void* (*allocate)(size_t bytes) = nullptr;  // null: the default
+  void (*free)(void* p) = nullptr;
+};
+
+// A growable byte buffer that shrinks only when asked (Release) and does not
+// preserve contents when it grows. 64-byte aligned. Not thread-safe.
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(HostAllocator allocator) : allocator_(allocator) {}
+  ~Buffer() { Release(); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+
+  // Returns storage for at least `n` bytes; earlier contents are lost if it
+  // has to grow. Throws std::bad_alloc when memory cannot be had, or
+  // OverWorkingMemory (a bad_alloc) when its meter refuses the growth.
+  uint8_t* Reserve(size_t n);
+  // Frees the storage (and uncounts it from the meter).
+  void Release();
+  // Counts this buffer's capacity in `meter` from now on (null: uncounted).
+  // REQUIRES: the buffer is empty; `meter` outlives it.
+  void set_meter(MemoryMeter* meter) { meter_ = meter; }
+  uint8_t* data() const { return data_.get(); }
+  size_t capacity() const { return capacity_; }
+  bool Contains(const void* p) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return data_ && b >= data_.get() && b < data_.get() + capacity_;
+  }
+
+ private:
+  struct Free {
+    Free() : fn(nullptr) {}  // (no member initializer: it must be default-constructible here)
+    explicit Free(void (*f)(void*)) : fn(f) {}
+    void (*fn)(void*);
+    void operator()(uint8_t* p) const;
+  };
+  HostAllocator allocator_;
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t capacity_ = 0;
+  MemoryMeter* meter_ = nullptr;
+};
+
+enum class ValueKind : uint8_t {
+  kEncoded,  // encoded file bytes
+  kImage,    // uint8 HWC, 3 channels (RGB)
+  kTensor,   // float32, shape as given
+};
+const char* ValueKindName(ValueKind kind);
+
+using Shape = absl::InlinedVector<int64_t, 4>;
+
+// Where an image buffer sits in its source image (see proto ImageView).
+struct ImageView {
+  int source_width = 0;
+  int source_height = 0;
+  int scale_denom = 1;  // the buffer is the source scaled by 1/scale_denom
+  int x0 = 0;           // buffer origin in the scaled image
+  int y0 = 0;
+  // A crop (source coordinates) drawn ahead by the decoder for the next stage.
+  bool has_crop = false;
+  int crop_x = 0, crop_y = 0, crop_width = 0, crop_height = 0;
+
+  // The identity view of a whole w x h image.
+  static ImageView Whole(int w, int h) {
+    ImageView v;
+    v.source_width = w;
+    v.source_height = h;
+    return v;
+  }
+};
+
+struct Sample {
+  // Identity: these never change as stages run.
+  uint64_t epoch = 0;
+  int64_t index = 0;
+  int64_t label = -1;
+  // Data echoing: which copy of the sample this is (0: the sample itself),
+  // and the stage from which the copy draws its own random numbers (stages
+  // before it draw copy 0's, so the value they make is the same for every
+  // copy and is made once).
+  uint32_t copy = 0;
+  int echo_at = 0;
+  // The version of the source the sample was read from, as a cache saw it
+  // before the read (Dataset::SourceVersion; 0 without a cache).
+  uint64_t source_version = 0;
+
+  // The copy whose random numbers stage `stage` draws.
+  uint32_t copy_at(int stage) const { return stage >= echo_at ? copy : 0; }
+
+  ValueKind kind = ValueKind::kEncoded;
+  uint8_t* data = nullptr;
+  size_t size = 0;  // bytes
+  // kEncoded: {size}; kImage: {h, w, 3}; kTensor: dims.
+  Shape shape;
+  ImageView view;  // kImage only
+
+  int height() const { return static_cast<int>(shape[0]); }
+  int width() const { return static_cast<int>(shape[1]); }
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_CORE_SAMPLE_H_

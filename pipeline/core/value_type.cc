@@ -1,0 +1,44 @@
+#include "pipeline/core/value_type.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace prepflow {
+
+bool ValueType::fixed() const {
+  if (kind == ValueKind::kEncoded) return false;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+  }
+  return true;
+}
+
+bool ValueType::Admits(const Sample& s) const {
+  if (s.kind != kind) return false;
+  if (kind == ValueKind::kEncoded) return true;
+  if (s.shape.size() != shape.size()) return false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (s.shape[i] < 0 || (shape[i] >= 0 && s.shape[i] != shape[i])) return false;
+  }
+  return true;
+}
+
+size_t ValueType::bytes() const {
+  if (!fixed()) return 0;
+  size_t n = kind == ValueKind::kTensor ? sizeof(float) : 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::string ValueType::DebugString() const {
+  if (kind == ValueKind::kEncoded) return "encoded bytes";
+  return absl::StrCat(kind == ValueKind::kImage ? "uint8 image [" : "float32 tensor [",
+                      absl::StrJoin(shape, ", ",
+                                    [](std::string* out, int64_t d) {
+                                      absl::StrAppend(out,
+                                                      d < 0 ? std::string("?") : absl::StrCat(d));
+                                    }),
+                      "]");
+}
+
+}  // namespace prepflow

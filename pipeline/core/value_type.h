@@ -1,0 +1,33 @@
+// ValueType: the static type of the values at a stage boundary, as batches,
+// the wire and the op registry see them (kept apart from op.h so that
+// batches and the wire need not include the registry).
+//
+// Thread-safety: a plain value.
+#ifndef PREPFLOW_PIPELINE_CORE_VALUE_TYPE_H_
+#define PREPFLOW_PIPELINE_CORE_VALUE_TYPE_H_
+
+#include <cstddef>
+#include <string>
+
+#include "pipeline/core/sample.h"
+
+namespace prepflow {
+
+// The static type of a stage-boundary value; -1 marks a dimension that
+// varies from sample to sample.
+struct ValueType {
+  ValueKind kind = ValueKind::kEncoded;
+  Shape shape;
+
+  bool fixed() const;
+  // Whether `s` holds a value of this type: the same kind, rank, and every
+  // dimension this type fixes.
+  bool Admits(const Sample& s) const;
+  // Bytes per sample when fixed(), else 0.
+  size_t bytes() const;
+  std::string DebugString() const;
+};
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_CORE_VALUE_TYPE_H_

@@ -1,0 +1,170 @@
+// Datasets: random access to (encoded bytes, label) by sample index.
+//
+// Two layouts:
+//  * ImageFolder, indexed exactly as torchvision.datasets.ImageFolder does it:
+//    classes are the sub-folders of the root sorted by name (label = position),
+//    samples are the files with an image extension found by a sorted recursive
+//    walk of each class folder. Sample i is the same file in both.
+//  * WebDataset: .tar shards (a folder of them, sorted by name, or one file)
+//    whose members are grouped by key (the name up to the first '.' of its
+//    basename): key.jpg (or .jpeg/.png/...) is the image, key.cls its label
+//    as decimal text. `prepflow pack` writes such shards from an ImageFolder,
+//    keeping sample order and labels, so both give the same checksum.
+//
+// Thread-safety: after Open, every method may be called concurrently.
+#ifndef PREPFLOW_PIPELINE_DATA_DATASET_H_
+#define PREPFLOW_PIPELINE_DATA_DATASET_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "pipeline/core/sample.h"
+#include "pipeline/data/byte_source.h"
+#include "pipeline/data/read_ahead.h"
+#include "proto/pipeline.pb.h"
+
+namespace prepflow {
+
+inline constexpr int64_t kDefaultMaxFileBytes = int64_t{256} << 20;
+
+struct DatasetOptions {
+  // When set, the dataset must lie below this folder and every file is opened
+  // with the kernel refusing any path that resolves outside it (openat2
+  // RESOLVE_BENEATH): a worker's --data-root.
+  std::string confine_to;
+  // Reads datasets named by URL (http://, https://, s3://); null: a URL is
+  // refused. Kept alive by the datasets opened through it.
+  std::shared_ptr<const ObjectStore> store;
+  // When set, only URLs below `url_prefixes` are read (CheckUrlAllowed): a
+  // worker's --allow-url-prefix, where none means no URL at all.
+  bool confine_urls = false;
+  std::vector<std::string> url_prefixes;
+  // A remote shard without a sidecar index is indexed by one pass over it,
+  // read in windows of this many bytes.
+  size_t index_window_bytes = size_t{8} << 20;
+  // A remote shard's index made by a pass is kept here (by URL, size and
+  // ETag), so the next open of an unchanged shard costs no pass; empty: not
+  // kept.
+  std::string index_cache_dir;
+  // Remote data: reads started by Prefetch, at most this many at once and
+  // this many bytes ahead (requests 0: no reading ahead).
+  ReadAheadOptions read_ahead;
+};
+
+namespace detail {
+struct DatasetSetup;
+}  // namespace detail
+
+class Dataset {
+ public:
+  virtual ~Dataset();
+
+  int64_t size() const { return static_cast<int64_t>(labels_.size()); }
+  int64_t label(int64_t i) const { return labels_[i]; }
+  // Class names (ImageFolder); empty for WebDataset.
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::string& root() const { return root_; }
+  // Where URLs are read (its stats() count this dataset's requests, among
+  // others); null when none was given.
+  const ObjectStore* store() const { return store_.get(); }
+  virtual const char* format() const = 0;
+
+  // Where sample i comes from, for messages: "root/class/img.jpg" or
+  // "shard-000001.tar:000000123.jpg".
+  virtual std::string SamplePath(int64_t i) const = 0;
+  // Reads sample i's encoded bytes into `out`; sets `*size`. Errors carry the
+  // path (NotFound, PermissionDenied, DataLoss for a short read, ...).
+  // REQUIRES: 0 <= i < size().
+  virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
+  // The file extension of sample i's image, lower case, without the dot.
+  virtual std::string Extension(int64_t i) const = 0;
+  // Starts reading `indices` ahead of their Read where reads wait on the
+  // network (remote data; see read_ahead.h); a hint that local data ignores.
+  virtual void Prefetch(absl::Span<const int64_t> indices) const { (void)indices; }
+  // Where sample i's bytes lie in its shard; (0, 0) for a file of its own.
+  virtual void Extent(int64_t i, uint64_t* offset, uint64_t* size) const {
+    (void)i;
+    *offset = 0;
+    *size = 0;
+  }
+
+  // Reads larger than this are refused before memory is reserved.
+  int64_t max_file_bytes() const { return max_file_bytes_; }
+  // XXH3 over the format, every sample's path relative to the root, its
+  // label and its extent: two indexes with the same fingerprint map every
+  // index to the same bytes and label.
+  uint64_t fingerprint() const { return fingerprint_; }
+  // Where the dataset is: a local root's real path (symlinks resolved) or
+  // the URL it was opened at.
+  const std::string& location() const { return location_; }
+  // The fingerprint and the location together: two datasets with the same
+  // names, labels and sizes in two places are different data, and what is
+  // kept of one (a cache's entries) must never be served for the other.
+  uint64_t identity() const { return identity_; }
+  // What changes whenever sample i's bytes may have: a hash of its file's
+  // (or shard's) device, inode, size and modification and change times,
+  // stat'ed now, or of its object's ETag as listed or opened (0 when the
+  // store gives none). A cached value made from another version is stale.
+  virtual uint64_t SourceVersion(int64_t i) const = 0;
+  // What indexing left out and why (a symlink loop not followed), for the
+  // caller to log.
+  const std::vector<std::string>& index_warnings() const { return warnings_; }
+
+ protected:
+  friend struct detail::DatasetSetup;
+
+  // ResourceExhausted naming `path` when `size` is over the limit.
+  absl::Status CheckSize(uint64_t size, const std::string& path) const;
+  // Opens `path` for reading, without blocking, and fills `*st`; when
+  // confined, only if it resolves (symlinks and "..") below the confinement
+  // root: otherwise PermissionDenied naming it. Anything but a regular file
+  // (a FIFO, a device) is FailedPrecondition.
+  absl::StatusOr<int> OpenForRead(const std::string& path, struct stat* st) const;
+
+  int64_t max_file_bytes_ = kDefaultMaxFileBytes;
+  uint64_t fingerprint_ = 0;
+  uint64_t identity_ = 0;
+  std::string location_;
+  std::string confine_root_;  // realpath, no trailing slash; empty: not confined
+  int confine_fd_ = -1;
+  std::string root_;
+  std::vector<std::string> classes_;
+  std::vector<int64_t> labels_;
+  std::vector<std::string> warnings_;
+  std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
+  // Remote data's reads ahead. A subclass resets it in its destructor, before
+  // the sources its reads use go.
+  std::unique_ptr<ReadAhead> read_ahead_;
+};
+
+// Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar
+// file or a folder holding .tar files, else ImageFolder. Errors: NotFound
+// (missing path, no classes, no images), DataLoss (corrupt shard),
+// InvalidArgument (bad .cls label), each naming the path.
+// With options.confine_to, a dataset path outside it is PermissionDenied.
+//
+// A URL (with options.store) names remote data the same ways: one .tar
+// shard, a brace pattern of shards, or a prefix ("s3://bucket/train"), which
+// is listed: WebDataset when it holds .tar objects, else an ImageFolder
+// whose class is the first path component below the prefix. Remote shards
+// are indexed from their sidecar (<shard>.idx, see shard_index.h) or by one
+// streaming pass. With options.confine_urls, a URL outside
+// options.url_prefixes is PermissionDenied naming it.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                     const DatasetOptions& options = {});
+
+// Parses "auto" | "imagefolder" | "wds" (also "webdataset"). The error quotes
+// `name`; the caller adds its option's name.
+absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string& name);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_DATA_DATASET_H_

@@ -1,0 +1,388 @@
+// OpenDataset: a local ImageFolder or WebDataset shards (a file, a folder
+// or a brace pattern), confined below a data root when asked; URLs go to
+// remote_dataset.cc. The layouts are in detail/datasets.h.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "base/text.h"
+#include "pipeline/data/braces.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/datasets.h"
+#include "pipeline/data/tar.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+namespace prepflow {
+namespace {
+
+using detail::ErrnoStatus;
+using detail::IsImageExtension;
+using detail::LowerExtension;
+using detail::OpenConfined;
+
+// A directory's identity, to notice a symlink that leads back to a folder
+// being walked.
+struct DirId {
+  dev_t dev;
+  ino_t ino;
+  bool operator==(const DirId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+struct DirEntry {
+  std::string name;
+  DirId id;
+};
+
+// Entries of `dir` (no "." or ".."), following symlinks for the type. An
+// entry whose target cannot be stat'ed (dangling, a link to itself) is listed
+// as a file, as os.walk does: reading it then fails with a clear error.
+absl::Status ListDir(const std::string& dir, std::vector<DirEntry>* dirs,
+                     std::vector<std::string>* files) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ErrnoStatus(errno, absl::StrCat("cannot list ", dir));
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    if (stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      if (dirs) dirs->push_back({name, {st.st_dev, st.st_ino}});
+    } else if (files) {
+      files->push_back(name);
+    }
+  }
+  closedir(d);
+  return absl::OkStatus();
+}
+
+// Reads the regular file `fd` of `st.st_size` bytes (as OpenForRead found it)
+// and closes it.
+absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
+                      Buffer* out, size_t* size) {
+  if (st.st_size > max_bytes) {
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, st.st_size, max_bytes));
+  }
+  const size_t want = static_cast<size_t>(st.st_size);
+  uint8_t* p = out->Reserve(want == 0 ? 1 : want);
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = read(fd, p + done, want - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat("cannot read ", path));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (done != want) {
+    return absl::DataLossError(absl::StrFormat("%s: read %d of %d bytes", path, done, want));
+  }
+  *size = done;
+  return absl::OkStatus();
+}
+
+class ImageFolderDataset : public Dataset {
+ public:
+  static constexpr size_t kMaxFolders = 1'000'000;  // per class
+
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(
+      const std::string& root, const std::function<void(Dataset*)>& configure) {
+    auto ds = std::unique_ptr<ImageFolderDataset>(new ImageFolderDataset);
+    configure(ds.get());
+    ds->root_ = root;
+    std::vector<DirEntry> class_dirs;
+    if (absl::Status s = ListDir(root, &class_dirs, nullptr); !s.ok()) return s;
+    std::sort(class_dirs.begin(), class_dirs.end(),
+              [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+    if (class_dirs.empty()) {
+      return absl::NotFoundError(absl::StrCat("no class folders in ", root,
+                                              " (ImageFolder expects root/<class>/<image>)"));
+    }
+    for (size_t c = 0; c < class_dirs.size(); ++c) {
+      ds->classes_.push_back(class_dirs[c].name);
+      // os.walk visits directories; torchvision sorts the (dir, files) tuples
+      // by directory path and each directory's files by name. Unlike os.walk
+      // with followlinks, a symlink back to a folder on its own path is not
+      // followed (it would repeat the folder's images without end).
+      struct Visit {
+        std::string path;  // relative to root
+        DirId id;
+        int parent;  // index in `walk`, -1 for the class folder
+      };
+      std::vector<Visit> walk = {{class_dirs[c].name, class_dirs[c].id, -1}};
+      for (size_t i = 0; i < walk.size(); ++i) {
+        if (walk.size() > kMaxFolders) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat(root, "/", class_dirs[c].name, " holds over ", kMaxFolders,
+                           " folders (counting each symlinked one as often as it is reached)"));
+        }
+        std::vector<DirEntry> sub;
+        if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i].path), &sub, nullptr);
+            !s.ok()) {
+          return s;
+        }
+        for (const DirEntry& d : sub) {
+          bool loop = false;
+          for (int a = static_cast<int>(i); a >= 0 && !loop; a = walk[a].parent) {
+            loop = walk[a].id == d.id;
+          }
+          const std::string path = absl::StrCat(walk[i].path, "/", d.name);
+          if (loop) {
+            ds->warnings_.push_back(absl::StrCat(root, "/", path,
+                                                 " leads back to a folder above it (symlink loop); "
+                                                 "not followed"));
+            continue;
+          }
+          walk.push_back({path, d.id, static_cast<int>(i)});
+        }
+      }
+      std::sort(walk.begin(), walk.end(),
+                [](const Visit& a, const Visit& b) { return a.path < b.path; });
+      for (const Visit& dir : walk) {
+        std::vector<std::string> files;
+        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files); !s.ok()) {
+          return s;
+        }
+        std::sort(files.begin(), files.end());
+        for (const std::string& f : files) {
+          if (!IsImageExtension(LowerExtension(f))) continue;
+          ds->paths_.push_back(absl::StrCat(dir.path, "/", f));
+          ds->labels_.push_back(static_cast<int64_t>(c));
+        }
+      }
+    }
+    if (ds->paths_.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) under ", root));
+    }
+    return ds;
+  }
+
+  const char* format() const override { return "imagefolder"; }
+  std::string SamplePath(int64_t i) const override { return absl::StrCat(root_, "/", paths_[i]); }
+  std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    const std::string path = SamplePath(i);
+    struct stat st;
+    absl::StatusOr<int> fd = OpenForRead(path, &st);
+    if (!fd.ok()) return fd.status();
+    return ReadFile(*fd, st, path, max_file_bytes_, out, size);
+  }
+  uint64_t SourceVersion(int64_t i) const override {
+    struct stat st;
+    return stat(SamplePath(i).c_str(), &st) == 0 ? FileVersion(st) : 0;
+  }
+
+ private:
+  std::vector<std::string> paths_;  // relative to root
+};
+
+}  // namespace
+
+namespace {
+
+// A brace pattern in `*path` ("shard-{000000..000099}.tar") names a list of
+// shards, unless a file has that very name: fills `shards` and makes `*path`
+// the folder they share, the dataset's root.
+absl::Status ExpandShardPattern(const proto::DatasetSpec& spec, std::string* path,
+                                std::vector<std::string>* shards) {
+  struct stat literal;
+  if (!HasBraces(*path) || stat(path->c_str(), &literal) == 0) return absl::OkStatus();
+  absl::StatusOr<std::vector<std::string>> names = ExpandBraces(*path);
+  if (!names.ok()) return names.status();
+  if (spec.format() == proto::DatasetSpec::FORMAT_IMAGEFOLDER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset ", *path, " is a shard pattern, which names WebDataset shards (--format wds)"));
+  }
+  for (const std::string& name : *names) {
+    if (!absl::EndsWith(name, ".tar")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset ", *path, " names ", name, ", not a .tar shard"));
+    }
+  }
+  *shards = *std::move(names);
+  *path = detail::SharedFolder(*shards);
+  if (*path == ".") {  // relative names in different folders: below "./"
+    for (std::string& shard : *shards) {
+      if (!absl::StartsWith(shard, "./")) shard = absl::StrCat("./", shard);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool HasTarFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  if (!ListDir(dir, nullptr, &files).ok()) return false;
+  return std::any_of(files.begin(), files.end(),
+                     [](const std::string& f) { return absl::EndsWith(f, ".tar"); });
+}
+
+}  // namespace
+
+namespace {
+
+// Confines a dataset at `*path` (and its `*shards`) below
+// options.confine_to: both made real paths below the root, `*root` the root's
+// real path ("" for /) and `*fd` an O_PATH descriptor of it. PermissionDenied,
+// saying the same whether the path is missing or outside.
+absl::Status Confine(const DatasetOptions& options, std::string* path,
+                     std::vector<std::string>* shards, std::string* root, int* fd) {
+  char root_real[PATH_MAX], path_real[PATH_MAX];
+  if (realpath(options.confine_to.c_str(), root_real) == nullptr) {
+    return ErrnoStatus(errno, absl::StrCat("data root ", options.confine_to));
+  }
+  if (path->empty() || (*path)[0] != '/') {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "dataset path '", *path, "' must be absolute (below the data root ", root_real, ")"));
+  }
+  *root = root_real;
+  if (*root == "/") root->clear();
+  const bool resolved = realpath(path->c_str(), path_real) != nullptr;
+  const std::string resolved_path = resolved ? path_real : "";
+  if (!resolved || (resolved_path != root_real &&
+                    resolved_path.compare(0, root->size() + 1, *root + "/") != 0)) {
+    // Say the same whether the path is missing or outside: nothing about
+    // the file system beyond the root leaks to a client.
+    return absl::PermissionDeniedError(
+        absl::StrCat("dataset path ", *path, " is not below the data root ", root_real));
+  }
+  for (std::string& shard : *shards) shard = absl::StrCat(path_real, shard.substr(path->size()));
+  *path = path_real;
+  *fd = open(root_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open data root ", root_real));
+  return absl::OkStatus();
+}
+
+// A dataset on the local file system at `path` (trailing slashes removed).
+absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spec, std::string path,
+                                                   const DatasetOptions& options,
+                                                   const detail::Configure& configure_limits) {
+  std::vector<std::string> shards;  // named by a brace pattern
+  if (absl::Status st = ExpandShardPattern(spec, &path, &shards); !st.ok()) return st;
+  std::string confine_root;
+  int confine_fd = -1;
+  if (!options.confine_to.empty()) {
+    if (absl::Status s = Confine(options, &path, &shards, &confine_root, &confine_fd); !s.ok()) {
+      return s;
+    }
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (confine_fd >= 0) close(confine_fd);
+    return ErrnoStatus(errno, absl::StrCat("dataset ", path));
+  }
+  proto::DatasetSpec::Format format = spec.format();
+  if (format == proto::DatasetSpec::FORMAT_AUTO) {
+    const bool wds =
+        !shards.empty() || (S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar"));
+    format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
+  }
+  if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
+    if (confine_fd >= 0) close(confine_fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+  }
+  // The confinement is in place before the first file is opened; the dataset
+  // owns confine_fd from here on.
+  auto configure = [&](Dataset* ds) {
+    configure_limits(ds);
+    detail::DatasetSetup::Confine(ds, confine_root, confine_fd);
+  };
+  if (format != proto::DatasetSpec::FORMAT_WEBDATASET)
+    return ImageFolderDataset::Open(path, configure);
+  if (shards.empty() && S_ISDIR(st.st_mode)) {
+    std::vector<std::string> files;
+    if (absl::Status s = ListDir(path, nullptr, &files); !s.ok()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return s;
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& f : files) {
+      if (absl::EndsWith(f, ".tar")) shards.push_back(absl::StrCat(path, "/", f));
+    }
+    if (shards.empty()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return absl::NotFoundError(absl::StrCat("no .tar shards in ", path));
+    }
+  } else if (shards.empty()) {
+    shards.push_back(path);
+  }
+  detail::ShardAccess access;
+  access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
+    struct stat shard_st;
+    absl::StatusOr<int> fd = OpenConfined(confine_root, confine_fd, name, &shard_st);
+    if (!fd.ok()) return fd.status();
+    return FileSource(*fd, name, static_cast<uint64_t>(shard_st.st_size));
+  };
+  return detail::OpenWebDataset(path, shards, access, configure);
+}
+
+// XXH3 over the format, then every sample's path relative to the root, its
+// label and where its bytes lie in a shard (the shard index).
+uint64_t Fingerprint(const Dataset& ds) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  const std::string format_name = ds.format();
+  XXH3_64bits_update(&state, format_name.data(), format_name.size());
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    const std::string rel = ds.SamplePath(i).substr(ds.root().size());
+    const int64_t label = ds.label(i);
+    uint64_t extent[2];
+    ds.Extent(i, &extent[0], &extent[1]);
+    XXH3_64bits_update(&state, rel.c_str(), rel.size() + 1);  // with the NUL
+    XXH3_64bits_update(&state, &label, sizeof(label));
+    XXH3_64bits_update(&state, extent, sizeof(extent));
+  }
+  return XXH3_64bits_digest(&state);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
+                                                     const DatasetOptions& options) {
+  std::string path = spec.path();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");
+  if (spec.max_file_bytes() < 0) {
+    return absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)");
+  }
+  auto configure = [&](Dataset* ds) { detail::DatasetSetup::Limit(ds, spec, options); };
+  absl::StatusOr<std::unique_ptr<Dataset>> ds =
+      IsUrl(path) ? detail::OpenRemoteDataset(spec, path, options, configure)
+                  : OpenLocal(spec, path, options, configure);
+  if (!ds.ok()) return ds;
+  std::string location = path;
+  if (!IsUrl(path)) {  // a brace pattern is no file: made absolute only
+    char* real = realpath(path.c_str(), nullptr);
+    std::error_code ignored;
+    location = real != nullptr
+                   ? std::string(real)
+                   : std::filesystem::absolute(path, ignored).lexically_normal().string();
+    free(real);
+  }
+  detail::DatasetSetup::Identify(ds->get(), Fingerprint(**ds), location);
+  return ds;
+}
+
+}  // namespace prepflow

@@ -1,0 +1,306 @@
+// WebDataset: .tar shards whose members are grouped into samples by key.
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/text.h"
+#include "pipeline/data/datasets.h"
+#include "pipeline/data/pack.h"
+#include "pipeline/data/shard_index.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+namespace prepflow::detail {
+namespace {
+
+class WebDataset : public Dataset {
+ public:
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& root,
+                                                       const std::vector<std::string>& shards,
+                                                       const ShardAccess& access,
+                                                       const Configure& configure) {
+    auto ds = std::unique_ptr<WebDataset>(new WebDataset);
+    configure(ds.get());
+    ds->root_ = root;
+    absl::flat_hash_map<std::string, int> keys;  // every key seen, and its shard
+    // Remote shards cost round trips each (a size, a sidecar), so they are
+    // opened and indexed `access.parallel` at a time, a window of them at
+    // once; local ones in turn. Samples are grouped in shard order.
+    const size_t threads = access.remote ? std::max(1, access.parallel) : 1;
+    const size_t window = 4 * threads;
+    for (size_t base = 0; base < shards.size(); base += window) {
+      std::vector<OpenedShard> opened(std::min(window, shards.size() - base));
+      ds->OpenShards(shards, base, access, threads, &opened);
+      for (OpenedShard& o : opened) {
+        if (!o.status.ok()) return o.status;
+        ds->shards_.push_back(std::move(o.source));
+        if (absl::Status s = ds->Group(o.index, &keys); !s.ok()) return s;
+      }
+    }
+    if (ds->samples_.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", root));
+    }
+    ds->TakeClassNames();
+    return ds;
+  }
+
+  ~WebDataset() override { read_ahead_.reset(); }
+
+  const char* format() const override { return "wds"; }
+  std::string SamplePath(int64_t i) const override {
+    const Entry& e = samples_[i];
+    return absl::StrCat(shards_[e.shard]->name(), ":", e.name);
+  }
+  std::string Extension(int64_t i) const override { return LowerExtension(samples_[i].name); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    const Entry& e = samples_[i];
+    if (!e.error.ok()) return e.error;
+    if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
+    absl::Status s;
+    if (read_ahead_ == nullptr || !read_ahead_->Take(i, out, size, &s)) {
+      *size = e.size;
+      s = shards_[e.shard]->ReadAt(e.offset, e.size, out->Reserve(e.size == 0 ? 1 : e.size));
+    }
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
+    return absl::OkStatus();
+  }
+  void Prefetch(absl::Span<const int64_t> indices) const override {
+    if (read_ahead_ == nullptr) return;
+    for (const int64_t i : indices) {
+      const Entry& e = samples_[i];
+      if (!e.error.ok() || e.size > static_cast<uint64_t>(max_file_bytes_)) continue;
+      read_ahead_->Start(i, e.size, [this, &e](uint8_t* dst, size_t n) {
+        return shards_[e.shard]->ReadAt(e.offset, n, dst);
+      });
+    }
+  }
+  uint64_t SourceVersion(int64_t i) const override {
+    return shards_[samples_[i].shard]->version_hash();
+  }
+  void Extent(int64_t i, uint64_t* offset, uint64_t* size) const override {
+    *offset = samples_[i].offset;
+    *size = samples_[i].size;
+  }
+
+ private:
+  struct Entry {
+    int shard;
+    std::string name;
+    uint64_t offset, size;
+    // Set for a sample the index found broken (a bad label, a member past the
+    // end of a truncated shard, a corrupt header): reading it fails with this,
+    // so the job skips it or stops, as configured, and the rest is usable.
+    absl::Status error;
+  };
+
+  struct OpenedShard {
+    absl::Status status;
+    std::unique_ptr<ByteSource> source;
+    ShardIndex index;
+  };
+
+  // Opens and indexes shards[base + k] into (*opened)[k] on `threads`
+  // threads.
+  void OpenShards(const std::vector<std::string>& shards, size_t base, const ShardAccess& access,
+                  size_t threads, std::vector<OpenedShard>* opened) const {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k = next++; k < opened->size(); k = next++) {
+        OpenedShard& o = (*opened)[k];
+        absl::StatusOr<std::unique_ptr<ByteSource>> source = access.open(shards[base + k]);
+        if (!source.ok()) {
+          o.status = source.status();
+          continue;
+        }
+        absl::StatusOr<ShardIndex> index = ShardIndexOf(shards[base + k], **source, access);
+        if (!index.ok()) {
+          o.status = index.status();
+          continue;
+        }
+        o.source = *std::move(source);
+        o.index = *std::move(index);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < std::min(threads, opened->size()); ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+  }
+
+  // The shard's index: a remote shard's sidecar where it has one, else a pass
+  // over its headers (through a window, for a remote shard).
+  absl::StatusOr<ShardIndex> ShardIndexOf(const std::string& name, const ByteSource& shard,
+                                          const ShardAccess& access) const {
+    if (!access.remote) return IndexShard(shard);
+    absl::StatusOr<std::unique_ptr<ByteSource>> sidecar = access.open(SidecarName(name));
+    if (sidecar.ok()) {
+      if (absl::Status s = CheckSize((*sidecar)->size(), (*sidecar)->name()); !s.ok()) return s;
+      std::string text((*sidecar)->size(), '\0');
+      if (absl::Status s =
+              (*sidecar)->ReadAt(0, text.size(), reinterpret_cast<uint8_t*>(text.data()));
+          !s.ok()) {
+        return s;
+      }
+      return ParseShardIndex(text, (*sidecar)->name(), shard.size());
+    }
+    if (!absl::IsNotFound(sidecar.status())) return sidecar.status();
+    const std::string cached = CachedIndexPath(name, shard, access);
+    std::error_code size_error;
+    const uint64_t cached_size =
+        cached.empty() ? 0 : std::filesystem::file_size(cached, size_error);
+    // Its size is checked before anything is read: a planted file of
+    // gigabytes is a miss, not an allocation.
+    if (!cached.empty() && !size_error && cached_size <= static_cast<uint64_t>(max_file_bytes_)) {
+      std::ifstream in(cached, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (in.is_open() && text.size() <= static_cast<uint64_t>(max_file_bytes_)) {
+        absl::StatusOr<ShardIndex> index = ParseShardIndex(text, cached, shard.size());
+        if (index.ok()) return index;  // a damaged entry is made again
+      }
+    }
+    WindowedSource windowed(shard, access.window_bytes);
+    absl::StatusOr<ShardIndex> index = IndexShard(windowed);
+    if (!cached.empty() && index.ok() && index->broken.ok()) {
+      // Best effort: a cache that cannot be written costs the next open a pass.
+      std::error_code ignored;
+      std::filesystem::create_directories(access.cache_dir, ignored);
+      (void)WriteFileAtomically(cached, FormatShardIndex(*index));
+    }
+    return index;
+  }
+
+  // Where the index of shard `name` is cached: a file named by a hash of its
+  // URL, size and version; empty when nothing is cached (no cache folder, or
+  // a source without a version, whose changes could not be told).
+  static std::string CachedIndexPath(const std::string& name, const ByteSource& shard,
+                                     const ShardAccess& access) {
+    const std::string version = shard.version();
+    if (access.cache_dir.empty() || version.empty()) return "";
+    const std::string key =
+        absl::StrCat(name, std::string(1, '\0'), shard.size(), std::string(1, '\0'), version);
+    return absl::StrFormat("%s/%016x.idx", access.cache_dir, XXH3_64bits(key.data(), key.size()));
+  }
+
+  // Groups the members of shard `shards_.size() - 1` into samples. Members of
+  // one sample are adjacent; a sample is complete when the key changes. A key
+  // seen before (in this shard or an earlier one) is FailedPrecondition: a
+  // WebDataset key names one sample, and a repeated one is most often a
+  // stale shard read beside new ones.
+  absl::Status Group(const ShardIndex& index, absl::flat_hash_map<std::string, int>* keys) {
+    const int shard = static_cast<int>(shards_.size()) - 1;
+    const std::string& path = shards_.back()->name();
+    std::string key;
+    Entry image{};
+    bool has_image = false;
+    int64_t label = -1;
+    std::string class_name;  // of the pending sample, from key.class
+    absl::Status error;      // of the pending sample
+    std::string error_member;
+    auto flush = [&]() {
+      if (!error.ok()) {
+        samples_.push_back(Entry{shard, error_member, 0, 0, std::move(error)});
+        labels_.push_back(-1);
+      } else if (has_image) {
+        samples_.push_back(image);
+        labels_.push_back(label);
+        if (label >= 0 && !class_name.empty()) NameClass(label, class_name, path);
+      }
+      has_image = false;
+      label = -1;
+      class_name.clear();
+      error = absl::OkStatus();
+    };
+    for (const IndexedMember& m : index.members) {
+      const size_t slash = m.name.rfind('/');
+      const size_t dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
+      const std::string k = m.name.substr(0, dot);
+      const std::string ext =
+          dot == std::string::npos ? "" : absl::AsciiStrToLower(m.name.substr(dot + 1));
+      if (k != key) {
+        flush();
+        key = k;
+        const auto [seen, added] = keys->emplace(k, shard);
+        if (!added) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "sample key '", SafeText(k), "' appears twice, in ", shards_[seen->second]->name(),
+              " and ", path,
+              ": a WebDataset key names one sample (stale shards beside new ones? prepflow "
+              "pack --overwrite replaces them)"));
+        }
+      }
+      // The last part names the format ("p<tag>.pfv", "left.jpg").
+      const size_t last = ext.rfind('.');
+      if (IsImageExtension(last == std::string::npos ? ext : ext.substr(last + 1)) && !has_image) {
+        image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
+        has_image = true;
+      } else if (IsClassNameMember(m.name)) {
+        class_name = m.text;
+      } else if (IsLabelMember(m.name) && error.ok()) {
+        if (!absl::SimpleAtoi(m.text, &label) || label < 0) {
+          error = absl::DataLossError(
+              absl::StrCat(path, ":", SafeText(m.name), ": label is not a non-negative integer"));
+          error_member = m.name;
+        }
+      }
+    }
+    flush();
+    if (!index.broken.ok()) {
+      // The archive's structure is lost from here on (a corrupt header, a
+      // member past the end of a truncated file): what came before stays,
+      // and one failing sample stands for the rest of the shard.
+      samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, index.broken});
+      labels_.push_back(-1);
+    }
+    return absl::OkStatus();
+  }
+
+  // Label `label`'s class is `name`, as a sample of shard `path` says. Two
+  // names for one label drop every name (with a warning).
+  void NameClass(int64_t label, const std::string& name, const std::string& path) {
+    if (class_names_conflict_) return;
+    const auto [it, added] = class_names_.emplace(label, name);
+    if (!added && it->second != name) {
+      warnings_.push_back(absl::StrCat(path, ": label ", label, " is named both '",
+                                       SafeText(it->second), "' and '", SafeText(name),
+                                       "'; the shards' class names are not used"));
+      class_names_conflict_ = true;
+    }
+  }
+  // The class names the shards carry (key.class), when they name exactly the
+  // labels 0, 1, ..., n - 1: the dataset's classes, as for an ImageFolder.
+  void TakeClassNames() {
+    if (class_names_conflict_ || class_names_.empty() ||
+        class_names_.rbegin()->first != static_cast<int64_t>(class_names_.size()) - 1) {
+      return;
+    }
+    for (auto& [label, name] : class_names_) classes_.push_back(std::move(name));
+  }
+
+  std::vector<std::unique_ptr<ByteSource>> shards_;
+  std::vector<Entry> samples_;
+  std::map<int64_t, std::string> class_names_;  // while opening
+  bool class_names_conflict_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenWebDataset(const std::string& root,
+                                                        const std::vector<std::string>& shards,
+                                                        const ShardAccess& access,
+                                                        const Configure& configure) {
+  return WebDataset::Open(root, shards, access, configure);
+}
+
+}  // namespace prepflow::detail

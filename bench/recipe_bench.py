@@ -26,7 +26,9 @@ core" is images per CPU-second of the process (time.process_time) from
 creating the loader to its last batch (a bounded loader, so no prefetch runs
 past the span; start-up is included on both sides and is small against
 `--epochs` epochs); rounds alternate the two and ratios are taken per round,
-then the median.
+then the median. prepflow runs once per --fidelity (default both: exact,
+torchvision's bytes; fast, JPEGs decoded at a scale when shrinking), each
+against the same round's DataLoader.
 
     PYTHONPATH=build/python taskset -c 0 /usr/bin/python3 bench/recipe_bench.py \\
         --data ../shared/datasets/photos-512 --recipe resnet50-v2 --rounds 3
@@ -102,13 +104,14 @@ def timed(make_batches):
     return {"images": images, "images_per_cpu_s": images / cpu, "images_per_s": images / wall}
 
 
-def run_prepflow(args, transform):
+def run_prepflow(args, transform, fidelity):
     batch_ops = [prepflow.ops.MixupCutmix(mixup_alpha=0.2, cutmix_alpha=1.0)] \
         if args.recipe == "resnet50-v2" else []
 
     def batches():
         loader = prepflow.Loader(args.data, transform=transform, batch_size=args.batch, seed=1,
-                                 threads=1, epochs=args.epochs, batch_ops=batch_ops)
+                                 threads=1, epochs=args.epochs, batch_ops=batch_ops,
+                                 fidelity=fidelity)
         for _ in range(args.epochs):  # each pass is one epoch
             for images, _ in loader:
                 yield images
@@ -141,27 +144,29 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--fidelity", default="exact,fast",
+                    help="prepflow's fidelity settings to run, comma-separated")
     args = ap.parse_args()
     torch.set_num_threads(1)
     transform = recipe(args.recipe)
+    fidelities = args.fidelity.split(",")
     rounds = []
     for _ in range(args.rounds):
-        rounds.append({"prepflow": run_prepflow(args, transform),
-                       "torchvision": run_torchvision(args, transform)})
+        r = {f: run_prepflow(args, transform, f) for f in fidelities}
+        r["torchvision"] = run_torchvision(args, transform)
+        rounds.append(r)
     med = lambda side, key: statistics.median(r[side][key] for r in rounds)  # noqa: E731
-    print(json.dumps({
-        "benchmark": "recipe", "recipe": args.recipe, "data": args.data, "rounds": args.rounds,
-        "pipeline": prepflow.transforms.to_pipeline_text(transform).strip().splitlines()[1:],
-        "prepflow_images_per_cpu_s": round(med("prepflow", "images_per_cpu_s"), 1),
-        "torchvision_images_per_cpu_s": round(med("torchvision", "images_per_cpu_s"), 1),
-        "ratio_per_core": round(statistics.median(
-            r["prepflow"]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"]
-            for r in rounds), 2),
-        "ratios": [round(r["prepflow"]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"], 2)
-                   for r in rounds],
-        "prepflow_images_per_s": round(med("prepflow", "images_per_s"), 1),
-        "torchvision_images_per_s": round(med("torchvision", "images_per_s"), 1),
-    }))
+    ratio = lambda r, f: r[f]["images_per_cpu_s"] / r["torchvision"]["images_per_cpu_s"]  # noqa
+    out = {"benchmark": "recipe", "recipe": args.recipe, "data": args.data, "rounds": args.rounds,
+           "pipeline": prepflow.transforms.to_pipeline_text(transform).strip().splitlines()[1:],
+           "torchvision_images_per_cpu_s": round(med("torchvision", "images_per_cpu_s"), 1),
+           "torchvision_images_per_s": round(med("torchvision", "images_per_s"), 1)}
+    for f in fidelities:
+        out[f] = {"images_per_cpu_s": round(med(f, "images_per_cpu_s"), 1),
+                  "images_per_s": round(med(f, "images_per_s"), 1),
+                  "ratio_per_core": round(statistics.median(ratio(r, f) for r in rounds), 2),
+                  "ratios": [round(ratio(r, f), 2) for r in rounds]}
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "client/loader_options.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/data/dataset.h"
+#include "pipeline/pipeline.h"
 
 namespace prepflow {
 namespace {
@@ -152,6 +153,11 @@ Rows DataRows() {
                      [](const O& o) -> OptionValue { return o.seed; }},
       ChoiceOption<O>("on_error", "on-error", &O::on_error, ParseOnError, OnErrorName,
                       "skip (report, count and go on) | fail (stop, exit 1)"),
+      ChoiceOption<O>("fidelity", "fidelity", &O::fidelity, ParseFidelity, FidelityName,
+                      "exact (torchvision's bytes: full-scale decodes, Pillow's filters) | fast "
+                      "(bilinear from JPEGs decoded at 1/2 to 1/8 scale when shrinking 2x or "
+                      "more, OpenCV's kernel; docs/ops.md's bounds): for resize and "
+                      "random_resized_crop stages that set none"),
       IntOption<O>("max_pixels", "max-pixels", &O::max_pixels, 1, kInt64Max,
                    "refuse images whose header claims more pixels"),
       IntOptionVia<O>(

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "base/text.h"
 #include "pipeline/core/rng.h"
+#include "pipeline/pipeline.h"
 
 namespace prepflow {
 namespace {
@@ -214,6 +215,7 @@ absl::Status ApplyJobEnvironment(LoaderOptions* o) {
 absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
   if (absl::Status s = CheckAll(options); !s.ok()) return s;
   LoaderOptions resolved = options;
+  ResolveFidelity(resolved.fidelity, &resolved.pipeline);
   if (absl::Status s = ApplyRankEnvironment(&resolved); !s.ok()) return s;
   if (absl::Status s = ApplyJobEnvironment(&resolved); !s.ok()) return s;
   if (resolved.echo_auto && resolved.world_size > 1) {

@@ -93,6 +93,9 @@ struct LoaderOptions {
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
   int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions
+  // Of resizing stages that name none (proto::Fidelity): exact gives
+  // torchvision's bytes; fast decodes JPEGs at a scale when shrinking.
+  proto::Fidelity fidelity = proto::FIDELITY_EXACT;
 
   // Unset: the PREPFLOW_OFFLOAD environment variable, else off. This is what
   // lets offloading be switched on per job without code changes.

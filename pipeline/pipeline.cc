@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "base/text.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -95,8 +96,12 @@ bool StageRandom(const proto::Stage& stage) {
 }
 
 // XXH3 of the stages [0, k) for every k, and of the decode limits.
-std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& spec,
+std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
                                          const DecodeOptions& decode) {
+  // A stage that leaves its fidelity to the default is exact here: it is
+  // named as exact, so both spellings name the same values.
+  proto::PipelineSpec spec = given;
+  ResolveFidelity(proto::FIDELITY_EXACT, &spec);
   // Each prefix is hashed whole: stages are a few dozen bytes each.
   std::string bytes = absl::StrCat(decode.max_pixels, ",", decode.max_jpeg_scans, ";");
   std::vector<uint64_t> out = {XXH3_64bits(bytes.data(), bytes.size())};
@@ -281,6 +286,43 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
 std::string Pipeline::DebugString() const {
   return absl::StrCat(name_, ": ", absl::StrJoin(stage_names_, " -> "), " => ",
                       output_type().DebugString());
+}
+
+namespace {
+
+void ResolveStages(proto::Fidelity fidelity,
+                   google::protobuf::RepeatedPtrField<proto::Stage>* stages) {
+  for (proto::Stage& stage : *stages) {
+    if (stage.has_resize() && stage.resize().fidelity() == proto::FIDELITY_DEFAULT) {
+      stage.mutable_resize()->set_fidelity(fidelity);
+    } else if (stage.has_random_resized_crop() &&
+               stage.random_resized_crop().fidelity() == proto::FIDELITY_DEFAULT) {
+      stage.mutable_random_resized_crop()->set_fidelity(fidelity);
+    } else if (stage.has_random_apply()) {
+      ResolveStages(fidelity, stage.mutable_random_apply()->mutable_stages());
+    } else if (stage.has_random_choice()) {
+      ResolveStages(fidelity, stage.mutable_random_choice()->mutable_stages());
+    } else if (stage.has_random_order()) {
+      ResolveStages(fidelity, stage.mutable_random_order()->mutable_stages());
+    }
+  }
+}
+
+}  // namespace
+
+void ResolveFidelity(proto::Fidelity fidelity, proto::PipelineSpec* spec) {
+  ResolveStages(fidelity, spec->mutable_stages());
+}
+
+absl::StatusOr<proto::Fidelity> ParseFidelity(const std::string& name) {
+  if (name == "exact") return proto::FIDELITY_EXACT;
+  if (name == "fast") return proto::FIDELITY_FAST;
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected exact or fast, got '", SafeText(name), "'"));
+}
+
+const char* FidelityName(proto::Fidelity fidelity) {
+  return fidelity == proto::FIDELITY_FAST ? "fast" : "exact";
 }
 
 }  // namespace prepflow

@@ -101,6 +101,15 @@ class Pipeline {
   std::vector<uint64_t> prefix_fingerprints_;  // by boundary
 };
 
+// Sets the fidelity of every resizing stage (resize, random_resized_crop;
+// inside compositions too) of `spec` that leaves it at FIDELITY_DEFAULT: what --fidelity does, before
+// the spec is built, fingerprinted or sent to a worker, so that every
+// placement resizes alike.
+void ResolveFidelity(proto::Fidelity fidelity, proto::PipelineSpec* spec);
+// "exact" | "fast"; InvalidArgument naming both otherwise.
+absl::StatusOr<proto::Fidelity> ParseFidelity(const std::string& name);
+const char* FidelityName(proto::Fidelity fidelity);
+
 // Built-in pipelines by name ("imagenet-train", "imagenet-eval").
 std::vector<std::string> PresetPipelineNames();
 // A preset by name, pipeline text itself (anything with a '{': "stages {

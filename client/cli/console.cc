@@ -4,13 +4,24 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/text.h"
 #include "pipeline/ops/plugins.h"
+#include "pipeline/pipeline.h"
 
 namespace prepflow::cli {
 
 absl::Status LoadPluginFlag(const std::string& list) { return LoadPlugins(SplitList(list)); }
+
+absl::Status ApplyFidelityFlag(const std::string& text, proto::PipelineSpec* spec) {
+  absl::StatusOr<proto::Fidelity> fidelity = ParseFidelity(text);
+  if (!fidelity.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--fidelity: ", fidelity.status().message()));
+  }
+  ResolveFidelity(*fidelity, spec);
+  return absl::OkStatus();
+}
 
 void Console::PrintJson(const Json& j) {
   std::printf("%s\n", j.dump(-1, ' ', false, Json::error_handler_t::replace).c_str());

@@ -15,6 +15,7 @@
 #include "base/flags.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/core/profiler.h"
+#include "proto/pipeline.pb.h"
 
 namespace prepflow::cli {
 
@@ -24,6 +25,12 @@ inline constexpr int kOk = 0;
 inline constexpr int kFailed = 1;
 inline constexpr int kUsage = 2;
 
+inline constexpr char kFidelityHelp[] =
+    "exact | fast: resize and random_resized_crop stages that set no fidelity (as prepflow "
+    "run's; a job given materialized data must use the same)";
+// `text` (a --fidelity value) applied to `spec`'s resizing stages;
+// InvalidArgument naming the flag.
+absl::Status ApplyFidelityFlag(const std::string& text, proto::PipelineSpec* spec);
 inline constexpr char kPipelineHelp[] =
     "imagenet-train | imagenet-eval | a pipeline text file | the text itself ('stages { ... }')";
 inline constexpr char kPluginHelp[] =

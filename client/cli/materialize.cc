@@ -45,7 +45,8 @@ void PrintMaterialized(Console& console, const proto::Materialized& made, uint64
 }  // namespace
 
 int MaterializeCommand(Console& console, int argc, char** argv) {
-  std::string data, out, pipeline = "imagenet-train", plugins, upto = "auto", format = "auto";
+  std::string data, out, pipeline = "imagenet-train", plugins, upto = "auto", format = "auto",
+                         fidelity = "exact";
   MaterializeOptions options;
   int64_t max_pixels = 64'000'000;
   int max_jpeg_scans = kDefaultMaxJpegScans;
@@ -59,6 +60,7 @@ int MaterializeCommand(Console& console, int argc, char** argv) {
   flags.String("format", &format, "auto | imagefolder | wds");
   flags.String("pipeline", &pipeline, kPipelineHelp);
   flags.String("plugin", &plugins, kPluginHelp);
+  flags.String("fidelity", &fidelity, kFidelityHelp);
   flags.String("upto", &upto,
                "run stages [0, K) and keep their output: K, or auto (the last deterministic "
                "boundary before the first random stage)");
@@ -89,7 +91,7 @@ int MaterializeCommand(Console& console, int argc, char** argv) {
   PipelineOptions popts;
   popts.decode.max_pixels = max_pixels;
   popts.decode.max_jpeg_scans = max_jpeg_scans;
-  auto opened = OpenDataAndPipeline(data, format, pipeline, plugins, popts);
+  auto opened = OpenDataAndPipeline(data, format, pipeline, plugins, fidelity, popts);
   if (!opened.ok()) return console.Failure("materialize", opened.status());
   ShardOutput output;
   if (absl::Status s = output.Prepare(out, &options.pack); !s.ok()) {

@@ -31,6 +31,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   if (absl::Status s = LoadPluginFlag(pf.plugins); !s.ok()) return s;
   auto spec = LoadPipelineSpec(pf.pipeline);
   if (!spec.ok()) return absl::InvalidArgumentError(spec.status().message());
+  if (absl::Status s = ApplyFidelityFlag(pf.fidelity, &*spec); !s.ok()) return s;
   PipelineOptions popts;
   popts.seed = pf.seed;
   popts.decode.max_pixels = pf.max_pixels;

@@ -28,7 +28,7 @@ struct Profile {
 
 // What `prepflow profile` and `prepflow plan --data` profile.
 struct ProfileFlags {
-  std::string data, format = "auto", pipeline = "imagenet-train", plugins;
+  std::string data, format = "auto", pipeline = "imagenet-train", plugins, fidelity = "exact";
   int64_t samples = 0;
   uint64_t seed = 0;
   int64_t max_pixels = DecodeOptions().max_pixels;
@@ -38,6 +38,7 @@ struct ProfileFlags {
     f.String("format", &format, "auto | imagefolder | wds");
     f.String("pipeline", &pipeline, kPipelineHelp);
     f.String("plugin", &plugins, kPluginHelp);
+    f.String("fidelity", &fidelity, kFidelityHelp);
     f.Int("samples", &samples, samples_help);
     f.Uint("seed", &seed, "job seed");
     f.Int("max-pixels", &max_pixels, "refuse images whose header claims more pixels");

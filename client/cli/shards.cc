@@ -14,11 +14,9 @@ namespace prepflow::cli {
 
 // Loads the plugins, the pipeline and the dataset. Errors: InvalidArgument
 // naming the flag (a usage error), or the dataset's.
-absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(const std::string& data,
-                                                    const std::string& format,
-                                                    const std::string& pipeline,
-                                                    const std::string& plugins,
-                                                    const PipelineOptions& options) {
+absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(
+    const std::string& data, const std::string& format, const std::string& pipeline,
+    const std::string& plugins, const std::string& fidelity, const PipelineOptions& options) {
   DataAndPipeline out;
   if (absl::Status s = LoadPluginFlag(plugins); !s.ok()) return s;
   auto spec = LoadPipelineSpec(pipeline);
@@ -26,6 +24,7 @@ absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(const std::string& data,
     return absl::InvalidArgumentError(absl::StrCat("--pipeline: ", spec.status().message()));
   }
   out.spec = *std::move(spec);
+  if (absl::Status s = ApplyFidelityFlag(fidelity, &out.spec); !s.ok()) return s;
   auto built = Pipeline::Create(out.spec, options);
   if (!built.ok()) return built.status();
   out.pipeline = *std::move(built);

@@ -29,11 +29,9 @@ struct DataAndPipeline {
 
 // Loads the plugins, the pipeline and the dataset. Errors: InvalidArgument
 // naming the flag (a usage error), or the dataset's.
-absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(const std::string& data,
-                                                    const std::string& format,
-                                                    const std::string& pipeline,
-                                                    const std::string& plugins,
-                                                    const PipelineOptions& options);
+absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(
+    const std::string& data, const std::string& format, const std::string& pipeline,
+    const std::string& plugins, const std::string& fidelity, const PipelineOptions& options);
 
 // The bytes of the files in `dir` (not below it).
 uint64_t FolderBytes(const std::string& dir);

@@ -119,7 +119,8 @@ int StrategiesCommand(Console& console, int argc, char** argv) {
   PipelineOptions popts;
   popts.seed = pf.seed;
   popts.decode.max_pixels = pf.max_pixels;
-  auto opened = OpenDataAndPipeline(pf.data, pf.format, pf.pipeline, pf.plugins, popts);
+  auto opened =
+      OpenDataAndPipeline(pf.data, pf.format, pf.pipeline, pf.plugins, pf.fidelity, popts);
   if (!opened.ok()) return console.Failure("strategies", opened.status());
   const Pipeline& pipeline = *opened->pipeline;
   const Dataset& dataset = *opened->dataset;

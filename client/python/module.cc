@@ -33,6 +33,7 @@
 #include "client/loader_stats.h"
 #include "client/metrics.h"
 #include "client/python/options.h"
+#include "google/protobuf/text_format.h"
 #include "gpu.h"
 #include "pipeline/core/checksum.h"
 #include "pipeline/core/op.h"
@@ -560,8 +561,29 @@ void BindOps(py::module_& m) {
     }
     return out;
   });
-  // For tests/python/test_parity.py: the draws of an aug_mix stage for one
-  // sample, so that torchvision's kernels can be run on the same chains.
+}
+
+// For tests/python/test_parity.py: what random stages draw for one sample,
+// so that torchvision's kernels can be run with the same draws.
+void BindDraws(py::module_& m) {
+  m.def(
+      "_decode_plan",
+      [](const std::string& stage_text, uint64_t seed, uint64_t epoch, uint64_t index,
+         uint32_t stage, int width, int height) {
+        prepflow::proto::Stage spec;
+        if (!google::protobuf::TextFormat::ParseFromString(stage_text, &spec)) {
+          throw py::value_error("stage: not a Stage in text format");
+        }
+        auto op = prepflow::BuiltinOps().Create(spec);
+        if (!op.ok()) prepflow::python::Raise(op.status());
+        if (!(*op)->PlansDecode()) throw py::value_error("stage: its op plans no decode");
+        if (height < 1 || width < 1) throw py::value_error("height, width: must be positive");
+        prepflow::SampleRng rng(seed, epoch, index, stage);
+        const prepflow::DecodeHint h = (*op)->PlanDecode(width, height, rng);
+        return py::make_tuple(h.x, h.y, h.width, h.height, h.min_width, h.min_height);
+      },
+      "(x, y, width, height, min_width, min_height): the region and smallest decode a "
+      "resizing or cropping stage asks of the decoder for one sample of a width x height image.");
   m.def(
       "_aug_mix_draws",
       [](uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, int height, int width,
@@ -620,6 +642,7 @@ PYBIND11_MODULE(_prepflow, m) {
   prepflow::python::BindBatch(m);
   prepflow::python::BindLoader(m);
   prepflow::python::BindOps(m);
+  prepflow::python::BindDraws(m);
   prepflow::python::BindOptions(m);
   prepflow::python::BindGpu(m);
 }

@@ -35,6 +35,9 @@ namespace prepflow {
 struct StageContext {
   uint64_t seed = 0;
   int stage = 0;  // index of the running stage
+  // 0, or which stage inside a composition is running (compose_ops.h): its
+  // draws come from the stage's substream.
+  uint64_t substream = 0;
   Workspace* ws = nullptr;
   const DecodeOptions* decode = nullptr;
   // Where the pipeline's last stage should write its output, if it can.
@@ -43,8 +46,9 @@ struct StageContext {
   bool last = false;
 
   SampleRng Rng(const Sample& s) const {
-    return SampleRng(seed, s.epoch, static_cast<uint64_t>(s.index), static_cast<uint32_t>(stage),
-                     s.copy_at(stage));
+    SampleRng rng(seed, s.epoch, static_cast<uint64_t>(s.index), static_cast<uint32_t>(stage),
+                  s.copy_at(stage));
+    return substream == 0 ? rng : rng.Substream(substream);
   }
   // Memory for an `n`-byte output of an op whose input is `in`.
   uint8_t* Output(const void* in, size_t n) const {

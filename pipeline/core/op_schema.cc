@@ -41,6 +41,10 @@ std::string TypeName(const FieldDescriptor& f) {
     case FieldDescriptor::CPPTYPE_ENUM:
       type = "enum";
       break;
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      // A composition's inner stages (compose_ops.h).
+      type = f.message_type() == proto::Stage::descriptor() ? "stage" : f.type_name();
+      break;
     default:
       type = f.type_name();
   }

@@ -45,6 +45,14 @@ SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index, uint32_t sta
 SampleRng::SampleRng(std::array<uint32_t, 4> base, std::array<uint32_t, 2> key)
     : base_(base), key_(key) {}
 
+SampleRng SampleRng::Substream(uint64_t id) const {
+  std::array<uint32_t, 4> last = base_;
+  last[3] |= 0xFFFFFFu;
+  const std::array<uint32_t, 4> r = Philox4x32(last, key_);
+  return SampleRng(base_,
+                   {r[0] ^ static_cast<uint32_t>(id), r[1] ^ static_cast<uint32_t>(id >> 32)});
+}
+
 void SampleRng::Refill() {
   std::array<uint32_t, 4> c = base_;
   if ((base_[3] & kShuffleTag) == kShuffleTag) {

@@ -48,6 +48,12 @@ class SampleRng {
   // Uniform integer in [lo, hi], unbiased. REQUIRES: lo <= hi.
   int64_t UniformInt(int64_t lo, int64_t hi);
 
+  // A stream of its own for `id` (> 0), independent of this one and of
+  // every other id's: what the stages inside a composition draw from. Its
+  // key is this stream's last block (which no stage draws that far to
+  // reach) xor id; it starts at its first block.
+  SampleRng Substream(uint64_t id) const;
+
  protected:
   SampleRng(std::array<uint32_t, 4> base, std::array<uint32_t, 2> key);
 

@@ -26,6 +26,11 @@ struct ValueType {
   // Bytes per sample when fixed(), else 0.
   size_t bytes() const;
   std::string DebugString() const;
+
+  friend bool operator==(const ValueType& a, const ValueType& b) {
+    return a.kind == b.kind && a.shape == b.shape;
+  }
+  friend bool operator!=(const ValueType& a, const ValueType& b) { return !(a == b); }
 };
 
 }  // namespace prepflow

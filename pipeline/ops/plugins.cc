@@ -306,12 +306,31 @@ absl::StatusOr<std::unique_ptr<Op>> CreatePluginOp(const proto::Custom& stage) {
   return std::unique_ptr<Op>(new PluginOp(op, state));
 }
 
+namespace {
+
+// The name of the first custom op in `stage` (inside compositions too)
+// that no loaded plugin provides; "" when there is none.
+std::string MissingCustomOp(const proto::Stage& stage) {
+  if (stage.has_custom()) return PluginOpLoaded(stage.custom().name()) ? "" : stage.custom().name();
+  const google::protobuf::RepeatedPtrField<proto::Stage>* inner = nullptr;
+  if (stage.has_random_apply()) inner = &stage.random_apply().stages();
+  if (stage.has_random_choice()) inner = &stage.random_choice().stages();
+  if (stage.has_random_order()) inner = &stage.random_order().stages();
+  if (inner == nullptr) return "";
+  for (const proto::Stage& s : *inner) {
+    if (std::string name = MissingCustomOp(s); !name.empty()) return name;
+  }
+  return "";
+}
+
+}  // namespace
+
 int FirstMissingOp(const proto::PipelineSpec& spec, std::string* why) {
   for (int i = 0; i < spec.stages_size(); ++i) {
-    const proto::Stage& stage = spec.stages(i);
-    if (stage.has_custom() && !PluginOpLoaded(stage.custom().name())) {
+    const std::string missing = MissingCustomOp(spec.stages(i));
+    if (!missing.empty()) {
       if (why != nullptr) {
-        *why = absl::StrCat("stage ", i, ": custom op '", Shown(stage.custom().name()),
+        *why = absl::StrCat("stage ", i, ": custom op '", Shown(missing),
                             "' is not loaded here (start with --plugin FILE)");
       }
       return i;

@@ -106,6 +106,26 @@ TEST_F(RemoteTest, EveryPlacementGivesTheLocalChecksum) {
   }
 }
 
+// --fidelity fast is resolved into the spec before it is sent, so workers
+// resize as the trainer does: the same (fast) checksum at every cut, and not
+// the exact one.
+TEST_F(RemoteTest, TheLoadersFidelityTravelsToWorkers) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  LoaderOptions local = Options({}, "off");
+  local.fidelity = proto::FIDELITY_FAST;
+  const uint64_t fast = RunWith(local).stats.checksum;
+  EXPECT_NE(fast, LocalChecksum());
+  for (const std::string mode : {"remote", "cut=1", "cut=2"}) {
+    LoaderOptions o = Options({a.address()}, mode);
+    o.fidelity = proto::FIDELITY_FAST;
+    o.hedge_after = 0;
+    const RunResult r = RunWith(o);
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, fast) << mode;
+    EXPECT_EQ(r.stats.remote_images, 96) << mode;
+  }
+}
+
 // Caches at a boundary past the decode (a pipeline that resizes first): the
 // resized images kept here and on the workers, from epoch to epoch, give the
 // uncached checksum at every cut, exactly once.

@@ -97,9 +97,29 @@ TEST(Decode, PicksTheLargestDctScaleThatKeepsTheTargetSize) {
 
 // The tolerance of the fast path: region + DCT-scaled decode, then the crop
 // resize, against full decode + crop + resize of the same crop.
-TEST(Decode, ScaledRegionDecodeIsCloseToFullDecodeThenResize) {
+// Exact (the default fidelity): decoding only the crop's region gives the
+// bytes of a full decode, then the crop and Pillow's filter.
+TEST(Decode, ExactRegionDecodeEqualsFullDecodeThenResize) {
   const std::string pipeline = R"pb(stages { decode {} }
                                     stages { random_resized_crop { size: 224 } })pb";
+  DecodeOptions whole;
+  whole.use_roi = false;
+  auto region_p = MakePipeline(pipeline, 11);
+  auto whole_p = MakePipeline(pipeline, 11, whole);
+  for (int i = 0; i < 12; ++i) {
+    const std::vector<uint8_t> jpeg = testing::Jpeg(1200 + 16 * i, 900 + 8 * i, 100 + i, 92);
+    auto a = RunPipeline(*region_p, jpeg, i);
+    auto b = RunPipeline(*whole_p, jpeg, i);
+    ASSERT_TRUE(a.status.ok() && b.status.ok());
+    EXPECT_EQ(RunPipeline(*region_p, jpeg, i, 0, 1).view.scale_denom, 1);
+    EXPECT_EQ(a.bytes, b.bytes) << "image " << i;
+  }
+}
+
+TEST(Decode, ScaledRegionDecodeIsCloseToFullDecodeThenResize) {
+  const std::string pipeline =
+      R"pb(stages { decode {} }
+           stages { random_resized_crop { size: 224 fidelity: FIDELITY_FAST } })pb";
   DecodeOptions slow;
   slow.use_roi = false;
   slow.use_dct_scaling = false;

@@ -5,10 +5,10 @@
 // preset's parameter edited, a draw taken in another order. These can.
 //
 // The inputs are generated (PNG, so the decoded pixels do not depend on a
-// JPEG encoder); the outputs depend on libjpeg-turbo and OpenCV only through
-// decode and resize. A change that moves these numbers on purpose (a new op
-// semantics, a new RNG layout) must say so in its commit and re-pin them
-// from what the failing test shows it got.
+// JPEG encoder); the outputs depend on no library's arithmetic: resizing is
+// Pillow's filter in prepflow's own code (fidelity exact, the default). A change that moves these
+// numbers on purpose (a new op semantics, a new RNG layout) must say so in its commit and re-pin
+// them from what the failing test shows it got.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
@@ -90,7 +90,7 @@ TEST(Golden, PresetChecksums) {
     }
     absl::StrAppend(&got, preset, "=", ChecksumHex(sum.value()), " ");
   }
-  EXPECT_EQ(got, "imagenet-train=f552a6ab586d7dc4 imagenet-eval=11c2c8ad397f3b2c ");
+  EXPECT_EQ(got, "imagenet-train=bd0d77cb24523cb8 imagenet-eval=b771cc067d56e731 ");
 }
 
 }  // namespace

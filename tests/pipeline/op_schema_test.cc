@@ -118,7 +118,9 @@ TEST(OpSchema, ParseErrorsListWhatExists) {
   const std::string unknown_field = dir.Join("unknown_field.pbtxt");
   std::ofstream(unknown_field) << "stages { resize { size: 256 } }\n";
   s = LoadPipelineSpec(unknown_field).status();
-  EXPECT_THAT(s.message(), HasSubstr("resize takes shorter_side, height, width, interpolation."));
+  EXPECT_THAT(
+      s.message(),
+      HasSubstr("resize takes shorter_side, height, width, interpolation, max_size, fidelity."));
 
   // Other errors are left as protobuf words them.
   EXPECT_EQ(ExplainParseError("Expected identifier, got: 3"), "Expected identifier, got: 3");

@@ -6,7 +6,8 @@ ranges pinned to one value, p = 1), bounded ops stay within their bound. The
 images are `prepflow demo`'s JPEGs, PNGs made here to reach the corners
 (noise, flat and two-level images, saturated colours, an image too small to
 filter) and, when ../shared/datasets is there, 24 real photographs of
-photos-512.
+photos-512 (300 to 500 px) and 8 larger ones (1,000 to 1,600 px) from
+photos-512 and photos-hq.
 
 Run by ctest with Debian's /usr/bin/python3 (torch and torchvision from
 python3-torch / python3-torchvision); skips without them.
@@ -34,7 +35,21 @@ except ImportError:
 
 BUILD = pathlib.Path(os.environ.get("PREPFLOW_BUILD_DIR", "build")).resolve()
 # Real photographs, when the shared datasets are there (the tests pass without).
-PHOTOS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets" / "photos-512"
+DATASETS = pathlib.Path(__file__).resolve().parents[3] / "shared" / "datasets"
+PHOTOS = DATASETS / "photos-512"
+
+
+def large_photos(count):
+    """The first `count` photographs of the shared sets whose longer side is
+    1,000 px or more."""
+    found = []
+    for path in sorted(DATASETS.glob("photos-*/*/*.jpg")):
+        with Image.open(path) as image:
+            if max(image.size) >= 1000:
+                found.append(path)
+        if len(found) == count:
+            break
+    return found
 
 
 def crafted_images(height, width, seed):
@@ -72,6 +87,12 @@ def setUpModule():
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, dest)
         SETS["photos"] = (os.path.join(TMP, "photos"), 224, 224)
+        for i, path in enumerate(large_photos(8)):
+            dest = pathlib.Path(TMP, "large", "c%d" % (i % 2))
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest / ("%d-%s" % (i, path.name)))
+        if os.path.isdir(os.path.join(TMP, "large")):
+            SETS["large"] = (os.path.join(TMP, "large"), 224, 224)
 
 
 def tearDownModule():
@@ -267,6 +288,59 @@ class Exact(unittest.TestCase):
                         % (ratio, ratio),
                         T.RandomResizedCrop(40, (1, 1), (ratio, ratio), I.BICUBIC), sets=[name])
 
+    def test_bilinear_and_every_pillow_filter_by_default(self):
+        # fidelity exact (the default): a full-scale decode and Pillow's
+        # filter, for photographs of every size: shrinking 1x to 7x.
+        I = T.InterpolationMode
+        for name in ("demo", "crafted", "photos", "large"):
+            if name not in SETS:
+                continue
+            root = SETS[name][0]
+            cases = [("resize { height: 224 width: 224 }", T.Resize((224, 224))),
+                     ("resize { height: 300 width: 211 }", T.Resize((300, 211))),
+                     ("resize { shorter_side: 256 } } stages { center_crop { size: 224 }",
+                      T.Compose([T.Resize(256), T.CenterCrop(224)])),
+                     ("resize { shorter_side: 100 max_size: 120 } } stages { center_crop { size: 80 }",
+                      T.Compose([T.Resize(100, max_size=120), T.CenterCrop(80)])),
+                     ("resize { height: 61 width: 45 interpolation: INTERPOLATION_LANCZOS }",
+                      T.Resize((61, 45), I.LANCZOS)),
+                     ("resize { shorter_side: 50 interpolation: INTERPOLATION_BOX } } "
+                      "stages { center_crop { size: 48 }", T.Compose([T.Resize(50, I.BOX),
+                                                                     T.CenterCrop(48)])),
+                     ("resize { shorter_side: 70 interpolation: INTERPOLATION_HAMMING } } "
+                      "stages { center_crop { size: 64 }", T.Compose([T.Resize(70, I.HAMMING),
+                                                                     T.CenterCrop(64)]))]
+            for stage, reference in cases:
+                with self.subTest(set=name, stage=stage):
+                    self.assertEqual(max_difference(root, stage, reference), 0)
+        with self.subTest(transform="translated eval Compose"):
+            compare(self, None, T.Compose([T.Resize(64), T.CenterCrop(56),
+                                           T.Resize(40, max_size=48), T.CenterCrop(40)]))
+
+    def test_random_resized_crop_at_its_draws(self):
+        # Each sample's crop box as prepflow drew it (the decoder reads only
+        # that region), resized as torchvision's resized_crop does.
+        from prepflow import _prepflow
+        I = T.InterpolationMode
+        for name in ("demo", "photos", "large"):
+            if name not in SETS:
+                continue
+            folder = ImageFolder(SETS[name][0])
+            for interp, mode in (("BILINEAR", I.BILINEAR), ("BICUBIC", I.BICUBIC),
+                                 ("LANCZOS", I.LANCZOS)):
+                stage = "random_resized_crop { size: 160 interpolation: INTERPOLATION_%s }" % interp
+                loader = prepflow.Loader(SETS[name][0], batch_size=8, shuffle=False, seed=5,
+                                         threads=2, as_numpy=True,
+                                         pipeline="stages { decode {} } stages { %s }" % stage)
+                for batch in loader.batches():
+                    for image, index in zip(batch.images, batch.indices):
+                        pil = folder[index][0]
+                        x, y, w, h, _, _ = _prepflow._decode_plan(stage, 5, 0, index, 1, *pil.size)
+                        expected = np.asarray(TF.resized_crop(pil, y, x, h, w, [160, 160], mode))
+                        with self.subTest(set=name, interpolation=interp, sample=index):
+                            self.assertTrue(np.array_equal(image, expected))
+                loader.close()
+
     def test_to_tensor_and_normalize_give_torchvision_floats(self):
         compare(self, None, T.Compose([T.RandomInvert(p=1), T.ToTensor(),
                                        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
@@ -278,12 +352,68 @@ class Exact(unittest.TestCase):
                     "random_solarize { threshold: 9 p: 0 }": T.RandomSolarize(9, p=0)})
 
 
-def max_difference(root, stage, reference, stats=None):
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class Compositions(unittest.TestCase):
+    """RandomApply, RandomChoice and RandomOrder: each output is one of the
+    outputs torchvision's can give, at the rates its draws give them."""
+
+    def outcomes(self, transform, options, **loader):
+        """For each sample of the demo set: the index of the option (a
+        torchvision transform) its prepflow output equals; fails if none."""
+        root = SETS["demo"][0]
+        folder = ImageFolder(root)
+        got = prepflow.Loader(root, transform=T.Compose([T.CenterCrop(64), transform]),
+                              batch_size=8, shuffle=False, as_numpy=True, **loader)
+        picks = []
+        for epoch in range(5):
+            got.set_epoch(epoch)
+            for batch in got.batches():
+                for image, index in zip(batch.images, batch.indices):
+                    pil = T.CenterCrop(64)(folder[index][0])
+                    matches = [k for k, option in enumerate(options)
+                               if np.array_equal(image, np.asarray(option(pil)))]
+                    self.assertTrue(matches, "sample %d matches no option" % index)
+                    picks.append(matches[0])
+        got.close()
+        return np.bincount(picks, minlength=len(options)) / len(picks)
+
+    def test_random_apply(self):
+        inner = [T.RandomInvert(p=1), T.RandomVerticalFlip(p=1)]
+        rates = self.outcomes(T.RandomApply(inner, p=0.8), [T.Compose(inner), T.Compose([])])
+        self.assertAlmostEqual(rates[0], 0.8, delta=0.1)  # 200 samples
+        rates = self.outcomes(T.RandomApply(inner, p=0), [T.Compose([])])
+        self.assertEqual(rates[0], 1)
+
+    def test_random_choice(self):
+        a, b = T.RandomInvert(p=1), T.RandomSolarize(100, p=1)
+        rates = self.outcomes(T.RandomChoice([a, b], p=[3, 1]), [a, b])
+        self.assertAlmostEqual(rates[0], 0.75, delta=0.1)
+
+    def test_random_order(self):
+        a, b = T.RandomInvert(p=1), T.RandomSolarize(100, p=1)
+        rates = self.outcomes(T.RandomOrder([a, b]), [T.Compose([a, b]), T.Compose([b, a])])
+        self.assertAlmostEqual(rates[0], 0.5, delta=0.12)
+
+    def test_simclr_translates_and_runs_offloadable(self):
+        from prepflow.transforms import to_stages
+        simclr = T.Compose([
+            T.RandomResizedCrop(64), T.RandomHorizontalFlip(),
+            T.RandomApply([T.ColorJitter(0.8, 0.8, 0.8, 0.2)], p=0.8), T.RandomGrayscale(p=0.2),
+            T.RandomApply([T.GaussianBlur(7, (0.1, 2.0))], p=0.5), T.ToTensor()])
+        names = [s.name for s in to_stages(simclr)]
+        self.assertEqual(names, ["decode", "random_resized_crop", "random_horizontal_flip",
+                                 "random_apply", "random_grayscale", "random_apply", "normalize"])
+        loader = prepflow.Loader(SETS["demo"][0], transform=simclr, batch_size=8, seed=4)
+        self.assertEqual(sum(images.shape[0] for images, _ in loader), 40)
+        loader.close()
+
+
+def max_difference(root, stage, reference, stats=None, **options):
     """decode -> `stage` over `root` against `reference` on ImageFolder's
     image: the largest absolute difference; `stats` gets every difference."""
     folder = ImageFolder(root)
     loader = prepflow.Loader(root, pipeline="stages { decode {} } stages { %s }" % stage,
-                             batch_size=8, shuffle=False, threads=2, as_numpy=True)
+                             batch_size=8, shuffle=False, threads=2, as_numpy=True, **options)
     worst = 0
     for batch in loader.batches():
         for image, index in zip(batch.images, batch.indices):
@@ -299,11 +429,12 @@ def max_difference(root, stage, reference, stats=None):
 class Bounded(unittest.TestCase):
     """Ops with a documented bound: within it, and rarely at it."""
 
-    def test_bilinear_resize_within_its_documented_bound(self):
-        # docs/ops.md: mean 0.2 to 1.3 levels, 99th percentile up to 10
-        # (DCT-scaled decode and OpenCV's kernel against Pillow's antialiased
-        # filter). Measured: photos 0.39-0.55, demo 0.66-1.22.
-        for name in ("demo", "photos"):
+    def test_fast_bilinear_resize_within_its_documented_bound(self):
+        # docs/ops.md, fidelity fast: shrinking under 2x, mean 0.4 to 0.5,
+        # 99th percentile 5; 2x to 6x, mean up to 1.2, p99 12; to 16x, 1.5
+        # and 14 (DCT-scaled decode and OpenCV's kernel against Pillow's
+        # antialiased filter). Checked per set, with margin for few images.
+        for name in ("demo", "photos", "large"):
             if name not in SETS:
                 continue
             for stage, reference in [
@@ -312,10 +443,11 @@ class Bounded(unittest.TestCase):
                      T.Compose([T.Resize(256), T.CenterCrop(224)]))]:
                 with self.subTest(set=name, stage=stage):
                     stats = []
-                    max_difference(SETS[name][0], stage, reference, stats)
+                    max_difference(SETS[name][0], stage, reference, stats, fidelity="fast")
                     diffs = np.concatenate(stats)
-                    self.assertLess(diffs.mean(), 1.3)
-                    self.assertLessEqual(np.percentile(diffs, 99), 10)
+                    self.assertLess(diffs.mean(), 1.6)
+                    self.assertLessEqual(np.percentile(diffs, 99), 15)
+                    self.assertGreater(diffs.mean(), 0)  # fast is not exact
 
     def test_random_perspective_within_its_bound(self):
         # docs/ops.md: torch solves the 8 coefficients in float32 (LAPACK
@@ -848,6 +980,16 @@ class Translation(unittest.TestCase):
              "normalize { mean: [0.5, 0.4, 0.3] std: [0.2, 0.2, 0.1] }"),
             ([T.PILToTensor(), T.ConvertImageDtype(torch.float32), T.Normalize(0.5, 0.5)],
              "normalize { mean: [0.5, 0.5, 0.5] std: [0.5, 0.5, 0.5] }"),
+            (T.RandomApply([T.ColorJitter(0.4), T.RandomGrayscale()], p=0.8),
+             "random_apply { stages { color_jitter { brightness: [0.6, 1.4] } } "
+             "stages { random_grayscale { p: 0.1 } } p: 0.8 }"),
+            (T.RandomChoice([T.RandomInvert(), T.RandomChoice([T.CenterCrop(4)])], p=[1, 2]),
+             "random_choice { stages { random_invert { p: 0.5 } } stages { random_choice { "
+             "stages { center_crop { size: 4 } } } } p: [1.0, 2.0] }"),
+            ([T.ToTensor(), T.RandomOrder([T.RandomErasing(1.0)])],
+             "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] } random_order { stages { "
+             "random_erasing { p: 1.0 scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: "
+             "3.3 value: [0.0] random_value: false } } }"),
         ]
         covered = {"Compose"}
         for transform, text in cases:
@@ -858,6 +1000,7 @@ class Translation(unittest.TestCase):
                 self.assertEqual(" ".join(s.text() for s in stages[1:]), text)
                 for t in (transform if isinstance(transform, list) else [transform]):
                     covered.add(type(t).__name__)
+                    covered.update(type(x).__name__ for x in getattr(t, "transforms", []))
         self.assertEqual(covered, set(TRANSLATED))  # a case for every translated transform
 
     def test_an_untranslatable_transform_is_named_with_what_translates(self):
@@ -870,8 +1013,10 @@ class Translation(unittest.TestCase):
                 ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),
                 ([T.Normalize(0.5, 0.5)], "Normalize must follow ToTensor"),
                 (T.Grayscale(1), "use Grayscale(3)"),
-                (T.Resize(8, interpolation=T.InterpolationMode.BOX), "bicubic"),
-                (T.Resize(8, max_size=10), "max_size"),
+                (T.RandomRotation(8, interpolation=T.InterpolationMode.BOX), "bicubic"),
+                (T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply: it changes"),
+                (T.RandomChoice([T.RandomErasing()]), "RandomErasing inside RandomChoice: "
+                                                      "it takes a tensor"),
         ]:
             with self.subTest(transform=transform):
                 with self.assertRaises(ValueError) as e:
@@ -909,7 +1054,7 @@ class Translation(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "no field 'brightnes'; its fields are: brightness"):
             ops.ColorJitter(brightnes=0.4)
         with self.assertRaisesRegex(ValueError, "not one of INTERPOLATION_BILINEAR"):
-            ops.Resize(shorter_side=8, interpolation="lanczos")
+            ops.Resize(shorter_side=8, interpolation="sinc")
         with self.assertRaisesRegex(ValueError, r"hue: a single value must be in \[0, 0.5\]"):
             prepflow.Loader(SETS["demo"][0], [ops.Decode(), ops.ColorJitter(hue=0.7),
                                               ops.CenterCrop(size=8)])

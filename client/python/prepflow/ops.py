@@ -85,6 +85,13 @@ def _field_text(field, value, where):
         return " ".join(f"{field['name']} {{ key: {_scalar_text('string', k, field, where)} "
                         f"value: {_scalar_text('string', v, field, where)} }}"
                         for k, v in sorted(value.items()))
+    if kind == "list of stage":  # a composition's inner stages: Op objects
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for v in items:
+            if not isinstance(v, Op) or v.schema["batch"]:
+                raise TypeError(f"{where}: {field['name']}: expected prepflow.ops objects "
+                                f"(not batch ops), got {v!r}")
+        return " ".join(f"{field['name']} {{ {v.text()} }}" for v in items)
     if kind.startswith("list of "):
         items = value if isinstance(value, (list, tuple)) else [value]
         inner = ", ".join(_scalar_text(kind[8:], v, field, where) for v in items)

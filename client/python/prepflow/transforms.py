@@ -82,6 +82,8 @@ def _random_crop(t):
 
 
 _RESAMPLERS = ("nearest", "bilinear", "bicubic")
+# Resizing takes every one of Pillow's filters.
+_RESIZE_FILTERS = _RESAMPLERS + ("box", "hamming", "lanczos")
 
 
 def _center(center):
@@ -106,18 +108,19 @@ def _random_affine(t):
 def _random_resized_crop(t):
     return [ops.RandomResizedCrop(**_size(t.size), scale_min=t.scale[0], scale_max=t.scale[1],
                                   ratio_min=t.ratio[0], ratio_max=t.ratio[1],
-                                  interpolation=_interpolation(t, _RESAMPLERS))]
+                                  interpolation=_interpolation(t, _RESIZE_FILTERS))]
 
 
 def _resize(t):
-    if getattr(t, "max_size", None) is not None:
-        raise Untranslatable("max_size is not supported")
     size = t.size
     if isinstance(size, (list, tuple)) and len(size) == 1:
         size = size[0]
     shape = {"shorter_side": size} if isinstance(size, int) else {"height": size[0],
                                                                    "width": size[1]}
-    return [ops.Resize(**shape, interpolation=_interpolation(t, _RESAMPLERS))]
+    max_size = getattr(t, "max_size", None)
+    if max_size is not None:
+        shape["max_size"] = max_size
+    return [ops.Resize(**shape, interpolation=_interpolation(t, _RESIZE_FILTERS))]
 
 
 def _grayscale(t):
@@ -231,8 +234,42 @@ _TRANSLATORS = {
     "Normalize": None,  # folded into the normalize ToTensor made (see to_stages)
 }
 
+# Compositions: one stage whose inner stages are the translations of their
+# transforms (image ops, or tensor ops after ToTensor, as where they sit).
+_COMPOSITIONS = {
+    "RandomApply": lambda t, inner: ops.RandomApply(stages=inner, p=float(t.p)),
+    "RandomChoice": lambda t, inner: ops.RandomChoice(
+        stages=inner, p=None if t.p is None else [float(w) for w in t.p]),
+    "RandomOrder": lambda t, inner: ops.RandomOrder(stages=inner),
+}
+# What cannot be inside one: each changes the value's type.
+_TYPE_CHANGES = {"ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize"}
+
 # The torchvision transforms to_stages translates.
-TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS))
+TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS) + list(_COMPOSITIONS))
+
+
+def _composition(t, tensor):
+    """A RandomApply, RandomChoice or RandomOrder as one stage, its
+    transforms translated where it sits (on images, or after ToTensor)."""
+    inner = []
+    for x in t.transforms:
+        name = type(x).__name__
+        where = f"{name} inside {type(t).__name__}"
+        if not _is_torchvision(x) or (name not in _TRANSLATORS and name not in _COMPOSITIONS):
+            raise Untranslatable(f"{where}: prepflow has no equivalent")
+        if name in _TYPE_CHANGES:
+            raise Untranslatable(f"{where}: it changes the value's type, and every way through "
+                                 f"a composition must give the same type")
+        if name in _COMPOSITIONS:
+            inner.append(_composition(x, tensor))
+        elif tensor != (name in _TENSOR_TRANSFORMS):
+            raise Untranslatable(f"{where}: it takes {'an image' if tensor else 'a tensor'}, "
+                                 f"and the composition sits {'after' if tensor else 'before'} "
+                                 f"ToTensor")
+        else:
+            inner.extend(_TRANSLATORS[name](x))
+    return _COMPOSITIONS[type(t).__name__](t, inner)
 
 
 def _is_torchvision(t):
@@ -243,7 +280,7 @@ def _translate_one(t, stages, pending):
     """Appends t's stages. `pending` holds the PILToTensor that still needs
     its ConvertImageDtype."""
     name = type(t).__name__
-    if not _is_torchvision(t) or name not in _TRANSLATORS:
+    if not _is_torchvision(t) or (name not in _TRANSLATORS and name not in _COMPOSITIONS):
         raise Untranslatable("prepflow has no equivalent")
     last = stages[-1] if stages else None
     after_tensor = last is not None and last.name == "normalize"
@@ -257,6 +294,9 @@ def _translate_one(t, stages, pending):
             raise Untranslatable("Normalize must follow ToTensor (or PILToTensor + "
                                  "ConvertImageDtype(torch.float))")
         stages[-1] = ops.Normalize(mean=_three(t.mean, "mean"), std=_three(t.std, "std"))
+        return
+    if name in _COMPOSITIONS:
+        stages.append(_composition(t, tensor))
         return
     if name == "ConvertImageDtype" and not after_tensor:
         raise Untranslatable("only after ToTensor or PILToTensor")

@@ -31,7 +31,9 @@ int PadIndex(int i, int before, int n, PadMode mode);
 void Remap(const uint8_t* in, int in_width, const int* row_map, int rows, const int* col_map,
            int cols, const std::array<uint8_t, 3>& fill, uint8_t* out);
 
-enum class Resample { kNearest, kBilinear, kBicubic };
+// Pillow's filters. Box, Hamming and Lanczos are resize filters only
+// (PillowResize), as in Pillow, whose transforms refuse them.
+enum class Resample { kNearest, kBilinear, kBicubic, kBox, kHamming, kLanczos };
 
 // Pillow's AFFINE data: output pixel (x, y) samples the input at
 // (a0 x + a1 y + a2, a3 x + a4 y + a5), pixel centres at +0.5.
@@ -45,7 +47,7 @@ using AffineMatrix = std::array<double, 6>;
 void AffineTransform(const uint8_t* in, int in_h, int in_w, uint8_t* out, int out_h, int out_w,
                      const AffineMatrix& m, Resample resample, const std::array<uint8_t, 3>& fill);
 
-// Image.resize((out_w, out_h), BILINEAR or BICUBIC) on an RGB image, which
+// Image.resize((out_w, out_h), filter) on an RGB image, which
 // torchvision's Resize and RandomResizedCrop call on PIL images: Pillow's
 // separable antialiased filter (support widened by the scale when
 // shrinking), its coefficients in 22-bit fixed point, the horizontal pass

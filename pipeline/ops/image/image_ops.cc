@@ -70,30 +70,73 @@ cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, 
   return cv::Rect(x0, y0, x1 - x0, y1 - y0);
 }
 
-// Resizes `src` into `dst` (preallocated). Bilinear is OpenCV's 8-bit
-// fixed-point kernel: integer arithmetic, so its result does not depend on
-// thread count or scheduling (INTER_LINEAR_EXACT, the variant OpenCV promises
-// identical on every platform, measured 2.7x slower here). When shrinking by 2x
-// or more it first halves with 2x2 averaging (as DCT scaling does for JPEG),
-// which keeps the result antialiased.
-// Nearest is Pillow's: Image.resize(NEAREST) is its affine scale walk
-// (geometry.h), exact against torchvision when the source is decoded at full
-// scale (PlanDecode asks for that).
-absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) {
-  if (interp == proto::INTERPOLATION_BICUBIC) {  // Pillow's own filter, exactly
-    PillowResize(src.data, src.rows, src.cols, src.step, dst.data, dst.rows, dst.cols,
-                 Resample::kBicubic);
-    return absl::OkStatus();
+// A fast resize reads a JPEG decoded at 1/2, 1/4 or 1/8 scale where that
+// leaves at least this many source pixels per output pixel on each axis.
+constexpr int kFastMinScale = 2;
+
+absl::StatusOr<bool> ReadFast(proto::Fidelity fidelity) {
+  switch (fidelity) {
+    case proto::FIDELITY_DEFAULT:  // the loader resolves it; alone, exact
+    case proto::FIDELITY_EXACT:
+      return false;
+    case proto::FIDELITY_FAST:
+      return true;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fidelity: ", static_cast<int>(fidelity),
+          " is not supported (use FIDELITY_EXACT, FIDELITY_FAST or FIDELITY_DEFAULT)"));
   }
-  try {
-    if (interp == proto::INTERPOLATION_NEAREST) {
-      if (!src.isContinuous()) src = src.clone();  // a crop's rows are strided
-      const AffineMatrix scale = {static_cast<double>(src.cols) / dst.cols, 0, 0, 0,
-                                  static_cast<double>(src.rows) / dst.rows, 0};
-      AffineTransform(src.data, src.rows, src.cols, dst.data, dst.rows, dst.cols, scale,
-                      Resample::kNearest, {0, 0, 0});
-      return absl::OkStatus();
+}
+
+// The resampler of a resize's interpolation: every one of Pillow's filters.
+absl::StatusOr<Resample> ReadResizeFilter(proto::Interpolation interp) {
+  switch (interp) {
+    case proto::INTERPOLATION_BOX:
+      return Resample::kBox;
+    case proto::INTERPOLATION_HAMMING:
+      return Resample::kHamming;
+    case proto::INTERPOLATION_LANCZOS:
+      return Resample::kLanczos;
+    default:
+      return detail::ReadResample(interp);
+  }
+}
+
+// How a resizing op (resize, random_resized_crop) samples its source.
+struct ResizeMethod {
+  Resample filter = Resample::kBilinear;
+  bool fast = false;
+
+  static absl::StatusOr<ResizeMethod> Read(proto::Interpolation interp, proto::Fidelity fidelity) {
+    ResizeMethod m;
+    absl::StatusOr<Resample> filter = ReadResizeFilter(interp);
+    if (!filter.ok()) return filter.status();
+    absl::StatusOr<bool> fast = ReadFast(fidelity);
+    if (!fast.ok()) return fast.status();
+    m.filter = *filter;
+    // Only bilinear has a fast kernel; the others are Pillow's always.
+    m.fast = *fast && m.filter == Resample::kBilinear;
+    return m;
+  }
+
+  // The decode a `crop` (source coordinates) resized to out_w x out_h wants.
+  DecodeHint Plan(const cv::Rect& crop, int out_w, int out_h, bool carries_crop) const {
+    DecodeHint hint{crop.x, crop.y, crop.width, crop.height, crop.width, crop.height, carries_crop};
+    if (fast) {  // 1/2, 1/4 or 1/8 scale, as long as it keeps the output's size
+      hint.min_width = std::min(crop.width, out_w);
+      hint.min_height = std::min(crop.height, out_h);
     }
+    return hint;
+  }
+};
+
+// fast bilinear: OpenCV's 8-bit fixed-point kernel (integer arithmetic, so
+// its result does not depend on thread count or scheduling; cheaper than
+// Pillow's filter, which widens with the scale), after halving with 2x2
+// averaging while the source is 2x the output or more, which keeps it
+// antialiased.
+absl::Status OpenCvBilinear(cv::Mat src, cv::Mat& dst) {
+  try {
     cv::Mat halved;
     while (src.cols >= 2 * dst.cols && src.rows >= 2 * dst.rows) {
       const cv::Mat even = src(cv::Rect(0, 0, src.cols & ~1, src.rows & ~1));
@@ -108,6 +151,30 @@ absl::Status ResizeInto(cv::Mat src, cv::Mat& dst, proto::Interpolation interp) 
   } catch (const cv::Exception& e) {
     return absl::InternalError(absl::StrCat("resize failed: ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+// Resizes the source rectangle `crop` of `s` (whose buffer may be a region of
+// the source, decoded at a scale) into `dst`, preallocated. Exact, from the
+// full-scale buffer exact resizing plans: what torchvision computes,
+// img.crop(crop) then Image.resize, nearest Pillow's affine scale walk, the
+// others Pillow's filters (geometry.h). Fast bilinear: OpenCV's kernel on
+// the pixels of the (scaled) buffer nearest the region.
+absl::Status ResizeRegion(const Sample& s, const cv::Rect& crop, const ResizeMethod& method,
+                          cv::Mat& dst) {
+  cv::Mat src = ImageMat(s)(
+      MapToBuffer(s.view, crop.x, crop.y, crop.width, crop.height, s.width(), s.height()));
+  if (method.fast) return OpenCvBilinear(src, dst);
+  if (method.filter != Resample::kNearest) {
+    PillowResize(src.data, src.rows, src.cols, src.step, dst.data, dst.rows, dst.cols,
+                 method.filter);
+    return absl::OkStatus();
+  }
+  if (!src.isContinuous()) src = src.clone();  // a crop's rows are strided
+  const AffineMatrix scale = {static_cast<double>(src.cols) / dst.cols, 0, 0, 0,
+                              static_cast<double>(src.rows) / dst.rows, 0};
+  AffineTransform(src.data, src.rows, src.cols, dst.data, dst.rows, dst.cols, scale,
+                  Resample::kNearest, {0, 0, 0});
   return absl::OkStatus();
 }
 
@@ -194,8 +261,9 @@ class RandomResizedCropOp : public Op {
           "ratio_min, ratio_max: need 0 < ratio_min <= ratio_max < infinity, got %g, %g",
           op->ratio_min_, op->ratio_max_));
     }
-    if (absl::Status s = detail::ReadResample(p.interpolation()).status(); !s.ok()) return s;
-    op->interp_ = p.interpolation();
+    absl::StatusOr<ResizeMethod> method = ResizeMethod::Read(p.interpolation(), p.fidelity());
+    if (!method.ok()) return method.status();
+    op->method_ = *method;
     op->log_ratio_min_ = std::log(op->ratio_min_);
     op->log_ratio_max_ = std::log(op->ratio_max_);
     return op;
@@ -208,17 +276,7 @@ class RandomResizedCropOp : public Op {
 
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const override {
-    const cv::Rect r = Draw(src_w, src_h, rng);
-    // Nearest picks source pixels and bicubic is Pillow's exact filter: both
-    // from the full-scale ones.
-    const bool full = interp_ != proto::INTERPOLATION_BILINEAR;
-    return DecodeHint{r.x,
-                      r.y,
-                      r.width,
-                      r.height,
-                      full ? r.width : w_,
-                      full ? r.height : h_,
-                      /*carries_crop=*/true};
+    return method_.Plan(Draw(src_w, src_h, rng), w_, h_, /*carries_crop=*/true);
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
@@ -230,11 +288,9 @@ class RandomResizedCropOp : public Op {
       SampleRng rng = ctx.Rng(s);
       crop = Draw(v.source_width, v.source_height, rng);
     }
-    const cv::Rect roi =
-        MapToBuffer(v, crop.x, crop.y, crop.width, crop.height, s.width(), s.height());
     uint8_t* out = ctx.Output(s.data, static_cast<size_t>(h_) * w_ * 3);
     cv::Mat dst(h_, w_, CV_8UC3, out);
-    if (absl::Status st = ResizeInto(ImageMat(s)(roi), dst, interp_); !st.ok()) return st;
+    if (absl::Status st = ResizeRegion(s, crop, method_, dst); !st.ok()) return st;
     SetImage(s, out, h_, w_, ImageView::Whole(w_, h_));
     return absl::OkStatus();
   }
@@ -274,7 +330,7 @@ class RandomResizedCropOp : public Op {
   int h_ = 0, w_ = 0;
   double scale_min_ = 0, scale_max_ = 0, ratio_min_ = 0, ratio_max_ = 0;
   double log_ratio_min_ = 0, log_ratio_max_ = 0;
-  proto::Interpolation interp_ = proto::INTERPOLATION_BILINEAR;
+  ResizeMethod method_;
 };
 
 // ---------------------------------------------------------------- resize
@@ -293,11 +349,22 @@ class ResizeOp : public Op {
             absl::StrCat("shorter_side: must be positive, got ", p.shorter_side()));
       }
       op->shorter_ = p.shorter_side();
+      if (p.max_size() != 0 && p.max_size() <= p.shorter_side()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("max_size: must be greater than shorter_side (", p.shorter_side(),
+                         "), got ", p.max_size()));
+      }
+      op->max_size_ = p.max_size();
+    } else if (p.max_size() != 0) {
+      return absl::InvalidArgumentError(
+          "max_size: only with shorter_side (as torchvision's Resize, whose max_size needs an "
+          "int size)");
     } else if (absl::Status s = OutputSize(0, p.height(), p.width(), &op->h_, &op->w_); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(s.message(), " or shorter_side"));
     }
-    if (absl::Status s = detail::ReadResample(p.interpolation()).status(); !s.ok()) return s;
-    op->interp_ = p.interpolation();
+    absl::StatusOr<ResizeMethod> method = ResizeMethod::Read(p.interpolation(), p.fidelity());
+    if (!method.ok()) return method.status();
+    op->method_ = *method;
     return op;
   }
 
@@ -308,24 +375,26 @@ class ResizeOp : public Op {
   }
 
   // torchvision's Resize(int): the shorter side becomes `shorter_`, the longer
-  // one int(shorter_ * long / short).
+  // one int(shorter_ * long / short); past max_size, both shrink.
   // The long side saturates at INT_MAX: a thin image resized up overflows
   // int (Apply then refuses it against --max-pixels).
   cv::Size Target(int w, int h) const {
     if (shorter_ == 0) return cv::Size(w_, h_);
     const int short_side = std::min(w, h), long_side = std::max(w, h);
     const double exact = static_cast<double>(shorter_) * long_side / short_side;
-    const int new_long = exact < INT_MAX ? static_cast<int>(exact) : INT_MAX;
-    return w <= h ? cv::Size(shorter_, new_long) : cv::Size(new_long, shorter_);
+    int new_short = shorter_;
+    int new_long = exact < INT_MAX ? static_cast<int>(exact) : INT_MAX;
+    if (max_size_ > 0 && new_long > max_size_) {  // _compute_resized_output_size
+      new_short = static_cast<int>(static_cast<double>(max_size_) * new_short / new_long);
+      new_long = max_size_;
+    }
+    return w <= h ? cv::Size(new_short, new_long) : cv::Size(new_long, new_short);
   }
 
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
-    if (interp_ != proto::INTERPOLATION_BILINEAR) {  // full scale: see ResizeInto
-      return DecodeHint{0, 0, src_w, src_h, src_w, src_h, false};
-    }
     const cv::Size t = Target(src_w, src_h);
-    return DecodeHint{0, 0, src_w, src_h, t.width, t.height, false};
+    return method_.Plan(cv::Rect(0, 0, src_w, src_h), t.width, t.height, /*carries_crop=*/false);
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
@@ -339,14 +408,15 @@ class ResizeOp : public Op {
     }
     uint8_t* out = ctx.Output(s.data, static_cast<size_t>(t.width) * t.height * 3);
     cv::Mat dst(t, CV_8UC3, out);
-    if (absl::Status st = ResizeInto(ImageMat(s), dst, interp_); !st.ok()) return st;
+    const cv::Rect whole(0, 0, v.source_width, v.source_height);
+    if (absl::Status st = ResizeRegion(s, whole, method_, dst); !st.ok()) return st;
     SetImage(s, out, t.height, t.width, ImageView::Whole(t.width, t.height));
     return absl::OkStatus();
   }
 
  private:
-  int shorter_ = 0, h_ = 0, w_ = 0;
-  proto::Interpolation interp_ = proto::INTERPOLATION_BILINEAR;
+  int shorter_ = 0, max_size_ = 0, h_ = 0, w_ = 0;
+  ResizeMethod method_;
 };
 
 // ------------------------------------------------------------ center_crop
@@ -367,12 +437,15 @@ class CenterCropOp : public Op {
     return ValueType{ValueKind::kImage, {h_, w_, 3}};
   }
 
-  // torchvision's CenterCrop offsets: int(round((size - crop) / 2)); negative
-  // when the crop is larger than the image, which is then zero-padded.
-  cv::Point Offset(int w, int h) const {
-    return cv::Point(static_cast<int>(std::nearbyint((w - w_) / 2.0)),
-                     static_cast<int>(std::nearbyint((h - h_) / 2.0)));
+  // torchvision's CenterCrop offsets: int(round((size - crop) / 2)) along an
+  // axis the crop fits in; along one it does not, the image is zero-padded
+  // by (crop - size) // 2 before it (and the rest after), so the offset is
+  // minus that.
+  static int AxisOffset(int size, int crop) {
+    if (crop > size) return -((crop - size) / 2);
+    return static_cast<int>(std::nearbyint((size - crop) / 2.0));
   }
+  cv::Point Offset(int w, int h) const { return cv::Point(AxisOffset(w, w_), AxisOffset(h, h_)); }
 
   bool PlansDecode() const override { return true; }
   DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {

@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/pipeline.h"
+#include "spdlog/spdlog.h"
 
 namespace prepflow {
 namespace {
@@ -232,6 +233,12 @@ absl::StatusOr<LoaderOptions> ResolveOptions(const LoaderOptions& options) {
       auto parsed = ParseOffload(env);
       if (!parsed.ok()) return Invalid("PREPFLOW_OFFLOAD: ", parsed.status().message());
       resolved.offload = *parsed;
+    } else if (!options.workers.empty() || !options.scheduler.empty()) {
+      // Workers named for this job are meant to be used.
+      resolved.offload = *ParseOffload("auto");
+      spdlog::info("{} given without {}: offloading with auto ({} off keeps every sample here)",
+                   Name(resolved, options.workers.empty() ? "scheduler" : "workers"),
+                   Name(resolved, "offload"), Name(resolved, "offload"));
     }
   }
   if (resolved.scheduler.empty() && resolved.workers.empty()) {

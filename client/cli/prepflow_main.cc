@@ -28,6 +28,7 @@ commands:
   probe    check that a worker or the scheduler accepts connections (a liveness probe)
   ops      list every op a pipeline may use, with its fields and defaults
   options  list every option of a job: its flag, Python keyword, default and help
+  version  print prepflow's version (also --version)
 
 environment:
   PREPFLOW_LOG_LEVEL  trace, debug, info (default), warn, error, off
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
       std::strcmp(argv[1], "-h") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
+  }
+  if (std::strcmp(argv[1], "version") == 0 || std::strcmp(argv[1], "--version") == 0) {
+    std::printf("prepflow %s\n", PREPFLOW_VERSION);
+    return 0;
   }
   IgnoreHangUp();
   const std::string command = argv[1];

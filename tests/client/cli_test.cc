@@ -105,6 +105,14 @@ TEST_F(CliTest, RunJsonContract) {
   EXPECT_EQ(r1.LastJson()["checksum"], checksum);
 }
 
+TEST_F(CliTest, VersionIsTheProjects) {
+  for (const char* spelling : {"--version", "version"}) {
+    const CliRun r = Prepflow(spelling, dir_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, absl::StrCat("prepflow ", PREPFLOW_PROJECT_VERSION, "\n"));
+  }
+}
+
 // A disk cache outlives the job: the next job finds every sample there.
 TEST_F(CliTest, ADiskCacheServesTheNextJob) {
   const std::string run = absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --json ",

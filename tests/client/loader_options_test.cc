@@ -2,6 +2,7 @@
 // is an option on every surface.
 #include "client/loader_options.h"
 
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "base/options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "pipeline/pipeline.h"
 
 namespace prepflow {
 namespace {
@@ -95,6 +97,34 @@ TEST(OptionTableTest, ErrorsNameTheOptionAsEachSurfaceSpellsIt) {
   from_python.rank = 2;
   EXPECT_THAT(ResolveOptions(from_python).status().message(),
               HasSubstr("rank/world_size: need 0 <= rank < world_size, got 2/2"));
+}
+
+// Workers named for a job are used: without --offload (or PREPFLOW_OFFLOAD)
+// they mean auto; --offload off still keeps every sample here. The
+// fidelity reaches the spec's resizing stages that name none.
+TEST(ResolveOptionsTest, WorkersWithoutOffloadMeanAutoAndFidelityIsResolved) {
+  unsetenv("PREPFLOW_OFFLOAD");
+  LoaderOptions o;
+  o.workers = {"127.0.0.1:7000"};
+  o.pipeline = *LoadPipelineSpec(
+      "stages { decode {} } stages { resize { shorter_side: 8 fidelity: FIDELITY_EXACT } } "
+      "stages { random_apply { stages { random_resized_crop { size: 4 } } } }");
+  o.fidelity = proto::FIDELITY_FAST;
+  absl::StatusOr<LoaderOptions> r = ResolveOptions(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->offload->kind, OffloadMode::kAuto);
+  EXPECT_EQ(r->pipeline.stages(1).resize().fidelity(), proto::FIDELITY_EXACT);
+  EXPECT_EQ(r->pipeline.stages(2).random_apply().stages(0).random_resized_crop().fidelity(),
+            proto::FIDELITY_FAST);
+  o.offload = *ParseOffload("off");
+  r = ResolveOptions(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->offload->kind, OffloadMode::kOff);
+  o.workers.clear();
+  o.offload.reset();
+  r = ResolveOptions(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->offload->kind, OffloadMode::kOff);
 }
 
 TEST(OptionTableTest, EveryRowRoundTripsItsDefaultAndHasOneName) {

@@ -51,6 +51,8 @@ def loader(**kw):
     kw.setdefault("batch_size", 8)
     kw.setdefault("seed", 7)
     kw.setdefault("threads", 2)
+    if "transform" not in kw:
+        kw.setdefault("pipeline", "imagenet-train")
     return prepflow.Loader(DATA, **kw)
 
 
@@ -274,7 +276,7 @@ class Logging(unittest.TestCase):
         # Silenced like any library's logger: nothing reaches stderr either.
         script = ("import logging, prepflow\n"
                   "logging.getLogger('prepflow').setLevel(logging.ERROR)\n"
-                  f"l = prepflow.Loader({str(DATA)!r}, offload='auto', batch_size=8)\n"
+                  f"l = prepflow.Loader({str(DATA)!r}, 'imagenet-train', offload='auto', batch_size=8)\n"
                   "for _ in l: pass\n")
         env = dict(os.environ)
         env.pop("PREPFLOW_LOG_LEVEL", None)
@@ -295,7 +297,7 @@ class Errors(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "batch_size: expected an int"):
             loader(batch_size="8")
         with self.assertRaisesRegex(FileNotFoundError, "nowhere"):
-            prepflow.Loader(os.path.join(TMP, "nowhere"))
+            prepflow.Loader(os.path.join(TMP, "nowhere"), "imagenet-train")
         with self.assertRaisesRegex(ValueError, "pipeline"):
             loader(pipeline="no-such-preset")
         with self.assertRaisesRegex(ValueError, "^offload: 'sideways'"):
@@ -341,15 +343,28 @@ class Errors(unittest.TestCase):
         shutil.copytree(DATA, data)
         victim = sorted(pathlib.Path(data).rglob("*.jpg"))[3]
         victim.write_bytes(b"\xff\xd8 not a jpeg")
-        skipped = prepflow.Loader(data, batch_size=8, threads=2, as_numpy=True)
+        skipped = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2, as_numpy=True)
         for _ in skipped:
             pass
         self.assertEqual(skipped.stats()["images"], 39)
         self.assertEqual(skipped.stats()["errors"], 1)
-        failing = prepflow.Loader(data, batch_size=8, threads=2, on_error="fail", as_numpy=True)
+        failing = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2,
+                                  on_error="fail", as_numpy=True)
         with self.assertRaisesRegex(RuntimeError, victim.name):
             for _ in failing:
                 pass
+
+    def test_a_batch_whose_samples_all_fail_is_not_handed_out(self):
+        data = os.path.join(TMP, "broken-batch")
+        shutil.copytree(DATA, data)
+        # Samples 8 to 15 (all of batch 1): ImageFolder's order is the sorted paths.
+        for victim in sorted(p for p in pathlib.Path(data).rglob("*") if p.is_file())[8:16]:
+            victim.write_bytes(b"\xff\xd8 not an image")
+        loader = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2, shuffle=False,
+                                 as_numpy=True)
+        numbers = [b.number for b in loader.batches()]
+        self.assertEqual(numbers, [0, 2, 3, 4])
+        self.assertEqual(loader.stats()["errors"], 8)
 
     def test_a_name_that_is_not_utf8_is_reported_not_raised(self):
         data = os.path.join(TMP, "latin1")
@@ -358,14 +373,15 @@ class Errors(unittest.TestCase):
         name = os.fsencode(folder) + b"/caf\xe9.jpg"
         with open(name, "wb") as f:
             f.write(b"\xff\xd8 not a jpeg")
-        skipped = prepflow.Loader(data, batch_size=8, threads=2, as_numpy=True)
+        skipped = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2, as_numpy=True)
         for _ in skipped:
             pass
         stats = skipped.stats()
         self.assertEqual(stats["errors"], 1)
         error = stats["first_errors"][0]
         self.assertEqual(os.fsencode(error["path"]), name)  # as os.listdir names it
-        failing = prepflow.Loader(data, batch_size=8, threads=2, on_error="fail", as_numpy=True)
+        failing = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2,
+                                  on_error="fail", as_numpy=True)
         with self.assertRaisesRegex(RuntimeError, r"caf\\xe9\.jpg"):
             for _ in failing:
                 pass
@@ -377,7 +393,7 @@ class Errors(unittest.TestCase):
         shutil.copytree(DATA, os.fsdecode(root))
         want = cli_checksum("--seed", "7")
         for data in (root, os.fsdecode(root), pathlib.Path(os.fsdecode(root))):
-            got = prepflow.Loader(data, batch_size=8, seed=7, threads=2, as_numpy=True)
+            got = prepflow.Loader(data, "imagenet-train", batch_size=8, seed=7, threads=2, as_numpy=True)
             for _ in got:
                 pass
             self.assertEqual(got.stats()["checksum"], want, repr(data))
@@ -599,6 +615,82 @@ class Plugins(unittest.TestCase):
             loader(pipeline=bad)
 
 
+class DataLoaderHabits(unittest.TestCase):
+    """What a DataLoader user passes: a torchvision ImageFolder, shard lists,
+    DataLoader's keywords; each honoured or refused with why."""
+
+    def setUp(self):
+        try:
+            import torchvision.transforms as T
+            from torchvision.datasets import ImageFolder
+        except ImportError:
+            self.skipTest("torchvision is not installed (Debian: python3-torchvision)")
+        self.T, self.ImageFolder = T, ImageFolder
+
+    def batches(self, data, **kw):
+        loader = prepflow.Loader(data, batch_size=8, seed=5, threads=2, as_numpy=True, **kw)
+        out = [(b.images.tobytes(), tuple(b.labels)) for b in loader.batches()]
+        loader.close()
+        return out
+
+    def test_an_image_folder_object_is_its_root_and_its_transform(self):
+        T = self.T
+        transform = T.Compose([T.RandomResizedCrop(32), T.RandomHorizontalFlip()])
+        folder = self.ImageFolder(DATA, transform=transform)
+        self.assertEqual(self.batches(folder), self.batches(DATA, transform=transform))
+        plain = self.ImageFolder(DATA)
+        self.assertEqual(self.batches(plain, transform=transform),
+                         self.batches(DATA, transform=transform))
+        with self.assertRaisesRegex(ValueError, "has a transform, and so does this Loader"):
+            prepflow.Loader(folder, transform=transform)
+        with self.assertRaisesRegex(TypeError, "custom loader"):
+            prepflow.Loader(self.ImageFolder(DATA, loader=lambda p: p), transform=transform)
+        with self.assertRaisesRegex(TypeError, "target_transform"):
+            prepflow.Loader(self.ImageFolder(DATA, target_transform=int), transform=transform)
+        relabelled = self.ImageFolder(DATA, transform=transform)
+        n = len(relabelled.classes)
+        relabelled.class_to_idx = {c: n - 1 - i for c, i in relabelled.class_to_idx.items()}
+        with self.assertRaisesRegex(ValueError, "class_to_idx"):
+            prepflow.Loader(relabelled)
+
+    def test_no_transform_is_an_error_not_a_train_recipe(self):
+        with self.assertRaisesRegex(ValueError, "give transform="):
+            prepflow.Loader(DATA)
+
+    def test_dataloader_keywords_map_or_say_why_not(self):
+        T = self.T
+        transform = T.Compose([T.CenterCrop(32)])
+        base = self.batches(DATA, transform=transform)
+        self.assertEqual(self.batches(DATA, transform=transform, pin_memory=True,
+                                      persistent_workers=True, prefetch_factor=4), base)
+        loader = prepflow.Loader(DATA, transform=transform, num_workers=3, prefetch_factor=5,
+                                 as_numpy=True)
+        self.assertEqual((loader._options["threads"], loader._options["prefetch"]), (3, 15))
+        loader.close()
+        from torch.utils.data import default_collate
+        self.assertEqual(self.batches(DATA, transform=transform, collate_fn=default_collate),
+                         base)
+        for kw, error in [({"collate_fn": lambda b: b}, "collate_fn: prepflow assembles"),
+                          ({"sampler": [0, 1]}, "sampler: not taken"),
+                          ({"worker_init_fn": print}, "worker_init_fn: not taken"),
+                          ({"num_workers": -1}, "num_workers: must be an int >= 0"),
+                          ({"num_workers": 2, "threads": 2}, "give threads= or num_workers=")]:
+            with self.subTest(**{k: repr(v) for k, v in kw.items()}):
+                with self.assertRaisesRegex((TypeError, ValueError), error):
+                    prepflow.Loader(DATA, transform=transform, **kw)
+
+    def test_a_list_of_shards_is_one_dataset(self):
+        shards = os.path.join(TMP, "habit-shards")
+        subprocess.run([BIN / "prepflow", "pack", "--data", DATA, "--out", shards,
+                        "--shard-samples", "16"], check=True, capture_output=True)
+        names = sorted(os.path.join(shards, f) for f in os.listdir(shards) if f.endswith(".tar"))
+        transform = self.T.CenterCrop(32)
+        self.assertEqual(self.batches(names, transform=transform),
+                         self.batches(shards, transform=transform))
+        with self.assertRaisesRegex(ValueError, "may not hold"):
+            prepflow.Loader([names[0] + ",x"], transform=transform)
+
+
 class Example(unittest.TestCase):
     @needs_torch
     def test_train_resnet_trains_with_either_loader(self):
@@ -643,7 +735,8 @@ class RemoteData(unittest.TestCase):
     def test_a_cache_reads_storage_once(self):
         n = len([f for f in os.listdir(os.path.join(TMP, "www", "shards")) if f.endswith(".tar")])
         url = f"http://{self.address}/shards/shard-{{000000..{n - 1:06d}}}.tar"
-        loader = prepflow.Loader(url, batch_size=8, seed=7, threads=2, as_numpy=True, epochs=2,
+        loader = prepflow.Loader(url, "imagenet-train", batch_size=8, seed=7, threads=2,
+                                 as_numpy=True, epochs=2,
                                  cache_bytes=64 << 20)
         for _ in range(2):  # one epoch per pass, as a DataLoader
             for _ in loader:
@@ -658,7 +751,7 @@ class RemoteData(unittest.TestCase):
     def test_a_url_gives_the_local_checksum_and_counts_its_requests(self):
         n = len([f for f in os.listdir(os.path.join(TMP, "www", "shards")) if f.endswith(".tar")])
         url = f"http://{self.address}/shards/shard-{{000000..{n - 1:06d}}}.tar"
-        remote = prepflow.Loader(url, batch_size=8, seed=7, threads=2, as_numpy=True,
+        remote = prepflow.Loader(url, "imagenet-train", batch_size=8, seed=7, threads=2, as_numpy=True,
                                  storage_attempts=2, read_ahead_requests=4)
         for _ in remote:
             pass
@@ -669,11 +762,11 @@ class RemoteData(unittest.TestCase):
         self.assertGreater(stats["storage_bytes_read"], 0)
         self.assertEqual(stats["storage_retries"], 0)
         with self.assertRaises(ValueError):
-            prepflow.Loader(url, read_ahead_requests=-1)
+            prepflow.Loader(url, "imagenet-train", read_ahead_requests=-1)
         with self.assertRaises(ValueError):
-            prepflow.Loader(url, cache_bytes=-1)
+            prepflow.Loader(url, "imagenet-train", cache_bytes=-1)
         with self.assertRaises(FileNotFoundError):
-            prepflow.Loader(f"http://{self.address}/shards/nothing-{{0..1}}.tar")
+            prepflow.Loader(f"http://{self.address}/shards/nothing-{{0..1}}.tar", "imagenet-train")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 this machine's CPUs and, where they are not enough, on remote workers.
 
     import prepflow
-    loader = prepflow.Loader("/data/imagenet/train", batch_size=256, seed=0,
+    loader = prepflow.Loader("/data/imagenet/train", "imagenet-train", batch_size=256, seed=0,
                              offload="auto", scheduler="sched-host:7060")
     for epoch in range(90):
         loader.set_epoch(epoch)
@@ -31,7 +31,7 @@ try:
 except ImportError as e:  # a Python whose numpy is missing: say so now, not at a batch
     raise ImportError("prepflow needs numpy: pip install numpy") from e
 
-from . import _prepflow, ops, transforms
+from . import _dataloader, _prepflow, ops, transforms
 from ._version import __version__
 
 try:
@@ -137,7 +137,10 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
             raise ValueError("pass either pipeline or transform, not both")
         return transforms.to_pipeline_text(transform)
     if pipeline is None:
-        return "imagenet-train"
+        raise ValueError("give transform= (your torchvision Compose) or pipeline= (a preset "
+                         "such as 'imagenet-train', prepflow.ops objects or pipeline text): "
+                         "prepflow does not guess an augmentation, and decoded images of "
+                         "different sizes cannot be batched")
     if isinstance(pipeline, (str, os.PathLike)):
         return os.fspath(pipeline)
     if isinstance(pipeline, ops.Op):
@@ -303,6 +306,7 @@ class Loader:
         # given in **options) is checked by its row in C++, errors naming
         # the keyword.
         given = {k: v for k, v in locals().items() if k in _KEYWORDS}
+        _dataloader.apply_keywords(options, given)
         for key in options:
             if key not in _KEYWORDS:
                 near = difflib.get_close_matches(key, _KEYWORDS, n=1)
@@ -314,8 +318,7 @@ class Loader:
             _check_int("metrics_port", metrics_port, 0, 65535)
         if epochs is not None:
             _check_int("epochs", epochs, 1)
-        if not isinstance(data, (str, bytes, os.PathLike)):
-            raise TypeError(f"data: expected a path, got {type(data).__name__}")
+        data, transform, folder_classes = _dataloader.resolve_data(data, transform, pipeline)
         if isinstance(plugins, (str, os.PathLike)):
             plugins = [plugins]
         for plugin in plugins:  # before the pipeline, which may name their ops
@@ -362,6 +365,9 @@ class Loader:
         self._finished = {}  # totals of C++ loaders already replaced
         # Probe now, so that a bad dataset or pipeline fails here.
         self._ensure_core()
+        if folder_classes is not None and folder_classes != self.classes:
+            raise ValueError(f"data: the ImageFolder's classes ({len(folder_classes)}) are not "
+                             f"the ones prepflow finds under its root ({len(self.classes)})")
 
     # -- configuration -------------------------------------------------
 
@@ -581,6 +587,8 @@ class Loader:
                 self._pending = b
                 return
             self._core_at = (epoch, b.number + 1)
+            if b.size == 0:  # every sample failed (on_error="skip"): nothing to hand out
+                continue
             yield b
 
     def _deliver(self, b, tail_result=None):

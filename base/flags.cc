@@ -126,6 +126,8 @@ void FlagSet::ParseKnown(int argc, char** argv, int first) {
 }
 
 absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
+  std::string last_valued;  // the last flag given a value as the next word
+  int last_value_at = -1;   // that word's index
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -134,8 +136,16 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
     }
     if (arg.rfind("--", 0) != 0) {
       if (lenient) continue;
-      return absl::InvalidArgumentError(
-          absl::StrCat(command_, ": unexpected argument '", arg, "' (flags start with --)"));
+      // Right after a flag's value: most likely a pattern the shell
+      // expanded into several words (--data shards-{0..9}.tar unquoted).
+      std::string hint;
+      if (!last_valued.empty() && i - 1 == last_value_at) {
+        hint = absl::StrCat("; if the shell expanded a pattern given to --", last_valued,
+                            " into several words, quote it: --", last_valued,
+                            " 'shard-{000000..000009}.tar'");
+      }
+      return absl::InvalidArgumentError(absl::StrCat(command_, ": unexpected argument '", arg,
+                                                     "' (flags start with --", hint, ")"));
     }
     arg = arg.substr(2);
     std::string value;
@@ -172,6 +182,8 @@ absl::Status FlagSet::Parse(int argc, char** argv, int first, bool lenient) {
         value = "true";
       } else if (i + 1 < argc) {
         value = argv[++i];
+        last_valued = flag->name;
+        last_value_at = i;
       } else {
         if (lenient) continue;
         return absl::InvalidArgumentError(

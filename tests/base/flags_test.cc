@@ -72,6 +72,12 @@ TEST(FlagSetTest, ErrorsNameTheCommandAndTheFlag) {
               HasSubstr("prepflow test: --count: 'many' is not a valid value"));
   EXPECT_THAT(f.Parse({"--name"}).message(), HasSubstr("flag --name needs a value"));
   EXPECT_THAT(f.Parse({"stray"}).message(), HasSubstr("unexpected argument 'stray'"));
+  EXPECT_THAT(f.Parse({"stray"}).message(), Not(HasSubstr("quote it")));
+  // An unquoted brace pattern, expanded by the shell: the hint says to quote.
+  EXPECT_THAT(f.Parse({"--name", "shard-000000.tar", "shard-000001.tar"}).message(),
+              HasSubstr("unexpected argument 'shard-000001.tar' (flags start with --; if the "
+                        "shell expanded a pattern given to --name into several words, quote "
+                        "it: --name 'shard-{000000..000009}.tar')"));
   // A near miss gets a suggestion instead of the list: a typo, or a name
   // that begins with a known one (torch's --batch-size for --batch).
   EXPECT_THAT(f.Parse({"--cuont", "1"}).message(),

@@ -98,6 +98,27 @@ constexpr char kEveryOp[] = R"pb(
   stages { rand_augment { interpolation: INTERPOLATION_BILINEAR } }
   stages { auto_augment { policy: AUTO_AUGMENT_CIFAR10 } }
   stages { aug_mix { severity: 5 } }
+  stages {
+    random_apply {
+      p: 0.7
+      stages { color_jitter { brightness: 0.3 } }
+      stages { random_invert {} }
+    }
+  }
+  stages {
+    random_choice {
+      stages { random_horizontal_flip { p: 1 } }
+      stages { random_grayscale { p: 1 } }
+      p: [ 1, 2 ]
+    }
+  }
+  stages {
+    random_order {
+      stages { random_solarize { threshold: 100 } }
+      stages { random_posterize { bits: 5 } }
+    }
+  }
+  stages { resize { height: 72 width: 72 interpolation: INTERPOLATION_LANCZOS } }
   stages { normalize {} }
   stages { random_erasing { random_value: true } }
 )pb";

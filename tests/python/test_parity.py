@@ -394,6 +394,22 @@ class Compositions(unittest.TestCase):
         rates = self.outcomes(T.RandomOrder([a, b]), [T.Compose([a, b]), T.Compose([b, a])])
         self.assertAlmostEqual(rates[0], 0.5, delta=0.12)
 
+    def test_a_v2_pipeline_gives_the_v1_pipelines_batches(self):
+        root = SETS["demo"][0]
+        mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+        v1 = T.Compose([T.CenterCrop(40), T.RandomHorizontalFlip(), T.ToTensor(),
+                        T.Normalize(mean, std)])
+        new = [v2("CenterCrop", size=[40, 40]), v2("RandomHorizontalFlip", p=0.5),
+               v2("ToImage"), v2("ToDtype", dtype=torch.float32, scale=True),
+               v2("Normalize", mean=mean, std=std)]
+        got = []
+        for transform in (v1, new):
+            loader = prepflow.Loader(root, transform=transform, batch_size=8, seed=2,
+                                     as_numpy=True)
+            got.append([b.images.tobytes() for b in loader.batches()])
+            loader.close()
+        self.assertEqual(got[0], got[1])
+
     def test_simclr_translates_and_runs_offloadable(self):
         from prepflow.transforms import to_stages
         simclr = T.Compose([
@@ -406,6 +422,16 @@ class Compositions(unittest.TestCase):
         loader = prepflow.Loader(SETS["demo"][0], transform=simclr, batch_size=8, seed=4)
         self.assertEqual(sum(images.shape[0] for images, _ in loader), 40)
         loader.close()
+
+
+def v2(name, **attributes):
+    """A stand-in for a torchvision.transforms.v2 object (torchvision 0.14,
+    Debian's, has no v2): an object of that class name in a v2 module, with
+    the attributes v2's constructor documents storing."""
+    cls = type(name, (), {"__module__": "torchvision.transforms.v2._stand_in"})
+    obj = cls()
+    obj.__dict__.update(attributes)
+    return obj
 
 
 def max_difference(root, stage, reference, stats=None, **options):
@@ -986,6 +1012,13 @@ class Translation(unittest.TestCase):
             (T.RandomChoice([T.RandomInvert(), T.RandomChoice([T.CenterCrop(4)])], p=[1, 2]),
              "random_choice { stages { random_invert { p: 0.5 } } stages { random_choice { "
              "stages { center_crop { size: 4 } } } } p: [1.0, 2.0] }"),
+            ([v2("RandomResizedCrop", size=[176, 176], scale=(0.08, 1.0), ratio=(0.75, 4 / 3),
+                 interpolation=T.InterpolationMode.BILINEAR, antialias=True),
+              v2("ToImage"), v2("ToDtype", dtype=torch.float32, scale=True),
+              v2("Normalize", mean=[0.5, 0.4, 0.3], std=[0.2, 0.2, 0.1]), v2("ToPureTensor")],
+             "random_resized_crop { size: 176 scale_min: 0.08 scale_max: 1.0 ratio_min: 0.75 "
+             "ratio_max: 1.3333333333333333 interpolation: INTERPOLATION_BILINEAR } normalize { "
+             "mean: [0.5, 0.4, 0.3] std: [0.2, 0.2, 0.1] }"),
             ([T.ToTensor(), T.RandomOrder([T.RandomErasing(1.0)])],
              "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] } random_order { stages { "
              "random_erasing { p: 1.0 scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: "
@@ -1015,6 +1048,9 @@ class Translation(unittest.TestCase):
                 (T.Grayscale(1), "use Grayscale(3)"),
                 (T.RandomRotation(8, interpolation=T.InterpolationMode.BOX), "bicubic"),
                 (T.RandomApply([T.ToTensor()]), "ToTensor inside RandomApply: it changes"),
+                ([v2("ToImage"), v2("ToDtype", dtype=torch.float32, scale=False)],
+                 "ToDtype(torch.float32, scale=True)"),
+                ([v2("ToImage")], "v2: ToDtype(torch.float32, scale=True)"),
                 (T.RandomChoice([T.RandomErasing()]), "RandomErasing inside RandomChoice: "
                                                       "it takes a tensor"),
         ]:

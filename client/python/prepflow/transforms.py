@@ -149,6 +149,17 @@ def _convert_image_dtype(t):
     return []  # the uint8 -> float step is already in the normalize before it
 
 
+def _to_dtype(t):
+    """torchvision.transforms.v2.ToDtype after ToImage: as ConvertImageDtype."""
+    import torch
+    if isinstance(t.dtype, dict):
+        raise Untranslatable("a ToDtype per type: give ToDtype(torch.float32, scale=True)")
+    if t.dtype != torch.float32 or not getattr(t, "scale", False):
+        raise Untranslatable("prepflow's tensors are float32 scaled to [0, 1]: give "
+                             "ToDtype(torch.float32, scale=True)")
+    return []
+
+
 def _three(values, name):
     """Normalize's mean or std (a number, a sequence or a tensor) as 3 values."""
     if hasattr(values, "tolist"):
@@ -196,7 +207,22 @@ def _random_erasing(t):
 
 
 # The transforms that take a tensor (after ToTensor); the rest take images.
-_TENSOR_TRANSFORMS = {"Normalize", "ConvertImageDtype", "RandomErasing"}
+_TENSOR_TRANSFORMS = {"Normalize", "ConvertImageDtype", "RandomErasing", "ToPureTensor"}
+
+# torchvision.transforms.v2 (torchvision >= 0.16): its classes of v1's names
+# have v1's attributes and, on the PIL images ImageFolder gives (before
+# ToImage), v1's kernels, so they translate as v1's; these three play the
+# parts of PILToTensor and ConvertImageDtype, and ToPureTensor changes
+# nothing prepflow keeps.
+_V2_ROLES = {"ToImage": "PILToTensor", "ToDtype": "ConvertImageDtype",
+             "ToPureTensor": "ToPureTensor"}
+
+
+def _role(t):
+    """What t is to the translation: its class name, or for v2's own
+    classes the v1 class whose part it plays."""
+    name = type(t).__name__
+    return _V2_ROLES.get(name, name) if ".v2" in type(t).__module__ else name
 
 _TRANSLATORS = {
     "RandomResizedCrop": _random_resized_crop,
@@ -231,6 +257,9 @@ _TRANSLATORS = {
     "ToTensor": _to_tensor,
     "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it
     "ConvertImageDtype": _convert_image_dtype,
+    "ToImage": _to_tensor,  # v2: only with ToDtype(torch.float32, scale=True) after it
+    "ToDtype": _to_dtype,
+    "ToPureTensor": lambda t: [],
     "Normalize": None,  # folded into the normalize ToTensor made (see to_stages)
 }
 
@@ -243,7 +272,7 @@ _COMPOSITIONS = {
     "RandomOrder": lambda t, inner: ops.RandomOrder(stages=inner),
 }
 # What cannot be inside one: each changes the value's type.
-_TYPE_CHANGES = {"ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize"}
+_TYPE_CHANGES = {"ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize", "ToPureTensor"}
 
 # The torchvision transforms to_stages translates.
 TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS) + list(_COMPOSITIONS))
@@ -258,7 +287,7 @@ def _composition(t, tensor):
         where = f"{name} inside {type(t).__name__}"
         if not _is_torchvision(x) or (name not in _TRANSLATORS and name not in _COMPOSITIONS):
             raise Untranslatable(f"{where}: prepflow has no equivalent")
-        if name in _TYPE_CHANGES:
+        if _role(x) in _TYPE_CHANGES:
             raise Untranslatable(f"{where}: it changes the value's type, and every way through "
                                  f"a composition must give the same type")
         if name in _COMPOSITIONS:
@@ -285,6 +314,7 @@ def _translate_one(t, stages, pending):
     last = stages[-1] if stages else None
     after_tensor = last is not None and last.name == "normalize"
     tensor = any(stage.name == "normalize" for stage in stages)
+    translate, name = _TRANSLATORS.get(name), _role(t)
     if pending and name != "ConvertImageDtype":
         raise Untranslatable("PILToTensor's uint8 tensor needs ConvertImageDtype(torch.float) "
                              "before it")
@@ -304,7 +334,7 @@ def _translate_one(t, stages, pending):
         raise Untranslatable("prepflow runs it on images, and this comes after ToTensor")
     if not tensor and name in _TENSOR_TRANSFORMS - {"Normalize"}:
         raise Untranslatable("it takes a tensor: put it after ToTensor")
-    stages.extend(_TRANSLATORS[name](t))
+    stages.extend(translate(t))
     if name == "PILToTensor":
         pending.append(t)
     elif name == "ConvertImageDtype":
@@ -323,7 +353,8 @@ def to_stages(transform):
                 if pending:
                     t, i = pending[0], items.index(pending[0])
                     raise Untranslatable("prepflow gives float32 CHW or uint8 HWC; add "
-                                         "ConvertImageDtype(torch.float) after it")
+                                         "ConvertImageDtype(torch.float) after it (v2: "
+                                         "ToDtype(torch.float32, scale=True))")
             elif isinstance(t, ops.Op):
                 stages.append(t)
             else:

@@ -1,4 +1,4 @@
-// What the dataset layouts share (detail/datasets.h): names, extensions,
+// What the dataset layouts share (datasets.h): names, extensions,
 // confined opens (and Dataset::OpenForRead over them), and the one friend
 // that sets a new dataset's limits, confinement, reads ahead and
 // fingerprint. Apart from open_dataset.cc, which opens the layouts, so that

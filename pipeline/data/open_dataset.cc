@@ -1,6 +1,6 @@
 // OpenDataset: a local ImageFolder or WebDataset shards (a file, a folder
 // or a brace pattern), confined below a data root when asked; URLs go to
-// remote_dataset.cc. The layouts are in detail/datasets.h.
+// remote_dataset.cc. The layouts are in datasets.h.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -174,6 +174,8 @@ TEST(GeometryOps, BadParametersNameTheField) {
       {"random_rotation { degrees: [0, inf] }", "degrees: one finite value"},
       {"random_rotation { degrees: 5 center: [1] }", "center: two finite values [x, y]"},
       {"random_rotation { degrees: 5 center: [1, nan] }", "center: two finite values"},
+      {"random_rotation { degrees: 5 interpolation: INTERPOLATION_LANCZOS }",
+       "interpolation: INTERPOLATION_LANCZOS resamples only in resize and random_resized_crop"},
       {"random_affine { degrees: 5 translate: [0.5, 1.5] }", "translate: two values [a, b]"},
       {"random_affine { degrees: 5 scale: [0, 1] }", "scale: two values [min, max], 0 < min"},
       {"random_affine { degrees: 5 scale: [1] }", "scale: two values"},

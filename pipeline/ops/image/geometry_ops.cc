@@ -37,6 +37,13 @@ absl::StatusOr<Resample> ReadResample(proto::Interpolation interp) {
       return Resample::kBilinear;
     case proto::INTERPOLATION_BICUBIC:
       return Resample::kBicubic;
+    case proto::INTERPOLATION_BOX:
+    case proto::INTERPOLATION_HAMMING:
+    case proto::INTERPOLATION_LANCZOS:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "interpolation: ", proto::Interpolation_Name(interp),
+          " resamples only in resize and random_resized_crop, as in Pillow, whose transforms "
+          "take INTERPOLATION_BILINEAR, INTERPOLATION_NEAREST or INTERPOLATION_BICUBIC"));
     default:  // a value of a newer proto, or a crafted job's: it has no name here
       return absl::InvalidArgumentError(
           absl::StrCat("interpolation: ", static_cast<int>(interp),

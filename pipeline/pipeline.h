@@ -102,9 +102,9 @@ class Pipeline {
 };
 
 // Sets the fidelity of every resizing stage (resize, random_resized_crop;
-// inside compositions too) of `spec` that leaves it at FIDELITY_DEFAULT: what --fidelity does, before
-// the spec is built, fingerprinted or sent to a worker, so that every
-// placement resizes alike.
+// inside compositions too) of `spec` that leaves it at FIDELITY_DEFAULT: what --fidelity does,
+// before the spec is built, fingerprinted or sent to a worker, so that every placement resizes
+// alike.
 void ResolveFidelity(proto::Fidelity fidelity, proto::PipelineSpec* spec);
 // "exact" | "fast"; InvalidArgument naming both otherwise.
 absl::StatusOr<proto::Fidelity> ParseFidelity(const std::string& name);

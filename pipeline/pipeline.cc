@@ -19,6 +19,7 @@
 #include "opencv2/core.hpp"
 #include "pipeline/core/op_schema.h"
 #include "pipeline/ops/builtin_ops.h"
+#include "pipeline/ops/compose_ops.h"
 #include "pipeline/ops/plugins.h"
 
 namespace prepflow {
@@ -298,12 +299,8 @@ void ResolveStages(proto::Fidelity fidelity,
     } else if (stage.has_random_resized_crop() &&
                stage.random_resized_crop().fidelity() == proto::FIDELITY_DEFAULT) {
       stage.mutable_random_resized_crop()->set_fidelity(fidelity);
-    } else if (stage.has_random_apply()) {
-      ResolveStages(fidelity, stage.mutable_random_apply()->mutable_stages());
-    } else if (stage.has_random_choice()) {
-      ResolveStages(fidelity, stage.mutable_random_choice()->mutable_stages());
-    } else if (stage.has_random_order()) {
-      ResolveStages(fidelity, stage.mutable_random_order()->mutable_stages());
+    } else if (auto* inner = MutableInnerStages(&stage); inner != nullptr) {
+      ResolveStages(fidelity, inner);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "pipeline/ops/compose_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -17,23 +18,9 @@ namespace {
 using proto::Stage;
 using Stages = google::protobuf::RepeatedPtrField<Stage>;
 
-// The inner stages of a composition; null for any other op.
-const Stages* Inner(const Stage& stage) {
-  switch (stage.op_case()) {
-    case Stage::kRandomApply:
-      return &stage.random_apply().stages();
-    case Stage::kRandomChoice:
-      return &stage.random_choice().stages();
-    case Stage::kRandomOrder:
-      return &stage.random_order().stages();
-    default:
-      return nullptr;
-  }
-}
-
 // How deeply compositions nest in `stage` (0: it is none).
 int Depth(const Stage& stage) {
-  const Stages* inner = Inner(stage);
+  const Stages* inner = InnerStages(stage);
   if (inner == nullptr) return 0;
   int deepest = 0;
   for (const Stage& s : *inner) deepest = std::max(deepest, Depth(s));
@@ -49,7 +36,7 @@ class ComposeOp : public Op {
  protected:
   // Builds the inner stages of `stage` with `registry`.
   absl::Status Build(const Stage& stage, const OpRegistry& registry) {
-    const Stages& stages = *Inner(stage);
+    const Stages& stages = *InnerStages(stage);
     if (stages.empty()) return absl::InvalidArgumentError("stages: give at least one");
     if (stages.size() > kMaxInnerStages) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -233,13 +220,13 @@ class RandomOrderOp : public ComposeOp {
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     SampleRng rng = ctx.Rng(s);
-    std::vector<int> order(size());
-    std::iota(order.begin(), order.end(), 0);
+    std::array<int, kMaxInnerStages> order;
+    std::iota(order.begin(), order.begin() + size(), 0);
     for (int i = size() - 1; i > 0; --i) {  // random.shuffle
       std::swap(order[i], order[rng.UniformInt(0, i)]);
     }
-    for (int j : order) {
-      if (absl::Status st = RunInner(j, ctx, s); !st.ok()) return st;
+    for (int i = 0; i < size(); ++i) {
+      if (absl::Status st = RunInner(order[i], ctx, s); !st.ok()) return st;
     }
     return absl::OkStatus();
   }
@@ -251,6 +238,32 @@ OpFactory ComposeFactory(const OpRegistry* registry) {
 }
 
 }  // namespace
+
+const Stages* InnerStages(const Stage& stage) {
+  switch (stage.op_case()) {
+    case Stage::kRandomApply:
+      return &stage.random_apply().stages();
+    case Stage::kRandomChoice:
+      return &stage.random_choice().stages();
+    case Stage::kRandomOrder:
+      return &stage.random_order().stages();
+    default:
+      return nullptr;
+  }
+}
+
+Stages* MutableInnerStages(Stage* stage) {
+  switch (stage->op_case()) {
+    case Stage::kRandomApply:
+      return stage->mutable_random_apply()->mutable_stages();
+    case Stage::kRandomChoice:
+      return stage->mutable_random_choice()->mutable_stages();
+    case Stage::kRandomOrder:
+      return stage->mutable_random_order()->mutable_stages();
+    default:
+      return nullptr;
+  }
+}
 
 void RegisterComposeOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomApply, ComposeFactory<RandomApplyOp>(registry));

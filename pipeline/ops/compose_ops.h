@@ -24,6 +24,11 @@ inline constexpr int kMaxComposeDepth = 4;
 // outlive every op built from it).
 void RegisterComposeOps(OpRegistry* registry);
 
+// The inner stages of a composition; null for any other op. What every walk
+// into compositions (fidelity, plugins, nesting) goes through.
+const google::protobuf::RepeatedPtrField<proto::Stage>* InnerStages(const proto::Stage& stage);
+google::protobuf::RepeatedPtrField<proto::Stage>* MutableInnerStages(proto::Stage* stage);
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_OPS_COMPOSE_OPS_H_

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "base/text.h"
+#include "pipeline/ops/compose_ops.h"
 #include "pipeline/ops/image/image_op.h"
 #include "pipeline/ops/plugin_api.h"
 
@@ -312,10 +313,7 @@ namespace {
 // that no loaded plugin provides; "" when there is none.
 std::string MissingCustomOp(const proto::Stage& stage) {
   if (stage.has_custom()) return PluginOpLoaded(stage.custom().name()) ? "" : stage.custom().name();
-  const google::protobuf::RepeatedPtrField<proto::Stage>* inner = nullptr;
-  if (stage.has_random_apply()) inner = &stage.random_apply().stages();
-  if (stage.has_random_choice()) inner = &stage.random_choice().stages();
-  if (stage.has_random_order()) inner = &stage.random_order().stages();
+  const google::protobuf::RepeatedPtrField<proto::Stage>* inner = InnerStages(stage);
   if (inner == nullptr) return "";
   for (const proto::Stage& s : *inner) {
     if (std::string name = MissingCustomOp(s); !name.empty()) return name;

@@ -125,6 +125,8 @@ TEST(ResolveOptionsTest, WorkersWithoutOffloadMeanAutoAndFidelityIsResolved) {
   r = ResolveOptions(o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->offload->kind, OffloadMode::kOff);
+  EXPECT_THAT(ParseFidelity("slow").status().message(),
+              HasSubstr("expected exact or fast, got 'slow'"));
 }
 
 TEST(OptionTableTest, EveryRowRoundTripsItsDefaultAndHasOneName) {

@@ -1,5 +1,7 @@
 // random_apply, random_choice and random_order (pipeline/ops/compose_ops.h):
 // what they apply, how often, from which streams, and what they refuse.
+#include "pipeline/ops/compose_ops.h"
+
 #include <string>
 #include <vector>
 
@@ -112,6 +114,13 @@ TEST(ComposeOps, CompositionsNestAndStayDeterministic) {
     differ += Apply(stage, i, 9) != Apply(stage, i, 10);
   }
   EXPECT_GT(differ, 0);  // another seed, other draws
+}
+
+TEST(ComposeOps, MoreInnerStagesThanAllowedAreRefused) {
+  std::string many;
+  for (int i = 0; i <= kMaxInnerStages; ++i) many += "stages { random_invert {} } ";
+  EXPECT_THAT(testing::CreateAfterDecode("random_order { " + many + "}").message(),
+              ::testing::HasSubstr("stages: 65 of them; at most 64 are allowed"));
 }
 
 TEST(ComposeOps, RefusalsNameTheField) {

@@ -280,6 +280,28 @@ TEST(PipelineSpec, InvalidParametersNameStageAndField) {
   resize.mutable_resize()->set_interpolation(static_cast<proto::Interpolation>(9));
   EXPECT_THAT(BuiltinOps().Create(resize).status().message(),
               HasSubstr("interpolation: 9 is not supported"));
+  resize.mutable_resize()->set_interpolation(proto::INTERPOLATION_BILINEAR);
+  resize.mutable_resize()->set_fidelity(static_cast<proto::Fidelity>(7));
+  EXPECT_THAT(BuiltinOps().Create(resize).status().message(),
+              HasSubstr("fidelity: 7 is not supported"));
+  proto::Stage crop;
+  crop.mutable_random_resized_crop()->set_size(8);
+  crop.mutable_random_resized_crop()->set_scale_min(0.5);
+  crop.mutable_random_resized_crop()->set_scale_max(1);
+  crop.mutable_random_resized_crop()->set_ratio_min(1);
+  crop.mutable_random_resized_crop()->set_ratio_max(1);
+  crop.mutable_random_resized_crop()->set_fidelity(static_cast<proto::Fidelity>(-1));
+  EXPECT_THAT(BuiltinOps().Create(crop).status().message(),
+              HasSubstr("fidelity: -1 is not supported"));
+  for (const auto& [stage, message] : std::vector<std::pair<std::string, std::string>>{
+           {"resize { shorter_side: 100 max_size: 100 }",
+            "max_size: must be greater than shorter_side (100), got 100"},
+           {"resize { shorter_side: 100 max_size: -5 }", "max_size: must be greater"},
+           {"resize { height: 8 width: 8 max_size: 10 }", "max_size: only with shorter_side"}}) {
+    EXPECT_THAT(CreateStatus("stages { decode {} } stages { " + stage + " }").message(),
+                HasSubstr(message))
+        << stage;
+  }
 }
 
 TEST(PipelineSpec, TypeFlowIsChecked) {

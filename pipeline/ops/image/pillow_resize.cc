@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "pipeline/ops/image/geometry.h"
@@ -273,22 +274,22 @@ void PillowResize(const uint8_t* in, int in_h, int in_w, size_t in_stride, uint8
   const int y_first = vert.first[0];
   const int y_last = vert.first[out_h - 1] + vert.count[out_h - 1];
   const bool need_horizontal = out_w != in_w, need_vertical = out_h != in_h;
-  std::vector<uint8_t> temp;
+  std::unique_ptr<uint8_t[]> temp;  // not zero-filled: every byte is written
   const uint8_t* rows = in + static_cast<size_t>(y_first) * in_stride;
   size_t stride = in_stride;
   if (need_horizontal) {
     const int n = y_last - y_first;
-    temp.resize(static_cast<size_t>(n) * out_w * 3);
+    temp.reset(new uint8_t[static_cast<size_t>(n) * out_w * 3]);
 #ifdef __x86_64__
     if (HasAvx2()) {
-      HorizontalPassAvx2(rows, in_stride, n, horiz, in_w, out_w, temp.data());
+      HorizontalPassAvx2(rows, in_stride, n, horiz, in_w, out_w, temp.get());
     } else {
-      HorizontalPass(rows, in_stride, n, horiz, out_w, temp.data());
+      HorizontalPass(rows, in_stride, n, horiz, out_w, temp.get());
     }
 #else
-    HorizontalPass(rows, in_stride, n, horiz, out_w, temp.data());
+    HorizontalPass(rows, in_stride, n, horiz, out_w, temp.get());
 #endif
-    rows = temp.data();
+    rows = temp.get();
     stride = static_cast<size_t>(out_w) * 3;
   }
   const size_t width = static_cast<size_t>(out_w) * 3;

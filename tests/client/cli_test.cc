@@ -113,6 +113,17 @@ TEST_F(CliTest, VersionIsTheProjects) {
   }
 }
 
+// --fidelity on the commands that build a pipeline without a job: a bad
+// value is a usage error naming the flag.
+TEST_F(CliTest, ABadFidelityIsAUsageErrorNamingTheFlag) {
+  for (const std::string command : {"profile", "strategies", "materialize --out nowhere"}) {
+    const CliRun r =
+        Prepflow(absl::StrCat(command, " --data ", dir_.Join("data"), " --fidelity slow"), dir_);
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_THAT(r.err, HasSubstr("--fidelity: expected exact or fast, got 'slow'")) << command;
+  }
+}
+
 // A disk cache outlives the job: the next job finds every sample there.
 TEST_F(CliTest, ADiskCacheServesTheNextJob) {
   const std::string run = absl::StrCat("run --data ", dir_.Join("data"), " --threads 2 --json ",

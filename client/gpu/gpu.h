@@ -8,10 +8,11 @@
 // found. Without CUDA, or without a usable device, Available() says why and
 // callers deliver on the CPU instead. This header has no CUDA types in it.
 //
-// Bit-exactness: the kernel computes (x / 255 - mean) / std in IEEE single
-// precision, each operation rounded once (no fast math, no contraction), as
-// pipeline/core/op.cc's normalize does on the CPU, so a sample normalized on the
-// GPU has the same bits as one normalized anywhere else.
+// Bit-exactness: the kernel does no arithmetic. It looks each byte up in a
+// table of the 3 x 256 values (x / 255 - mean) / std, computed on the host
+// in IEEE single precision by the formula of the CPU's normalize
+// (pipeline/ops/image/image_ops.cc), so a sample normalized on the GPU has
+// the same bits as one normalized anywhere else.
 //
 // Thread-safety: Available() and the allocation functions from any thread;
 // a DeviceNormalizer from one thread at a time.

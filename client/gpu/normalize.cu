@@ -18,24 +18,42 @@ bool Check(cudaError_t e, const char* what, std::string* error) {
   return false;
 }
 
-struct Params {
-  float mean[3];
-  float std[3];
-};
+// Every value a channel's byte can normalize to: (x / 255 - mean) / std,
+// computed here on the host in IEEE single precision by the formula of the
+// CPU's normalize (pipeline/ops/image/image_ops.cc, NormalizeHwcToChw), so
+// the kernel, which only looks values up, gives the CPU's bits by
+// construction (and gpu_test checks them against NormalizeReference).
+constexpr int kTableSize = 3 * 256;
 
-// One thread per output pixel of one channel: coalesced float stores; the
-// uint8 loads stride by 3 but come from L1/L2. IEEE division and
-// subtraction with round-to-nearest, as the CPU computes them.
+void FillTable(const NormalizeParams& p, float* table) {
+  for (int c = 0; c < 3; ++c) {
+    for (int x = 0; x < 256; ++x) {
+      table[c * 256 + x] = (static_cast<float>(x) / 255.0f - p.mean[c]) / p.std[c];
+    }
+  }
+}
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxGrid = 65535;
+
+// One thread per pixel: its three bytes in, one float to each channel plane
+// out, so a warp's stores are three coalesced runs. Pixels on grid x,
+// samples on grid y (both looped past the grid's limits), no division per
+// element; the 3 KiB table stays in L1. On an H200 a batch of 256 x 224 x
+// 224 takes 58 us (2.8 TB/s), against 192 us for one thread per output
+// value with IEEE division and 109 us for this layout with it
+// (docs/benchmarks.md).
 __global__ void NormalizeKernel(const uint8_t* __restrict__ in, float* __restrict__ out,
-                                int64_t plane, int64_t total, Params p) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t sample = i / (3 * plane);
-    const int64_t rest = i - sample * 3 * plane;
-    const int c = static_cast<int>(rest / plane);
-    const int64_t pixel = rest - c * plane;
-    const float x = static_cast<float>(in[sample * 3 * plane + 3 * pixel + c]);
-    out[i] = __fdiv_rn(__fsub_rn(__fdiv_rn(x, 255.0f), p.mean[c]), p.std[c]);
+                                int64_t plane, int64_t samples, const float* __restrict__ table) {
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t s = blockIdx.y; s < samples; s += gridDim.y) {
+    const uint8_t* src = in + s * 3 * plane;
+    float* dst = out + s * 3 * plane;
+    for (int64_t i = first; i < plane; i += stride) {
+#pragma unroll
+      for (int c = 0; c < 3; ++c) dst[c * plane + i] = __ldg(&table[c * 256 + src[3 * i + c]]);
+    }
   }
 }
 
@@ -124,7 +142,7 @@ struct DeviceNormalizer::Impl {
     std::function<void()> release;
   } slots[kSlots];
   int next = 0;
-  Params params{};
+  float* table = nullptr;  // device memory, kTableSize floats (FillTable)
 };
 
 DeviceNormalizer::DeviceNormalizer(int device, int64_t max_samples, int h, int w)
@@ -156,11 +174,14 @@ std::unique_ptr<DeviceNormalizer> DeviceNormalizer::Create(int device, int64_t m
   }
   std::unique_ptr<DeviceNormalizer> n(new DeviceNormalizer(device, max_samples, h, w));
   Impl& m = *n->impl_;
-  for (int c = 0; c < 3; ++c) {
-    m.params.mean[c] = params.mean[c];
-    m.params.std[c] = params.std[c];
-  }
   const size_t bytes = static_cast<size_t>(max_samples) * h * w * 3;
+  float table[kTableSize];
+  FillTable(params, table);
+  if (!Check(cudaMalloc(&m.table, sizeof(table)), "cudaMalloc", error) ||
+      !Check(cudaMemcpy(m.table, table, sizeof(table), cudaMemcpyHostToDevice), "cudaMemcpy",
+             error)) {
+    return nullptr;
+  }
   if (!Check(cudaStreamCreateWithFlags(&m.copy_stream, cudaStreamNonBlocking), "cudaStreamCreate",
              error) ||
       !Check(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking), "cudaStreamCreate",
@@ -194,6 +215,7 @@ DeviceNormalizer::~DeviceNormalizer() {
     if (s.copied != nullptr) cudaEventDestroy(s.copied);
     if (s.done != nullptr) cudaEventDestroy(s.done);
   }
+  if (m.table != nullptr) cudaFree(m.table);
   if (m.consumer != nullptr) cudaEventDestroy(m.consumer);
   if (m.stream != nullptr) cudaStreamDestroy(m.stream);
   if (m.copy_stream != nullptr) cudaStreamDestroy(m.copy_stream);
@@ -247,10 +269,9 @@ bool DeviceNormalizer::Submit(const uint8_t* host, int64_t n, float* out, void* 
       !Check(cudaStreamWaitEvent(m.stream, slot.copied, 0), "cudaStreamWaitEvent", error)) {
     return false;
   }
-  const int64_t total = n * plane * 3;
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((total + threads - 1) / threads, 65535));
-  NormalizeKernel<<<blocks, threads, 0, m.stream>>>(slot.staging, out, plane, total, m.params);
+  const dim3 grid(static_cast<unsigned>(std::min((plane + kThreads - 1) / kThreads, kMaxGrid)),
+                  static_cast<unsigned>(std::min(n, kMaxGrid)));
+  NormalizeKernel<<<grid, kThreads, 0, m.stream>>>(slot.staging, out, plane, n, m.table);
   return Check(cudaGetLastError(), "normalize kernel launch", error) &&
          Check(cudaEventRecord(slot.done, m.stream), "cudaEventRecord", error);
 }

@@ -7,6 +7,7 @@ unchanged on it. Only for tests: see test_torch_handoff.py.
     PREPFLOW_GPU_LIB=build-gpu/libprepflow_gpu_c.so python3 test_torch_handoff.py
 """
 import ctypes
+import importlib.util
 import os
 
 import numpy as np
@@ -46,6 +47,17 @@ _lib = _load()
 BATCHES_IN_FLIGHT = _lib.pf_gpu_batches_in_flight()
 
 
+def load_handoff():
+    """prepflow/_gpu.py, the Loader's own hand-off to torch, loaded from the
+    source tree (it needs torch, nothing of the C++ module)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "python", "prepflow", "_gpu.py")
+    spec = importlib.util.spec_from_file_location("prepflow_gpu_handoff", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def available():
     """(usable, why not)."""
     why = ctypes.create_string_buffer(_ERROR)
@@ -57,11 +69,15 @@ def _floats(values):
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
-def reference(images, mean, std):
-    """The CPU reference of n x h x w x 3 uint8 images: n x 3 x h x w float32."""
+def reference(images, mean, std, out=None):
+    """The CPU reference of n x h x w x 3 uint8 images: n x 3 x h x w float32
+    (into `out`, a C-contiguous float32 array of that shape, if given)."""
     images = np.ascontiguousarray(images, dtype=np.uint8)
     n, h, w, _ = images.shape
-    out = np.empty((n, 3, h, w), dtype=np.float32)
+    if out is None:
+        out = np.empty((n, 3, h, w), dtype=np.float32)
+    if out.shape != (n, 3, h, w) or out.dtype != np.float32 or not out.flags.c_contiguous:
+        raise ValueError(f"reference: out must be C-contiguous float32 {(n, 3, h, w)}")
     mean, std = _floats(mean), _floats(std)
     _lib.pf_gpu_normalize_reference(images.ctypes.data, n, h, w, mean.ctypes.data,
                                     std.ctypes.data, out.ctypes.data)
@@ -104,16 +120,22 @@ class DeviceNormalizer:
                                                      self._std.ctypes.data, error, _ERROR)
         if not self._handle:
             raise RuntimeError(error.value.decode())
-        # Batches handed to the library, until it releases them.
+        # Batches handed to the library, by submission, until it releases
+        # them (a batch's memory may be submitted again once released: the
+        # release of its earlier submission runs inside the later submit).
         self._held = {}
+        self._submissions = 0
         self._release = _RELEASE(self._released)
 
     def _released(self, token):
-        self._held.pop(token).released = True
+        batch = self._held.pop(token)
+        batch.released = all(held is not batch for held in self._held.values())
 
     def submit(self, batch, out, after):
-        token = id(batch)
+        self._submissions += 1
+        token = self._submissions
         self._held[token] = batch
+        batch.released = False
         error = ctypes.create_string_buffer(_ERROR)
         n = batch.image_shape[0]
         if not _lib.pf_gpu_normalizer_submit(self._handle, batch.pointer, n, out, after,

@@ -6,12 +6,13 @@ memory is held back with torch.cuda._sleep, so a kernel that did not wait
 for it would be overwritten (or read too early), and the bits would differ
 from the CPU reference.
 
-    PREPFLOW_GPU_LIB=build-gpu/libprepflow_gpu_c.so python3 test_torch_handoff.py
+    PREPFLOW_GPU_LIB=build-gpu/libprepflow_gpu_c.so python3 test_torch_handoff.py [--repeat N]
 
-Exits 0 when every test passed; no usable device is a failure (this file is
-only run where one is expected: scripts/gpu_check.sh).
+Exits 0 when every test passed in each of the N rounds (races that show only
+sometimes need many); no usable device is a failure (this file is only run
+where one is expected: scripts/gpu_check.sh).
 """
-import importlib.util
+import argparse
 import os
 import sys
 import unittest
@@ -23,11 +24,7 @@ import torch.utils.dlpack
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import prepflow_gpu  # noqa: E402
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location(
-    "prepflow_gpu_handoff", os.path.join(_HERE, "..", "..", "python", "prepflow", "_gpu.py"))
-handoff = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(handoff)
+handoff = prepflow_gpu.load_handoff()
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
@@ -161,6 +158,20 @@ class HandOff(unittest.TestCase):
             normalizer.close()
 
 
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of the whole suite")
+    args = parser.parse_args()
+    failed_rounds = 0
+    for round_ in range(1, args.repeat + 1):
+        suite = unittest.defaultTestLoader.loadTestsFromTestCase(HandOff)
+        result = unittest.TextTestRunner(verbosity=2 if args.repeat == 1 else 1).run(suite)
+        failed_rounds += not result.wasSuccessful()
+        print(f"round {round_}/{args.repeat}: {'passed' if result.wasSuccessful() else 'FAILED'}",
+              flush=True)
+    print(f"{args.repeat - failed_rounds} of {args.repeat} rounds passed")
+    return 0 if failed_rounds == 0 else 1
+
+
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    sys.exit(0 if result.wasSuccessful() else 1)
+    sys.exit(main())

@@ -23,10 +23,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
   options.read_ahead = remote.read_ahead;
   options.index_cache_dir = remote.index_cache_dir;
   if (IsUrl(spec.path())) {
-    ObjectStoreOptions storage;
-    storage.http = remote.http;
-    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
-    options.store = CurlObjectStore::Create(std::move(storage));
+    absl::StatusOr<ObjectStoreOptions> storage = StoreOptions(remote);
+    if (!storage.ok()) return storage.status();
+    options.store = CurlObjectStore::Create(*std::move(storage));
   }
   return OpenDataset(spec, options);
 }
@@ -52,10 +51,9 @@ absl::Status FindMaterialized(proto::DatasetSpec* spec, const RemoteReadOptions&
   const std::string where = absl::StrCat(ManifestFolder(spec->path()), "/", kManifestName);
   std::string text;
   if (IsUrl(where)) {
-    ObjectStoreOptions storage;
-    storage.http = remote.http;
-    if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
-    std::shared_ptr<CurlObjectStore> store = CurlObjectStore::Create(std::move(storage));
+    absl::StatusOr<ObjectStoreOptions> storage = StoreOptions(remote);
+    if (!storage.ok()) return storage.status();
+    std::shared_ptr<CurlObjectStore> store = CurlObjectStore::Create(*std::move(storage));
     absl::StatusOr<std::unique_ptr<ByteSource>> source = store->Open(where);
     if (absl::IsNotFound(source.status())) return absl::OkStatus();
     if (!source.ok()) return source.status();

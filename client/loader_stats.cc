@@ -142,6 +142,13 @@ std::vector<StatField<S>>* StorageFields() {
        kCounter,
        {},
        "Reads from remote storage that failed after their retries."},
+      {"storage_whole_objects",
+       [](const S& s) -> StatValue { return s.storage.whole_objects; },
+       "prepflow_client_storage_whole_objects_total",
+       kCounter,
+       {},
+       "Objects fetched whole because their server ignores Range requests, by the trainer and "
+       "its workers."},
   };
 }
 

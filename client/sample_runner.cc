@@ -171,6 +171,7 @@ void SampleRunner::TakeRemote(const RemoteItem& item,
     remote_storage_.requests += cost.requests();
     remote_storage_.retries += cost.retries();
     remote_storage_.errors += cost.errors();
+    remote_storage_.whole_objects += cost.whole_objects();
     if (cost.bytes() > 0) storage_by_epoch_[item.batch->epoch()] += cost.bytes();
   }
   // Its reads' waits and bytes, taken together when both are plausible: at

@@ -739,6 +739,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     cost->set_requests(storage.requests);
     cost->set_retries(storage.retries);
     cost->set_errors(storage.errors);
+    cost->set_whole_objects(storage.whole_objects);
   }
   if (cache != nullptr) {
     result->mutable_cache()->set_hits(hits);

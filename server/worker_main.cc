@@ -137,10 +137,9 @@ struct WorkerFlags {
     }
     options.read_ahead = storage.read_ahead;
     options.index_cache_dir = storage.index_cache_dir;
-    ObjectStoreOptions store;
-    store.http = storage.http;
-    if (absl::Status s = S3FromEnvironment(&store); !s.ok()) return std::string(s.message());
-    options.store = CurlObjectStore::Create(std::move(store));
+    absl::StatusOr<ObjectStoreOptions> store = StoreOptions(storage);
+    if (!store.ok()) return std::string(store.status().message());
+    options.store = CurlObjectStore::Create(*std::move(store));
     if (cache.enabled()) {
       auto opened = SampleCache::Open(cache);
       if (!opened.ok()) return std::string(opened.status().message());

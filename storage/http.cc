@@ -18,6 +18,16 @@
 namespace prepflow {
 namespace {
 
+// A ranged GET answered 200 with the whole object: the server does not do
+// Range requests (HTTP allows that). No retry mends it: the caller reads
+// such objects whole (CurlObjectStore does).
+absl::Status RangeIgnored(const std::string& where) {
+  return absl::UnimplementedError(
+      absl::StrCat(where,
+                   ": the server ignored the Range request (it answered 200 with the "
+                   "whole object)"));
+}
+
 CURL* Handle(void* p) { return static_cast<CURL*>(p); }
 
 // libcurl's process-wide set-up, once, before the first handle.
@@ -181,8 +191,9 @@ absl::Status HttpReader::Outcome(int curl_code, const std::string& url, Method m
       return absl::ResourceExhaustedError(
           absl::StrCat(where, ": the response is over the limit of ", a->capacity, " bytes"));
     }
-    return absl::DataLossError(absl::StrCat(where, ": the server sent more than the ", length,
-                                            " bytes asked for (it ignored the Range request)"));
+    if (a->status == 200) return RangeIgnored(where);
+    return absl::DataLossError(
+        absl::StrCat(where, ": the server sent more than the ", length, " bytes asked for"));
   }
   if (code != CURLE_OK) {
     const std::string what = absl::StrCat(where, ": ", curl_easy_strerror(code));
@@ -251,8 +262,7 @@ absl::Status HttpReader::ReadRange(const std::string& url, int64_t offset, int64
     a.capacity = length;
     if (absl::Status st = Perform(url, Method::kGet, offset, length, &a); !st.ok()) return st;
     if (a.status == 200 && !(offset == 0 && a.received == length)) {
-      return absl::DataLossError(
-          absl::StrCat(RedactedUrl(url), ": the server ignored the Range request"));
+      return RangeIgnored(RedactedUrl(url));
     }
     if (a.received != length) {
       return absl::DataLossError(absl::StrFormat("%s: %d bytes at %d, expected %d (short read)",

@@ -65,7 +65,8 @@ class HttpReader {
   // Bytes [offset, offset + length) of `url` into `out`; `*size` = length.
   // Errors name the URL: NotFound (404), PermissionDenied (401, 403),
   // OutOfRange (416: the object is shorter than `offset`), DataLoss (fewer
-  // bytes than asked, or a server that ignored the range), ResourceExhausted
+  // bytes than asked), Unimplemented (a server that ignores Range requests:
+  // it answered 200 with the whole object; not retried), ResourceExhausted
   // (over max_range_bytes), InvalidArgument (a negative range or a URL
   // libcurl refuses), Unavailable or DeadlineExceeded (still failing after
   // max_attempts). Short reads are retried as failures that may pass.

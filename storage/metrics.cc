@@ -46,6 +46,10 @@ std::vector<MetricFamily> StorageCollector::Collect() const {
           stats.retries);
   counter("_storage_errors_total", "Reads from remote storage that failed after their retries.",
           stats.errors);
+  counter("_storage_whole_objects_total",
+          "Objects fetched whole because their server ignores Range requests (each then serves "
+          "its ranges from the copy).",
+          stats.whole_objects);
   return out;
 }
 

@@ -24,7 +24,8 @@ prometheus::MetricFamily StorageLatencyFamily(
     const std::vector<prometheus::ClientMetric::Label>& labels);
 
 // The latency histogram and counters <prefix>_storage_bytes_read_total,
-// _requests_total, _retries_total and _errors_total of `store`, read when
+// _requests_total, _retries_total, _errors_total and _whole_objects_total
+// of `store`, read when
 // scraped. `store` must outlive the collector's registration.
 class StorageCollector : public prometheus::Collectable {
  public:

@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "base/text.h"
+#include "spdlog/spdlog.h"
 
 namespace prepflow {
 namespace {
@@ -175,10 +176,16 @@ class CurlObjectStore::Object : public ByteSource {
                                                  RedactedUrl(url_), length, offset, size_));
     }
     if (length == 0) return absl::OkStatus();
-    return Naming(url_, target_.http_url, store_->WithReader(target_.pool, [&](HttpReader& r) {
-      return r.ReadRange(target_.http_url, static_cast<int64_t>(offset),
-                         static_cast<int64_t>(length), dst);
-    }));
+    if (!store_->RangesIgnored(target_.http_url)) {
+      absl::Status st =
+          Naming(url_, target_.http_url, store_->WithReader(target_.pool, [&](HttpReader& r) {
+            return r.ReadRange(target_.http_url, static_cast<int64_t>(offset),
+                               static_cast<int64_t>(length), dst);
+          }));
+      if (!absl::IsUnimplemented(st)) return st;
+      store_->NoteRangesIgnored(target_.http_url);
+    }
+    return store_->ReadWhole(url_, target_, size_, version_, offset, length, dst);
   }
 
  private:
@@ -241,7 +248,8 @@ CurlObjectStore::CurlObjectStore(ObjectStoreOptions options)
     : options_(std::move(options)),
       http_(std::make_unique<Pool>()),
       s3_(std::make_unique<Pool>()),
-      counters_(std::make_unique<Counters>()) {
+      counters_(std::make_unique<Counters>()),
+      whole_(std::make_unique<WholeObjects>(options_.whole_objects)) {
   http_->options = options_.http;
   http_->options.aws_sigv4.clear();
   http_->options.user_password.clear();
@@ -312,6 +320,70 @@ absl::Status CurlObjectStore::WithReader(
   absl::MutexLock lock(&pool->mu);
   pool->idle.push_back(std::move(reader));
   return status;
+}
+
+namespace {
+
+// "http://host:port" of an http(s) URL.
+std::string HostOf(const std::string& http_url) {
+  const size_t scheme = http_url.find("://");
+  const size_t path = http_url.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return http_url.substr(0, path);
+}
+
+}  // namespace
+
+bool CurlObjectStore::RangesIgnored(const std::string& http_url) const {
+  absl::MutexLock lock(&hosts_mu_);
+  return no_range_hosts_.count(HostOf(http_url)) > 0;
+}
+
+void CurlObjectStore::NoteRangesIgnored(const std::string& http_url) const {
+  const std::string host = HostOf(http_url);
+  absl::MutexLock lock(&hosts_mu_);
+  if (!no_range_hosts_.insert(host).second) return;
+  const WholeObjectOptions& w = options_.whole_objects;
+  spdlog::info(
+      "storage: {} ignores Range requests (it answered a ranged GET with the whole object): "
+      "each of its objects is now fetched whole once and read from that copy, kept in {} "
+      "(at most {} bytes: --whole-object-bytes)",
+      RedactedUrl(host), w.dir.empty() ? "memory" : "--whole-object-dir " + w.dir, w.max_bytes);
+}
+
+absl::Status CurlObjectStore::ReadWhole(const std::string& url, const Target& target, uint64_t size,
+                                        const std::string& version, uint64_t offset, size_t length,
+                                        uint8_t* dst) const {
+  const auto fetch = [&]() -> absl::StatusOr<std::string> {
+    std::string body;
+    absl::Status st = WithReader(target.pool, [&](HttpReader& r) {
+      absl::StatusOr<std::string> got = r.Fetch(target.http_url, static_cast<int64_t>(size));
+      if (!got.ok()) return got.status();
+      body = *std::move(got);
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return Naming(url, target.http_url, st);
+    return body;
+  };
+  bool fetched = false;
+  absl::Status st = whole_->ReadAt(url, version, size, offset, length, dst, fetch, &fetched);
+  if (!fetched) return st;
+  ++ThreadStorageStats().whole_objects;
+  {
+    absl::MutexLock lock(&counters_->mu);
+    ++counters_->total.whole_objects;
+  }
+  if (whole_->counters().refetches > 0) {
+    absl::MutexLock lock(&hosts_mu_);
+    if (!std::exchange(warned_refetch_, true)) {
+      spdlog::warn(
+          "storage: {} was fetched whole again after its copy was dropped for room: the "
+          "objects read whole do not fit --whole-object-bytes ({}); raise it{}",
+          RedactedUrl(url), options_.whole_objects.max_bytes,
+          options_.whole_objects.dir.empty() ? ", with --whole-object-dir to keep them on disk"
+                                             : "");
+    }
+  }
+  return st;
 }
 
 absl::StatusOr<std::unique_ptr<ByteSource>> CurlObjectStore::Open(

@@ -3,6 +3,11 @@
 // each), S3 prefixes listed with ListObjectsV2, requests to S3 signed by
 // libcurl's SigV4 with the standard AWS environment.
 //
+// Any HTTP server: the first ranged GET that a host answers with 200 and
+// the whole object (HTTP allows a server to ignore Range) switches that host
+// to whole objects, with one log line: each of its objects is then fetched
+// whole once and its ranges served from the copy (WholeObjects).
+//
 // S3 addressing: with an endpoint (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
 // for S3-compatible stores) path-style, <endpoint>/<bucket>/<key>; without
 // one, AWS's virtual-hosted https://<bucket>.s3.<region>.amazonaws.com/<key>.
@@ -15,12 +20,16 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "pipeline/data/byte_source.h"
 #include "storage/http.h"
+#include "storage/whole_objects.h"
 
 namespace prepflow {
 
@@ -36,6 +45,8 @@ struct ObjectStoreOptions {
   int list_page_objects = 1000;
   int64_t max_listing_page_bytes = int64_t{16} << 20;
   int64_t max_listed_objects = 10'000'000;
+  // Whole copies of objects from hosts that ignore Range requests.
+  WholeObjectOptions whole_objects;
 };
 
 // Fills the S3 part of `options` from AWS_ACCESS_KEY_ID,
@@ -79,11 +90,23 @@ class CurlObjectStore : public ObjectStore, public std::enable_shared_from_this<
                           const std::function<absl::Status(HttpReader&)>& request) const;
   absl::StatusOr<std::vector<ObjectInfo>> ListS3(const std::string& bucket,
                                                  const std::string& prefix) const;
+  // Whether `http_url`'s host was found to ignore Range requests; Note...
+  // records it (and logs it, the first time).
+  bool RangesIgnored(const std::string& http_url) const;
+  void NoteRangesIgnored(const std::string& http_url) const;
+  // Bytes of an object of such a host, from its whole copy.
+  absl::Status ReadWhole(const std::string& url, const Target& target, uint64_t size,
+                         const std::string& version, uint64_t offset, size_t length,
+                         uint8_t* dst) const;
 
   const ObjectStoreOptions options_;
   std::unique_ptr<Pool> http_, s3_;
   struct Counters;
   std::unique_ptr<Counters> counters_;
+  std::unique_ptr<WholeObjects> whole_;
+  mutable absl::Mutex hosts_mu_;
+  mutable std::set<std::string> no_range_hosts_ ABSL_GUARDED_BY(hosts_mu_);
+  mutable bool warned_refetch_ ABSL_GUARDED_BY(hosts_mu_) = false;
 };
 
 }  // namespace prepflow

@@ -5,6 +5,14 @@
 
 namespace prepflow {
 
+absl::StatusOr<ObjectStoreOptions> StoreOptions(const RemoteReadOptions& remote) {
+  ObjectStoreOptions storage;
+  storage.http = remote.http;
+  storage.whole_objects = remote.whole_objects;
+  if (absl::Status s = S3FromEnvironment(&storage); !s.ok()) return s;
+  return storage;
+}
+
 std::string DefaultIndexCacheDir() {
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
     return std::string(xdg) + "/prepflow/index";
@@ -61,6 +69,19 @@ const std::vector<OptionField<RemoteReadOptions>>& StorageOptionFields() {
                           "one pass over it) is kept, by URL, size and ETag, for the next open "
                           "(empty: not kept)"),
           "$XDG_CACHE_HOME/prepflow/index, else ~/.cache/prepflow/index"),
+      IntOption<O>(
+          "whole_object_bytes", "whole-object-bytes",
+          [](auto& o) -> auto& { return o.whole_objects.max_bytes; }, 1,
+          std::numeric_limits<int64_t>::max(),
+          "remote data from an HTTP server that ignores Range requests: each object (shard) is "
+          "fetched whole once and read from that copy; the copies kept at once, in bytes, "
+          "least recently used dropped first (a larger object fails naming this flag)"),
+      StringOption<O>(
+          "whole_object_dir", "whole-object-dir",
+          [](auto& o) -> auto& { return o.whole_objects.dir; },
+          "remote data from a server that ignores Range requests: keep the whole "
+          "copies in unlinked files in this folder rather than in memory (empty: "
+          "memory)"),
   };
   return *table;
 }

@@ -12,6 +12,8 @@
 #include "base/options.h"
 #include "pipeline/data/read_ahead.h"
 #include "storage/http.h"
+#include "storage/object_store.h"
+#include "storage/whole_objects.h"
 
 namespace prepflow {
 
@@ -25,11 +27,17 @@ struct RemoteReadOptions {
   HttpOptions http;
   ReadAheadOptions read_ahead;
   std::string index_cache_dir = DefaultIndexCacheDir();
+  WholeObjectOptions whole_objects;  // for servers that ignore Range requests
 };
+
+// A store's options from these, S3's from the environment
+// (S3FromEnvironment's errors).
+absl::StatusOr<ObjectStoreOptions> StoreOptions(const RemoteReadOptions& remote);
 
 // storage_connect_timeout_seconds, storage_timeout_seconds,
 // storage_attempts, storage_backoff_seconds, storage_outage_seconds,
-// read_ahead_requests, read_ahead_bytes, index_cache_dir.
+// read_ahead_requests, read_ahead_bytes, index_cache_dir,
+// whole_object_bytes, whole_object_dir.
 const std::vector<OptionField<RemoteReadOptions>>& StorageOptionFields();
 
 }  // namespace prepflow

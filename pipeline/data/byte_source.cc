@@ -109,6 +109,7 @@ void StorageStats::Add(const StorageStats& o) {
   requests += o.requests;
   retries += o.retries;
   errors += o.errors;
+  whole_objects += o.whole_objects;
   for (size_t i = 0; i < latency.size(); ++i) latency[i] += o.latency[i];
   latency_seconds += o.latency_seconds;
 }
@@ -119,6 +120,7 @@ StorageStats StorageStats::Minus(const StorageStats& before) const {
   d.requests -= before.requests;
   d.retries -= before.retries;
   d.errors -= before.errors;
+  d.whole_objects -= before.whole_objects;
   for (size_t i = 0; i < latency.size(); ++i) d.latency[i] -= before.latency[i];
   d.latency_seconds -= before.latency_seconds;
   return d;

@@ -83,6 +83,8 @@ struct StorageStats {
   int64_t requests = 0;  // requests sent, retries included
   int64_t retries = 0;
   int64_t errors = 0;  // reads that failed after their retries
+  // Objects fetched whole, from servers that ignore Range requests.
+  int64_t whole_objects = 0;
   // Requests by latency: latency[i] took at most kStorageLatencyBounds[i]
   // (and more than the bound before), the last entry longer; and their sum.
   std::array<int64_t, kStorageLatencyBounds.size() + 1> latency{};

@@ -58,6 +58,7 @@ class RemoteDataTest : public ::testing::Test {
       fs::copy_file(dir_->Join("www/shards/" + name), dir_->Join("www/bare/" + name));
     }
     http_ = new NodeServer("http", dir_->Join("www"));
+    plain_ = new NodeServer("http-norange", dir_->Join("www"));
     // The default index cache (~/.cache/prepflow/index) goes below the suite's
     // folder, here and in the workers it starts.
     setenv("XDG_CACHE_HOME", dir_->Join("xdg-cache").c_str(), 1);
@@ -80,6 +81,7 @@ class RemoteDataTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     delete s3_;
+    delete plain_;
     delete http_;
     delete dir_;
     for (const char* v :
@@ -115,10 +117,12 @@ class RemoteDataTest : public ::testing::Test {
 
   static TempDir* dir_;
   static NodeServer* http_;
+  static NodeServer* plain_;
   static NodeServer* s3_;
 };
 TempDir* RemoteDataTest::dir_ = nullptr;
 NodeServer* RemoteDataTest::http_ = nullptr;
+NodeServer* RemoteDataTest::plain_ = nullptr;
 NodeServer* RemoteDataTest::s3_ = nullptr;
 
 TEST_F(RemoteDataTest, EveryRemoteFormOfTheDataGivesTheLocalChecksum) {
@@ -531,6 +535,56 @@ TEST_F(RemoteDataTest, EchoedCopiesOnWorkersReadEachSampleOnce) {
     EXPECT_EQ(r.stats.remote_stages[0].samples, 96) << mode;      // reads
     EXPECT_EQ(r.stats.remote_stages[1].samples, 3 * 96) << mode;  // a decode per copy
   }
+}
+
+// Python's http.server answers every ranged GET with the whole shard. The
+// first such answer switches the host to whole objects: each shard is
+// fetched whole once and its samples are read from that copy, here and on
+// a worker, with or without sidecars.
+TEST_F(RemoteDataTest, AServerWithoutRangeServesEachShardWholeOnce) {
+  const uint64_t local = LocalChecksum();
+  for (const std::string folder : {"bare", "shards"}) {
+    const std::string data = plain_->Url(folder + "/shard-{000000..000003}.tar");
+    const testing::Drained r = testing::Drain(Options(data, {}, "off"));
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, local) << data;
+    EXPECT_EQ(r.stats.storage.whole_objects, 4) << data;
+    EXPECT_LT(r.stats.storage.requests, 96) << data << ": not a request per sample";
+  }
+  std::vector<std::string> worker = AllowingWorker();
+  worker[3] = absl::StrCat(worker[3], ",", plain_->Url(""));
+  WorkerProcess b(dir_->Join("root"), worker);
+  const testing::Drained r = testing::Drain(
+      Options(plain_->Url("bare/shard-{000000..000003}.tar"), {b.address()}, "remote"));
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, local);
+  EXPECT_GE(r.stats.storage.whole_objects, 4);
+}
+
+// Whole copies are bounded: kept on disk in --whole-object-dir, at most two
+// shards at once, the others fetched again when needed (and counted); a
+// shard over --whole-object-bytes fails naming the flag.
+TEST_F(RemoteDataTest, WholeObjectsStayWithinTheirBudget) {
+  const std::string data = plain_->Url("bare/shard-{000000..000003}.tar");
+  const int64_t shard =
+      static_cast<int64_t>(fs::file_size(dir_->Join("www/bare/shard-000000.tar")));
+  LoaderOptions o = Options(data, {}, "off");
+  o.storage.whole_objects.max_bytes = 2 * shard + shard / 2;
+  o.storage.whole_objects.dir = dir_->Join("whole");
+  o.storage.index_cache_dir = "";
+  const testing::Drained r = testing::Drain(o);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  EXPECT_GT(r.stats.storage.whole_objects, 4) << "a shuffled epoch over 4 shards, room for 2";
+  EXPECT_TRUE(fs::is_empty(dir_->Join("whole"))) << "the copies are unlinked files";
+
+  o.storage.whole_objects.max_bytes = shard / 2;
+  o.on_error = OnError::kFail;
+  const testing::Drained small = testing::Drain(o);
+  EXPECT_EQ(small.status.code(), absl::StatusCode::kResourceExhausted) << small.status;
+  EXPECT_THAT(small.status.message(), HasSubstr("--whole-object-bytes"));
+  EXPECT_THAT(small.status.message(), HasSubstr("ignores Range requests"));
+  EXPECT_THAT(small.status.message(), HasSubstr("shard-00000"));
 }
 
 }  // namespace

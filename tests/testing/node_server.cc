@@ -20,11 +20,14 @@ NodeServer::NodeServer(const std::string& kind, const std::string& dir,
     ADD_FAILURE() << "pipe: " << strerror(errno);
     return;
   }
-  const std::string script = std::string(PREPFLOW_SOURCE_DIR) + "/tests/servers/serve.js";
+  const std::string servers = std::string(PREPFLOW_SOURCE_DIR) + "/tests/servers/";
+  const bool python = kind == "http-norange";
+  const std::string script = servers + (python ? "plain_http.py" : "serve.js");
   // s3rver makes ListObjectsV2's continuation tokens with DES, which
   // OpenSSL 3 (Node 17 and later) keeps in its legacy provider.
   std::vector<const char*> argv = {"node", "--openssl-legacy-provider", script.c_str(),
                                    kind.c_str(), dir.c_str()};
+  if (python) argv = {"python3", script.c_str(), dir.c_str()};
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
   const pid_t parent = getpid();
@@ -36,7 +39,7 @@ NodeServer::NodeServer(const std::string& kind, const std::string& dir,
     if (getppid() != parent) _exit(127);  // the test already went
     dup2(out[1], 1);
     dup2(out[1], 2);
-    execvp("node", const_cast<char* const*>(argv.data()));
+    execvp(argv[0], const_cast<char* const*>(argv.data()));
     _exit(127);
   }
   close(out[1]);
@@ -55,7 +58,7 @@ NodeServer::NodeServer(const std::string& kind, const std::string& dir,
   }
   close(out[0]);
   if (address_.empty()) {
-    ADD_FAILURE() << "node " << script << " " << kind << " did not start (scripts/setup.sh "
+    ADD_FAILURE() << argv[0] << " " << script << " " << kind << " did not start (scripts/setup.sh "
                   << "installs the test servers): " << text;
   }
 }

@@ -56,7 +56,14 @@ absl::Status FindMaterialized(proto::DatasetSpec* spec, const RemoteReadOptions&
     std::shared_ptr<CurlObjectStore> store = CurlObjectStore::Create(*std::move(storage));
     absl::StatusOr<std::unique_ptr<ByteSource>> source = store->Open(where);
     if (absl::IsNotFound(source.status())) return absl::OkStatus();
-    if (!source.ok()) return source.status();
+    if (!source.ok()) {
+      // The probe is the run's first request: its failure (storage down,
+      // credentials refused) is the dataset's.
+      return absl::Status(source.status().code(),
+                          absl::StrCat("dataset ", RedactedUrl(spec->path()),
+                                       ": its storage failed the first request (looking for ",
+                                       kManifestName, "): ", source.status().message()));
+    }
     if ((*source)->size() > kMaxManifestBytes) {
       return absl::DataLossError(absl::StrCat(RedactedUrl(where), ": over 1 MiB, not a manifest"));
     }

@@ -217,7 +217,14 @@ absl::Status HttpReader::Outcome(int curl_code, const std::string& url, Method m
     return absl::OkStatus();
   }
   const std::string what = absl::StrCat(where, ": HTTP ", s);
-  if (s == 404) return absl::NotFoundError(absl::StrCat(what, " (no such object)"));
+  if (s == 404) {
+    // Signed: which credentials asked, as for 403 (another account's
+    // endpoint or bucket answers 404 too).
+    return absl::NotFoundError(
+        absl::StrCat(what, " (no such object", options_.aws_sigv4.empty() ? "" : "; signed request",
+                     options_.aws_sigv4.empty() || options_.credential_note.empty() ? "" : "; ",
+                     options_.aws_sigv4.empty() ? "" : options_.credential_note, ")"));
+  }
   if (s == 401 || s == 403) {
     return absl::PermissionDeniedError(
         absl::StrCat(what, " (", options_.aws_sigv4.empty() ? "unsigned request" : "signed request",

@@ -300,8 +300,12 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
   }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("dataset ", path, " is not a folder (ImageFolder)"));
+    // Exit code 1, as for a missing folder: the flags were fine, the dataset
+    // cannot be opened.
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset ", path,
+                     " is a file, not a folder: an ImageFolder is a folder of class folders "
+                     "(root/<class>/<image>), WebDataset shards are .tar files"));
   }
   // The confinement is in place before the first file is opened; the dataset
   // owns confine_fd from here on.

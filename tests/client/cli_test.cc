@@ -619,6 +619,13 @@ TEST_F(CliTest, JsonEndsWithOneLineEvenOnFailure) {
       Prepflow(absl::StrCat("run --data ", dir_.Join("nowhere"), " --json"), dir_);
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_THAT(missing.LastJson()["error"].get<std::string>(), HasSubstr(dir_.Join("nowhere")));
+  // A file where a folder belongs fails as a missing folder does: the flags
+  // were fine, the dataset cannot be opened.
+  testing::WriteFile(dir_.Join("a.jpg"), {0xFF, 0xD8});
+  const CliRun file = Prepflow(absl::StrCat("run --data ", dir_.Join("a.jpg"), " --json"), dir_);
+  EXPECT_EQ(file.exit_code, 1);
+  EXPECT_THAT(file.LastJson()["error"].get<std::string>(),
+              HasSubstr(absl::StrCat(dir_.Join("a.jpg"), " is a file, not a folder")));
   const CliRun usage = Prepflow("run --data x --bogus 3 --json", dir_);
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.LastJson()["error"].get<std::string>(), HasSubstr("unknown flag --bogus"));

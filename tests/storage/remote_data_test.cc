@@ -349,7 +349,11 @@ TEST_F(RemoteDataTest, InjectedFaultsAreRetriedAndCounted) {
   auto refused = Loader::Create(o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
-  // (Its first request, for a manifest beside the shard, already fails.)
+  // Its first request, for a manifest beside the shard, already fails: the
+  // message names the dataset first, then the probe.
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::StartsWith(absl::StrCat("dataset http://", down.address(),
+                                                 "/shards/shard-000000.tar: its storage failed")));
   EXPECT_THAT(refused.status().message(), HasSubstr("/shards/materialized.pbtxt: HTTP 503"));
   EXPECT_THAT(refused.status().message(), HasSubstr("(2 attempts)"));
 }

@@ -3,8 +3,10 @@
 pyproject.toml holds the metadata; this file only teaches setuptools to make
 the `prepflow._prepflow` extension by configuring the C++ tree for the
 Python that runs it (Python_EXECUTABLE) and building the `_prepflow` and
-`prepflow_python_sources` targets, then copying the assembled package
-(extension, pure-Python modules, _version.py) into the wheel.
+`prepflow_python_sources` and `prepflow_python_commands` targets, then
+copying the assembled package (extension, pure-Python modules, _version.py,
+and the commands in bin/ that the console scripts run) into the wheel.
+setuptools' egg-info goes into the build folder, not the source tree.
 
 Environment:
   PREPFLOW_PIP_BUILD_DIR      the CMake build folder (default: build/pip-<ABI>
@@ -34,10 +36,14 @@ def project_version():
     return match.group(1)
 
 
+def build_dir():
+    abi = sysconfig.get_config_var("SOABI") or "py%d%d" % sys.version_info[:2]
+    return pathlib.Path(os.environ.get("PREPFLOW_PIP_BUILD_DIR") or ROOT / "build" / f"pip-{abi}")
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        abi = sysconfig.get_config_var("SOABI") or "py%d%d" % sys.version_info[:2]
-        build = pathlib.Path(os.environ.get("PREPFLOW_PIP_BUILD_DIR") or ROOT / "build" / f"pip-{abi}")
+        build = build_dir()
         configure = ["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
                      f"-DPython_EXECUTABLE={sys.executable}"]
         # The generator is chosen once, when the folder is first configured.
@@ -49,7 +55,8 @@ class CMakeBuild(build_ext):
         subprocess.run(configure, check=True)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or str(os.cpu_count() or 2)
         subprocess.run(["cmake", "--build", str(build), "--target", "_prepflow",
-                        "prepflow_python_sources", "--parallel", jobs], check=True)
+                        "prepflow_python_sources", "prepflow_python_commands", "--parallel",
+                        jobs], check=True)
         package = build / "python" / "prepflow"
         if not (package / "__init__.py").exists():
             sys.exit(f"setup.py: the build made no package in {package} (is python3-dev, "
@@ -59,11 +66,19 @@ class CMakeBuild(build_ext):
         for f in package.iterdir():
             if f.is_file() and f.suffix in (".py", ".so"):
                 shutil.copy2(f, dest / f.name)
+        shutil.copytree(package / "bin", dest / "bin", dirs_exist_ok=True)  # the commands
+
+
+# setuptools' metadata folder (prepflow.egg-info) goes beside the CMake
+# build, not into the source tree.
+EGG_BASE = build_dir() / "egg-info"
+EGG_BASE.mkdir(parents=True, exist_ok=True)
 
 
 setup(
     version=project_version(),
     ext_modules=[Extension("prepflow._prepflow", sources=[])],
     cmdclass={"build_ext": CMakeBuild},
+    options={"egg_info": {"egg_base": str(EGG_BASE)}},
     zip_safe=False,
 )

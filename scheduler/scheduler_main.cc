@@ -212,6 +212,10 @@ int Main(int argc, char** argv) {
 }  // namespace prepflow::scheduler
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("prepflow-scheduler %s\n", PREPFLOW_VERSION);
+    return 0;
+  }
   prepflow::daemon::SetUpLogging("prepflow-scheduler");
   return prepflow::scheduler::Main(argc, argv);
 }

@@ -273,6 +273,10 @@ int Main(int argc, char** argv) {
 }  // namespace prepflow
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("prepflow-worker %s\n", PREPFLOW_VERSION);
+    return 0;
+  }
   prepflow::TuneAllocatorForStreaming();
   prepflow::daemon::SetUpLogging("prepflow-worker");
   return prepflow::Main(argc, argv);

@@ -1,6 +1,8 @@
 // The colour kernels against values Pillow gives (computed with Debian's
 // python3-pil and written here), the colour ops' validation, and their draws.
 // tests/python/test_parity.py holds every op to torchvision on whole images.
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -157,6 +159,7 @@ TEST(ColorOps, BadParametersNameTheField) {
       {"random_adjust_sharpness { sharpness_factor: -1 }", "sharpness_factor: must be finite"},
       {"random_autocontrast { p: 2 }", "p: must be in [0, 1], got 2"},
       {"random_equalize { p: -inf }", "p: must be in [0, 1]"},
+      {"random_channel_permutation { p: 1.5 }", "p: must be in [0, 1], got 1.5"},
   });
 }
 
@@ -219,6 +222,33 @@ TEST(ColorJitter, EmptyOrCentredRangesLeaveTheImageAlone) {
     auto p = MakePipeline(absl::StrCat("stages { decode {} } stages { ", stage, " }"));
     EXPECT_EQ(RunPipeline(*p, png, 5).bytes, RunPipeline(*plain, png, 5).bytes) << stage;
   }
+}
+
+// v2's RandomChannelPermutation: on a pixel (10, 20, 30) each of the six
+// orders comes out about a sixth of the time (2400 samples: 400 each, sd
+// 18); with p 0.25 three quarters of samples are left alone.
+TEST(RandomChannelPermutation, DrawsEachOfTheSixOrdersEvenly) {
+  const std::vector<uint8_t> png = testing::SolidPng(1, 1, 3, 8, 10, 20, 30);
+  auto p = MakePipeline("stages { decode {} } stages { random_channel_permutation {} }", 9);
+  std::map<std::vector<uint8_t>, int> seen;
+  for (int64_t i = 0; i < 2400; ++i) ++seen[RunPipeline(*p, png, i).bytes];
+  ASSERT_EQ(seen.size(), 6u);
+  for (const auto& [pixel, count] : seen) {
+    std::vector<uint8_t> sorted = pixel;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<uint8_t>{10, 20, 30}));
+    EXPECT_GT(count, 400 - 4 * 18);
+    EXPECT_LT(count, 400 + 4 * 18);
+  }
+  auto rare =
+      MakePipeline("stages { decode {} } stages { random_channel_permutation { p: 0.25 } }", 9);
+  int same = 0;
+  for (int64_t i = 0; i < 2000; ++i) {
+    same += RunPipeline(*rare, png, i).bytes == std::vector<uint8_t>{10, 20, 30};
+  }
+  // Left alone: 1500 expected, plus a sixth of the permuted keep the order.
+  EXPECT_GT(same, 1500 + 500 / 6 - 4 * 20);
+  EXPECT_LT(same, 1500 + 500 / 6 + 4 * 20);
 }
 
 }  // namespace

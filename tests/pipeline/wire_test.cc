@@ -70,6 +70,7 @@ constexpr char kEveryOp[] = R"pb(
   stages { random_solarize { threshold: 128 } }
   stages { random_adjust_sharpness { sharpness_factor: 2 } }
   stages { random_autocontrast {} }
+  stages { random_channel_permutation { p: 0.7 } }
   stages { random_equalize {} }
   stages {
     pad {

@@ -410,6 +410,31 @@ class Compositions(unittest.TestCase):
             loader.close()
         self.assertEqual(got[0], got[1])
 
+    def test_v2_photometric_distort_and_channel_permutation(self):
+        from prepflow.transforms import to_stages
+        distort = v2("RandomPhotometricDistort", brightness=(0.875, 1.125),
+                     contrast=(0.5, 1.5), saturation=(0.5, 1.5), hue=(-0.05, 0.05), p=0.5)
+        self.assertEqual([s.name for s in to_stages([distort])],
+                         ["decode", "random_apply", "random_choice",
+                          "random_channel_permutation"])
+        self.assertEqual([s.name for s in to_stages([v2("RandomChannelPermutation")])],
+                         ["decode", "random_channel_permutation"])
+        # p 1 with contrast 0 alone: every sample becomes its gray mean, which
+        # no channel order changes: v1's ColorJitter(contrast=(0, 0)); p 0:
+        # the images as they are.
+        root = SETS["demo"][0]
+        tail = [T.CenterCrop(40), T.ToTensor()]
+        for p, v1 in ((1.0, [T.ColorJitter(contrast=(0, 0))]), (0.0, [])):
+            got = []
+            new = v2("RandomPhotometricDistort", brightness=None, contrast=(0.0, 0.0),
+                     saturation=None, hue=None, p=p)
+            for transform in (T.Compose(v1 + tail), [new] + tail):
+                loader = prepflow.Loader(root, transform=transform, batch_size=8, seed=3,
+                                         as_numpy=True)
+                got.append([b.images.tobytes() for b in loader.batches()])
+                loader.close()
+            self.assertEqual(got[0], got[1], p)
+
     def test_simclr_translates_and_runs_offloadable(self):
         from prepflow.transforms import to_stages
         simclr = T.Compose([
@@ -925,12 +950,42 @@ class BatchOps(unittest.TestCase):
         mix = ops.MixupCutmix(mixup_alpha=0.2)
         with self.assertRaisesRegex(ValueError, "give the pipeline as a transform, ops or text"):
             prepflow.Loader(root, "imagenet-train", batch_ops=[mix])
-        with self.assertRaisesRegex(TypeError, "batch_ops: expected batch ops"):
+        with self.assertRaisesRegex(TypeError, "batch_ops: Normalize is not a batch op"):
             prepflow.Loader(root, transform=T.CenterCrop(8), batch_ops=[ops.Normalize()])
+        with self.assertRaisesRegex(TypeError, "batch_ops: RandomChoice is not a batch op"):
+            prepflow.Loader(root, transform=T.CenterCrop(8),
+                            batch_ops=[v2("RandomChoice", transforms=[v2("MixUp", alpha=1.0)],
+                                          p=[1.0])])
         # On uint8 images (no normalize) MixUp has nothing to mix: refused
         # with the reason, not run.
         with self.assertRaisesRegex(ValueError, "needs fixed-size float32 CHW samples"):
             prepflow.Loader(root, transform=T.CenterCrop(8), batch_ops=[mix])
+
+    def test_v2_mixup_and_cutmix_are_the_batch_op(self):
+        # torchvision.transforms.v2's MixUp, CutMix and the RandomChoice of
+        # the two that its docs pair them with give what the equivalent
+        # MixupCutmix gives (stand-ins: torchvision 0.14 has no v2).
+        from prepflow import ops
+        root = SETS["demo"][0]
+        base = [ops.Decode(), ops.CenterCrop(size=32), ops.Normalize()]
+        n = len(ImageFolder(root).classes)
+        choice = v2("RandomChoice", transforms=[v2("CutMix", alpha=1.0, num_classes=n + 1),
+                                                v2("MixUp", alpha=0.2, num_classes=n + 1)],
+                    p=[0.25, 0.75])
+        for given, same in (
+                ([v2("MixUp", alpha=0.4, num_classes=None)],
+                 ops.MixupCutmix(mixup_alpha=0.4, p=1.0)),
+                ([v2("CutMix", alpha=1.0, num_classes=n + 2)],
+                 ops.MixupCutmix(cutmix_alpha=1.0, p=1.0, num_classes=n + 2)),
+                ([choice], ops.MixupCutmix(mixup_alpha=0.2, cutmix_alpha=1.0, p=1.0,
+                                           switch_prob=0.25, num_classes=n + 1))):
+            got = []
+            for batch_ops in (given, [same]):
+                loader = prepflow.Loader(root, base, 8, seed=6, as_numpy=True,
+                                         batch_ops=batch_ops)
+                got.append([(b.images.tobytes(), b.labels.tobytes()) for b in loader.batches()])
+                loader.close()
+            self.assertEqual(got[0], got[1], same)
 
 
 @unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")

@@ -125,8 +125,7 @@ def _follow_log_level():
 def _pipeline_text(pipeline, transform, batch_ops=()):
     """The `pipeline` option as the core reads it: a preset, a path or text."""
     if batch_ops:
-        if not all(isinstance(op, ops.Op) and op.schema["batch"] for op in batch_ops):
-            raise TypeError("batch_ops: expected batch ops such as prepflow.ops.MixupCutmix(...)")
+        batch_ops = transforms.to_batch_ops(batch_ops)
         text = _pipeline_text(pipeline, transform)
         if "{" not in text:  # a preset or a file: its text is read here
             raise ValueError("batch_ops: give the pipeline as a transform, ops or text to add "

@@ -138,6 +138,27 @@ def _color_jitter(t):
                             saturation=_range(t.saturation), hue=_range(t.hue))]
 
 
+def _photometric_distort(t):
+    """v2's RandomPhotometricDistort: brightness, then contrast, saturation
+    and hue (contrast first or last, evenly), each applied with p and its
+    factor drawn as ColorJitter draws it; then the channels permuted with
+    p."""
+    p = float(t.p)
+
+    def maybe(**jitter):
+        return ops.RandomApply(stages=[ops.ColorJitter(**jitter)], p=p)
+
+    brightness = [maybe(brightness=_range(t.brightness))] if t.brightness else []
+    middle = [(name, maybe(**{name: _range(getattr(t, name))}))
+              for name in ("contrast", "saturation", "hue") if getattr(t, name)]
+    rest = [stage for name, stage in middle if name != "contrast"]
+    contrast = [stage for name, stage in middle if name == "contrast"]
+    orders = [ops.RandomApply(stages=contrast + rest, p=1.0),
+              ops.RandomApply(stages=rest + contrast, p=1.0)] if middle else []
+    return (brightness + ([ops.RandomChoice(stages=orders)] if orders else []) +
+            [ops.RandomChannelPermutation(p=p)])
+
+
 def _to_tensor(t):
     return [ops.Normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0])]
 
@@ -253,6 +274,9 @@ _TRANSLATORS = {
     "AutoAugment": _auto_augment,
     "AugMix": _aug_mix,
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
+    # v2's own (torchvision 0.16 on).
+    "RandomChannelPermutation": lambda t: [ops.RandomChannelPermutation()],
+    "RandomPhotometricDistort": _photometric_distort,
     "RandomErasing": _random_erasing,
     "ToTensor": _to_tensor,
     "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it
@@ -413,6 +437,51 @@ class _Compose:
 
     def __repr__(self):
         return "[" + ", ".join(repr(t) for t in self.transforms) + "]"
+
+
+def _v2_mix(t):
+    """A v2 MixUp or CutMix: (mixup_alpha, cutmix_alpha, num_classes)."""
+    name = type(t).__name__
+    alpha = float(getattr(t, "alpha", 1.0))
+    classes = int(getattr(t, "num_classes", None) or 0)
+    return (alpha, 0.0, classes) if name == "MixUp" else (0.0, alpha, classes)
+
+
+def to_batch_ops(batch_ops):
+    """`batch_ops` as prepflow batch ops: prepflow.ops.MixupCutmix as it is,
+    and torchvision.transforms.v2's MixUp(alpha, num_classes), CutMix(...),
+    and RandomChoice([CutMix(...), MixUp(...)], p) of the two, which are
+    references/classification's RandomMixup and RandomCutmix (each batch
+    mixed with itself rolled by one, lambda ~ Beta(alpha, alpha)): one
+    MixupCutmix, CutMix chosen with RandomChoice's weight for it. TypeError
+    naming what is neither."""
+    out = []
+    for t in batch_ops:
+        if isinstance(t, ops.Op) and t.schema["batch"]:
+            out.append(t)
+            continue
+        name, v2 = type(t).__name__, ".v2" in type(t).__module__
+        if v2 and name in ("MixUp", "CutMix"):
+            mixup, cutmix, classes = _v2_mix(t)
+            out.append(ops.MixupCutmix(mixup_alpha=mixup, cutmix_alpha=cutmix, p=1.0,
+                                       num_classes=classes))
+            continue
+        inner = getattr(t, "transforms", [])
+        if (v2 and name == "RandomChoice" and len(inner) == 2
+                and sorted(type(x).__name__ for x in inner) == ["CutMix", "MixUp"]):
+            weights = getattr(t, "p", None) or [1.0, 1.0]
+            mixes = [_v2_mix(x) for x in inner]
+            if mixes[0][2] != mixes[1][2]:
+                raise TypeError("batch_ops: RandomChoice's MixUp and CutMix name different "
+                                "num_classes")
+            cut = [i for i, x in enumerate(inner) if type(x).__name__ == "CutMix"][0]
+            out.append(ops.MixupCutmix(
+                mixup_alpha=mixes[1 - cut][0], cutmix_alpha=mixes[cut][1], p=1.0,
+                switch_prob=float(weights[cut]) / float(sum(weights)), num_classes=mixes[0][2]))
+            continue
+        raise TypeError(f"batch_ops: {name} is not a batch op: give prepflow.ops.MixupCutmix(...), "
+                        f"or torchvision.transforms.v2's MixUp, CutMix or RandomChoice of the two")
+    return out
 
 
 def to_pipeline_text(transform, name="torchvision"):

@@ -225,6 +225,41 @@ void AutocontrastMat(const cv::Mat& src, cv::Mat& dst) {
 }
 void EqualizeMat(const cv::Mat& src, cv::Mat& dst) { Equalize(src.data, dst.data, Pixels(src)); }
 
+// v2's RandomChannelPermutation: torch.randperm(3) drawn per sample, here
+// one of the six orders uniformly (after the p draw).
+class ChannelPermutationOp : public SameShapeImageOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const double p =
+        stage.random_channel_permutation().has_p() ? stage.random_channel_permutation().p() : 1.0;
+    if (absl::Status s = CheckProbability("p", p); !s.ok()) return s;
+    auto op = std::make_unique<ChannelPermutationOp>();
+    op->p_ = p;
+    return op;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    static constexpr std::array<std::array<int, 3>, 6> kOrders = {
+        {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}}};
+    SampleRng rng = ctx.Rng(s);
+    if (!(rng.Uniform() < p_)) return absl::OkStatus();
+    const std::array<int, 3>& order = kOrders[rng.UniformInt(0, 5)];
+    const size_t pixels = static_cast<size_t>(s.width()) * s.height();
+    uint8_t* out = ctx.Output(s.data, s.size);
+    const uint8_t* in = s.data;
+    for (size_t i = 0; i < pixels; ++i, in += 3, out += 3) {
+      out[0] = in[order[0]];
+      out[1] = in[order[1]];
+      out[2] = in[order[2]];
+    }
+    Replace(s, out - 3 * pixels);
+    return absl::OkStatus();
+  }
+
+ private:
+  double p_ = 1;
+};
+
 }  // namespace
 
 void RegisterColorOps(OpRegistry* registry) {
@@ -242,6 +277,7 @@ void RegisterColorOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomAutocontrast, [](const Stage& stage) {
     return RandomImageOp::Create(stage.random_autocontrast().p(), AutocontrastMat);
   });
+  registry->Register(Stage::kRandomChannelPermutation, FactoryOf<ChannelPermutationOp>());
   registry->Register(Stage::kRandomEqualize, [](const Stage& stage) {
     return RandomImageOp::Create(stage.random_equalize().p(), EqualizeMat);
   });

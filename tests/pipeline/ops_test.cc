@@ -1,6 +1,7 @@
 // Each op against hand-computed expectations, and spec validation.
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -163,6 +164,52 @@ TEST(Resize, FixedSizeAndLargeShrinkStaysExact) {
     ASSERT_EQ(out.bytes[i + 1], 20);
     ASSERT_EQ(out.bytes[i + 2], 30);
   }
+}
+
+// v2's multi-scale resizes: each draw gives the size its rule says, and
+// the bytes resize gives at that size (the exact fidelity).
+TEST(RandomResize, EachModeDrawsItsSizesAndResizesAsResize) {
+  const std::vector<uint8_t> jpeg = testing::Jpeg(40, 30, 3);
+  // RandomResize: the shorter side uniform in [20, 25).
+  auto range = MakePipeline(
+      "stages { decode {} } stages { random_resize { min_size: 20 "
+      "max_size: 25 interpolation: INTERPOLATION_BICUBIC } }",
+      5);
+  std::set<int64_t> shorter;
+  for (int64_t i = 0; i < 200; ++i) {
+    const testing::Output out = RunPipeline(*range, jpeg, i);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    const int64_t s = out.shape[0];
+    shorter.insert(s);
+    auto same = MakePipeline(
+        absl::StrCat("stages { decode {} } stages { resize { shorter_side: ", s,
+                     " interpolation: INTERPOLATION_BICUBIC fidelity: FIDELITY_EXACT } }"));
+    const testing::Output want = RunPipeline(*same, jpeg);
+    ASSERT_EQ(out.shape, want.shape);
+    ASSERT_EQ(out.bytes, want.bytes) << s;
+  }
+  EXPECT_EQ(shorter, (std::set<int64_t>{20, 21, 22, 23, 24}));
+  // RandomShortestSize: 20 gives r = 2/3 (26 x 20); 60 gives r = 2, held to
+  // 50/40 by max_size (50 x 37).
+  auto sizes = MakePipeline(
+      "stages { decode {} } stages { random_resize { sizes: [20, 60] max_size: 50 } }", 5);
+  std::set<Shape> shapes;
+  for (int64_t i = 0; i < 50; ++i) shapes.insert(RunPipeline(*sizes, jpeg, i).shape);
+  EXPECT_EQ(shapes, (std::set<Shape>{{20, 26, 3}, {37, 50, 3}}));
+  // ScaleJitter: fitted into 100 x 100 (r = 2.5), scaled by 0.5: 50 x 37.
+  auto jitter = MakePipeline(
+      "stages { decode {} } stages { random_resize { target_height: 100 target_width: 100 "
+      "scale_min: 0.5 scale_max: 0.5 } }");
+  EXPECT_EQ(RunPipeline(*jitter, jpeg).shape, (Shape{37, 50, 3}));
+  testing::ExpectSpecErrors({
+      {"random_resize {}", "set one of min_size (RandomResize), sizes"},
+      {"random_resize { min_size: 20 sizes: 3 }", "set one of min_size"},
+      {"random_resize { min_size: 20 max_size: 20 }", "need 0 < min_size < max_size"},
+      {"random_resize { sizes: [3, -1] }", "sizes: must be positive, got -1"},
+      {"random_resize { target_height: 10 }", "need positive targets"},
+      {"random_resize { target_height: 10 target_width: 10 scale_min: 2 scale_max: 1 }",
+       "0 < scale_min <= scale_max"},
+  });
 }
 
 TEST(RandomHorizontalFlip, FlipsWithProbabilityP) {

@@ -58,6 +58,7 @@ constexpr char kEveryOp[] = R"pb(
   name: "every-op"
   stages { decode {} }
   stages { resize { shorter_side: 160 } }
+  stages { random_resize { sizes: [ 150, 170 ] max_size: 400 } }
   stages { center_crop { size: 144 } }
   stages { random_resized_crop { size: 96 scale_min: 0.3 } }
   stages { random_horizontal_flip {} }

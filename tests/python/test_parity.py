@@ -435,6 +435,32 @@ class Compositions(unittest.TestCase):
                 loader.close()
             self.assertEqual(got[0], got[1], p)
 
+    def test_v2_multi_scale_resizes(self):
+        from prepflow.transforms import to_stages
+        bicubic = T.InterpolationMode.BICUBIC
+        for given, text in (
+                (v2("RandomResize", min_size=200, max_size=300, interpolation=bicubic),
+                 "random_resize { min_size: 200 max_size: 300 interpolation: "
+                 "INTERPOLATION_BICUBIC }"),
+                (v2("RandomShortestSize", min_size=[160, 192], max_size=400,
+                    interpolation=T.InterpolationMode.BILINEAR),
+                 "random_resize { sizes: [160, 192] max_size: 400 interpolation: "
+                 "INTERPOLATION_BILINEAR }"),
+                (v2("ScaleJitter", target_size=(240, 320), scale_range=(0.5, 1.5),
+                    interpolation=T.InterpolationMode.BILINEAR),
+                 "random_resize { target_height: 240 target_width: 320 scale_min: 0.5 "
+                 "scale_max: 1.5 interpolation: INTERPOLATION_BILINEAR }")):
+            stages = to_stages([given])
+            self.assertEqual(stages[-1].text(), text)
+        # Sizes vary per sample; a crop after them makes batches, and every
+        # sample comes through.
+        loader = prepflow.Loader(SETS["demo"][0], transform=[
+            v2("RandomShortestSize", min_size=[48, 64], max_size=None,
+               interpolation=T.InterpolationMode.BILINEAR),
+            T.CenterCrop(40), T.ToTensor()], batch_size=8, seed=1)
+        self.assertEqual(sum(images.shape[0] for images, _ in loader), 40)
+        loader.close()
+
     def test_simclr_translates_and_runs_offloadable(self):
         from prepflow.transforms import to_stages
         simclr = T.Compose([
@@ -1078,6 +1104,26 @@ class Translation(unittest.TestCase):
              "normalize { mean: [0.0, 0.0, 0.0] std: [1.0, 1.0, 1.0] } random_order { stages { "
              "random_erasing { p: 1.0 scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: "
              "3.3 value: [0.0] random_value: false } } }"),
+            (v2("RandomChannelPermutation"), "random_channel_permutation {}"),
+            (v2("RandomPhotometricDistort", brightness=(0.875, 1.125), contrast=(0.5, 1.5),
+                saturation=None, hue=(-0.05, 0.05), p=0.5),
+             "random_apply { stages { color_jitter { brightness: [0.875, 1.125] } } p: 0.5 } "
+             "random_choice { stages { random_apply { stages { random_apply { stages { "
+             "color_jitter { contrast: [0.5, 1.5] } } p: 0.5 } } stages { random_apply { stages "
+             "{ color_jitter { hue: [-0.05, 0.05] } } p: 0.5 } } p: 1.0 } } stages { "
+             "random_apply { stages { random_apply { stages { color_jitter { hue: [-0.05, 0.05] "
+             "} } p: 0.5 } } stages { random_apply { stages { color_jitter { contrast: [0.5, "
+             "1.5] } } p: 0.5 } } p: 1.0 } } } random_channel_permutation { p: 0.5 }"),
+            (v2("RandomResize", min_size=200, max_size=300,
+                interpolation=T.InterpolationMode.BILINEAR),
+             "random_resize { min_size: 200 max_size: 300 interpolation: INTERPOLATION_BILINEAR }"),
+            (v2("ScaleJitter", target_size=(240, 320), scale_range=(0.1, 2.0),
+                interpolation=T.InterpolationMode.BILINEAR),
+             "random_resize { target_height: 240 target_width: 320 scale_min: 0.1 scale_max: 2.0 "
+             "interpolation: INTERPOLATION_BILINEAR }"),
+            (v2("RandomShortestSize", min_size=192, max_size=None,
+                interpolation=T.InterpolationMode.BILINEAR),
+             "random_resize { sizes: [192] max_size: 0 interpolation: INTERPOLATION_BILINEAR }"),
         ]
         covered = {"Compose"}
         for transform, text in cases:

@@ -123,6 +123,20 @@ def _resize(t):
     return [ops.Resize(**shape, interpolation=_interpolation(t, _RESIZE_FILTERS))]
 
 
+def _random_resize(t):
+    """v2's RandomResize, RandomShortestSize and ScaleJitter: random_resize."""
+    name, shape = type(t).__name__, {}
+    if name == "RandomResize":
+        shape = {"min_size": int(t.min_size), "max_size": int(t.max_size)}
+    elif name == "RandomShortestSize":
+        sizes = [t.min_size] if isinstance(t.min_size, int) else t.min_size
+        shape = {"sizes": [int(s) for s in sizes], "max_size": int(t.max_size or 0)}
+    else:  # ScaleJitter
+        shape = {"target_height": int(t.target_size[0]), "target_width": int(t.target_size[1]),
+                 "scale_min": float(t.scale_range[0]), "scale_max": float(t.scale_range[1])}
+    return [ops.RandomResize(**shape, interpolation=_interpolation(t, _RESIZE_FILTERS))]
+
+
 def _grayscale(t):
     if t.num_output_channels != 3:
         raise Untranslatable("prepflow images have 3 channels; use Grayscale(3)")
@@ -276,6 +290,9 @@ _TRANSLATORS = {
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
     # v2's own (torchvision 0.16 on).
     "RandomChannelPermutation": lambda t: [ops.RandomChannelPermutation()],
+    "RandomResize": _random_resize,
+    "RandomShortestSize": _random_resize,
+    "ScaleJitter": _random_resize,
     "RandomPhotometricDistort": _photometric_distort,
     "RandomErasing": _random_erasing,
     "ToTensor": _to_tensor,

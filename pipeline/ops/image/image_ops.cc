@@ -374,32 +374,32 @@ class ResizeOp : public Op {
     return ValueType{ValueKind::kImage, {h_, w_, 3}};
   }
 
-  // torchvision's Resize(int): the shorter side becomes `shorter_`, the longer
-  // one int(shorter_ * long / short); past max_size, both shrink.
+  // torchvision's Resize(int): the shorter side becomes `shorter`, the
+  // longer one int(shorter * long / short); past max_size, both shrink.
   // The long side saturates at INT_MAX: a thin image resized up overflows
   // int (Apply then refuses it against --max-pixels).
-  cv::Size Target(int w, int h) const {
-    if (shorter_ == 0) return cv::Size(w_, h_);
+  static cv::Size ShorterSide(int w, int h, int shorter, int max_size) {
     const int short_side = std::min(w, h), long_side = std::max(w, h);
-    const double exact = static_cast<double>(shorter_) * long_side / short_side;
-    int new_short = shorter_;
+    const double exact = static_cast<double>(shorter) * long_side / short_side;
+    int new_short = shorter;
     int new_long = exact < INT_MAX ? static_cast<int>(exact) : INT_MAX;
-    if (max_size_ > 0 && new_long > max_size_) {  // _compute_resized_output_size
-      new_short = static_cast<int>(static_cast<double>(max_size_) * new_short / new_long);
-      new_long = max_size_;
+    if (max_size > 0 && new_long > max_size) {  // _compute_resized_output_size
+      new_short = static_cast<int>(static_cast<double>(max_size) * new_short / new_long);
+      new_long = max_size;
     }
     return w <= h ? cv::Size(new_short, new_long) : cv::Size(new_long, new_short);
   }
 
   bool PlansDecode() const override { return true; }
-  DecodeHint PlanDecode(int src_w, int src_h, SampleRng&) const override {
-    const cv::Size t = Target(src_w, src_h);
+  DecodeHint PlanDecode(int src_w, int src_h, SampleRng& rng) const override {
+    const cv::Size t = Target(src_w, src_h, rng);
     return method_.Plan(cv::Rect(0, 0, src_w, src_h), t.width, t.height, /*carries_crop=*/false);
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     const ImageView& v = s.view;
-    const cv::Size t = Target(v.source_width, v.source_height);
+    SampleRng rng = ctx.Rng(s);  // the draws PlanDecode made (random_resize)
+    const cv::Size t = Target(v.source_width, v.source_height, rng);
     const double area = static_cast<double>(t.width) * t.height;
     if (ctx.decode != nullptr && area > static_cast<double>(ctx.decode->max_pixels)) {
       return absl::ResourceExhaustedError(absl::StrFormat(
@@ -414,9 +414,100 @@ class ResizeOp : public Op {
     return absl::OkStatus();
   }
 
+ protected:
+  // The output size for a w x h source; `rng` is the sample's stream for
+  // this stage (random_resize draws from it).
+  virtual cv::Size Target(int w, int h, SampleRng&) const {
+    return shorter_ == 0 ? cv::Size(w_, h_) : ShorterSide(w, h, shorter_, max_size_);
+  }
+
+  ResizeMethod method_;
+
  private:
   int shorter_ = 0, max_size_ = 0, h_ = 0, w_ = 0;
-  ResizeMethod method_;
+};
+
+// torchvision.transforms.v2's multi-scale resizes, one size drawn per
+// sample (as resize, with the exact fidelity): RandomResize, the shorter
+// side uniform in [min_size, max_size); RandomShortestSize, the shorter side
+// one of `sizes` with the longer at most max_size; ScaleJitter, the image
+// fitted into target_height x target_width and scaled by a factor uniform
+// in [scale_min, scale_max].
+class RandomResizeOp : public ResizeOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::RandomResize& p = stage.random_resize();
+    auto op = std::make_unique<RandomResizeOp>();
+    op->p_ = p;
+    const bool range = p.min_size() != 0, sizes = p.sizes_size() > 0,
+               jitter = p.target_height() != 0 || p.target_width() != 0;
+    if (range + sizes + jitter != 1) {
+      return absl::InvalidArgumentError(
+          "set one of min_size (RandomResize), sizes (RandomShortestSize) or target_height and "
+          "target_width (ScaleJitter)");
+    }
+    if (range && !(p.min_size() > 0 && p.max_size() > p.min_size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("min_size, max_size: need 0 < min_size < max_size, got ", p.min_size(), ", ",
+                       p.max_size()));
+    }
+    for (const int32_t s : p.sizes()) {
+      if (s <= 0)
+        return absl::InvalidArgumentError(absl::StrCat("sizes: must be positive, got ", s));
+    }
+    if (p.max_size() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("max_size: must be >= 0, got ", p.max_size()));
+    }
+    const double lo = p.has_scale_min() ? p.scale_min() : 0.1;
+    const double hi = p.has_scale_max() ? p.scale_max() : 2.0;
+    if (jitter &&
+        !(p.target_height() > 0 && p.target_width() > 0 && lo > 0 && lo <= hi && hi <= 1000)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target_height, target_width, scale_min, scale_max: need positive targets and 0 < "
+          "scale_min <= scale_max <= 1000, got ",
+          p.target_height(), ", ", p.target_width(), ", ", lo, ", ", hi));
+    }
+    op->scale_lo_ = lo;
+    op->scale_hi_ = hi;
+    absl::StatusOr<ResizeMethod> method =
+        ResizeMethod::Read(p.interpolation(), proto::FIDELITY_EXACT);
+    if (!method.ok()) return method.status();
+    op->method_ = *method;
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return ValueType{ValueKind::kImage, {-1, -1, 3}};
+  }
+
+ protected:
+  cv::Size Target(int w, int h, SampleRng& rng) const override {
+    if (p_.min_size() != 0) {
+      return ShorterSide(w, h, static_cast<int>(rng.UniformInt(p_.min_size(), p_.max_size() - 1)),
+                         0);
+    }
+    double r;
+    if (p_.sizes_size() > 0) {
+      r = static_cast<double>(p_.sizes(static_cast<int>(rng.UniformInt(0, p_.sizes_size() - 1)))) /
+          std::min(w, h);
+      if (p_.max_size() > 0) r = std::min(r, static_cast<double>(p_.max_size()) / std::max(w, h));
+    } else {
+      r = std::min(static_cast<double>(p_.target_width()) / w,
+                   static_cast<double>(p_.target_height()) / h) *
+          rng.Uniform(scale_lo_, scale_hi_);
+    }
+    // int(orig * r), at least one pixel; saturated for --max-pixels to refuse.
+    const auto side = [r](int n) {
+      const double x = n * r;
+      return x < 1 ? 1 : x < INT_MAX ? static_cast<int>(x) : INT_MAX;
+    };
+    return cv::Size(side(w), side(h));
+  }
+
+ private:
+  proto::RandomResize p_;
+  double scale_lo_ = 0.1, scale_hi_ = 2.0;
 };
 
 // ------------------------------------------------------------ center_crop
@@ -547,6 +638,7 @@ void RegisterBasicImageOps(OpRegistry* registry) {
   });
   registry->Register(Stage::kRandomResizedCrop, FactoryOf<RandomResizedCropOp>());
   registry->Register(Stage::kResize, FactoryOf<ResizeOp>());
+  registry->Register(Stage::kRandomResize, FactoryOf<RandomResizeOp>());
   registry->Register(Stage::kCenterCrop, FactoryOf<CenterCropOp>());
   registry->Register(Stage::kRandomHorizontalFlip, [](const Stage& stage) {
     return RandomImageOp::Create(stage.random_horizontal_flip().p(), FlipLeftRight);

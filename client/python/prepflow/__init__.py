@@ -519,7 +519,9 @@ class Loader:
 
     def _retire_core(self):
         if self._normalizer is not None:
-            self._normalizer.synchronize()  # hands its last batches back to the core
+            # Waits for its copies and kernels; it holds its last two batches
+            # (shared with the core's pool) until its next submit or its end.
+            self._normalizer.synchronize()
         if self._core is not None:
             st = self._core.stats()
             for key in ("seconds", "cpu_seconds", "wait_seconds", "errors", "reissued_items"):

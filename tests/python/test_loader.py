@@ -670,7 +670,8 @@ class DataLoaderHabits(unittest.TestCase):
         from torch.utils.data import default_collate
         self.assertEqual(self.batches(DATA, transform=transform, collate_fn=default_collate),
                          base)
-        for kw, error in [({"collate_fn": lambda b: b}, "collate_fn: prepflow assembles"),
+        for kw, error in [({"collate_fn": lambda b: b},
+                           "collate_fn: prepflow assembles.*v2's MixUp"),
                           ({"sampler": [0, 1]}, "sampler: not taken"),
                           ({"worker_init_fn": print}, "worker_init_fn: not taken"),
                           ({"num_workers": -1}, "num_workers: must be an int >= 0"),

@@ -48,8 +48,9 @@ def apply_keywords(options, given):
     collate = dl.get("collate_fn")
     if collate is not None and collate is not _default_collate():
         raise TypeError("collate_fn: prepflow assembles batches itself (images [B, C, H, W], "
-                        "labels [B]); MixUp/CutMix go in batch_ops=[prepflow.ops.MixupCutmix("
-                        "...)], anything else in your loop over the batches")
+                        "labels [B]); MixUp/CutMix go in batch_ops= (prepflow.ops.MixupCutmix, "
+                        "or torchvision.transforms.v2's MixUp, CutMix or RandomChoice of the "
+                        "two), anything else in your loop over the batches")
     workers = dl.get("num_workers")
     if workers is not None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:

@@ -295,5 +295,46 @@ TEST(RandomRotation, DrawsTheAngleUniformly) {
   EXPECT_LT(std::abs(wide - tall), 4 * 32);
 }
 
+// v2's RandomZoomOut: with p 1, a 20 x 10 gray image lands whole on a
+// canvas r times its size (r in [2, 3]) at some offset, the rest the fill;
+// canvases and offsets vary per sample; p 0 leaves the image alone.
+TEST(RandomZoomOut, PlacesTheImageWholeOnAFilledCanvas) {
+  const std::vector<uint8_t> png = testing::SolidPng(20, 10, 3, 8, 200, 200, 200);
+  auto p = MakePipeline(
+      "stages { decode {} } stages { random_zoom_out { fill: [1, 2, 3] side_min: 2 "
+      "side_max: 3 p: 1 } }",
+      7);
+  std::set<std::vector<int64_t>> canvases;
+  for (int64_t i = 0; i < 50; ++i) {
+    const testing::Output out = RunPipeline(*p, png, i);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    const int64_t h = out.shape[0], w = out.shape[1];
+    ASSERT_GE(w, 40);
+    ASSERT_LE(w, 60);
+    ASSERT_NEAR(static_cast<double>(h), w / 2.0, 1.0) << "one factor for both sides";
+    int64_t image = 0, fill = 0;
+    for (size_t k = 0; k < out.bytes.size(); k += 3) {
+      const bool gray = out.bytes[k] == 200 && out.bytes[k + 1] == 200 && out.bytes[k + 2] == 200;
+      const bool filled = out.bytes[k] == 1 && out.bytes[k + 1] == 2 && out.bytes[k + 2] == 3;
+      ASSERT_TRUE(gray || filled);
+      image += gray;
+      fill += filled;
+    }
+    EXPECT_EQ(image, 200) << "the whole image, once";
+    EXPECT_EQ(image + fill, h * w);
+    canvases.insert({h, w});
+  }
+  EXPECT_GT(canvases.size(), 5u);
+  auto never = MakePipeline("stages { decode {} } stages { random_zoom_out { p: 0 } }");
+  EXPECT_EQ(RunPipeline(*never, png).shape, (Shape{10, 20, 3}));
+  testing::ExpectSpecErrors({
+      {"random_zoom_out { side_min: 0.5 }", "need 1 <= side_min <= side_max <= 100"},
+      {"random_zoom_out { side_min: 3 side_max: 2 }", "need 1 <= side_min"},
+      {"random_zoom_out { side_max: 1000 }", "side_max <= 100, got 1, 1000"},
+      {"random_zoom_out { p: 2 }", "p: must be in [0, 1]"},
+      {"random_zoom_out { fill: [1, 2] }", "fill"},
+  });
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -79,6 +79,7 @@ constexpr char kEveryOp[] = R"pb(
       padding_mode: PADDING_REFLECT
     }
   }
+  stages { random_zoom_out { fill: [ 1, 2, 3 ] side_max: 1.5 p: 0.6 } }
   stages { random_rotation { degrees: 30 interpolation: INTERPOLATION_BILINEAR } }
   stages {
     random_affine {

@@ -1105,6 +1105,8 @@ class Translation(unittest.TestCase):
              "random_erasing { p: 1.0 scale_min: 0.02 scale_max: 0.33 ratio_min: 0.3 ratio_max: "
              "3.3 value: [0.0] random_value: false } } }"),
             (v2("RandomChannelPermutation"), "random_channel_permutation {}"),
+            (v2("RandomZoomOut", fill=0, side_range=(1.0, 4.0), p=0.5),
+             "random_zoom_out { fill: [0] side_min: 1.0 side_max: 4.0 p: 0.5 }"),
             (v2("RandomPhotometricDistort", brightness=(0.875, 1.125), contrast=(0.5, 1.5),
                 saturation=None, hue=(-0.05, 0.05), p=0.5),
              "random_apply { stages { color_jitter { brightness: [0.875, 1.125] } } p: 0.5 } "

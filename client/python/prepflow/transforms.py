@@ -290,6 +290,9 @@ _TRANSLATORS = {
     "RandomEqualize": lambda t: [ops.RandomEqualize(p=t.p)],
     # v2's own (torchvision 0.16 on).
     "RandomChannelPermutation": lambda t: [ops.RandomChannelPermutation()],
+    "RandomZoomOut": lambda t: [ops.RandomZoomOut(
+        fill=_fill(t.fill), side_min=float(t.side_range[0]), side_max=float(t.side_range[1]),
+        p=float(t.p))],
     "RandomResize": _random_resize,
     "RandomShortestSize": _random_resize,
     "ScaleJitter": _random_resize,

@@ -179,6 +179,65 @@ class PadOp : public Op {
   PadMode mode_ = PadMode::kConstant;
 };
 
+// ------------------------------------------------------- random_zoom_out
+
+// v2's RandomZoomOut: with probability p, the image on a canvas r times its
+// size (r uniform in [side_min, side_max]), at an offset drawn uniformly,
+// the rest `fill`.
+class RandomZoomOutOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::RandomZoomOut& p = stage.random_zoom_out();
+    auto op = std::make_unique<RandomZoomOutOp>();
+    op->p_ = p.has_p() ? p.p() : 0.5;
+    if (absl::Status s = CheckProbability("p", op->p_); !s.ok()) return s;
+    op->lo_ = p.has_side_min() ? p.side_min() : 1.0;
+    op->hi_ = p.has_side_max() ? p.side_max() : 4.0;
+    if (!(1 <= op->lo_ && op->lo_ <= op->hi_ && op->hi_ <= 100)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("side_min, side_max: need 1 <= side_min <= side_max <= 100, got %g, %g",
+                          op->lo_, op->hi_));
+    }
+    if (!p.fill().empty()) {  // else black, v2's default
+      absl::StatusOr<Fill3> fill = ReadFill(p.fill());
+      if (!fill.ok()) return fill.status();
+      op->fill_ = *fill;
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    return ValueType{ValueKind::kImage, {-1, -1, 3}};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    if (!(rng.Uniform() < p_)) return absl::OkStatus();
+    const int h = s.height(), w = s.width();
+    const double r = rng.Uniform(lo_, hi_);
+    const int64_t out_w = static_cast<int64_t>(w * r), out_h = static_cast<int64_t>(h * r);
+    if (absl::Status st = CheckOutputArea(ctx, "random_zoom_out", out_w, out_h); !st.ok()) {
+      return st;
+    }
+    const int left = static_cast<int>((out_w - w) * rng.Uniform());
+    const int top = static_cast<int>((out_h - h) * rng.Uniform());
+    uint8_t* out = ctx.Output(s.data, static_cast<size_t>(out_h * out_w * 3));
+    int* rows = IndexMap(ctx, s.data, out, static_cast<size_t>(out_h + out_w));
+    int* cols = rows + out_h;
+    for (int y = 0; y < out_h; ++y) rows[y] = PadIndex(y, top, h, PadMode::kConstant);
+    for (int x = 0; x < out_w; ++x) cols[x] = PadIndex(x, left, w, PadMode::kConstant);
+    Remap(s.data, w, rows, static_cast<int>(out_h), cols, static_cast<int>(out_w), fill_, out);
+    SetImage(s, out, static_cast<int>(out_h), static_cast<int>(out_w),
+             ImageView::Whole(static_cast<int>(out_w), static_cast<int>(out_h)));
+    return absl::OkStatus();
+  }
+
+ private:
+  double p_ = 0.5, lo_ = 1, hi_ = 4;
+  Fill3 fill_{};
+};
+
 // ----------------------------------------------------------- random_crop
 
 class RandomCropOp : public Op {
@@ -469,6 +528,7 @@ class RandomPerspectiveOp : public SameShapeImageOp {
 
 void RegisterGeometryOps(OpRegistry* registry) {
   registry->Register(Stage::kPad, FactoryOf<PadOp>());
+  registry->Register(Stage::kRandomZoomOut, FactoryOf<RandomZoomOutOp>());
   registry->Register(Stage::kRandomCrop, FactoryOf<RandomCropOp>());
   registry->Register(Stage::kRandomRotation, FactoryOf<RandomRotationOp>());
   registry->Register(Stage::kRandomAffine, FactoryOf<RandomAffineOp>());

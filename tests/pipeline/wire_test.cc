@@ -58,7 +58,12 @@ constexpr char kEveryOp[] = R"pb(
   name: "every-op"
   stages { decode {} }
   stages { resize { shorter_side: 160 } }
-  stages { random_resize { sizes: [ 150, 170 ] max_size: 400 } }
+  stages {
+    random_resize {
+      sizes: [ 150, 170 ]
+      max_size: 400
+    }
+  }
   stages { center_crop { size: 144 } }
   stages { random_resized_crop { size: 96 scale_min: 0.3 } }
   stages { random_horizontal_flip {} }
@@ -79,7 +84,13 @@ constexpr char kEveryOp[] = R"pb(
       padding_mode: PADDING_REFLECT
     }
   }
-  stages { random_zoom_out { fill: [ 1, 2, 3 ] side_max: 1.5 p: 0.6 } }
+  stages {
+    random_zoom_out {
+      fill: [ 1, 2, 3 ]
+      side_max: 1.5
+      p: 0.6
+    }
+  }
   stages { random_rotation { degrees: 30 interpolation: INTERPOLATION_BILINEAR } }
   stages {
     random_affine {

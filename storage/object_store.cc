@@ -334,6 +334,7 @@ std::string HostOf(const std::string& http_url) {
 }  // namespace
 
 bool CurlObjectStore::RangesIgnored(const std::string& http_url) const {
+  if (!any_range_ignored_.load(std::memory_order_acquire)) return false;
   absl::MutexLock lock(&hosts_mu_);
   return no_range_hosts_.count(HostOf(http_url)) > 0;
 }
@@ -342,6 +343,7 @@ void CurlObjectStore::NoteRangesIgnored(const std::string& http_url) const {
   const std::string host = HostOf(http_url);
   absl::MutexLock lock(&hosts_mu_);
   if (!no_range_hosts_.insert(host).second) return;
+  any_range_ignored_.store(true, std::memory_order_release);
   const WholeObjectOptions& w = options_.whole_objects;
   spdlog::info(
       "storage: {} ignores Range requests (it answered a ranged GET with the whole object): "

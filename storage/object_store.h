@@ -17,6 +17,7 @@
 #ifndef PREPFLOW_STORAGE_OBJECT_STORE_H_
 #define PREPFLOW_STORAGE_OBJECT_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -104,6 +105,9 @@ class CurlObjectStore : public ObjectStore, public std::enable_shared_from_this<
   struct Counters;
   std::unique_ptr<Counters> counters_;
   std::unique_ptr<WholeObjects> whole_;
+  // Whether any host ignores Range: the common case (none) costs a read
+  // per sample, not a lock and a string.
+  mutable std::atomic<bool> any_range_ignored_{false};
   mutable absl::Mutex hosts_mu_;
   mutable std::set<std::string> no_range_hosts_ ABSL_GUARDED_BY(hosts_mu_);
   mutable bool warned_refetch_ ABSL_GUARDED_BY(hosts_mu_) = false;

@@ -98,8 +98,18 @@ absl::StatusOr<std::shared_ptr<const WholeObjects::Copy>> WholeObjects::Get(cons
         return e.copy;
       }
       if (waited && e.generation == awaited && !e.failed.ok()) return e.failed;
+      // The bytes of loads in flight count against the budget too: past
+      // it, this load waits for another to finish (its copy may then be
+      // dropped for room).
+      Evict(key, size);
+      if (counters_.held_bytes + loading_bytes_ + static_cast<int64_t>(size) > options_.max_bytes &&
+          loading_bytes_ > 0) {
+        loaded_.Wait(&mu_);
+        continue;
+      }
       e.loading = true;
       ++e.generation;
+      loading_bytes_ += static_cast<int64_t>(size);
       break;
     }
   }
@@ -107,6 +117,7 @@ absl::StatusOr<std::shared_ptr<const WholeObjects::Copy>> WholeObjects::Get(cons
   absl::MutexLock lock(&mu_);
   Entry& e = entries_[key];
   e.loading = false;
+  loading_bytes_ -= static_cast<int64_t>(size);
   loaded_.SignalAll();
   if (!copy.ok()) {
     e.failed = copy.status();
@@ -119,7 +130,7 @@ absl::StatusOr<std::shared_ptr<const WholeObjects::Copy>> WholeObjects::Get(cons
   ++counters_.fetches;
   if (!ever_fetched_.insert(key).second) ++counters_.refetches;
   counters_.held_bytes += static_cast<int64_t>(size);
-  Evict(key);
+  Evict(key, 0);
   return copy;
 }
 
@@ -154,8 +165,8 @@ absl::StatusOr<std::shared_ptr<const WholeObjects::Copy>> WholeObjects::Load(
   return copy;
 }
 
-void WholeObjects::Evict(const std::string& keep) {
-  while (counters_.held_bytes > options_.max_bytes) {
+void WholeObjects::Evict(const std::string& keep, uint64_t more) {
+  while (counters_.held_bytes + loading_bytes_ + static_cast<int64_t>(more) > options_.max_bytes) {
     auto oldest = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->first == keep || it->second.copy == nullptr) continue;

@@ -6,9 +6,10 @@
 // whole shard. Instead each object is fetched whole once, kept here, and its
 // ranges are served from the copy: in memory, or in unlinked files in a
 // folder (`dir`), which the system frees when the process ends. What is kept
-// is bounded by `max_bytes`; past it the least recently used copies are
-// dropped (a reader still holding one finishes first), and an object that
-// is needed again is fetched again, which is counted.
+// and what is being fetched are bounded by `max_bytes`: past it the least
+// recently used copies are dropped (a reader still holding one finishes
+// first), a fetch waits for another to finish, and an object that is needed
+// again is fetched again, which is counted.
 //
 // Thread-safety: every method may be called from any thread; concurrent
 // reads of one object share its one fetch.
@@ -76,9 +77,9 @@ class WholeObjects {
   // Makes a copy of `size` bytes with `fetch` (no lock held).
   absl::StatusOr<std::shared_ptr<const Copy>> Load(const std::string& name, uint64_t size,
                                                    const Fetch& fetch) const;
-  // Drops the least recently used copies (never `keep`) until what is kept
-  // fits max_bytes.
-  void Evict(const std::string& keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the least recently used copies (never `keep`) until what is kept,
+  // what is loading and `more` fit max_bytes, or no copy is left to drop.
+  void Evict(const std::string& keep, uint64_t more) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const WholeObjectOptions options_;
   mutable absl::Mutex mu_;
@@ -86,6 +87,7 @@ class WholeObjects {
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> ever_fetched_ ABSL_GUARDED_BY(mu_);
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t loading_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of the loads in flight
   Counters counters_ ABSL_GUARDED_BY(mu_);
 };
 

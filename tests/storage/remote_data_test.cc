@@ -589,6 +589,14 @@ TEST_F(RemoteDataTest, WholeObjectsStayWithinTheirBudget) {
   EXPECT_THAT(small.status.message(), HasSubstr("--whole-object-bytes"));
   EXPECT_THAT(small.status.message(), HasSubstr("ignores Range requests"));
   EXPECT_THAT(small.status.message(), HasSubstr("shard-00000"));
+
+  // A --whole-object-dir that is a file: each read fails naming the flag.
+  testing::WriteFile(dir_->Join("not-a-folder"), {1});
+  o.storage.whole_objects.max_bytes = 4 * shard;
+  o.storage.whole_objects.dir = dir_->Join("not-a-folder");
+  const testing::Drained file = testing::Drain(o);
+  EXPECT_FALSE(file.status.ok());
+  EXPECT_THAT(file.status.message(), HasSubstr("--whole-object-dir"));
 }
 
 }  // namespace

@@ -246,13 +246,12 @@ class ChannelPermutationOp : public SameShapeImageOp {
     const std::array<int, 3>& order = kOrders[rng.UniformInt(0, 5)];
     const size_t pixels = static_cast<size_t>(s.width()) * s.height();
     uint8_t* out = ctx.Output(s.data, s.size);
-    const uint8_t* in = s.data;
-    for (size_t i = 0; i < pixels; ++i, in += 3, out += 3) {
-      out[0] = in[order[0]];
-      out[1] = in[order[1]];
-      out[2] = in[order[2]];
+    for (size_t i = 0; i < 3 * pixels; i += 3) {
+      out[i] = s.data[i + order[0]];
+      out[i + 1] = s.data[i + order[1]];
+      out[i + 2] = s.data[i + order[2]];
     }
-    Replace(s, out - 3 * pixels);
+    Replace(s, out);
     return absl::OkStatus();
   }
 

@@ -171,6 +171,12 @@ Rows DataRows() {
       IntOption<O>("max_jpeg_scans", "max-jpeg-scans", &O::max_jpeg_scans, 1, kIntMax,
                    "refuse progressive JPEGs with more scans than this (each is a pass over the "
                    "image)"),
+      DoubleOption<O>("max_audio_seconds", "max-audio-seconds", &O::max_audio_seconds, 0,
+                      kMaxAudioSeconds, true,
+                      "refuse audio longer than this (its header's claim, checked before "
+                      "decoding, and what is decoded)"),
+      IntOption<O>("max_audio_channels", "max-audio-channels", &O::max_audio_channels, 1, 65535,
+                   "refuse audio with more channels than this"),
       BoolOption<O>("shuffle", "shuffle", &O::shuffle,
                     "shuffle each epoch (--no-shuffle: dataset order)"),
       BoolOption<O>("drop_last", "drop-last", &O::drop_last, "drop each epoch's last short batch"),

@@ -93,6 +93,8 @@ struct LoaderOptions {
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
   int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions
+  double max_audio_seconds = DecodeOptions().max_audio_seconds;
+  int max_audio_channels = DecodeOptions().max_audio_channels;
   // Of resizing stages that name none (proto::Fidelity): exact gives
   // torchvision's bytes; fast decodes JPEGs at a scale when shrinking.
   proto::Fidelity fidelity = proto::FIDELITY_EXACT;

@@ -165,6 +165,8 @@ absl::Status Loader::OpenPipeline() {
   popts.seed = options_.seed;
   popts.decode.max_pixels = options_.max_pixels;
   popts.decode.max_jpeg_scans = options_.max_jpeg_scans;
+  popts.decode.max_audio_seconds = options_.max_audio_seconds;
+  popts.decode.max_audio_channels = options_.max_audio_channels;
   auto pipeline = Pipeline::Create(options_.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
@@ -262,6 +264,8 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_seed(options_.seed);
   open.set_max_pixels(options_.max_pixels);
   open.set_max_jpeg_scans(options_.max_jpeg_scans);
+  open.set_max_audio_seconds(options_.max_audio_seconds);
+  open.set_max_audio_channels(options_.max_audio_channels);
   open.set_dataset_size(dataset_->size());
   open.set_dataset_fingerprint(dataset_->fingerprint());
   open.set_max_items_in_flight(options_.max_items_per_worker);

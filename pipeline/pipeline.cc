@@ -104,7 +104,16 @@ std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
   proto::PipelineSpec spec = given;
   ResolveFidelity(proto::FIDELITY_EXACT, &spec);
   // Each prefix is hashed whole: stages are a few dozen bytes each.
-  std::string bytes = absl::StrCat(decode.max_pixels, ",", decode.max_jpeg_scans, ";");
+  // The audio limits count where audio is decoded (image pipelines keep the
+  // fingerprints, and caches, they had).
+  std::string bytes = absl::StrCat(decode.max_pixels, ",", decode.max_jpeg_scans);
+  for (const proto::Stage& stage : spec.stages()) {
+    if (stage.has_decode_audio()) {
+      absl::StrAppend(&bytes, ",", decode.max_audio_seconds, ",", decode.max_audio_channels);
+      break;
+    }
+  }
+  bytes += ";";
   std::vector<uint64_t> out = {XXH3_64bits(bytes.data(), bytes.size())};
   for (const proto::Stage& stage : spec.stages()) {
     std::string serialized;
@@ -169,6 +178,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
   if (options.decode.max_pixels <= 0) {
     return absl::InvalidArgumentError("max_pixels: must be positive");
   }
+  if (!(options.decode.max_audio_seconds > 0 &&
+        options.decode.max_audio_seconds <= kMaxAudioSeconds) ||
+      options.decode.max_audio_channels <= 0) {
+    return absl::InvalidArgumentError(
+        "max_audio_seconds, max_audio_channels: must be positive (seconds at most a day)");
+  }
   p->types_.push_back(ValueType{ValueKind::kEncoded, {-1}});
   for (int i = 0; i < spec.stages_size(); ++i) {
     const proto::Stage& stage = spec.stages(i);
@@ -185,7 +200,13 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     // A fixed-size output is held to the same bound as a decoded image, so a
     // job cannot make a worker allocate gigabytes (found by
     // tests/fuzz/job_fuzz: a 15000 px crop).
-    if (type->kind != ValueKind::kEncoded && type->fixed()) {
+    if (type->kind == ValueKind::kAudio && type->fixed()) {
+      if (type->shape[1] > MaxAudioFrames(options.decode)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%sits output (%s) is longer than --max-audio-seconds %g allows at %d Hz", where(),
+            type->DebugString(), options.decode.max_audio_seconds, kMaxAudioRate));
+      }
+    } else if (type->kind != ValueKind::kEncoded && type->fixed()) {
       const double pixels = static_cast<double>(type->bytes()) /
                             (type->kind == ValueKind::kTensor ? 3 * sizeof(float) : 3);
       if (pixels > static_cast<double>(options.decode.max_pixels)) {
@@ -281,6 +302,12 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
   const ValueType& t = types_[k];
   if (t.kind == ValueKind::kEncoded) return max_file_bytes;
   if (t.fixed()) return static_cast<int64_t>(t.bytes());
+  if (t.kind == ValueKind::kAudio) {  // what the type fixes, else the limits
+    const int64_t channels = t.shape[0] >= 0 ? t.shape[0] : options_.decode.max_audio_channels;
+    const int64_t frames =
+        t.shape[1] >= 0 ? t.shape[1] : MaxAudioFrames(options_.decode, t.sample_rate);
+    return channels * frames * static_cast<int64_t>(sizeof(float));
+  }
   return options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
 }
 

@@ -47,6 +47,10 @@ packages=(
   libcurl4-openssl-dev libexpat1-dev
   # The scheduler signs workers' leases (HMAC-SHA256).
   libssl-dev
+  # Audio: decoding (WAV, FLAC, Ogg Vorbis/Opus, MP3) with libsndfile; the
+  # tests' speech is spoken by espeak-ng and converted by sox, and
+  # torchaudio is the reference for the audio ops.
+  libsndfile1-dev espeak-ng sox libsox-fmt-all python3-torchaudio
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

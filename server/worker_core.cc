@@ -163,6 +163,19 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
         absl::StrCat("job open: max_jpeg_scans ", open.max_jpeg_scans(), " is outside [0, ",
                      options_.max_jpeg_scans_limit, "] (this worker's --max-jpeg-scans)")));
   }
+  // NaN fails both comparisons: checked as "not within".
+  if (!(open.max_audio_seconds() >= 0 &&
+        open.max_audio_seconds() <= options_.max_audio_seconds_limit)) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: max_audio_seconds ", open.max_audio_seconds(), " is outside [0, ",
+                     options_.max_audio_seconds_limit, "] (this worker's --max-audio-seconds)")));
+  }
+  if (open.max_audio_channels() < 0 ||
+      open.max_audio_channels() > options_.max_audio_channels_limit) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("job open: max_audio_channels ", open.max_audio_channels(), " is outside [0, ",
+                     options_.max_audio_channels_limit, "] (this worker's --max-audio-channels)")));
+  }
   if (const int64_t b = open.dataset().max_file_bytes();
       b < 0 || b > options_.max_file_bytes_limit) {
     return refuse(absl::InvalidArgumentError(
@@ -240,6 +253,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
   popts.decode.max_pixels = open.max_pixels() > 0 ? open.max_pixels() : options_.max_pixels_limit;
   popts.decode.max_jpeg_scans =
       open.max_jpeg_scans() > 0 ? open.max_jpeg_scans() : options_.max_jpeg_scans_limit;
+  popts.decode.max_audio_seconds =
+      open.max_audio_seconds() > 0 ? open.max_audio_seconds() : options_.max_audio_seconds_limit;
+  popts.decode.max_audio_channels =
+      open.max_audio_channels() > 0 ? open.max_audio_channels() : options_.max_audio_channels_limit;
   auto pipeline = Pipeline::Create(RunnablePrefix(open, &job->unavailable_), popts);
   if (!pipeline.ok()) {
     return absl::InvalidArgumentError(

@@ -56,8 +56,10 @@ struct WorkerOptions {
   int max_streams_per_client = 32;  // of them, from one client host
   int max_items_per_stream = 0;     // credits per stream; 0: 2 x threads
   int max_item_samples = 4096;
-  int64_t max_pixels_limit = 64'000'000;                // a job may ask for less, not more
-  int max_jpeg_scans_limit = kDefaultMaxJpegScans;      // likewise
+  int64_t max_pixels_limit = 64'000'000;            // a job may ask for less, not more
+  int max_jpeg_scans_limit = kDefaultMaxJpegScans;  // likewise
+  double max_audio_seconds_limit = DecodeOptions().max_audio_seconds;  // likewise
+  int max_audio_channels_limit = DecodeOptions().max_audio_channels;   // likewise
   int64_t max_file_bytes_limit = kDefaultMaxFileBytes;  // likewise: one sample's read
   // What the worker holds for jobs, in bytes; 0: half of the memory this
   // process may use. Half of it bounds finished results, counted from the

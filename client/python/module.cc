@@ -133,8 +133,13 @@ struct BatchView {
   std::vector<int64_t> shape;
 };
 
+// Whether a batch's samples are float32 (tensors, audio); else uint8 images.
+bool Floats(const ValueType& t) {
+  return t.kind == ValueKind::kTensor || t.kind == ValueKind::kAudio;
+}
+
 DLDataType DTypeOf(const ValueType& t) {
-  if (t.kind == ValueKind::kTensor) return {kDLFloat, 32, 1};
+  if (Floats(t)) return {kDLFloat, 32, 1};
   return {kDLUInt, 8, 1};  // kImage: uint8 HWC
 }
 
@@ -194,7 +199,7 @@ class PyBatch {
     auto* view = new BatchView{batch_, image_shape()};
     py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
     const std::vector<int64_t>& shape = view->shape;
-    if (batch_->sample_type().kind == ValueKind::kTensor) {
+    if (Floats(batch_->sample_type())) {
       return py::array_t<float>(shape, batch_->floats(), owner);
     }
     return py::array_t<uint8_t>(shape, batch_->data(), owner);
@@ -494,9 +499,8 @@ void BindBatch(py::module_& m) {
       .def_property_readonly("image_shape", &PyBatch::image_shape)
       .def_property_readonly("dtype",
                              [](const PyBatch& b) {
-                               return b.batch()->sample_type().kind == prepflow::ValueKind::kTensor
-                                          ? "float32"
-                                          : "uint8";
+                               return prepflow::python::Floats(b.batch()->sample_type()) ? "float32"
+                                                                                         : "uint8";
                              })
       .def("images_dlpack", &PyBatch::images_dlpack)
       .def("labels_dlpack", &PyBatch::labels_dlpack)

@@ -48,7 +48,27 @@ struct DecodeOptions {
   int max_jpeg_scans = kDefaultMaxJpegScans;
   bool use_roi = true;          // decode only the hinted region
   bool use_dct_scaling = true;  // decode at 1/2, 1/4, 1/8 where allowed
+  // Audio (decode_audio): a file whose header claims more seconds or
+  // channels is refused (ResourceExhausted) before anything is decoded, and
+  // no op may make audio longer than max_audio_seconds at kMaxAudioRate.
+  double max_audio_seconds = 600;
+  int max_audio_channels = 2;
 };
+
+// The longest --max-audio-seconds may be: a day.
+inline constexpr double kMaxAudioSeconds = 86400;
+
+// The highest sample rate audio may have (Hz): 192 kHz, "high resolution"
+// audio's. Rates are refused above it, so that seconds bound bytes: at the
+// defaults one decoded value is at most 600 s x 192 kHz x 2 channels x 4
+// bytes, 0.9 GB, under what one worker item may hold.
+inline constexpr int kMaxAudioRate = 192'000;
+
+// The most frames one audio value may have under `options`, at `rate` (0:
+// any rate); one more than the seconds hold, for resampling's rounding up.
+inline int64_t MaxAudioFrames(const DecodeOptions& options, int rate = 0) {
+  return static_cast<int64_t>(options.max_audio_seconds * (rate > 0 ? rate : kMaxAudioRate)) + 1;
+}
 
 struct DecodedImage {
   uint8_t* data = nullptr;  // RGB, rows packed (stride = 3 * width)

@@ -34,7 +34,7 @@ struct FieldSchema {
 struct OpSchema {
   std::string name;  // as written in a pipeline file: "random_resized_crop"
   std::string summary;
-  std::string torchvision;  // what it matches, if anything
+  std::string torchvision;  // what it matches, if anything (torchaudio's, for audio ops)
   std::string input;        // "encoded", "image", "tensor"
   std::string output;
   std::string parity;   // how close to torchvision it comes

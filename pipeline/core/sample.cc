@@ -65,6 +65,8 @@ const char* ValueKindName(ValueKind kind) {
       return "image";
     case ValueKind::kTensor:
       return "tensor";
+    case ValueKind::kAudio:
+      return "audio";
   }
   return "?";
 }

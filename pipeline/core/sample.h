@@ -71,8 +71,9 @@ class Buffer {
 
 enum class ValueKind : uint8_t {
   kEncoded,  // encoded file bytes
-  kImage,    // uint8 HWC, 3 channels (RGB)
+  kImage,    // uint8 HWC, 3 channels (RGB); or a stack of them, NHWC
   kTensor,   // float32, shape as given
+  kAudio,    // float32 [channels, frames] at Sample::sample_rate
 };
 const char* ValueKindName(ValueKind kind);
 
@@ -119,12 +120,18 @@ struct Sample {
   ValueKind kind = ValueKind::kEncoded;
   uint8_t* data = nullptr;
   size_t size = 0;  // bytes
-  // kEncoded: {size}; kImage: {h, w, 3}; kTensor: dims.
+  // kEncoded: {size}; kImage: {h, w, 3}, or {n, h, w, 3} for a stack of n
+  // images of one size (five_crop's crops); kTensor: dims; kAudio:
+  // {channels, frames}.
   Shape shape;
-  ImageView view;  // kImage only
+  ImageView view;       // kImage only (a stack's is its images' whole view)
+  int sample_rate = 0;  // kAudio only, in Hz
 
-  int height() const { return static_cast<int>(shape[0]); }
-  int width() const { return static_cast<int>(shape[1]); }
+  // An image's (or each stacked image's) height and width.
+  int height() const { return static_cast<int>(shape[shape.size() - 3]); }
+  int width() const { return static_cast<int>(shape[shape.size() - 2]); }
+  // How many images a kImage value holds: 1, or a stack's n.
+  int images() const { return shape.size() == 4 ? static_cast<int>(shape[0]) : 1; }
 };
 
 }  // namespace prepflow

@@ -15,6 +15,7 @@ bool ValueType::fixed() const {
 
 bool ValueType::Admits(const Sample& s) const {
   if (s.kind != kind) return false;
+  if (kind == ValueKind::kAudio && sample_rate != 0 && s.sample_rate != sample_rate) return false;
   if (kind == ValueKind::kEncoded) return true;
   if (s.shape.size() != shape.size()) return false;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -25,20 +26,23 @@ bool ValueType::Admits(const Sample& s) const {
 
 size_t ValueType::bytes() const {
   if (!fixed()) return 0;
-  size_t n = kind == ValueKind::kTensor ? sizeof(float) : 1;
+  size_t n = kind == ValueKind::kTensor || kind == ValueKind::kAudio ? sizeof(float) : 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
 }
 
 std::string ValueType::DebugString() const {
   if (kind == ValueKind::kEncoded) return "encoded bytes";
-  return absl::StrCat(kind == ValueKind::kImage ? "uint8 image [" : "float32 tensor [",
+  const char* name = kind == ValueKind::kImage   ? "uint8 image ["
+                     : kind == ValueKind::kAudio ? "float32 audio ["
+                                                 : "float32 tensor [";
+  return absl::StrCat(name,
                       absl::StrJoin(shape, ", ",
                                     [](std::string* out, int64_t d) {
                                       absl::StrAppend(out,
                                                       d < 0 ? std::string("?") : absl::StrCat(d));
                                     }),
-                      "]");
+                      "]", sample_rate > 0 ? absl::StrCat(" at ", sample_rate, " Hz") : "");
 }
 
 }  // namespace prepflow

@@ -18,6 +18,9 @@ namespace prepflow {
 struct ValueType {
   ValueKind kind = ValueKind::kEncoded;
   Shape shape;
+  // kAudio: the sample rate every value has (after resample), or 0 where it
+  // varies with the file.
+  int sample_rate = 0;
 
   bool fixed() const;
   // Whether `s` holds a value of this type: the same kind, rank, and every
@@ -28,7 +31,7 @@ struct ValueType {
   std::string DebugString() const;
 
   friend bool operator==(const ValueType& a, const ValueType& b) {
-    return a.kind == b.kind && a.shape == b.shape;
+    return a.kind == b.kind && a.shape == b.shape && a.sample_rate == b.sample_rate;
   }
   friend bool operator!=(const ValueType& a, const ValueType& b) { return !(a == b); }
 };

@@ -1,10 +1,74 @@
 #include "pipeline/core/wire.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 
 namespace prepflow {
+namespace {
+
+constexpr size_t kOverflow = std::numeric_limits<size_t>::max();
+
+// The bytes of a value of `shape` with `element` bytes each; kOverflow when
+// they do not fit a size_t (a crafted shape must not wrap to its data's size).
+size_t ShapeBytes(const Shape& shape, size_t element) {
+  size_t n = element;
+  for (int64_t d : shape) {
+    if (d != 0 && n > kOverflow / static_cast<size_t>(d)) return kOverflow;
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
+// The kind of `value` and the bytes its shape needs (kOverflow past a
+// size_t); InvalidArgument for a shape its kind cannot have.
+absl::Status ExpectedBytes(const proto::SampleValue& value, const Shape& shape, size_t data_size,
+                           ValueKind* kind, size_t* expected) {
+  switch (value.kind()) {
+    case proto::SampleValue::KIND_ENCODED:
+      *kind = ValueKind::kEncoded;
+      *expected = data_size;
+      break;
+    case proto::SampleValue::KIND_IMAGE:
+      *kind = ValueKind::kImage;
+      // One image [h, w, 3], or a stack of them [n, h, w, 3].
+      if ((shape.size() != 3 && shape.size() != 4) || shape.back() != 3 ||
+          !std::all_of(shape.begin(), shape.end(),
+                       [](int64_t d) { return d > 0 && d <= (int64_t{1} << 24); })) {
+        return absl::InvalidArgumentError(
+            "sample value: an image needs shape [h, w, 3] (or [n, h, w, 3] for a stack)");
+      }
+      *expected = ShapeBytes(shape, 1);
+      break;
+    case proto::SampleValue::KIND_TENSOR: {
+      *kind = ValueKind::kTensor;
+      for (int64_t d : shape) {
+        if (d < 0 || d > (int64_t{1} << 32)) {
+          return absl::InvalidArgumentError("sample value: tensor dimension out of range");
+        }
+      }
+      *expected = ShapeBytes(shape, sizeof(float));
+      break;
+    }
+    case proto::SampleValue::KIND_AUDIO:
+      *kind = ValueKind::kAudio;
+      if (shape.size() != 2 || shape[0] <= 0 || shape[0] > 65535 || shape[1] < 0 ||
+          value.sample_rate() <= 0) {
+        return absl::InvalidArgumentError(
+            "sample value: audio needs shape [channels, frames] and a positive sample rate");
+      }
+      *expected = ShapeBytes(shape, sizeof(float));
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample value: unknown kind ", static_cast<int>(value.kind())));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
   switch (s.kind) {
@@ -17,7 +81,11 @@ void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
     case ValueKind::kTensor:
       out->set_kind(proto::SampleValue::KIND_TENSOR);
       break;
+    case ValueKind::kAudio:
+      out->set_kind(proto::SampleValue::KIND_AUDIO);
+      break;
   }
+  out->set_sample_rate(s.kind == ValueKind::kAudio ? s.sample_rate : 0);
   out->clear_shape();
   for (int64_t d : s.shape) out->add_shape(d);
   if (include_data) {
@@ -54,32 +122,11 @@ absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::st
   for (absl::string_view piece : data) data_size += piece.size();
   Shape shape(value.shape().begin(), value.shape().end());
   size_t expected = 0;
-  switch (value.kind()) {
-    case proto::SampleValue::KIND_ENCODED:
-      s.kind = ValueKind::kEncoded;
-      expected = data_size;
-      break;
-    case proto::SampleValue::KIND_IMAGE:
-      s.kind = ValueKind::kImage;
-      if (shape.size() != 3 || shape[2] != 3 || shape[0] <= 0 || shape[1] <= 0) {
-        return absl::InvalidArgumentError("sample value: an image needs shape [h, w, 3]");
-      }
-      expected = static_cast<size_t>(shape[0]) * shape[1] * 3;
-      break;
-    case proto::SampleValue::KIND_TENSOR: {
-      s.kind = ValueKind::kTensor;
-      expected = sizeof(float);
-      for (int64_t d : shape) {
-        if (d < 0 || d > (int64_t{1} << 32)) {
-          return absl::InvalidArgumentError("sample value: tensor dimension out of range");
-        }
-        expected *= static_cast<size_t>(d);
-      }
-      break;
-    }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("sample value: unknown kind ", static_cast<int>(value.kind())));
+  if (absl::Status st = ExpectedBytes(value, shape, data_size, &s.kind, &expected); !st.ok()) {
+    return st;
+  }
+  if (expected == kOverflow) {
+    return absl::InvalidArgumentError("sample value: shape has more elements than memory holds");
   }
   if (data_size != expected) {
     return absl::InvalidArgumentError(
@@ -95,6 +142,7 @@ absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::st
   s.size = expected;
   s.shape = s.kind == ValueKind::kEncoded ? Shape{static_cast<int64_t>(expected)} : shape;
   s.view = ImageView();
+  s.sample_rate = s.kind == ValueKind::kAudio ? value.sample_rate() : 0;
   if (s.kind == ValueKind::kImage) {
     const proto::ImageView& v = value.view();
     s.view.source_width = v.source_width();
@@ -108,8 +156,8 @@ absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::st
     s.view.crop_width = v.crop_width();
     s.view.crop_height = v.crop_height();
     if (s.view.source_width <= 0 || s.view.source_height <= 0) {
-      s.view.source_width = static_cast<int>(shape[1]);
-      s.view.source_height = static_cast<int>(shape[0]);
+      s.view.source_width = s.width();
+      s.view.source_height = s.height();
     }
   }
   return absl::OkStatus();

@@ -105,6 +105,14 @@ bool detail::IsImageExtension(const std::string& ext) {
   return false;
 }
 
+bool detail::IsAudioExtension(const std::string& ext) {
+  static const char* const kExts[] = {"wav", "flac", "ogg", "opus", "mp3"};
+  for (const char* e : kExts) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
 void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
                                  const DatasetOptions& options) {
   if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();

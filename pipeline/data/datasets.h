@@ -68,6 +68,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
 // Whether a file name's extension is one torchvision's ImageFolder reads,
 // and that extension (lower case, no dot; empty when none).
 bool IsImageExtension(const std::string& ext);
+// Whether it is one decode_audio reads (wav flac ogg opus mp3).
+bool IsAudioExtension(const std::string& ext);
 std::string LowerExtension(const std::string& name);
 
 // An errno as a Status: its code, and "`what`: strerror".

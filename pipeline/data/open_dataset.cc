@@ -33,6 +33,7 @@ namespace prepflow {
 namespace {
 
 using detail::ErrnoStatus;
+using detail::IsAudioExtension;
 using detail::IsImageExtension;
 using detail::LowerExtension;
 using detail::OpenConfined;
@@ -119,66 +120,95 @@ class ImageFolderDataset : public Dataset {
       return absl::NotFoundError(absl::StrCat("no class folders in ", root,
                                               " (ImageFolder expects root/<class>/<image>)"));
     }
+    Files audio;
     for (size_t c = 0; c < class_dirs.size(); ++c) {
       ds->classes_.push_back(class_dirs[c].name);
-      // os.walk visits directories; torchvision sorts the (dir, files) tuples
-      // by directory path and each directory's files by name. Unlike os.walk
-      // with followlinks, a symlink back to a folder on its own path is not
-      // followed (it would repeat the folder's images without end).
-      struct Visit {
-        std::string path;  // relative to root
-        DirId id;
-        int parent;  // index in `walk`, -1 for the class folder
-      };
-      std::vector<Visit> walk = {{class_dirs[c].name, class_dirs[c].id, -1}};
-      for (size_t i = 0; i < walk.size(); ++i) {
-        if (walk.size() > kMaxFolders) {
-          return absl::ResourceExhaustedError(
-              absl::StrCat(root, "/", class_dirs[c].name, " holds over ", kMaxFolders,
-                           " folders (counting each symlinked one as often as it is reached)"));
-        }
-        std::vector<DirEntry> sub;
-        if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i].path), &sub, nullptr);
-            !s.ok()) {
-          return s;
-        }
-        for (const DirEntry& d : sub) {
-          bool loop = false;
-          for (int a = static_cast<int>(i); a >= 0 && !loop; a = walk[a].parent) {
-            loop = walk[a].id == d.id;
-          }
-          const std::string path = absl::StrCat(walk[i].path, "/", d.name);
-          if (loop) {
-            ds->warnings_.push_back(absl::StrCat(root, "/", path,
-                                                 " leads back to a folder above it (symlink loop); "
-                                                 "not followed"));
-            continue;
-          }
-          walk.push_back({path, d.id, static_cast<int>(i)});
-        }
-      }
-      std::sort(walk.begin(), walk.end(),
-                [](const Visit& a, const Visit& b) { return a.path < b.path; });
-      for (const Visit& dir : walk) {
-        std::vector<std::string> files;
-        if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files); !s.ok()) {
-          return s;
-        }
-        std::sort(files.begin(), files.end());
-        for (const std::string& f : files) {
-          if (!IsImageExtension(LowerExtension(f))) continue;
-          ds->paths_.push_back(absl::StrCat(dir.path, "/", f));
-          ds->labels_.push_back(static_cast<int64_t>(c));
-        }
+      if (absl::Status s = ds->AddClass(class_dirs[c], static_cast<int64_t>(c), &audio); !s.ok()) {
+        return s;
       }
     }
     if (ds->paths_.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) under ", root));
+      ds->paths_ = std::move(audio.paths);
+      ds->labels_ = std::move(audio.labels);
+    }
+    if (ds->paths_.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) or "
+                       "audio files (.wav .flac .ogg .opus .mp3) under ",
+                       root));
     }
     return ds;
   }
 
+ private:
+  struct Files {
+    std::vector<std::string> paths;
+    std::vector<int64_t> labels;
+  };
+
+  // Adds the image files below class folder `dir` with `label`, and keeps
+  // its audio files in `audio` (the samples of a folder with no images).
+  absl::Status AddClass(const DirEntry& dir, int64_t label, Files* audio) {
+    const std::string& root = root_;
+    // os.walk visits directories; torchvision sorts the (dir, files) tuples
+    // by directory path and each directory's files by name. Unlike os.walk
+    // with followlinks, a symlink back to a folder on its own path is not
+    // followed (it would repeat the folder's images without end).
+    struct Visit {
+      std::string path;  // relative to root
+      DirId id;
+      int parent;  // index in `walk`, -1 for the class folder
+    };
+    std::vector<Visit> walk = {{dir.name, dir.id, -1}};
+    for (size_t i = 0; i < walk.size(); ++i) {
+      if (walk.size() > kMaxFolders) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(root, "/", dir.name, " holds over ", kMaxFolders,
+                         " folders (counting each symlinked one as often as it is reached)"));
+      }
+      std::vector<DirEntry> sub;
+      if (absl::Status s = ListDir(absl::StrCat(root, "/", walk[i].path), &sub, nullptr); !s.ok()) {
+        return s;
+      }
+      for (const DirEntry& d : sub) {
+        bool loop = false;
+        for (int a = static_cast<int>(i); a >= 0 && !loop; a = walk[a].parent) {
+          loop = walk[a].id == d.id;
+        }
+        const std::string path = absl::StrCat(walk[i].path, "/", d.name);
+        if (loop) {
+          warnings_.push_back(absl::StrCat(root, "/", path,
+                                           " leads back to a folder above it (symlink loop); "
+                                           "not followed"));
+          continue;
+        }
+        walk.push_back({path, d.id, static_cast<int>(i)});
+      }
+    }
+    std::sort(walk.begin(), walk.end(),
+              [](const Visit& a, const Visit& b) { return a.path < b.path; });
+    for (const Visit& dir : walk) {
+      // Images; and audio files, the samples of a folder with no images.
+      std::vector<std::string> files;
+      if (absl::Status s = ListDir(absl::StrCat(root, "/", dir.path), nullptr, &files); !s.ok()) {
+        return s;
+      }
+      std::sort(files.begin(), files.end());
+      for (const std::string& f : files) {
+        const std::string ext = LowerExtension(f);
+        if (IsImageExtension(ext)) {
+          paths_.push_back(absl::StrCat(dir.path, "/", f));
+          labels_.push_back(label);
+        } else if (IsAudioExtension(ext)) {
+          audio->paths.push_back(absl::StrCat(dir.path, "/", f));
+          audio->labels.push_back(label);
+        }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ public:
   const char* format() const override { return "imagefolder"; }
   std::string SamplePath(int64_t i) const override { return absl::StrCat(root_, "/", paths_[i]); }
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }

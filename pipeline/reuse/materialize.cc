@@ -65,6 +65,11 @@ absl::Status EncodeMaterialized(const Sample& s, const std::string& encoding, st
                                                    "value here is a ", ValueKindName(s.kind),
                                                    " (use --encoding raw)"));
   }
+  if (s.shape.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--encoding ", encoding, ": the value here is a stack of ", s.images(),
+        " images (five_crop or ten_crop), which one picture cannot hold (use --encoding raw)"));
+  }
   if (!WholeImage(s)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--encoding ", encoding,

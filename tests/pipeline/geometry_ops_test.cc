@@ -336,5 +336,85 @@ TEST(RandomZoomOut, PlacesTheImageWholeOnAFilledCanvas) {
   });
 }
 
+// A w x h PNG whose pixel (x, y) is RGB (x, y, 7): a crop shows where it came from.
+std::vector<uint8_t> CoordinatePng(int w, int h) {
+  cv::Mat bgr(h, w, CV_8UC3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) bgr.at<cv::Vec3b>(y, x) = cv::Vec3b(7, y, x);
+  }
+  std::vector<uint8_t> png;
+  EXPECT_TRUE(cv::imencode(".png", bgr, png));
+  return png;
+}
+
+// torchvision's five_crop and ten_crop, written out: crop k's pixel (i, j)
+// is the source's (x, y).
+TEST(MultiCrop, CropsAreTorchvisionsInItsOrder) {
+  const int w = 7, h = 5, cw = 4, ch = 3;
+  // Corners, then the centre at int(round((7 - 4) / 2)) = 2 (half to even)
+  // and int(round((5 - 3) / 2)) = 1.
+  const int left[5] = {0, 3, 0, 3, 2}, top[5] = {0, 0, 2, 2, 1};
+  for (const char* flip : {"", "vertical_flip: true"}) {
+    for (const char* op : {"five_crop", "ten_crop"}) {
+      const bool ten = std::string(op) == "ten_crop", vertical = *flip != 0;
+      if (!ten && vertical) continue;
+      auto p = MakePipeline(absl::StrCat("stages { decode {} } stages { ", op,
+                                         " { height: 3 width: 4 ", flip, " } }"));
+      auto out = RunPipeline(*p, CoordinatePng(w, h));
+      ASSERT_TRUE(out.status.ok()) << out.status;
+      const int n = ten ? 10 : 5;
+      ASSERT_THAT(out.shape, ElementsAreArray({n, ch, cw, 3}));
+      for (int k = 0; k < n; ++k) {
+        for (int i = 0; i < ch; ++i) {
+          for (int j = 0; j < cw; ++j) {
+            int x = left[k % 5] + j, y = top[k % 5] + i;
+            if (k >= 5 && vertical) y = h - 1 - y;  // a crop of the mirrored image
+            if (k >= 5 && !vertical) x = w - 1 - x;
+            const uint8_t* px = &out.bytes[((static_cast<size_t>(k) * ch + i) * cw + j) * 3];
+            ASSERT_EQ(px[0], x) << op << flip << " crop " << k << " at " << i << "," << j;
+            ASSERT_EQ(px[1], y) << op << flip << " crop " << k << " at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MultiCrop, OnlyNormalizeTakesTheStack) {
+  auto p = MakePipeline(
+      "stages { decode {} } stages { ten_crop { size: 2 } } "
+      "stages { normalize { mean: [0, 0, 0] std: [1, 1, 1] } }");
+  auto out = RunPipeline(*p, CoordinatePng(3, 3));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_THAT(out.shape, ElementsAreArray({10, 3, 2, 2}));
+  // Crop 1 (top-right) as CHW: red is x (1, 2 in each row), over 255.
+  const float* t = reinterpret_cast<const float*>(out.bytes.data()) + 12;
+  EXPECT_THAT(std::vector<float>(t, t + 4),
+              ElementsAreArray({1 / 255.f, 2 / 255.f, 1 / 255.f, 2 / 255.f}));
+  proto::PipelineSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "stages { decode {} } stages { five_crop { size: 2 } } stages { color_jitter {} }", &spec));
+  EXPECT_THAT(Pipeline::Create(spec, PipelineOptions()).status().message(),
+              HasSubstr("expects one image but gets a stack of them, uint8 image [5, 2, 2, 3]"));
+}
+
+TEST(MultiCrop, AnImageSmallerThanTheCropIsAnError) {
+  auto p = MakePipeline("stages { decode {} } stages { five_crop { height: 4 width: 2 } }");
+  auto out = RunPipeline(*p, CoordinatePng(3, 3));
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status.message(),
+              HasSubstr("five_crop: the 2x4 crop is bigger than the 3x3 image"));
+  testing::ExpectSpecErrors({
+      {"ten_crop {}", "output size 0x0 must be positive"},
+      {"five_crop { size: 3 width: 2 }", "set either size or height and width"},
+  });
+  proto::PipelineSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "stages { decode {} } stages { center_crop { size: 8 } } stages { ten_crop { size: 9 } }",
+      &spec));
+  EXPECT_THAT(Pipeline::Create(spec, PipelineOptions()).status().message(),
+              HasSubstr("ten_crop: the 9x9 crop is bigger than the 8x8 image"));
+}
+
 }  // namespace
 }  // namespace prepflow

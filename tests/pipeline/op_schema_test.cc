@@ -32,8 +32,10 @@ TEST(OpSchema, EveryOpAndFieldIsDocumented) {
     SCOPED_TRACE(op.name);
     EXPECT_FALSE(op.summary.empty());
     EXPECT_FALSE(op.parity.empty());
-    // "image or tensor": custom, whose plugin decides.
-    const std::set<std::string> kinds = {"encoded", "image", "tensor", "batch", "image or tensor"};
+    // "image or tensor": custom, whose plugin decides; "image stack": the
+    // crops of five_crop and ten_crop.
+    const std::set<std::string> kinds = {"encoded", "image",           "image stack", "audio",
+                                         "tensor",  "image or tensor", "batch"};
     EXPECT_THAT(kinds, ::testing::Contains(op.input));
     EXPECT_THAT(kinds, ::testing::Contains(op.output));
     EXPECT_EQ(op.batch, op.input == "batch") << "batch ops take batches, and only they do";

@@ -137,24 +137,61 @@ constexpr char kEveryOp[] = R"pb(
   stages { random_erasing { random_value: true } }
 )pb";
 
+// The ops that make a stack of images, which only normalize takes after them.
+constexpr char kFiveCrop[] = R"pb(
+  stages { decode {} }
+  stages { resize { shorter_side: 100 } }
+  stages { five_crop { height: 64 width: 48 } }
+  stages {
+    normalize {
+      mean: [ 0.5, 0.4, 0.3 ]
+      std: [ 0.2, 0.3, 0.4 ]
+    }
+  }
+)pb";
+constexpr char kTenCrop[] = R"pb(
+  stages { decode {} }
+  stages { resize { shorter_side: 90 } }
+  stages { ten_crop { size: 63 vertical_flip: true } }
+  stages { normalize {} }
+)pb";
+
+// The audio ops (their every-cut test is tests/pipeline/audio_ops_test.cc's).
+constexpr char kAudio[] = R"pb(
+  stages { decode_audio {} }
+  stages { downmix {} }
+  stages { resample { rate: 16000 } }
+  stages { random_segment { seconds: 1 } }
+  stages { fix_length { frames: 8000 } }
+)pb";
+
 // kEveryOp's custom stage is the example plugin's cutout.
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
-  if (name != "every-op") return LoadPipelineSpec(name);
+  const char* text = name == "every-op"    ? kEveryOp
+                     : name == "five-crop" ? kFiveCrop
+                     : name == "ten-crop"  ? kTenCrop
+                     : name == "audio"     ? kAudio
+                                           : nullptr;
+  if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
   proto::PipelineSpec spec;
-  if (!google::protobuf::TextFormat::ParseFromString(kEveryOp, &spec)) {
-    return absl::InvalidArgumentError("kEveryOp does not parse");
+  if (!google::protobuf::TextFormat::ParseFromString(text, &spec)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " does not parse"));
   }
   return spec;
 }
 
 TEST(EveryOp, NamesEveryRegisteredOp) {
-  auto spec = SpecOf("every-op");
-  ASSERT_TRUE(spec.ok());
   std::set<std::string> used;
-  for (const proto::Stage& stage : spec->stages()) used.insert(OpRegistry::OpName(stage.op_case()));
+  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio"}) {
+    auto spec = SpecOf(name);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (const proto::Stage& stage : spec->stages()) {
+      used.insert(OpRegistry::OpName(stage.op_case()));
+    }
+  }
   for (const std::string& name : BuiltinOps().Names()) {
-    EXPECT_TRUE(used.count(name)) << name << " is missing from kEveryOp";
+    EXPECT_TRUE(used.count(name)) << name << " is missing from kEveryOp (or the crop pipelines)";
   }
 }
 
@@ -186,7 +223,8 @@ TEST_P(CutAnywhere, EveryCutGivesTheSameBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, CutAnywhere,
-                         ::testing::Values("imagenet-train", "imagenet-eval", "every-op"),
+                         ::testing::Values("imagenet-train", "imagenet-eval", "every-op",
+                                           "five-crop", "ten-crop"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -209,6 +247,41 @@ TEST(Wire, RejectsInconsistentValues) {
   EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
   v.set_kind(proto::SampleValue::KIND_TENSOR);
   v.add_shape(-1);
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Wire, TakesStacksOfImages) {
+  Workspace ws;
+  Sample s;
+  proto::SampleValue v;
+  v.set_kind(proto::SampleValue::KIND_IMAGE);
+  for (int d : {5, 2, 4, 3}) v.add_shape(d);
+  v.set_data(std::string(5 * 2 * 4 * 3, 'x'));
+  ASSERT_TRUE(FromWire(v, ws, s).ok());
+  EXPECT_EQ(s.images(), 5);
+  EXPECT_EQ(s.height(), 2);
+  EXPECT_EQ(s.width(), 4);
+  v.set_shape(3, 1);  // not RGB
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A crafted shape whose element count wraps around to the data's size (here
+// 0 bytes) would let later stages read far past the buffer.
+TEST(Wire, RefusesShapesThatWrapAround) {
+  Workspace ws;
+  Sample s;
+  proto::SampleValue v;
+  v.set_kind(proto::SampleValue::KIND_TENSOR);
+  for (int i = 0; i < 3; ++i) v.add_shape(int64_t{1} << 31);  // 4 * 2^93 bytes
+  v.add_shape(int64_t{1} << 32);
+  const absl::Status st = FromWire(v, ws, s);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("more elements than memory holds"), absl::string_view::npos) << st;
+  v.set_kind(proto::SampleValue::KIND_IMAGE);
+  v.clear_shape();
+  for (int64_t d : {int64_t{1} << 24, int64_t{1} << 24, int64_t{1} << 24, int64_t{3}}) {
+    v.add_shape(d);
+  }
   EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -465,13 +465,8 @@ def python_tail_stays_here(test, address):
 
 class Remote(unittest.TestCase):
     def test_remote_workers_give_the_local_checksum(self):
-        worker = subprocess.Popen([BIN / "prepflow-worker", "--data-root", TMP, "--port", "0",
-                                   "--threads", "1"], stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
-        try:
-            line = worker.stdout.readline()
-            self.assertTrue(line.startswith("listening "), line)
-            address = line.split()[1]
+        with testdata.Worker(BIN, TMP) as worker:
+            address = worker.address
             remote = loader(offload="remote", workers=[address], as_numpy=True)
             for _ in remote:
                 pass
@@ -484,10 +479,6 @@ class Remote(unittest.TestCase):
             self.assertEqual(st["checksum"], local.stats()["checksum"])
             remote.close()
             python_tail_stays_here(self, address)
-        finally:
-            worker.terminate()
-            worker.wait(30)
-            worker.stdout.close()
 
 
 class _Noise:

@@ -475,6 +475,75 @@ class Compositions(unittest.TestCase):
         loader.close()
 
 
+@unittest.skipIf(T is None, "torchvision is not installed (Debian: python3-torchvision)")
+class MultiCrop(unittest.TestCase):
+    """FiveCrop and TenCrop, eval-style: each sample is its stack of crops,
+    torch.equal to what torchvision's Compose gives."""
+
+    MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+    def check(self, transform, reference, sets=("demo", "photos", "large"), **loader):
+        for name in sets:
+            if name not in SETS:
+                continue
+            root = SETS[name][0]
+            folder = ImageFolder(root)
+            got = prepflow.Loader(root, transform=transform, batch_size=4, shuffle=False,
+                                  **loader)
+            count = 0
+            for images, _ in got:
+                for image in images:
+                    want = reference(folder[count][0])
+                    self.assertEqual(image.shape, want.shape, folder.samples[count][0])
+                    self.assertTrue(torch.equal(image, want), folder.samples[count][0])
+                    count += 1
+            got.close()
+            self.assertEqual(count, len(folder))
+
+    def test_ten_crop_eval_recipe_is_torchvisions(self):
+        stack = T.Lambda(lambda crops: torch.stack([T.ToTensor()(c) for c in crops]))
+        for vertical in (False, True):
+            ten = T.Compose([T.Resize(80), T.TenCrop(64, vertical_flip=vertical), stack,
+                             T.Normalize(self.MEAN, self.STD)])
+            self.check(ten, ten)
+
+    def test_five_crop_with_torchvisions_docstring_lambda(self):
+        five = T.Compose([T.Resize(70), T.FiveCrop((48, 56)),
+                          T.Lambda(lambda crops: torch.stack([T.PILToTensor()(c) for c in crops])),
+                          T.ConvertImageDtype(torch.float)])
+        self.check(five, five, sets=("demo",))
+
+    def test_v2_ten_crop_gives_the_v1_stack(self):
+        v1 = T.Compose([T.Resize(80), T.TenCrop(64),
+                        T.Lambda(lambda crops: torch.stack([T.ToTensor()(c) for c in crops])),
+                        T.Normalize(self.MEAN, self.STD)])
+        new = [v2("Resize", size=[80], interpolation=T.InterpolationMode.BILINEAR,
+                  max_size=None, antialias=True),
+               v2("TenCrop", size=(64, 64), vertical_flip=False), v2("ToImage"),
+               v2("ToDtype", dtype=torch.float32, scale=True),
+               v2("Normalize", mean=self.MEAN, std=self.STD)]
+        self.check(new, v1, sets=("demo",))
+
+    def test_a_lambda_prepflow_cannot_read_runs_in_the_tail(self):
+        doubled = T.Compose([T.TenCrop(32), T.Lambda(
+            lambda crops: torch.stack([T.ToTensor()(c) * 2 for c in crops]))])
+        self.check(doubled, doubled, sets=("demo",), python_tail="thread")
+
+    def test_what_cannot_follow_the_crops_is_refused_with_the_way_out(self):
+        from prepflow.transforms import to_stages
+        for transform, message in (
+                ([T.TenCrop(8), T.ToTensor()], "ToTensor takes one image, not the tuple of 10 "
+                                               "crops before it: stack them with Lambda"),
+                ([T.FiveCrop(8), T.Lambda(lambda crops: crops[0])],
+                 "this one gives something else on random crops"),
+                ([T.FiveCrop(8), T.ColorJitter(0.1)], "after the 5 crops prepflow takes only"),
+                ([T.FiveCrop(8), T.Lambda(lambda crops: torch.stack(
+                    [T.ToTensor()(c) for c in crops])), T.RandomErasing()],
+                 "after the crops prepflow takes only Normalize")):
+            with self.assertRaisesRegex(ValueError, message):
+                to_stages(transform)
+
+
 def v2(name, **attributes):
     """A stand-in for a torchvision.transforms.v2 object (torchvision 0.14,
     Debian's, has no v2): an object of that class name in a v2 module, with
@@ -1051,6 +1120,9 @@ class Translation(unittest.TestCase):
             (T.RandomPerspective(0.3, p=0.7, fill=5),
              "random_perspective { distortion_scale: 0.3 p: 0.7 interpolation: "
              "INTERPOLATION_BILINEAR fill: [5] }"),
+            (T.FiveCrop(224), "five_crop { size: 224 }"),
+            (T.TenCrop((5, 7), vertical_flip=True),
+             "ten_crop { height: 5 width: 7 vertical_flip: true }"),
             (T.RandomHorizontalFlip(), "random_horizontal_flip { p: 0.5 }"),
             (T.RandomVerticalFlip(0.25), "random_vertical_flip { p: 0.25 }"),
             (T.RandomGrayscale(), "random_grayscale { p: 0.1 }"),
@@ -1142,8 +1214,10 @@ class Translation(unittest.TestCase):
     def test_an_untranslatable_transform_is_named_with_what_translates(self):
         root = SETS["demo"][0]
         for transform, reason in [
-                (T.Compose([T.CenterCrop(8), T.ElasticTransform()]), "no equivalent"),
-                (T.Compose([T.CenterCrop(8), T.Lambda(lambda x: x)]), "no equivalent"),
+                (T.Compose([T.CenterCrop(8), T.ElasticTransform()]), "no native op for it yet"),
+                (T.Compose([T.CenterCrop(8), T.Lambda(lambda x: x)]), "cannot see into a Lambda"),
+                ([T.ToTensor(), T.LinearTransformation(torch.eye(3 * 4), torch.zeros(3 * 4))],
+                 r"too large to travel with a pipeline"),
                 ([T.ToTensor(), T.RandomHorizontalFlip()], "comes after ToTensor"),
                 ([T.RandomErasing()], "put it after ToTensor"),
                 ([T.PILToTensor()], "add ConvertImageDtype(torch.float) after it"),

@@ -15,3 +15,30 @@ def demo_dataset(bin_dir, dest):
     shutil.move(str(generated), dest)
     shutil.rmtree(generated.parent, ignore_errors=True)
     return dest
+
+
+class Worker:
+    """A prepflow-worker on a free port serving `data_root`, for a `with`
+    block: its address, and stopped at the end."""
+
+    def __init__(self, bin_dir, data_root, *args):
+        self.process = subprocess.Popen(
+            [pathlib.Path(bin_dir) / "prepflow-worker", "--data-root", str(data_root), "--port",
+             "0", "--threads", "1", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith("listening "):
+            self.close()
+            raise RuntimeError(f"prepflow-worker did not start: {line!r}")
+        self.address = line.split()[1]
+
+    def close(self):
+        self.process.terminate()
+        self.process.wait(30)
+        self.process.stdout.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

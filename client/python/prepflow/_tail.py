@@ -4,7 +4,8 @@ after prepflow's native stages (Loader(python_tail="process" | "thread")).
 
 Each sample goes through the tail alone, as in a DataLoader worker: a PIL
 image when prepflow's part ends in an image (what torchvision transforms
-before ToTensor expect), a float32 CHW tensor when it ends in a tensor.
+before ToTensor expect), a tuple of them when it ends in FiveCrop's or
+TenCrop's crops, a float32 CHW tensor when it ends in a tensor.
 Before each sample, torch's, Python's and NumPy's global random generators
 are seeded from (seed, epoch, sample index), so in "process" mode (a pool of
 worker processes, each running whole samples) the tail's output does not
@@ -73,7 +74,12 @@ def run_chunk(images, epoch, indices, seed, tail=None, copies=None):
         torch.manual_seed(s)
         random.seed(s)
         np.random.seed(s & 0xFFFFFFFF)
-        x = Image.fromarray(image) if image.dtype == np.uint8 else torch.from_numpy(image.copy())
+        if image.dtype != np.uint8:
+            x = torch.from_numpy(image.copy())
+        elif image.ndim == 4:  # FiveCrop's or TenCrop's crops: a tuple, as torchvision's
+            x = tuple(Image.fromarray(crop) for crop in image)
+        else:
+            x = Image.fromarray(image)
         try:
             y = tail(x)
         except Exception as e:

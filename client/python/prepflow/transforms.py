@@ -143,6 +143,59 @@ def _grayscale(t):
     return [ops.RandomGrayscale(p=1.0)]
 
 
+def _multi_crop(t):
+    size = _size(t.size)
+    if type(t).__name__ == "FiveCrop":
+        return [ops.FiveCrop(**size)]
+    return [ops.TenCrop(**size, vertical_flip=bool(t.vertical_flip))]
+
+
+def _crops_lambda(t, n):
+    """The part a Lambda right after FiveCrop or TenCrop plays: "ToTensor" or
+    "PILToTensor" when it stacks the n crops with that transform (as
+    torchvision's FiveCrop example does), which is checked by calling it once
+    on n random crops; Untranslatable otherwise."""
+    import numpy as np
+    import torch
+    from PIL import Image
+    from torchvision.transforms import functional as F
+
+    rng = np.random.default_rng(0)
+    crops = tuple(Image.fromarray(rng.integers(0, 256, (3, 4, 3), dtype=np.uint8))
+                  for _ in range(n))
+    try:
+        out = t.lambd(crops)
+    except Exception as e:  # noqa: BLE001 (the user's function)
+        raise Untranslatable(f"it failed on {n} crops: {e}") from None
+    for role, to_tensor in (("ToTensor", F.to_tensor), ("PILToTensor", F.pil_to_tensor)):
+        want = torch.stack([to_tensor(c) for c in crops])
+        if (isinstance(out, torch.Tensor) and out.dtype == want.dtype and
+                out.shape == want.shape and torch.equal(out, want)):
+            return role
+    raise Untranslatable("after FiveCrop or TenCrop prepflow translates a Lambda that stacks the "
+                         "crops, torch.stack([ToTensor()(c) for c in crops]) (or PILToTensor), "
+                         "and this one gives something else on random crops")
+
+
+def _after_crops(t, name, stages):
+    """The role of t, which follows a FiveCrop or TenCrop's crops (before
+    ToTensor): a stacking Lambda, or v2's ToImage/ToTensor (v2 applies them
+    to each crop)."""
+    n = 10 if any(stage.name == "ten_crop" for stage in stages) else 5
+    v2 = ".v2" in type(t).__module__
+    if name == "Lambda":
+        return _crops_lambda(t, n)
+    if v2 and name in ("PILToTensor", "ToTensor"):
+        return name
+    if name in ("ToTensor", "PILToTensor"):
+        raise Untranslatable(f"torchvision's {name} takes one image, not the tuple of {n} crops "
+                             f"before it: stack them with Lambda(lambda crops: torch.stack("
+                             f"[{name}()(c) for c in crops])), which translates")
+    raise Untranslatable(f"after the {n} crops prepflow takes only their stacking into a tensor "
+                         f"(a Lambda of torch.stack([ToTensor()(c) for c in crops]), or v2's "
+                         f"ToImage), then Normalize")
+
+
 def _range(value):
     return None if value is None else [float(v) for v in value]
 
@@ -297,6 +350,8 @@ _TRANSLATORS = {
     "RandomShortestSize": _random_resize,
     "ScaleJitter": _random_resize,
     "RandomPhotometricDistort": _photometric_distort,
+    "FiveCrop": _multi_crop,
+    "TenCrop": _multi_crop,
     "RandomErasing": _random_erasing,
     "ToTensor": _to_tensor,
     "PILToTensor": _to_tensor,  # only with ConvertImageDtype(torch.float) after it
@@ -317,6 +372,19 @@ _COMPOSITIONS = {
 }
 # What cannot be inside one: each changes the value's type.
 _TYPE_CHANGES = {"ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize", "ToPureTensor"}
+
+# Why these torchvision transforms have no native op (each runs in the
+# Python tail).
+_NOT_NATIVE = {
+    "LinearTransformation": "its matrix has (C*H*W)^2 entries (9.4 million for a 3x32x32 "
+                            "image, 90 GB of float32 at 3x224x224), too large to travel with "
+                            "a pipeline to every worker; apply it to the batch on the trainer "
+                            "(on the GPU it is one matmul)",
+    "ElasticTransform": "prepflow has no native op for it yet (its displacement field is "
+                        "blurred in float32 by torch's conv2d and sampled by grid_sample, "
+                        "whose rounding a native op would have to bound)",
+    "Lambda": "prepflow cannot see into a Lambda",
+}
 
 # The torchvision transforms to_stages translates.
 TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS) + list(_COMPOSITIONS))
@@ -353,12 +421,23 @@ def _translate_one(t, stages, pending):
     """Appends t's stages. `pending` holds the PILToTensor that still needs
     its ConvertImageDtype."""
     name = type(t).__name__
+    tensor = any(stage.name == "normalize" for stage in stages)
+    crops = any(stage.name in ("five_crop", "ten_crop") for stage in stages)
+    if crops and not tensor and _is_torchvision(t):
+        role = _after_crops(t, _role(t), stages)
+        stages.extend(_to_tensor(t))
+        if role == "PILToTensor":
+            pending.append(t)
+        return
     if not _is_torchvision(t) or (name not in _TRANSLATORS and name not in _COMPOSITIONS):
-        raise Untranslatable("prepflow has no equivalent")
+        raise Untranslatable(_NOT_NATIVE.get(name, "prepflow has no equivalent")
+                             if _is_torchvision(t) else "prepflow has no equivalent")
     last = stages[-1] if stages else None
     after_tensor = last is not None and last.name == "normalize"
-    tensor = any(stage.name == "normalize" for stage in stages)
     translate, name = _TRANSLATORS.get(name), _role(t)
+    if crops and name not in ("Normalize", "ConvertImageDtype", "ToPureTensor"):
+        raise Untranslatable("after the crops prepflow takes only Normalize and "
+                             "ConvertImageDtype")
     if pending and name != "ConvertImageDtype":
         raise Untranslatable("PILToTensor's uint8 tensor needs ConvertImageDtype(torch.float) "
                              "before it")

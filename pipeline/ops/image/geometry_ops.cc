@@ -1,6 +1,6 @@
 // The geometry ops that resample or pad: Pad, RandomCrop, RandomRotation,
-// RandomAffine. Kernels are in geometry.h; the crops and resizes that plan
-// the decode are in ops.cc.
+// RandomAffine; and FiveCrop and TenCrop. Kernels are in geometry.h; the
+// crops and resizes that plan the decode are in image_ops.cc.
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -524,6 +524,80 @@ class RandomPerspectiveOp : public SameShapeImageOp {
   Fill3 fill_{};
 };
 
+// FiveCrop and TenCrop: crops of one image, stacked [n, h, w, 3].
+class MultiCropOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    auto op = std::make_unique<MultiCropOp>();
+    absl::Status s;
+    if (stage.has_ten_crop()) {
+      const proto::TenCrop& p = stage.ten_crop();
+      op->ten_ = true;
+      op->vertical_ = p.vertical_flip();
+      s = OutputSize(p.size(), p.height(), p.width(), &op->h_, &op->w_);
+    } else {
+      const proto::FiveCrop& p = stage.five_crop();
+      s = OutputSize(p.size(), p.height(), p.width(), &op->h_, &op->w_);
+    }
+    if (!s.ok()) return s;
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
+    if ((in.shape[0] >= 0 && in.shape[0] < h_) || (in.shape[1] >= 0 && in.shape[1] < w_)) {
+      return TooSmall(static_cast<int>(in.shape[1]), static_cast<int>(in.shape[0]));
+    }
+    return ValueType{ValueKind::kImage, {ten_ ? 10 : 5, h_, w_, 3}};
+  }
+
+  // five_crop: top-left, top-right, bottom-left, bottom-right, then the centre
+  // at CenterCrop's offsets; ten_crop adds the same five of the mirrored
+  // image, each the mirror of the crop at the mirrored place.
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int h = s.height(), w = s.width(), n = ten_ ? 10 : 5;
+    if (h_ > h || w_ > w) return TooSmall(w, h);
+    if (absl::Status st = CheckOutputArea(ctx, name(), w_, int64_t{h_} * n); !st.ok()) return st;
+    const size_t crop_bytes = static_cast<size_t>(h_) * w_ * 3;
+    uint8_t* out = ctx.Output(s.data, crop_bytes * n);
+    const cv::Mat src = ImageMat(s);
+    const int top[5] = {0, 0, h - h_, h - h_, CenterOffset(h, h_)};
+    const int left[5] = {0, w - w_, 0, w - w_, CenterOffset(w, w_)};
+    for (int k = 0; k < n; ++k) {
+      cv::Mat dst(h_, w_, CV_8UC3, out + k * crop_bytes);
+      const int y = top[k % 5], x = left[k % 5];
+      if (k < 5) {
+        src(cv::Rect(x, y, w_, h_)).copyTo(dst);
+      } else if (vertical_) {
+        cv::flip(src(cv::Rect(x, h - y - h_, w_, h_)), dst, 0);
+      } else {
+        cv::flip(src(cv::Rect(w - x - w_, y, w_, h_)), dst, 1);
+      }
+    }
+    s.data = out;
+    s.size = crop_bytes * n;
+    s.shape = {n, h_, w_, 3};
+    s.view = ImageView::Whole(w_, h_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const char* name() const { return ten_ ? "ten_crop" : "five_crop"; }
+  // torchvision's center_crop offset: int(round((size - crop) / 2)).
+  static int CenterOffset(int size, int crop) {
+    return static_cast<int>(std::nearbyint((size - crop) / 2.0));
+  }
+  absl::Status TooSmall(int w, int h) const {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: the %dx%d crop is bigger than the %dx%d image (torchvision refuses "
+                        "it too: resize before the crop)",
+                        name(), w_, h_, w, h));
+  }
+
+  int h_ = 0, w_ = 0;
+  bool ten_ = false, vertical_ = false;
+};
+
 }  // namespace
 
 void RegisterGeometryOps(OpRegistry* registry) {
@@ -533,6 +607,8 @@ void RegisterGeometryOps(OpRegistry* registry) {
   registry->Register(Stage::kRandomRotation, FactoryOf<RandomRotationOp>());
   registry->Register(Stage::kRandomAffine, FactoryOf<RandomAffineOp>());
   registry->Register(Stage::kRandomPerspective, FactoryOf<RandomPerspectiveOp>());
+  registry->Register(Stage::kFiveCrop, FactoryOf<MultiCropOp>());
+  registry->Register(Stage::kTenCrop, FactoryOf<MultiCropOp>());
 }
 
 }  // namespace prepflow::detail

@@ -28,8 +28,14 @@
 
 namespace prepflow::detail {
 
-inline absl::Status ExpectImage(const ValueType& in) {
-  if (in.kind == ValueKind::kImage) return absl::OkStatus();
+// OK for one image or, where `stacks`, a stack of them (five_crop's crops).
+inline absl::Status ExpectImage(const ValueType& in, bool stacks = false) {
+  if (in.kind == ValueKind::kImage && (in.shape.size() == 3 || stacks)) return absl::OkStatus();
+  if (in.kind == ValueKind::kImage) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expects one image but gets a stack of them, ", in.DebugString(),
+        " (five_crop and ten_crop make stacks, which only normalize takes: put it before them)"));
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));
 }
@@ -55,6 +61,10 @@ inline absl::Status CheckOutputArea(const StageContext& ctx, const char* op, int
       absl::StrFormat("%s: a %dx%d output is over the limit of %d pixels (--max-pixels)", op, w, h,
                       ctx.decode->max_pixels));
 }
+
+// An output size from `size` or (`height`, `width`): InvalidArgument unless
+// exactly one is set and positive.
+absl::Status OutputSize(int size, int height, int width, int* h, int* w);
 
 // A uniform draw in [lo, hi) rounded to float32: torch draws its random
 // parameters as float32 tensors (torch.empty(1).uniform_) and hands them on

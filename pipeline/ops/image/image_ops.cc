@@ -52,6 +52,7 @@ using proto::Stage;
 using detail::ExpectImage;
 using detail::FactoryOf;
 using detail::ImageMat;
+using detail::OutputSize;
 using detail::RandomImageOp;
 using detail::SetImage;
 
@@ -175,20 +176,6 @@ absl::Status ResizeRegion(const Sample& s, const cv::Rect& crop, const ResizeMet
                               static_cast<double>(src.rows) / dst.rows, 0};
   AffineTransform(src.data, src.rows, src.cols, dst.data, dst.rows, dst.cols, scale,
                   Resample::kNearest, {0, 0, 0});
-  return absl::OkStatus();
-}
-
-// Output size from `size` or (`height`, `width`).
-absl::Status OutputSize(int size, int height, int width, int* h, int* w) {
-  if (size != 0 && (height != 0 || width != 0)) {
-    return absl::InvalidArgumentError("set either size or height and width, not both");
-  }
-  *h = size != 0 ? size : height;
-  *w = size != 0 ? size : width;
-  if (*h <= 0 || *w <= 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "output size %dx%d must be positive (set size, or height and width)", *w, *h));
-  }
   return absl::OkStatus();
 }
 
@@ -606,24 +593,36 @@ class NormalizeOp : public Op {
   }
 
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
-    if (absl::Status s = ExpectImage(in); !s.ok()) return s;
-    return ValueType{ValueKind::kTensor, {3, in.shape[0], in.shape[1]}};
+    if (absl::Status s = ExpectImage(in, /*stacks=*/true); !s.ok()) return s;
+    return ValueType{ValueKind::kTensor, TensorShape(in.shape)};
   }
 
+  // One CHW tensor per image: [n, 3, h, w] for a stack of n, as torchvision's
+  // Normalize takes [..., C, H, W].
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    const int h = s.height(), w = s.width();
-    const size_t plane = static_cast<size_t>(h) * w;
-    float* out = reinterpret_cast<float*>(ctx.Output(s.data, plane * 3 * sizeof(float)));
-    NormalizeHwcToChw(s.data, plane, mean_, std_, out);
+    const size_t plane = static_cast<size_t>(s.height()) * s.width();
+    const size_t bytes = plane * 3 * s.images() * sizeof(float);
+    float* out = reinterpret_cast<float*>(ctx.Output(s.data, bytes));
+    for (int i = 0; i < s.images(); ++i) {
+      NormalizeHwcToChw(s.data + i * plane * 3, plane, mean_, std_, out + i * plane * 3);
+    }
     s.kind = ValueKind::kTensor;
     s.data = reinterpret_cast<uint8_t*>(out);
-    s.size = plane * 3 * sizeof(float);
-    s.shape = {3, h, w};
+    s.size = bytes;
+    s.shape = TensorShape(s.shape);
     s.view = ImageView();
     return absl::OkStatus();
   }
 
  private:
+  // [h, w, 3] -> [3, h, w]; [n, h, w, 3] -> [n, 3, h, w].
+  static Shape TensorShape(const Shape& image) {
+    const size_t r = image.size();
+    Shape out(image.begin(), image.end() - 3);
+    out.insert(out.end(), {3, image[r - 3], image[r - 2]});
+    return out;
+  }
+
   float mean_[3];
   float std_[3];
 };
@@ -631,6 +630,19 @@ class NormalizeOp : public Op {
 }  // namespace
 
 namespace detail {
+
+absl::Status OutputSize(int size, int height, int width, int* h, int* w) {
+  if (size != 0 && (height != 0 || width != 0)) {
+    return absl::InvalidArgumentError("set either size or height and width, not both");
+  }
+  *h = size != 0 ? size : height;
+  *w = size != 0 ? size : width;
+  if (*h <= 0 || *w <= 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "output size %dx%d must be positive (set size, or height and width)", *w, *h));
+  }
+  return absl::OkStatus();
+}
 
 void RegisterBasicImageOps(OpRegistry* registry) {
   registry->Register(Stage::kDecode, [](const Stage&) -> absl::StatusOr<std::unique_ptr<Op>> {

@@ -207,18 +207,62 @@ void HorizontalPass(const uint8_t* rows, size_t in_stride, int n, const AxisCoef
 }
 
 #ifdef __x86_64__
-// The pixel at `p` as a little-endian word, its fourth byte 0 (a 3-byte
-// read: the pixel may be the last of the buffer).
-inline uint32_t Pixel24(const uint8_t* p) { return p[0] | p[1] << 8 | p[2] << 16; }
+// The weights of the horizontal pass as pmaddwd takes them: for each output
+// pixel, its taps in pairs (j, j + 1), each 22-bit weight split into 11-bit
+// halves (k = hi * 2^11 + lo, as VerticalSums does), (hi_j, hi_j+1) and
+// (lo_j, lo_j+1) as int16 pairs in one 32-bit word; an odd tap pairs with 0.
+struct TapPairs {
+  int pairs = 0;  // per output pixel
+  std::vector<int32_t> hi, lo;
+};
 
-// As HorizontalPass, two rows at a time: one 8-lane product per tap, lanes
-// (R, G, B, -) of each row's pixel times the tap's weight. A tap's pixel is
-// read as 4 bytes where a byte follows it in the row, else as 3; the
-// fourth lane is never stored. The same integer sums as the scalar pass.
+TapPairs PairTaps(const AxisCoeffs& c, int out_w) {
+  TapPairs t;
+  t.pairs = (c.ksize + 1) / 2;
+  t.hi.assign(static_cast<size_t>(out_w) * t.pairs, 0);
+  t.lo.assign(t.hi.size(), 0);
+  const auto pack = [](int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(b)) << 16 |
+                                static_cast<uint16_t>(a));
+  };
+  for (int xx = 0; xx < out_w; ++xx) {
+    const int32_t* k = &c.k[static_cast<size_t>(xx) * c.ksize];
+    for (int j = 0; j < c.count[xx]; j += 2) {
+      const int32_t a = k[j], b = j + 1 < c.count[xx] ? k[j + 1] : 0;
+      const size_t at = static_cast<size_t>(xx) * t.pairs + j / 2;
+      t.hi[at] = pack(a >> 11, b >> 11);
+      t.lo[at] = pack(a & 2047, b & 2047);
+    }
+  }
+  return t;
+}
+
+// Two adjacent pixels of a row (6 bytes) at `p`, as a word; 8 bytes read at
+// once where `whole` (two more bytes follow in the row), else the 6 (or,
+// for a last odd tap, 3) that exist.
+inline uint64_t TwoPixels(const uint8_t* p, bool whole, bool pair) {
+  uint64_t v = 0;
+  if (whole) {
+    std::memcpy(&v, p, 8);  // constant sizes: one load, not a call
+  } else if (pair) {
+    std::memcpy(&v, p, 6);
+  } else {
+    std::memcpy(&v, p, 3);
+  }
+  return v;
+}
+
+// As HorizontalPass, two rows at a time, two taps at a time: each pair of
+// pixels (R0 G0 B0 R1 G1 B1) of both rows is shuffled to (R0 R1, G0 G1,
+// B0 B1, -) as int16 pairs and multiplied-and-added by pmaddwd with the
+// pair's weight halves, giving the R, G and B sums of both rows in 8 lanes.
+// The same integer sums as the scalar pass, so Pillow's bits.
 __attribute__((target("avx2"))) void HorizontalPassAvx2(const uint8_t* rows, size_t in_stride,
                                                         int n, const AxisCoeffs& c, int in_w,
                                                         int out_w, uint8_t* dst) {
+  const TapPairs taps = PairTaps(c, out_w);
   const __m256i round = _mm256_set1_epi32(1 << (kPrecisionBits - 1));
+  const __m128i interleave = _mm_setr_epi8(0, 3, 1, 4, 2, 5, -1, -1, 8, 11, 9, 12, 10, 13, -1, -1);
   const size_t out_stride = static_cast<size_t>(out_w) * 3;
   int y = 0;
   for (; y + 2 <= n; y += 2) {
@@ -226,26 +270,26 @@ __attribute__((target("avx2"))) void HorizontalPassAvx2(const uint8_t* rows, siz
     const uint8_t* r1 = r0 + in_stride;
     uint8_t* d0 = dst + static_cast<size_t>(y) * out_stride;
     for (int xx = 0; xx < out_w; ++xx) {
-      const int32_t* k = &c.k[static_cast<size_t>(xx) * c.ksize];
+      const int32_t* hi = &taps.hi[static_cast<size_t>(xx) * taps.pairs];
+      const int32_t* lo = &taps.lo[static_cast<size_t>(xx) * taps.pairs];
       const int first = c.first[xx], count = c.count[xx];
-      const int wide = std::min(count, in_w - 1 - first);  // taps read as 4 bytes
-      __m256i acc = round;
-      for (int x = 0; x < count; ++x) {
-        const size_t at = 3 * static_cast<size_t>(first + x);
-        uint32_t a, b;
-        if (x < wide) {
-          std::memcpy(&a, r0 + at, 4);
-          std::memcpy(&b, r1 + at, 4);
-        } else {
-          a = Pixel24(r0 + at);
-          b = Pixel24(r1 + at);
-        }
-        const __m128i both = _mm_unpacklo_epi32(_mm_cvtsi32_si128(static_cast<int>(a)),
-                                                _mm_cvtsi32_si128(static_cast<int>(b)));
-        acc = _mm256_add_epi32(
-            acc, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(both), _mm256_set1_epi32(k[x])));
+      __m256i acc_hi = _mm256_setzero_si256(), acc_lo = _mm256_setzero_si256();
+      for (int j = 0; j < count; j += 2) {
+        const int x = first + j;
+        const bool whole = x + 3 <= in_w;  // pixels x, x + 1 and a byte of x + 2
+        const bool pair = j + 1 < count;
+        const size_t at = 3 * static_cast<size_t>(x);
+        const __m128i both =
+            _mm_shuffle_epi8(_mm_set_epi64x(static_cast<int64_t>(TwoPixels(r1 + at, whole, pair)),
+                                            static_cast<int64_t>(TwoPixels(r0 + at, whole, pair))),
+                             interleave);
+        const __m256i px = _mm256_cvtepu8_epi16(both);
+        acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(px, _mm256_set1_epi32(hi[j / 2])));
+        acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(px, _mm256_set1_epi32(lo[j / 2])));
       }
-      const __m256i v = _mm256_srai_epi32(acc, kPrecisionBits);
+      const __m256i total =
+          _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(acc_hi, 11), acc_lo), round);
+      const __m256i v = _mm256_srai_epi32(total, kPrecisionBits);
       const __m128i words =
           _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
       const uint64_t bytes =
@@ -256,6 +300,51 @@ __attribute__((target("avx2"))) void HorizontalPassAvx2(const uint8_t* rows, siz
     }
   }
   if (y < n) HorizontalPass(rows + y * in_stride, in_stride, n - y, c, out_w, dst + y * out_stride);
+}
+
+// VerticalSums 32 bytes at a time (each step as the SSE2 one, lane by lane:
+// unpacks and packs stay within 128-bit lanes, so the bytes keep their
+// places); the rest of the row as VerticalSums.
+__attribute__((target("avx2"))) void VerticalSumsAvx2(const uint8_t* rows, size_t stride,
+                                                      const int32_t* k, int count, uint8_t* out,
+                                                      size_t width) {
+  const __m256i zero = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 32 <= width; i += 32) {
+    __m256i hi[4] = {zero, zero, zero, zero}, lo[4] = {zero, zero, zero, zero};
+    for (int j = 0; j < count; j += 2) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + j * stride + i));
+      const __m256i b =
+          j + 1 < count
+              ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (j + 1) * stride + i))
+              : zero;
+      const int32_t kb = j + 1 < count ? k[j + 1] : 0;
+      const __m256i whi = _mm256_set1_epi32(
+          static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(kb >> 11)) << 16) |
+                               static_cast<uint16_t>(k[j] >> 11)));
+      const __m256i wlo = _mm256_set1_epi32(
+          static_cast<int32_t>((static_cast<uint32_t>(kb & 2047) << 16) | (k[j] & 2047)));
+      const __m256i ab[2] = {_mm256_unpacklo_epi8(a, b), _mm256_unpackhi_epi8(a, b)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256i p0 = _mm256_unpacklo_epi8(ab[h], zero);
+        const __m256i p1 = _mm256_unpackhi_epi8(ab[h], zero);
+        hi[2 * h] = _mm256_add_epi32(hi[2 * h], _mm256_madd_epi16(p0, whi));
+        hi[2 * h + 1] = _mm256_add_epi32(hi[2 * h + 1], _mm256_madd_epi16(p1, whi));
+        lo[2 * h] = _mm256_add_epi32(lo[2 * h], _mm256_madd_epi16(p0, wlo));
+        lo[2 * h + 1] = _mm256_add_epi32(lo[2 * h + 1], _mm256_madd_epi16(p1, wlo));
+      }
+    }
+    __m256i v[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(hi[q], 11), lo[q]),
+                                             _mm256_set1_epi32(1 << (kPrecisionBits - 1)));
+      v[q] = _mm256_srai_epi32(total, kPrecisionBits);
+    }
+    const __m256i packed =
+        _mm256_packus_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+  if (i < width) VerticalSums(rows + i, stride, k, count, out + i, width - i);
 }
 
 bool HasAvx2() {
@@ -297,10 +386,15 @@ void PillowResize(const uint8_t* in, int in_h, int in_w, size_t in_stride, uint8
     for (int y = 0; y < out_h; ++y) std::memcpy(out + y * width, rows + y * stride, width);
     return;
   }
+#ifdef __x86_64__
+  const auto sums = HasAvx2() ? VerticalSumsAvx2 : VerticalSums;
+#else
+  const auto sums = VerticalSums;
+#endif
   for (int yy = 0; yy < out_h; ++yy) {
     const uint8_t* first = rows + static_cast<size_t>(vert.first[yy] - y_first) * stride;
-    VerticalSums(first, stride, &vert.k[static_cast<size_t>(yy) * vert.ksize], vert.count[yy],
-                 out + static_cast<size_t>(yy) * width, width);
+    sums(first, stride, &vert.k[static_cast<size_t>(yy) * vert.ksize], vert.count[yy],
+         out + static_cast<size_t>(yy) * width, width);
   }
 }
 

@@ -1,0 +1,150 @@
+#include "pipeline/ops/audio/audio_decode.h"
+
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+
+namespace prepflow {
+namespace {
+
+// libsndfile's virtual I/O over bytes in memory.
+struct MemoryFile {
+  const uint8_t* data;
+  sf_count_t size;
+  sf_count_t pos;
+};
+
+sf_count_t Length(void* user) { return static_cast<MemoryFile*>(user)->size; }
+
+sf_count_t Seek(sf_count_t offset, int whence, void* user) {
+  auto* f = static_cast<MemoryFile*>(user);
+  sf_count_t base = whence == SEEK_CUR ? f->pos : whence == SEEK_END ? f->size : 0;
+  // Saturating: a crafted offset must not overflow.
+  const sf_count_t to = offset > 0 && base > SF_COUNT_MAX - offset ? f->size : base + offset;
+  f->pos = std::clamp<sf_count_t>(to, 0, f->size);
+  return f->pos;
+}
+
+sf_count_t Read(void* ptr, sf_count_t count, void* user) {
+  auto* f = static_cast<MemoryFile*>(user);
+  const sf_count_t n = std::clamp<sf_count_t>(count, 0, f->size - f->pos);
+  std::memcpy(ptr, f->data + f->pos, static_cast<size_t>(n));
+  f->pos += n;
+  return n;
+}
+
+sf_count_t Write(const void*, sf_count_t, void*) { return 0; }
+sf_count_t Tell(void* user) { return static_cast<MemoryFile*>(user)->pos; }
+
+struct CloseFile {
+  void operator()(SNDFILE* f) const { sf_close(f); }
+};
+using File = std::unique_ptr<SNDFILE, CloseFile>;
+
+absl::Status CheckHeader(const SF_INFO& info, const DecodeOptions& options, int64_t* max_frames) {
+  if (info.channels < 1 || info.channels > options.max_audio_channels) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("audio: %d channels, outside 1 to %d (--max-audio-channels)", info.channels,
+                        options.max_audio_channels));
+  }
+  if (info.samplerate < 1 || info.samplerate > kMaxAudioRate) {
+    return absl::InvalidArgumentError(absl::StrFormat("audio: sample rate %d Hz, outside 1 to %d",
+                                                      info.samplerate, kMaxAudioRate));
+  }
+  *max_frames = static_cast<int64_t>(options.max_audio_seconds * info.samplerate);
+  // libsndfile gives SF_COUNT_MAX where a format does not say.
+  if (info.frames != SF_COUNT_MAX && info.frames > *max_frames) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "audio: the header claims %.1f s (%d frames at %d Hz), over the limit of %g s "
+        "(--max-audio-seconds)",
+        static_cast<double>(info.frames) / info.samplerate, info.frames, info.samplerate,
+        options.max_audio_seconds));
+  }
+  return absl::OkStatus();
+}
+
+// Reads every frame, interleaved, into `buf` (grown as needed, to at most
+// max_frames + 1 frames); returns the frame count or an error.
+absl::Status ReadFrames(SNDFILE* f, const SF_INFO& info, int64_t max_frames, Buffer* buf,
+                        int64_t* frames) {
+  const size_t frame_bytes = sizeof(float) * info.channels;
+  int64_t capacity =
+      std::min<int64_t>(info.frames == SF_COUNT_MAX ? 65536 : info.frames + 1, max_frames + 1);
+  capacity = std::max<int64_t>(capacity, 1);
+  float* data = reinterpret_cast<float*>(buf->Reserve(capacity * frame_bytes));
+  int64_t total = 0;
+  while (true) {
+    const sf_count_t got = sf_readf_float(f, data + total * info.channels, capacity - total);
+    total += std::max<sf_count_t>(got, 0);
+    if (total > max_frames) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "audio: longer than the limit of %g s (--max-audio-seconds), whatever its header "
+          "says",
+          static_cast<double>(max_frames) / info.samplerate));
+    }
+    if (got <= 0 || total < capacity) break;
+    // Full (a format that does not say its length): grow, keeping what was
+    // read, since Reserve does not; `buf` stays the workspace's (metered).
+    const std::vector<float> kept(data, data + total * info.channels);
+    capacity = std::min<int64_t>(capacity * 2, max_frames + 1);
+    data = reinterpret_cast<float*>(buf->Reserve(capacity * frame_bytes));
+    std::memcpy(data, kept.data(), kept.size() * sizeof(float));
+  }
+  if (sf_error(f) != SF_ERR_NO_ERROR) {
+    return absl::DataLossError(absl::StrCat("audio: ", sf_strerror(f)));
+  }
+  const bool estimated = (info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_MPEG;
+  if (!estimated && info.frames != SF_COUNT_MAX && total < info.frames) {
+    return absl::DataLossError(
+        absl::StrFormat("audio: ends after %d of the %d frames its header claims (truncated?)",
+                        total, info.frames));
+  }
+  *frames = total;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions& options,
+                         Buffer* out, Buffer* scratch, DecodedAudio* audio) {
+  MemoryFile mem{bytes, static_cast<sf_count_t>(size), 0};
+  SF_VIRTUAL_IO io{Length, Seek, Read, Write, Tell};
+  SF_INFO info{};
+  File f(sf_open_virtual(&io, SFM_READ, &info, &mem));
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("audio: libsndfile cannot read it: ", sf_strerror(nullptr)));
+  }
+  int64_t max_frames = 0;
+  if (absl::Status s = CheckHeader(info, options, &max_frames); !s.ok()) return s;
+  sf_command(f.get(), SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
+  int64_t frames = 0;
+  if (absl::Status s = ReadFrames(f.get(), info, max_frames, scratch, &frames); !s.ok()) return s;
+  // Interleaved to channels first, checking every sample is finite.
+  const int channels = info.channels;
+  const auto* in = reinterpret_cast<const float*>(scratch->data());
+  auto* dst = reinterpret_cast<float*>(out->Reserve(sizeof(float) * channels * frames + 1));
+  bool finite = true;
+  for (int c = 0; c < channels; ++c) {
+    float* row = dst + static_cast<size_t>(c) * frames;
+    for (int64_t t = 0; t < frames; ++t) {
+      const float v = in[t * channels + c];
+      finite &= std::isfinite(v);
+      row[t] = v;
+    }
+  }
+  if (!finite) return absl::InvalidArgumentError("audio: has NaN or infinite samples");
+  audio->data = dst;
+  audio->channels = channels;
+  audio->frames = frames;
+  audio->sample_rate = info.samplerate;
+  return absl::OkStatus();
+}
+
+}  // namespace prepflow

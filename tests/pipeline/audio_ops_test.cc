@@ -1,0 +1,307 @@
+// The audio ops: decoding (files written here by libsndfile), the limits a
+// hostile file meets, the window ops, resampling's lengths and kernel, and
+// every cut of an audio pipeline. tests/python/test_audio.py holds them to
+// torchaudio on generated speech.
+#include <sndfile.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "pipeline/core/checksum.h"
+#include "pipeline/core/wire.h"
+#include "pipeline/ops/audio/audio_decode.h"
+#include "pipeline/ops/audio/resample.h"
+#include "pipeline/pipeline.h"
+#include "tests/testing/test_util.h"
+
+namespace prepflow {
+namespace {
+
+using ::prepflow::testing::MakePipeline;
+using ::prepflow::testing::RunPipeline;
+using ::testing::HasSubstr;
+
+// libsndfile's virtual I/O writing into a vector.
+struct Sink {
+  std::vector<uint8_t> bytes;
+  sf_count_t pos = 0;
+};
+sf_count_t SinkLength(void* u) { return static_cast<Sink*>(u)->bytes.size(); }
+sf_count_t SinkSeek(sf_count_t offset, int whence, void* u) {
+  auto* s = static_cast<Sink*>(u);
+  s->pos = whence == SEEK_SET   ? offset
+           : whence == SEEK_CUR ? s->pos + offset
+                                : s->bytes.size() + offset;
+  return s->pos;
+}
+sf_count_t SinkRead(void* ptr, sf_count_t n, void* u) {
+  auto* s = static_cast<Sink*>(u);
+  const sf_count_t k = std::max<sf_count_t>(0, std::min<sf_count_t>(n, s->bytes.size() - s->pos));
+  std::memcpy(ptr, s->bytes.data() + s->pos, k);
+  s->pos += k;
+  return k;
+}
+sf_count_t SinkWrite(const void* ptr, sf_count_t n, void* u) {
+  auto* s = static_cast<Sink*>(u);
+  if (s->bytes.size() < static_cast<size_t>(s->pos + n)) s->bytes.resize(s->pos + n);
+  std::memcpy(s->bytes.data() + s->pos, ptr, n);
+  s->pos += n;
+  return n;
+}
+sf_count_t SinkTell(void* u) { return static_cast<Sink*>(u)->pos; }
+
+// `frames` x `channels` samples (interleaved) encoded as `format`.
+std::vector<uint8_t> Encode(const std::vector<float>& interleaved, int channels, int rate,
+                            int format) {
+  Sink sink;
+  SF_VIRTUAL_IO io{SinkLength, SinkSeek, SinkRead, SinkWrite, SinkTell};
+  SF_INFO info{};
+  info.channels = channels;
+  info.samplerate = rate;
+  info.format = format;
+  SNDFILE* f = sf_open_virtual(&io, SFM_WRITE, &info, &sink);
+  EXPECT_NE(f, nullptr) << sf_strerror(nullptr);
+  if (f == nullptr) return {};
+  sf_writef_float(f, interleaved.data(), interleaved.size() / channels);
+  sf_close(f);
+  return sink.bytes;
+}
+
+// A chirp-like test signal: channel c, frame t.
+float Signal(int c, int64_t t) {
+  return static_cast<float>(0.5 * std::sin(0.001 * t * t / 100 + c) * std::cos(0.01 * t));
+}
+
+std::vector<float> Interleaved(int channels, int64_t frames) {
+  std::vector<float> out(static_cast<size_t>(channels * frames));
+  for (int64_t t = 0; t < frames; ++t) {
+    for (int c = 0; c < channels; ++c) out[t * channels + c] = Signal(c, t);
+  }
+  return out;
+}
+
+constexpr int kWav16 = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+
+TEST(AudioDecode, WavIsChannelsFirstAtTheFilesRate) {
+  const std::vector<float> x = Interleaved(2, 1000);
+  auto p = MakePipeline("stages { decode_audio {} }");
+  auto out = RunPipeline(*p, Encode(x, 2, 22050, kWav16));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.kind, ValueKind::kAudio);
+  ASSERT_THAT(out.shape, ::testing::ElementsAre(2, 1000));
+  const auto* f = reinterpret_cast<const float*>(out.bytes.data());
+  for (int c = 0; c < 2; ++c) {
+    for (int t = 0; t < 1000; t += 97) {
+      // 16-bit PCM: libsndfile's rounding of x * 32767, read back over 32768.
+      EXPECT_NEAR(f[c * 1000 + t], x[t * 2 + c], 1.0 / 32768) << c << "," << t;
+      EXPECT_EQ(std::round(f[c * 1000 + t] * 32768), f[c * 1000 + t] * 32768);
+    }
+  }
+}
+
+TEST(AudioDecode, FlacAndFloatWavDecodeToTheSameSamples) {
+  const std::vector<float> x = Interleaved(1, 4000);
+  auto p = MakePipeline("stages { decode_audio {} }");
+  auto wav = RunPipeline(*p, Encode(x, 1, 16000, kWav16));
+  auto flac = RunPipeline(*p, Encode(x, 1, 16000, SF_FORMAT_FLAC | SF_FORMAT_PCM_16));
+  ASSERT_TRUE(wav.status.ok() && flac.status.ok()) << wav.status << flac.status;
+  EXPECT_EQ(wav.bytes, flac.bytes);  // both 16-bit PCM, lossless
+  auto fl = RunPipeline(*p, Encode(x, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT));
+  ASSERT_TRUE(fl.status.ok()) << fl.status;
+  EXPECT_EQ(0, std::memcmp(fl.bytes.data(), x.data(), x.size() * sizeof(float)));
+}
+
+TEST(AudioDecode, HostileFilesAreRefusedWithTheLimitNamed) {
+  DecodeOptions small;
+  small.max_audio_seconds = 0.5;
+  small.max_audio_channels = 2;
+  Buffer out, scratch;
+  DecodedAudio audio;
+  const std::vector<uint8_t> second = Encode(Interleaved(1, 8000), 1, 8000, kWav16);
+  absl::Status s = DecodeAudio(second.data(), second.size(), small, &out, &scratch, &audio);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("the header claims 1.0 s"));
+  EXPECT_THAT(s.message(), HasSubstr("--max-audio-seconds"));
+  // More channels than allowed: refused before a frame is read.
+  const std::vector<uint8_t> three = Encode(Interleaved(3, 10), 3, 8000, kWav16);
+  s = DecodeAudio(three.data(), three.size(), small, &out, &scratch, &audio);
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("3 channels, outside 1 to 2 (--max-audio-channels)"));
+  // A float WAV holding NaN.
+  std::vector<float> nan = Interleaved(1, 100);
+  nan[50] = std::nanf("");
+  const std::vector<uint8_t> bad = Encode(nan, 1, 8000, SF_FORMAT_WAV | SF_FORMAT_FLOAT);
+  s = DecodeAudio(bad.data(), bad.size(), DecodeOptions(), &out, &scratch, &audio);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("NaN or infinite"));
+  // Not audio at all.
+  const std::string junk = "RIFF\x10\0\0\0WAVEjunkjunkjunk";
+  s = DecodeAudio(reinterpret_cast<const uint8_t*>(junk.data()), junk.size(), DecodeOptions(), &out,
+                  &scratch, &audio);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("libsndfile cannot read it"));
+}
+
+// A WAV whose data chunk claims 2^32 - 1 bytes (about 37 hours at 16 kHz)
+// over 100 real frames: nothing near that is allocated, and what is there
+// decodes (libsndfile bounds the claim by the file).
+TEST(AudioDecode, AHeaderClaimingHoursAllocatesNothingNearThat) {
+  std::vector<uint8_t> wav = Encode(Interleaved(1, 100), 1, 16000, kWav16);
+  ASSERT_GE(wav.size(), 44u);
+  const uint32_t huge = 0xFFFFFFFFu;
+  std::memcpy(&wav[40], &huge, 4);  // the data chunk's size
+  Buffer out, scratch;
+  DecodedAudio audio;
+  const absl::Status s =
+      DecodeAudio(wav.data(), wav.size(), DecodeOptions(), &out, &scratch, &audio);
+  if (s.ok()) {
+    EXPECT_LE(audio.frames, 100);
+  } else {
+    EXPECT_THAT(s.code(), ::testing::AnyOf(absl::StatusCode::kResourceExhausted,
+                                           absl::StatusCode::kDataLoss));
+  }
+  EXPECT_LT(scratch.capacity() + out.capacity(), size_t{1} << 20);
+}
+
+TEST(AudioDecode, ATruncatedFlacIsDataLoss) {
+  std::vector<uint8_t> flac =
+      Encode(Interleaved(1, 48000), 1, 16000, SF_FORMAT_FLAC | SF_FORMAT_PCM_16);
+  flac.resize(flac.size() / 2);
+  auto p = MakePipeline("stages { decode_audio {} }");
+  auto out = RunPipeline(*p, flac);
+  EXPECT_FALSE(out.status.ok());
+  EXPECT_THAT(out.status.message(), HasSubstr("audio: "));
+}
+
+TEST(AudioOps, FixLengthPadsAndCuts) {
+  const std::vector<uint8_t> wav = Encode(Interleaved(2, 300), 2, 8000, kWav16);
+  auto full = RunPipeline(*MakePipeline("stages { decode_audio {} }"), wav);
+  const auto* in = reinterpret_cast<const float*>(full.bytes.data());
+  auto longer = RunPipeline(
+      *MakePipeline("stages { decode_audio {} } stages { fix_length { frames: 500 } }"), wav);
+  ASSERT_THAT(longer.shape, ::testing::ElementsAre(2, 500));
+  const auto* l = reinterpret_cast<const float*>(longer.bytes.data());
+  EXPECT_EQ(0, std::memcmp(l + 500, in + 300, 300 * sizeof(float)));  // channel 1
+  EXPECT_EQ(l[500 + 300], 0.0f);
+  EXPECT_EQ(l[999], 0.0f);
+  auto shorter = RunPipeline(
+      *MakePipeline("stages { decode_audio {} } stages { fix_length { seconds: 0.02 } }"), wav);
+  ASSERT_THAT(shorter.shape, ::testing::ElementsAre(2, 160));
+  EXPECT_EQ(0, std::memcmp(shorter.bytes.data() + 160 * 4, in + 300, 160 * sizeof(float)));
+  auto mono = RunPipeline(*MakePipeline("stages { decode_audio {} } stages { downmix {} }"), wav);
+  ASSERT_THAT(mono.shape, ::testing::ElementsAre(1, 300));
+  const auto* m = reinterpret_cast<const float*>(mono.bytes.data());
+  for (int t = 0; t < 300; ++t) ASSERT_EQ(m[t], (in[t] + in[300 + t]) / 2.0f) << t;
+}
+
+TEST(AudioOps, RandomSegmentIsAWindowOfTheWaveform) {
+  const std::vector<uint8_t> wav = Encode(Interleaved(1, 1000), 1, 8000, kWav16);
+  auto full = RunPipeline(*MakePipeline("stages { decode_audio {} }"), wav);
+  const auto* in = reinterpret_cast<const float*>(full.bytes.data());
+  auto p = MakePipeline("stages { decode_audio {} } stages { random_segment { frames: 100 } }");
+  std::set<int64_t> starts;
+  for (int64_t i = 0; i < 50; ++i) {
+    auto out = RunPipeline(*p, wav, i);
+    ASSERT_THAT(out.shape, ::testing::ElementsAre(1, 100));
+    const auto* w = reinterpret_cast<const float*>(out.bytes.data());
+    int64_t start = -1;
+    for (int64_t s = 0; s <= 900 && start < 0; ++s) {
+      if (std::memcmp(w, in + s, 100 * sizeof(float)) == 0) start = s;
+    }
+    ASSERT_GE(start, 0) << "sample " << i << " is no window of the waveform";
+    starts.insert(start);
+  }
+  EXPECT_GT(starts.size(), 40u);  // 50 draws over 901 starts
+  // Shorter than the window: padded, or whole without pad.
+  auto padded = RunPipeline(
+      *MakePipeline("stages { decode_audio {} } stages { random_segment { frames: 1500 } }"), wav);
+  EXPECT_THAT(padded.shape, ::testing::ElementsAre(1, 1500));
+  auto whole = RunPipeline(*MakePipeline("stages { decode_audio {} } stages { random_segment { "
+                                         "frames: 1500 pad: false } }"),
+                           wav);
+  EXPECT_THAT(whole.shape, ::testing::ElementsAre(1, 1000));
+}
+
+TEST(Resample, LengthsAndKernelAreTorchaudios) {
+  // 44100 -> 16000 reduces to 441 -> 160; torchaudio keeps ceil(160 n / 441).
+  auto k = ResampleKernel::Make(44100, 16000, ResampleParams());
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->from(), 441);
+  EXPECT_EQ(k->to(), 160);
+  EXPECT_EQ(k->OutputFrames(44100), 16000);
+  EXPECT_EQ(k->OutputFrames(1000), 363);  // ceil(362.8...)
+  // A constant signal stays constant inside (the kernel sums to ~1 there).
+  std::vector<float> ones(4410, 1.0f), out(k->OutputFrames(4410));
+  k->Apply(ones.data(), ones.size(), out.data());
+  for (size_t i = 100; i + 100 < out.size(); ++i) ASSERT_NEAR(out[i], 1.0, 2e-3) << i;
+  EXPECT_THAT(ResampleKernel::Make(44100, 44101, ResampleParams()).status().message(),
+              HasSubstr("over 64 MiB"));
+  ResampleParams bad;
+  bad.rolloff = 1.5;
+  EXPECT_THAT(ResampleKernel::Make(8000, 16000, bad).status().message(),
+              HasSubstr("rolloff: must be in (0, 1]"));
+}
+
+TEST(AudioOps, WrongValueKindsAndBadFieldsAreNamed) {
+  testing::ExpectSpecErrors({
+      {"fix_length {}", "frames, seconds: set one"},
+      {"fix_length { frames: 5 seconds: 1 }", "frames, seconds: set one"},
+      {"random_segment { seconds: -1 }", "frames, seconds: set one"},
+      {"resample {}", "rate: must be 1 to 192000 Hz"},
+      {"resample { rate: 16000 lowpass_filter_width: 0 }", "lowpass_filter_width"},
+  });
+  proto::PipelineSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "stages { decode {} } stages { fix_length { frames: 10 } }", &spec));
+  EXPECT_THAT(Pipeline::Create(spec, PipelineOptions()).status().message(),
+              HasSubstr("expects audio (put a decode_audio stage before it)"));
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "stages { decode_audio {} } stages { random_horizontal_flip {} }", &spec));
+  EXPECT_THAT(Pipeline::Create(spec, PipelineOptions()).status().message(),
+              HasSubstr("expects an image"));
+}
+
+// Cut anywhere: the waveform crosses the wire with its rate, and every
+// placement gives the same bytes.
+TEST(AudioOps, EveryCutGivesTheSameBytes) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
+      "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } }",
+      7);
+  const std::vector<uint8_t> wav = Encode(Interleaved(2, 30000), 2, 44100, kWav16);
+  const int n = p->num_stages();
+  auto reference = RunPipeline(*p, wav, 3, 1);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  ASSERT_THAT(reference.shape, ::testing::ElementsAre(1, 4000));
+  for (int cut = 1; cut < n; ++cut) {
+    Workspace remote, local;
+    Sample s;
+    s.index = 3;
+    s.epoch = 1;
+    s.data = remote.encoded.Reserve(wav.size());
+    std::memcpy(s.data, wav.data(), wav.size());
+    s.size = wav.size();
+    s.shape = {static_cast<int64_t>(wav.size())};
+    ASSERT_TRUE(p->Run(0, cut, s, remote).ok());
+    proto::SampleValue value;
+    ToWire(s, &value);
+    proto::SampleValue received;
+    ASSERT_TRUE(received.ParseFromString(value.SerializeAsString()));
+    Sample t;
+    t.index = 3;
+    t.epoch = 1;
+    ASSERT_TRUE(FromWire(received, local, t).ok());
+    EXPECT_EQ(t.sample_rate, s.sample_rate);
+    ASSERT_TRUE(p->Run(cut, n, t, local).ok()) << cut;
+    ASSERT_EQ(t.size, reference.bytes.size());
+    EXPECT_EQ(0, std::memcmp(t.data, reference.bytes.data(), t.size)) << "cut " << cut;
+  }
+}
+
+}  // namespace
+}  // namespace prepflow

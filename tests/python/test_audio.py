@@ -1,0 +1,163 @@
+"""Audio pipelines from Python, against torchaudio (Debian's 0.13, sox_io),
+on speech made here: espeak-ng speaks words in several voices and speeds,
+and sox converts them to FLAC, MP3 (stereo) and Ogg Vorbis at several rates.
+
+Parity bounds (docs/ops.md): decode_audio is exact for PCM WAV and FLAC,
+within 2^-16 for Ogg Vorbis (torchaudio's sox goes through 16 bits) and 2e-6
+for MP3 over the frames both keep; downmix is exact for mono and stereo;
+resample is torchaudio's kernel, within 5e-7 of its floats (1.2e-7 measured).
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import prepflow
+import testdata
+from prepflow import ops
+
+try:
+    import torch
+    import torchaudio
+except ImportError:
+    torchaudio = None
+
+BUILD = pathlib.Path(os.environ.get("PREPFLOW_BUILD_DIR", "build")).resolve()
+BIN = BUILD / "bin"
+TOOLS = shutil.which("espeak-ng") and shutil.which("sox")
+# (class, word, espeak voice and words per minute, sox output: extension,
+# rate, channels).
+SPEECH = [
+    ("go", "go", "en", 160, "wav", 22050, 1),
+    ("go", "go ahead", "en+f3", 200, "flac", 16000, 1),
+    ("go", "go now", "en-us", 140, "mp3", 44100, 2),
+    ("stop", "stop", "en", 175, "ogg", 48000, 1),
+    ("stop", "stop there", "en+m3", 150, "wav", 16000, 2),
+    ("stop", "please stop", "en-us", 190, "flac", 8000, 1),
+    ("yes", "yes", "en+f2", 170, "mp3", 22050, 1),
+    ("yes", "yes indeed", "en", 130, "ogg", 22050, 2),
+]
+MAX_FRAMES = 3 * 48000  # longer than any clip at any rate here
+
+
+def make_speech(root):
+    """The SPEECH clips as root/<class>/<n>.<ext>."""
+    for n, (cls, words, voice, wpm, ext, rate, channels) in enumerate(SPEECH):
+        folder = pathlib.Path(root, cls)
+        folder.mkdir(parents=True, exist_ok=True)
+        raw = folder / ("%d-raw.wav" % n)
+        subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), words],
+                       check=True, capture_output=True)
+        subprocess.run(["sox", str(raw), "-r", str(rate), "-c", str(channels),
+                        str(folder / ("%d.%s" % (n, ext)))], check=True, capture_output=True)
+        raw.unlink()
+
+
+def setUpModule():
+    global TMP, ROOT
+    TMP = tempfile.mkdtemp(prefix="prepflow-audio-")
+    ROOT = os.path.join(TMP, "speech")
+    if TOOLS:
+        make_speech(ROOT)
+
+
+def tearDownModule():
+    shutil.rmtree(TMP, ignore_errors=True)
+
+
+def files():
+    """The dataset's files in prepflow's (and DatasetFolder's) order."""
+    return sorted(str(p) for p in pathlib.Path(ROOT).glob("*/*"))
+
+
+def run(pipeline, **kw):
+    """Every sample's output in dataset order, as arrays, and the loader's stats."""
+    loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=3, shuffle=False,
+                             as_numpy=True, **kw)
+    out, labels = [], []
+    for batch in loader.batches():
+        out.extend(batch.images)
+        labels.extend(batch.labels)
+    stats = loader.stats()
+    loader.close()
+    return out, labels, stats
+
+
+def bound(path):
+    """The decode bound for a file of this kind (see the module's doc)."""
+    return {".wav": 0, ".flac": 0, ".ogg": 2 ** -16, ".mp3": 2e-6}[pathlib.Path(path).suffix]
+
+
+@unittest.skipIf(torchaudio is None or not TOOLS,
+                 "needs torchaudio (python3-torchaudio), espeak-ng and sox")
+class Parity(unittest.TestCase):
+    def test_decode_and_downmix_are_torchaudios(self):
+        got, labels, _ = run([ops.DecodeAudio(), ops.Downmix(), ops.FixLength(frames=MAX_FRAMES)])
+        self.assertEqual(len(got), len(SPEECH))
+        self.assertEqual(sorted(set(labels)), [0, 1, 2])
+        for path, value in zip(files(), got):
+            wave, _ = torchaudio.load(path)
+            want = wave.mean(0, keepdim=True).numpy()
+            self.assertEqual(value.shape, (1, MAX_FRAMES), path)
+            n = want.shape[1]
+            # Zeros after the clip; libsndfile keeps the MP3 block sox drops as padding.
+            tail = n + (1152 if path.endswith(".mp3") else 0)
+            self.assertFalse(value[0, tail:].any(), path)
+            diff = np.abs(value[:, :n] - want).max()
+            self.assertLessEqual(diff, bound(path), path)
+
+    def test_resample_is_torchaudios_kernel(self):
+        rate = 16000
+        got, _, _ = run([ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate),
+                         ops.FixLength(frames=MAX_FRAMES)])
+        worst = 0.0
+        for path, value in zip(files(), got):
+            if bound(path) != 0:
+                continue  # lossy decodes differ already: resampling is compared on exact ones
+            wave, sr = torchaudio.load(path)
+            want = torchaudio.transforms.Resample(sr, rate)(wave.mean(0, keepdim=True)).numpy()
+            n = want.shape[1]
+            self.assertFalse(value[0, n:].any(), path)  # the same length
+            worst = max(worst, float(np.abs(value[:, :n] - want).max()))
+            self.assertLessEqual(np.abs(value[:, :n] - want).max(), 5e-7, path)
+        print("resample: worst difference from torchaudio %.3g" % worst, file=sys.stderr)
+
+    def test_random_segments_are_windows_and_repeat_by_seed(self):
+        pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=8000),
+                    ops.RandomSegment(seconds=0.25)]
+        a, _, _ = run(pipeline, seed=5)
+        b, _, _ = run(pipeline, seed=5)
+        c, _, _ = run(pipeline, seed=6)
+        self.assertTrue(all(np.array_equal(x, y) for x, y in zip(a, b)))
+        self.assertFalse(all(np.array_equal(x, y) for x, y in zip(a, c)))
+        self.assertEqual(a[0].shape, (1, 2000))
+
+    def test_a_worker_gives_the_local_checksum(self):
+        pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
+                    ops.RandomSegment(seconds=0.5)]
+        local, _, st_local = run(pipeline, seed=3)
+        with testdata.Worker(BIN, TMP) as worker:
+            for offload in ("remote", "cut=2", "cut=3"):
+                remote, _, st = run(pipeline, seed=3, offload=offload, workers=[worker.address])
+                self.assertEqual(st["checksum"], st_local["checksum"], offload)
+                self.assertEqual(st["remote_images"], len(SPEECH), offload)
+                self.assertTrue(all(np.array_equal(x, y) for x, y in zip(local, remote)))
+
+    def test_limits_fail_the_sample_naming_the_flag(self):
+        loader = prepflow.Loader(ROOT, pipeline=[ops.DecodeAudio(), ops.Downmix(),
+                                                 ops.FixLength(frames=100)],
+                                 batch_size=4, shuffle=False, max_audio_seconds=0.3,
+                                 on_error="fail")
+        with self.assertRaisesRegex(RuntimeError, "--max-audio-seconds"):
+            for _ in loader:
+                pass
+        loader.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

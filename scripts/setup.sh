@@ -51,6 +51,9 @@ packages=(
   # tests' speech is spoken by espeak-ng and converted by sox, and
   # torchaudio is the reference for the audio ops.
   libsndfile1-dev espeak-ng sox libsox-fmt-all python3-torchaudio
+  # Audio features' FFT: KISS FFT (no planner or CPU dispatch, so the same
+  # floats on every worker).
+  libkissfft-dev
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

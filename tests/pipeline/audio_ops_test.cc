@@ -266,18 +266,53 @@ TEST(AudioOps, WrongValueKindsAndBadFieldsAreNamed) {
               HasSubstr("expects an image"));
 }
 
+// A 1 kHz tone at 16 kHz: its energy sits in the mel band holding 1 kHz, in
+// every frame, and the frames are 1 + length / hop.
+TEST(AudioOps, MelSpectrogramPutsAToneInItsBand) {
+  std::vector<float> tone(16000);
+  for (size_t t = 0; t < tone.size(); ++t) {
+    tone[t] = static_cast<float>(0.5 * std::sin(2 * M_PI * 1000 * t / 16000.0));
+  }
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { mel_spectrogram { n_mels: 40 hop_length: 160 } }");
+  auto out = RunPipeline(*p, Encode(tone, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.kind, ValueKind::kTensor);
+  ASSERT_THAT(out.shape, ::testing::ElementsAre(1, 40, 101));
+  const auto* mel = reinterpret_cast<const float*>(out.bytes.data());
+  // 1 kHz is FFT bin 25, which melscale_fbanks(201, 0, 8000, 40, 16000)
+  // puts in bands 13 (0.571) and 14 (0.429).
+  for (int t = 5; t < 95; t += 10) {
+    int best = 0;
+    for (int m = 1; m < 40; ++m) {
+      if (mel[m * 101 + t] > mel[best * 101 + t]) best = m;
+    }
+    EXPECT_EQ(best, 13) << "frame " << t;
+  }
+  // Too short for the reflect padding torch.stft needs.
+  auto short_one = RunPipeline(*p, Encode(std::vector<float>(100, 0.1f), 1, 16000, kWav16));
+  EXPECT_THAT(short_one.status.message(), HasSubstr("too few for reflect padding of 200"));
+  testing::ExpectSpecErrors({
+      {"mel_spectrogram { n_fft: 1 }", "n_fft: must be 2 to 65536"},
+      {"mel_spectrogram { win_length: 500 }", "win_length: must be 1 to n_fft (400)"},
+      {"mel_spectrogram { f_min: 9000 f_max: 8000 }", "f_min, f_max"},
+      {"amplitude_to_db { top_db: -1 }", "top_db: must be finite and >= 0"},
+  });
+}
+
 // Cut anywhere: the waveform crosses the wire with its rate, and every
 // placement gives the same bytes.
 TEST(AudioOps, EveryCutGivesTheSameBytes) {
   auto p = MakePipeline(
       "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
-      "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } }",
+      "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } } "
+      "stages { mel_spectrogram { n_mels: 32 } } stages { amplitude_to_db { top_db: 60 } }",
       7);
   const std::vector<uint8_t> wav = Encode(Interleaved(2, 30000), 2, 44100, kWav16);
   const int n = p->num_stages();
   auto reference = RunPipeline(*p, wav, 3, 1);
   ASSERT_TRUE(reference.status.ok()) << reference.status;
-  ASSERT_THAT(reference.shape, ::testing::ElementsAre(1, 4000));
+  ASSERT_THAT(reference.shape, ::testing::ElementsAre(1, 32, 21));  // 1 + 4000 / 200 frames
   for (int cut = 1; cut < n; ++cut) {
     Workspace remote, local;
     Sample s;

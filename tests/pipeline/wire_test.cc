@@ -163,6 +163,8 @@ constexpr char kAudio[] = R"pb(
   stages { resample { rate: 16000 } }
   stages { random_segment { seconds: 1 } }
   stages { fix_length { frames: 8000 } }
+  stages { mel_spectrogram { n_mels: 40 } }
+  stages { amplitude_to_db { top_db: 80 } }
 )pb";
 
 // kEveryOp's custom stage is the example plugin's cutout.

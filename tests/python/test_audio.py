@@ -127,6 +127,38 @@ class Parity(unittest.TestCase):
             self.assertLessEqual(np.abs(value[:, :n] - want).max(), 5e-7, path)
         print("resample: worst difference from torchaudio %.3g" % worst, file=sys.stderr)
 
+    def test_mel_spectrogram_and_decibels_are_torchaudios(self):
+        rate, n_fft, n_mels = 16000, 400, 64
+        got, _, _ = run([ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate),
+                         ops.FixLength(frames=rate), ops.MelSpectrogram(n_fft=n_fft, n_mels=n_mels),
+                         ops.AmplitudeToDb(top_db=80)])
+        mel_only, _, _ = run([ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate),
+                              ops.FixLength(frames=rate),
+                              ops.MelSpectrogram(n_fft=n_fft, n_mels=n_mels, slaney_scale=True,
+                                                 slaney_norm=True)])
+        worst_mel = worst_db = 0.0
+        for path, db, mel in zip(files(), got, mel_only):
+            if bound(path) != 0:
+                continue
+            wave, sr = torchaudio.load(path)
+            x = torchaudio.transforms.Resample(sr, rate)(wave.mean(0, keepdim=True))
+            x = torch.nn.functional.pad(x, (0, max(0, rate - x.shape[1])))[:, :rate]
+            want_mel = torchaudio.transforms.MelSpectrogram(
+                rate, n_fft=n_fft, n_mels=n_mels, norm="slaney", mel_scale="slaney")(x).numpy()
+            self.assertEqual(mel.shape, want_mel.shape, path)
+            peak = want_mel.max(axis=1, keepdims=True)  # each frame's largest band
+            rel = float((np.abs(mel - want_mel) / np.maximum(peak, 1e-30)).max())
+            worst_mel = max(worst_mel, rel)
+            self.assertLessEqual(rel, 1e-5, path)
+            power = torchaudio.transforms.MelSpectrogram(rate, n_fft=n_fft, n_mels=n_mels)(x)
+            want_db = torchaudio.transforms.AmplitudeToDB(top_db=80)(power).numpy()
+            loud = power.numpy() >= power.numpy().max() * 1e-5  # 50 dB below the peak
+            diff = float(np.abs(db - want_db)[loud].max())
+            worst_db = max(worst_db, diff)
+            self.assertLessEqual(diff, 1e-3, path)
+        print("mel: worst %.3g of the frame's peak; dB: worst %.3g within 50 dB of the peak"
+              % (worst_mel, worst_db), file=sys.stderr)
+
     def test_random_segments_are_windows_and_repeat_by_seed(self):
         pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=8000),
                     ops.RandomSegment(seconds=0.25)]

@@ -1,11 +1,13 @@
-// The audio ops: decode_audio, downmix, fix_length, random_segment and
-// resample, on float32 [channels, frames] values with a sample rate, as
-// torchaudio defines them. Kernels are in audio_decode.h and resample.h.
+// The audio ops: decode_audio, downmix, fix_length, random_segment,
+// resample, mel_spectrogram and amplitude_to_db, on float32 [channels, frames] values with a sample
+// rate, as torchaudio defines them. Kernels are in audio_decode.h and resample.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@
 #include "pipeline/ops/audio/audio_decode.h"
 #include "pipeline/ops/audio/audio_family.h"
 #include "pipeline/ops/audio/resample.h"
+#include "pipeline/ops/audio/spectrogram.h"
 
 namespace prepflow {
 namespace {
@@ -198,6 +201,35 @@ class RandomSegmentOp : public Op {
   bool pad_ = true;
 };
 
+// What an op makes once per input sample rate (a resampling kernel, a mel
+// filterbank): a dataset has few rates; past kMax distinct ones, the rest
+// are made per sample.
+template <typename T>
+class PerRate {
+ public:
+  using Make = std::function<absl::StatusOr<T>(int rate)>;
+  explicit PerRate(Make make) : make_(std::move(make)) {}
+
+  absl::StatusOr<std::shared_ptr<const T>> Get(int rate) const {
+    static constexpr size_t kMax = 32;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = made_.find(rate); it != made_.end()) return it->second;
+    }
+    absl::StatusOr<T> made = make_(rate);
+    if (!made.ok()) return made.status();
+    auto value = std::make_shared<const T>(*std::move(made));
+    absl::MutexLock lock(&mu_);
+    if (made_.size() < kMax) made_.emplace(rate, value);
+    return value;
+  }
+
+ private:
+  Make make_;
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_map<int, std::shared_ptr<const T>> made_ ABSL_GUARDED_BY(mu_);
+};
+
 // ---------------------------------------------------------------- resample
 
 class ResampleOp : public Op {
@@ -225,7 +257,7 @@ class ResampleOp : public Op {
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     if (s.sample_rate == rate_) return absl::OkStatus();
-    absl::StatusOr<std::shared_ptr<const ResampleKernel>> kernel = KernelFrom(s.sample_rate);
+    absl::StatusOr<std::shared_ptr<const ResampleKernel>> kernel = kernels_.Get(s.sample_rate);
     if (!kernel.ok()) return kernel.status();
     const int64_t channels = s.shape[0], frames = s.shape[1];
     const int64_t n = (*kernel)->OutputFrames(frames);
@@ -239,27 +271,125 @@ class ResampleOp : public Op {
   }
 
  private:
-  // Kernels by input rate, made once each (a dataset has few rates; past
-  // kMaxKernels distinct ones, the rest are made per sample).
-  absl::StatusOr<std::shared_ptr<const ResampleKernel>> KernelFrom(int from) const {
-    static constexpr size_t kMaxKernels = 32;
-    {
-      absl::MutexLock lock(&mu_);
-      if (auto it = kernels_.find(from); it != kernels_.end()) return it->second;
-    }
-    absl::StatusOr<ResampleKernel> made = ResampleKernel::Make(from, rate_, params_);
-    if (!made.ok()) return made.status();
-    auto kernel = std::make_shared<const ResampleKernel>(*std::move(made));
-    absl::MutexLock lock(&mu_);
-    if (kernels_.size() < kMaxKernels) kernels_.emplace(from, kernel);
-    return kernel;
-  }
-
   int rate_ = 0;
   ResampleParams params_;
-  mutable absl::Mutex mu_;
-  mutable absl::flat_hash_map<int, std::shared_ptr<const ResampleKernel>> kernels_
-      ABSL_GUARDED_BY(mu_);
+  PerRate<ResampleKernel> kernels_{
+      [this](int from) { return ResampleKernel::Make(from, rate_, params_); }};
+};
+
+// --------------------------------------------- mel_spectrogram, amplitude_to_db
+
+class MelSpectrogramOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::MelSpectrogram& p = stage.mel_spectrogram();
+    const int win = p.win_length() > 0 ? p.win_length() : p.n_fft();
+    const int hop = p.hop_length() > 0 ? p.hop_length() : std::max(win / 2, 1);
+    absl::StatusOr<std::shared_ptr<const Stft>> stft = Stft::Make(p.n_fft(), win, hop, p.power());
+    if (!stft.ok()) return stft.status();
+    auto op = std::make_unique<MelSpectrogramOp>();
+    op->stft_ = *std::move(stft);
+    op->mel_ = MelOptions{p.n_mels(), p.f_min(), p.f_max(), p.slaney_scale(), p.slaney_norm()};
+    op->hop_ = hop;
+    // The bands checked at a rate that holds f_max (each sample's rate is
+    // checked when its filterbank is made).
+    const int rate = static_cast<int>(std::max(2 * std::ceil(p.f_max()), 2.0 * p.f_min() + 2));
+    if (auto fb = MelFilterbank(op->stft_->bins(), rate, op->mel_); !fb.ok()) return fb.status();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    const int64_t frames = in.shape[1] >= 0 ? stft_->Frames(in.shape[1]) : -1;
+    return ValueType{ValueKind::kTensor, {in.shape[0], mel_.n_mels, frames}};
+  }
+
+  // MelScale(Spectrogram(x)): per channel, the power spectrogram [bins, T],
+  // then each frame's bins through the filterbank ([bins, n_mels]).
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    absl::StatusOr<std::shared_ptr<const std::vector<float>>> fb = banks_.Get(s.sample_rate);
+    if (!fb.ok()) return fb.status();
+    const int64_t channels = s.shape[0], length = s.shape[1], frames = stft_->Frames(length);
+    const int bins = stft_->bins(), n = mel_.n_mels;
+    auto* out =
+        reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n * frames + 1));
+    thread_local std::vector<float> spec, scratch;
+    spec.resize(static_cast<size_t>(bins) * frames);
+    for (int64_t c = 0; c < channels; ++c) {
+      if (absl::Status st = stft_->Apply(Samples(s) + c * length, length, spec.data(), &scratch);
+          !st.ok()) {
+        return st;
+      }
+      float* mel = out + c * n * frames;
+      for (int m = 0; m < n; ++m) {
+        for (int64_t t = 0; t < frames; ++t) {
+          double acc = 0;
+          for (int f = 0; f < bins; ++f)
+            acc += static_cast<double>((**fb)[f * n + m]) * spec[f * frames + t];
+          mel[m * frames + t] = static_cast<float>(acc);
+        }
+      }
+    }
+    s.kind = ValueKind::kTensor;
+    s.data = reinterpret_cast<uint8_t*>(out);
+    s.size = sizeof(float) * channels * n * frames;
+    s.shape = {channels, n, frames};
+    s.sample_rate = 0;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<const Stft> stft_;
+  MelOptions mel_;
+  int hop_ = 0;
+  PerRate<std::vector<float>> banks_{
+      [this](int rate) { return MelFilterbank(stft_->bins(), rate, mel_); }};
+};
+
+class AmplitudeToDbOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::AmplitudeToDb& p = stage.amplitude_to_db();
+    if (!(p.top_db() >= 0 && std::isfinite(p.top_db()))) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("top_db: must be finite and >= 0 (0: none), got %g", p.top_db()));
+    }
+    auto op = std::make_unique<AmplitudeToDbOp>();
+    op->multiplier_ = p.magnitude() ? 20.0f : 10.0f;
+    op->top_db_ = static_cast<float>(p.top_db());
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (in.kind != ValueKind::kTensor) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expects a tensor (put it after mel_spectrogram) but gets ", in.DebugString()));
+    }
+    return in;
+  }
+
+  // F.amplitude_to_DB with amin 1e-10 and ref 1 (log10(ref) = 0): float32
+  // multiplier * log10(max(x, amin)); top_db floors at the sample's maximum
+  // minus top_db.
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t n = s.size / sizeof(float);
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = reinterpret_cast<const float*>(s.data);
+    float peak = -INFINITY;
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = multiplier_ * std::log10(std::max(in[i], 1e-10f));
+      peak = std::max(peak, out[i]);
+    }
+    if (top_db_ > 0) {
+      const float floor = peak - top_db_;
+      for (size_t i = 0; i < n; ++i) out[i] = std::max(out[i], floor);
+    }
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  float multiplier_ = 10, top_db_ = 0;
 };
 
 template <typename T>
@@ -279,6 +409,8 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kFixLength, FactoryOf<FixLengthOp>());
   registry->Register(Stage::kRandomSegment, FactoryOf<RandomSegmentOp>());
   registry->Register(Stage::kResample, FactoryOf<ResampleOp>());
+  registry->Register(Stage::kMelSpectrogram, FactoryOf<MelSpectrogramOp>());
+  registry->Register(Stage::kAmplitudeToDb, FactoryOf<AmplitudeToDbOp>());
 }
 
 }  // namespace prepflow

@@ -1,0 +1,151 @@
+#include "pipeline/ops/audio/spectrogram.h"
+
+#include <kissfft/kiss_fft.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace prepflow {
+namespace {
+
+constexpr int kMaxFft = 1 << 16;
+
+// torch.hann_window(n) (periodic): hamming_window(n + 1, alpha = beta = 0.5)
+// without its last point, in float32: cos(k * 2pi / n) scaled.
+std::vector<float> HannWindow(int n) {
+  std::vector<float> w(n);
+  const auto step = static_cast<float>(2 * M_PI / n);
+  for (int k = 0; k < n; ++k) w[k] = 0.5f - 0.5f * std::cos(static_cast<float>(k) * step);
+  return w;
+}
+
+double HzToMel(double f, bool slaney) {
+  if (!slaney) return 2595.0 * std::log10(1.0 + f / 700.0);
+  const double f_sp = 200.0 / 3, min_log_hz = 1000.0, min_log_mel = min_log_hz / f_sp;
+  const double logstep = std::log(6.4) / 27.0;
+  return f >= min_log_hz ? min_log_mel + std::log(f / min_log_hz) / logstep : f / f_sp;
+}
+
+double MelToHz(double m, bool slaney) {
+  if (!slaney) return 700.0 * (std::pow(10.0, m / 2595.0) - 1.0);
+  const double f_sp = 200.0 / 3, min_log_hz = 1000.0, min_log_mel = min_log_hz / f_sp;
+  const double logstep = std::log(6.4) / 27.0;
+  return m >= min_log_mel ? min_log_hz * std::exp(logstep * (m - min_log_mel)) : f_sp * m;
+}
+
+// torch.linspace(a, b, n)[i] in float32: from the start for the first half,
+// from the end for the rest, as torch's kernel computes it.
+float Linspace(double a, double b, int n, int i) {
+  if (n == 1) return static_cast<float>(a);
+  const auto fa = static_cast<float>(a), fb = static_cast<float>(b);
+  const float step = (fb - fa) / static_cast<float>(n - 1);
+  return i < n / 2 ? fa + step * static_cast<float>(i) : fb - step * static_cast<float>(n - 1 - i);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int win_length, int hop_length,
+                                                       double power) {
+  if (n_fft < 2 || n_fft > kMaxFft) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("n_fft: must be 2 to %d, got %d", kMaxFft, n_fft));
+  }
+  if (win_length < 1 || win_length > n_fft) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("win_length: must be 1 to n_fft (%d), got %d", n_fft, win_length));
+  }
+  if (hop_length < 1 || hop_length > kMaxFft) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("hop_length: must be 1 to %d, got %d", kMaxFft, hop_length));
+  }
+  if (!(power > 0 && power <= 16)) {
+    return absl::InvalidArgumentError(absl::StrFormat("power: must be in (0, 16], got %g", power));
+  }
+  std::shared_ptr<Stft> s(new Stft);
+  s->n_fft_ = n_fft;
+  s->hop_ = hop_length;
+  s->power_ = power;
+  // torch.stft pads a shorter window with zeros on both sides to n_fft.
+  s->window_.assign(n_fft, 0.0f);
+  const std::vector<float> w = HannWindow(win_length);
+  std::copy(w.begin(), w.end(), s->window_.begin() + (n_fft - win_length) / 2);
+  s->cfg_ = kiss_fft_alloc(n_fft, 0, nullptr, nullptr);
+  if (s->cfg_ == nullptr) return absl::ResourceExhaustedError("n_fft: cannot plan the FFT");
+  return std::shared_ptr<const Stft>(std::move(s));
+}
+
+Stft::~Stft() { kiss_fft_free(cfg_); }
+
+absl::Status Stft::Apply(const float* x, int64_t length, float* out,
+                         std::vector<float>* scratch) const {
+  const int half = n_fft_ / 2;
+  if (length <= half) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "mel_spectrogram: %d samples are too few for reflect padding of %d (n_fft / 2)", length,
+        half));
+  }
+  // Reflect-padded signal, then the FFT's input and output (complex).
+  const int64_t padded = length + 2 * half;
+  scratch->resize(static_cast<size_t>(padded) + 4 * static_cast<size_t>(n_fft_));
+  float* p = scratch->data();
+  for (int64_t i = 0; i < padded; ++i) {
+    int64_t j = i - half;
+    if (j < 0) j = -j;
+    if (j >= length) j = 2 * (length - 1) - j;
+    p[i] = x[j];
+  }
+  auto* in = reinterpret_cast<kiss_fft_cpx*>(p + padded);
+  kiss_fft_cpx* spectrum = in + n_fft_;
+  const int64_t frames = Frames(length);
+  const int bins = this->bins();
+  for (int64_t t = 0; t < frames; ++t) {
+    const float* frame = p + t * hop_;
+    for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
+    kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);
+    for (int b = 0; b < bins; ++b) {
+      // spec.abs().pow(power): |z| as hypot, then the power (2: a square).
+      const float mag = std::hypot(spectrum[b].r, spectrum[b].i);
+      out[b * frames + t] = power_ == 2   ? mag * mag
+                            : power_ == 1 ? mag
+                                          : std::pow(mag, static_cast<float>(power_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, const MelOptions& o) {
+  const double f_max = o.f_max > 0 ? o.f_max : sample_rate / 2.0;
+  if (o.n_mels < 1 || o.n_mels > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("n_mels: must be 1 to 4096, got %d", o.n_mels));
+  }
+  if (!(o.f_min >= 0 && o.f_min < f_max && f_max <= sample_rate / 2.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("f_min, f_max: need 0 <= f_min < f_max <= %g (half of %d Hz), got %g, %g",
+                        sample_rate / 2.0, sample_rate, o.f_min, f_max));
+  }
+  // all_freqs = linspace(0, sample_rate // 2, bins); the mel points evenly
+  // spaced from f_min to f_max, back in Hz.
+  const int n = o.n_mels;
+  const double m_min = HzToMel(o.f_min, o.slaney_scale), m_max = HzToMel(f_max, o.slaney_scale);
+  std::vector<float> f_pts(n + 2);
+  for (int i = 0; i < n + 2; ++i) {
+    f_pts[i] = static_cast<float>(MelToHz(Linspace(m_min, m_max, n + 2, i), o.slaney_scale));
+  }
+  std::vector<float> fb(static_cast<size_t>(bins) * n);
+  for (int f = 0; f < bins; ++f) {
+    const float freq = Linspace(0, sample_rate / 2, bins, f);
+    for (int m = 0; m < n; ++m) {
+      const float down = (-1.0f * (f_pts[m] - freq)) / (f_pts[m + 1] - f_pts[m]);
+      const float up = (f_pts[m + 2] - freq) / (f_pts[m + 2] - f_pts[m + 1]);
+      float v = std::max(0.0f, std::min(down, up));
+      if (o.slaney_norm) v *= 2.0f / (f_pts[m + 2] - f_pts[m]);
+      fb[static_cast<size_t>(f) * n + m] = v;
+    }
+  }
+  return fb;
+}
+
+}  // namespace prepflow

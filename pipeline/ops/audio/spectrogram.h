@@ -1,0 +1,57 @@
+// Short-time Fourier features as torchaudio computes them: the power
+// spectrogram of torch.stft (periodic Hann window, centred frames with
+// reflect padding, one-sided) and the triangular mel filterbank of
+// functional.melscale_fbanks (HTK or Slaney scale, optional Slaney norm).
+//
+// The FFT is KISS FFT (Debian's libkissfft-float): plain C, no planner and
+// no CPU dispatch, so a transform gives the same floats on every x86-64
+// worker (FFTW's planner may pick different codelets per machine).
+//
+// Thread-safety: a Stft or MelFilterbank is immutable once made; their
+// Apply methods are reentrant (each call brings its scratch).
+#ifndef PREPFLOW_PIPELINE_OPS_AUDIO_SPECTROGRAM_H_
+#define PREPFLOW_PIPELINE_OPS_AUDIO_SPECTROGRAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace prepflow {
+
+class Stft {
+ public:
+  // InvalidArgument naming the field for sizes torch.stft refuses.
+  static absl::StatusOr<std::shared_ptr<const Stft>> Make(int n_fft, int win_length, int hop_length,
+                                                          double power);
+  ~Stft();
+
+  int bins() const { return n_fft_ / 2 + 1; }
+  // Frames of a centred STFT of `length` samples: 1 + length / hop.
+  int64_t Frames(int64_t length) const { return 1 + length / hop_; }
+  // The power spectrogram of one channel, [bins, Frames(length)] row-major
+  // (torchaudio's [freq, time]); `scratch` holds 4 * n_fft + length + n_fft
+  // floats. InvalidArgument when reflect padding cannot work (length <= n_fft / 2).
+  absl::Status Apply(const float* x, int64_t length, float* out, std::vector<float>* scratch) const;
+
+ private:
+  Stft() = default;
+  int n_fft_ = 0, hop_ = 0;
+  double power_ = 2;
+  std::vector<float> window_;  // n_fft long, the window centred in it
+  void* cfg_ = nullptr;        // kiss_fft_cfg
+};
+
+// torchaudio.functional.melscale_fbanks: [bins, n_mels], row-major.
+struct MelOptions {
+  int n_mels = 128;
+  double f_min = 0, f_max = 0;  // f_max 0: sample_rate / 2
+  bool slaney_scale = false;    // else HTK
+  bool slaney_norm = false;
+};
+absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, const MelOptions& o);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_PIPELINE_OPS_AUDIO_SPECTROGRAM_H_

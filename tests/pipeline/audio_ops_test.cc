@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -300,13 +301,68 @@ TEST(AudioOps, MelSpectrogramPutsAToneInItsBand) {
   });
 }
 
+// SpecAugment: each mask zeroes one run of bands (or frames), the same in
+// every channel and frame, narrower than the parameter; the rest is the
+// spectrogram as it was. Widths and starts vary from sample to sample.
+TEST(AudioOps, MasksZeroOneRunOfBandsOrFrames) {
+  const std::vector<uint8_t> wav = Encode(Interleaved(2, 8000), 2, 8000, kWav16);
+  const std::string base =
+      "stages { decode_audio {} } stages { mel_spectrogram { n_mels: 40 n_fft: 256 } } ";
+  auto plain = RunPipeline(*MakePipeline(base), wav);
+  ASSERT_TRUE(plain.status.ok()) << plain.status;
+  const int64_t c = plain.shape[0], f = plain.shape[1], t = plain.shape[2];
+  const auto* before = reinterpret_cast<const float*>(plain.bytes.data());
+  for (const bool time : {false, true}) {
+    auto p = MakePipeline(base + (time ? "stages { time_masking { time_mask_param: 12 } }"
+                                       : "stages { frequency_masking { freq_mask_param: 12 } }"));
+    std::set<int64_t> widths, starts;
+    for (int64_t i = 0; i < 60; ++i) {
+      auto out = RunPipeline(*p, wav, i);
+      ASSERT_TRUE(out.status.ok()) << out.status;
+      const auto* after = reinterpret_cast<const float*>(out.bytes.data());
+      // The masked positions along the axis: every value zero across the
+      // other axis and the channels, and only there do values change.
+      const int64_t n = time ? t : f;
+      int64_t first = -1, last = -1;
+      for (int64_t k = 0; k < n; ++k) {
+        bool zero = true, same = true;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          for (int64_t j = 0; j < (time ? f : t); ++j) {
+            const int64_t at = ch * f * t + (time ? j * t + k : k * t + j);
+            zero &= after[at] == 0.0f;
+            same &= after[at] == before[at];
+          }
+        }
+        ASSERT_TRUE(zero || same) << "sample " << i << " position " << k;
+        if (zero && !same) {
+          if (first < 0) first = k;
+          ASSERT_TRUE(last < 0 || last == k - 1) << "sample " << i << ": not one run";
+          last = k;
+        }
+      }
+      const int64_t width = first < 0 ? 0 : last - first + 1;
+      ASSERT_LT(width, 12) << "sample " << i;
+      widths.insert(width);
+      if (first >= 0) starts.insert(first);
+    }
+    EXPECT_GE(widths.size(), 8u) << (time ? "time" : "frequency");  // of 12, in 60 draws
+    EXPECT_GE(starts.size(), 8u) << (time ? "time" : "frequency");
+  }
+  testing::ExpectSpecErrors({
+      {"time_masking { time_mask_param: -1 }", "time_mask_param: must be >= 0"},
+      {"frequency_masking { freq_mask_param: 3 p: 2 }", "p: must be in [0, 1]"},
+  });
+}
+
 // Cut anywhere: the waveform crosses the wire with its rate, and every
 // placement gives the same bytes.
 TEST(AudioOps, EveryCutGivesTheSameBytes) {
   auto p = MakePipeline(
       "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
       "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } } "
-      "stages { mel_spectrogram { n_mels: 32 } } stages { amplitude_to_db { top_db: 60 } }",
+      "stages { mel_spectrogram { n_mels: 32 } } stages { amplitude_to_db { top_db: 60 } } "
+      "stages { frequency_masking { freq_mask_param: 8 } } "
+      "stages { time_masking { time_mask_param: 5 } }",
       7);
   const std::vector<uint8_t> wav = Encode(Interleaved(2, 30000), 2, 44100, kWav16);
   const int n = p->num_stages();

@@ -165,6 +165,8 @@ constexpr char kAudio[] = R"pb(
   stages { fix_length { frames: 8000 } }
   stages { mel_spectrogram { n_mels: 40 } }
   stages { amplitude_to_db { top_db: 80 } }
+  stages { frequency_masking { freq_mask_param: 8 } }
+  stages { time_masking { time_mask_param: 4 } }
 )pb";
 
 // kEveryOp's custom stage is the example plugin's cutout.

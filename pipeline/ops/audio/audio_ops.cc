@@ -1,6 +1,7 @@
 // The audio ops: decode_audio, downmix, fix_length, random_segment,
-// resample, mel_spectrogram and amplitude_to_db, on float32 [channels, frames] values with a sample
-// rate, as torchaudio defines them. Kernels are in audio_decode.h and resample.h.
+// resample, mel_spectrogram, amplitude_to_db and the SpecAugment masks, on float32 [channels,
+// frames] values with a sample rate, as torchaudio defines them. Kernels are in audio_decode.h and
+// resample.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -392,6 +393,80 @@ class AmplitudeToDbOp : public Op {
   float multiplier_ = 10, top_db_ = 0;
 };
 
+// ------------------------------------------ frequency_masking, time_masking
+
+// torchaudio's mask_along_axis on one sample: the same band (or frames) of
+// every channel, its width and start from two torch.rand(1) draws.
+class AxisMaskingOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    auto op = std::make_unique<AxisMaskingOp>();
+    const bool time = stage.has_time_masking();
+    op->from_end_ = time ? 1 : 2;
+    op->param_ =
+        time ? stage.time_masking().time_mask_param() : stage.frequency_masking().freq_mask_param();
+    op->p_ = time ? stage.time_masking().p() : stage.frequency_masking().p();
+    const char* field = time ? "time_mask_param" : "freq_mask_param";
+    if (op->param_ < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: must be >= 0, got %d", field, op->param_));
+    }
+    if (!(op->p_ >= 0 && op->p_ <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat("p: must be in [0, 1], got %g", op->p_));
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (in.kind != ValueKind::kTensor || in.shape.size() < 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "expects a [..., freq, time] tensor (put it after mel_spectrogram) but gets ",
+          in.DebugString()));
+    }
+    return in;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t rank = s.shape.size();
+    const int64_t freq = s.shape[rank - 2], time = s.shape[rank - 1];
+    const int64_t size = from_end_ == 1 ? time : freq;
+    // _get_mask_param: with p < 1 the mask is also held to p of the axis.
+    const int64_t param =
+        p_ == 1.0 ? param_ : std::min<int64_t>(param_, static_cast<int64_t>(size * p_));
+    if (param < 1) return absl::OkStatus();
+    SampleRng rng = ctx.Rng(s);
+    const float value = TorchRand(rng) * static_cast<float>(param);
+    const float min_value = TorchRand(rng) * (static_cast<float>(size) - value);
+    const auto start = static_cast<int64_t>(min_value);
+    const int64_t end = start + static_cast<int64_t>(value);
+    if (end <= start) return absl::OkStatus();
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    if (reinterpret_cast<uint8_t*>(out) != s.data) std::memcpy(out, s.data, s.size);
+    const int64_t planes = static_cast<int64_t>(s.size / sizeof(float)) / (freq * time);
+    for (int64_t c = 0; c < planes; ++c) {
+      float* plane = out + c * freq * time;
+      if (from_end_ == 1) {
+        for (int64_t f = 0; f < freq; ++f)
+          std::fill(plane + f * time + start, plane + f * time + end, 0.0f);
+      } else {
+        std::fill(plane + start * time, plane + end * time, 0.0f);
+      }
+    }
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  // torch.rand(1): a float32 with 24 random bits, in [0, 1).
+  static float TorchRand(SampleRng& rng) {
+    return static_cast<float>(std::floor(rng.Uniform() * 16777216.0) / 16777216.0);
+  }
+
+  int from_end_ = 1;  // the masked axis: 1 time (last), 2 frequency
+  int param_ = 0;
+  double p_ = 1;
+};
+
 template <typename T>
 OpFactory FactoryOf() {
   return [](const proto::Stage& stage) { return T::Create(stage); };
@@ -411,6 +486,8 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kResample, FactoryOf<ResampleOp>());
   registry->Register(Stage::kMelSpectrogram, FactoryOf<MelSpectrogramOp>());
   registry->Register(Stage::kAmplitudeToDb, FactoryOf<AmplitudeToDbOp>());
+  registry->Register(Stage::kFrequencyMasking, FactoryOf<AxisMaskingOp>());
+  registry->Register(Stage::kTimeMasking, FactoryOf<AxisMaskingOp>());
 }
 
 }  // namespace prepflow

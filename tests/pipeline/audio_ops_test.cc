@@ -4,10 +4,12 @@
 // torchaudio on generated speech.
 #include <sndfile.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -299,6 +301,27 @@ TEST(AudioOps, MelSpectrogramPutsAToneInItsBand) {
       {"mel_spectrogram { f_min: 9000 f_max: 8000 }", "f_min, f_max"},
       {"amplitude_to_db { top_db: -1 }", "top_db: must be finite and >= 0"},
   });
+}
+
+// Threads share an op: each must get the same floats as one thread alone
+// (a real-FFT plan holds scratch; shared, it gave other threads' spectra).
+TEST(AudioOps, MelSpectrogramIsTheSameFromManyThreads) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { mel_spectrogram { n_mels: 40 n_fft: 512 } }");
+  const std::vector<uint8_t> wav = Encode(Interleaved(1, 16000), 1, 16000, kWav16);
+  const auto reference = RunPipeline(*p, wav);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  std::atomic<int> differ{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        if (RunPipeline(*p, wav).bytes != reference.bytes) ++differ;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(differ.load(), 0);
 }
 
 // SpecAugment: each mask zeroes one run of bands (or frames), the same in

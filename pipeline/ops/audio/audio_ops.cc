@@ -308,28 +308,21 @@ class MelSpectrogramOp : public Op {
   // MelScale(Spectrogram(x)): per channel, the power spectrogram [bins, T],
   // then each frame's bins through the filterbank ([bins, n_mels]).
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    absl::StatusOr<std::shared_ptr<const std::vector<float>>> fb = banks_.Get(s.sample_rate);
-    if (!fb.ok()) return fb.status();
+    absl::StatusOr<std::shared_ptr<const MelBank>> bank = banks_.Get(s.sample_rate);
+    if (!bank.ok()) return bank.status();
     const int64_t channels = s.shape[0], length = s.shape[1], frames = stft_->Frames(length);
     const int bins = stft_->bins(), n = mel_.n_mels;
     auto* out =
         reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n * frames + 1));
     thread_local std::vector<float> spec, scratch;
+    thread_local std::vector<double> sums;
     spec.resize(static_cast<size_t>(bins) * frames);
     for (int64_t c = 0; c < channels; ++c) {
       if (absl::Status st = stft_->Apply(Samples(s) + c * length, length, spec.data(), &scratch);
           !st.ok()) {
         return st;
       }
-      float* mel = out + c * n * frames;
-      for (int m = 0; m < n; ++m) {
-        for (int64_t t = 0; t < frames; ++t) {
-          double acc = 0;
-          for (int f = 0; f < bins; ++f)
-            acc += static_cast<double>((**fb)[f * n + m]) * spec[f * frames + t];
-          mel[m * frames + t] = static_cast<float>(acc);
-        }
-      }
+      (*bank)->Project(spec.data(), frames, out + c * n * frames, &sums);
     }
     s.kind = ValueKind::kTensor;
     s.data = reinterpret_cast<uint8_t*>(out);
@@ -343,8 +336,7 @@ class MelSpectrogramOp : public Op {
   std::shared_ptr<const Stft> stft_;
   MelOptions mel_;
   int hop_ = 0;
-  PerRate<std::vector<float>> banks_{
-      [this](int rate) { return MelFilterbank(stft_->bins(), rate, mel_); }};
+  PerRate<MelBank> banks_{[this](int rate) { return MelBank::Make(stft_->bins(), rate, mel_); }};
 };
 
 class AmplitudeToDbOp : public Op {

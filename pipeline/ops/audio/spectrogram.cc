@@ -1,10 +1,12 @@
 #include "pipeline/ops/audio/spectrogram.h"
 
 #include <kissfft/kiss_fft.h>
+#include <kissfft/kiss_fftr.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 
 namespace prepflow {
@@ -44,6 +46,19 @@ float Linspace(double a, double b, int n, int i) {
   return i < n / 2 ? fa + step * static_cast<float>(i) : fb - step * static_cast<float>(n - 1 - i);
 }
 
+// The calling thread's real-FFT plan for size n: a kiss_fftr plan holds
+// the transform's scratch, so each thread needs its own (made once per size;
+// freed when the thread ends).
+kiss_fftr_cfg RealFft(int n) {
+  struct Free {
+    void operator()(void* p) const { kiss_fftr_free(p); }
+  };
+  thread_local absl::flat_hash_map<int, std::unique_ptr<void, Free>> plans;
+  std::unique_ptr<void, Free>& plan = plans[n];
+  if (plan == nullptr) plan.reset(kiss_fftr_alloc(n, 0, nullptr, nullptr));
+  return static_cast<kiss_fftr_cfg>(plan.get());
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int win_length, int hop_length,
@@ -71,8 +86,12 @@ absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int win_length
   s->window_.assign(n_fft, 0.0f);
   const std::vector<float> w = HannWindow(win_length);
   std::copy(w.begin(), w.end(), s->window_.begin() + (n_fft - win_length) / 2);
-  s->cfg_ = kiss_fft_alloc(n_fft, 0, nullptr, nullptr);
-  if (s->cfg_ == nullptr) return absl::ResourceExhaustedError("n_fft: cannot plan the FFT");
+  // Odd sizes take the complex FFT, whose plan is read-only (shared by the
+  // threads); even ones the real FFT (RealFft: half the work).
+  if (n_fft % 2 != 0) {
+    s->cfg_ = kiss_fft_alloc(n_fft, 0, nullptr, nullptr);
+    if (s->cfg_ == nullptr) return absl::ResourceExhaustedError("n_fft: cannot plan the FFT");
+  }
   return std::shared_ptr<const Stft>(std::move(s));
 }
 
@@ -88,7 +107,7 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
   }
   // Reflect-padded signal, then the FFT's input and output (complex).
   const int64_t padded = length + 2 * half;
-  scratch->resize(static_cast<size_t>(padded) + 4 * static_cast<size_t>(n_fft_));
+  scratch->resize(static_cast<size_t>(padded) + 5 * static_cast<size_t>(n_fft_) + 2);
   float* p = scratch->data();
   for (int64_t i = 0; i < padded; ++i) {
     int64_t j = i - half;
@@ -96,14 +115,20 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
     if (j >= length) j = 2 * (length - 1) - j;
     p[i] = x[j];
   }
-  auto* in = reinterpret_cast<kiss_fft_cpx*>(p + padded);
+  float* real = p + padded;
+  auto* in = reinterpret_cast<kiss_fft_cpx*>(real + n_fft_);
   kiss_fft_cpx* spectrum = in + n_fft_;
   const int64_t frames = Frames(length);
   const int bins = this->bins();
   for (int64_t t = 0; t < frames; ++t) {
     const float* frame = p + t * hop_;
-    for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
-    kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);
+    if (n_fft_ % 2 == 0) {
+      for (int k = 0; k < n_fft_; ++k) real[k] = frame[k] * window_[k];
+      kiss_fftr(RealFft(n_fft_), real, spectrum);
+    } else {
+      for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
+      kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);
+    }
     for (int b = 0; b < bins; ++b) {
       // spec.abs().pow(power): |z| as hypot, then the power (2: a square).
       const float mag = std::hypot(spectrum[b].r, spectrum[b].i);
@@ -146,6 +171,40 @@ absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, cons
     }
   }
   return fb;
+}
+
+absl::StatusOr<MelBank> MelBank::Make(int bins, int sample_rate, const MelOptions& o) {
+  absl::StatusOr<std::vector<float>> fb = MelFilterbank(bins, sample_rate, o);
+  if (!fb.ok()) return fb.status();
+  MelBank bank;
+  bank.bins_ = bins;
+  bank.n_ = o.n_mels;
+  bank.fb_ = *std::move(fb);
+  bank.first_.assign(o.n_mels, bins);
+  bank.last_.assign(o.n_mels, 0);
+  for (int f = 0; f < bins; ++f) {
+    for (int m = 0; m < o.n_mels; ++m) {
+      if (bank.fb_[static_cast<size_t>(f) * o.n_mels + m] == 0) continue;
+      bank.first_[m] = std::min(bank.first_[m], f);
+      bank.last_[m] = f + 1;
+    }
+  }
+  return bank;
+}
+
+void MelBank::Project(const float* spec, int64_t frames, float* out,
+                      std::vector<double>* acc) const {
+  acc->resize(static_cast<size_t>(frames));
+  double* sum = acc->data();
+  for (int m = 0; m < n_; ++m) {
+    std::fill(sum, sum + frames, 0.0);
+    for (int f = first_[m]; f < last_[m]; ++f) {
+      const double w = fb_[static_cast<size_t>(f) * n_ + m];
+      const float* row = spec + f * frames;
+      for (int64_t t = 0; t < frames; ++t) sum[t] += w * row[t];
+    }
+    for (int64_t t = 0; t < frames; ++t) out[m * frames + t] = static_cast<float>(sum[t]);
+  }
 }
 
 }  // namespace prepflow

@@ -31,8 +31,8 @@ class Stft {
   // Frames of a centred STFT of `length` samples: 1 + length / hop.
   int64_t Frames(int64_t length) const { return 1 + length / hop_; }
   // The power spectrogram of one channel, [bins, Frames(length)] row-major
-  // (torchaudio's [freq, time]); `scratch` holds 4 * n_fft + length + n_fft
-  // floats. InvalidArgument when reflect padding cannot work (length <= n_fft / 2).
+  // (torchaudio's [freq, time]); `scratch` is resized as needed. InvalidArgument when reflect
+  // padding cannot work (length <= n_fft / 2).
   absl::Status Apply(const float* x, int64_t length, float* out, std::vector<float>* scratch) const;
 
  private:
@@ -40,7 +40,7 @@ class Stft {
   int n_fft_ = 0, hop_ = 0;
   double power_ = 2;
   std::vector<float> window_;  // n_fft long, the window centred in it
-  void* cfg_ = nullptr;        // kiss_fft_cfg
+  void* cfg_ = nullptr;        // kiss_fft_cfg, for an odd n_fft
 };
 
 // torchaudio.functional.melscale_fbanks: [bins, n_mels], row-major.
@@ -51,6 +51,21 @@ struct MelOptions {
   bool slaney_norm = false;
 };
 absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, const MelOptions& o);
+
+// A filterbank and, per band, the bins where it is not zero (a band covers
+// a few bins of the hundreds: projecting only those is ~100x less work).
+class MelBank {
+ public:
+  static absl::StatusOr<MelBank> Make(int bins, int sample_rate, const MelOptions& o);
+  // out[m, t] = sum_f fb[f, m] * spec[f, t] for spec [bins, frames] (sums in
+  // double, each rounded once to float32). `acc` is scratch.
+  void Project(const float* spec, int64_t frames, float* out, std::vector<double>* acc) const;
+
+ private:
+  int bins_ = 0, n_ = 0;
+  std::vector<float> fb_;          // [bins, n_mels]
+  std::vector<int> first_, last_;  // per band
+};
 
 }  // namespace prepflow
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgproc.hpp"
+#include "pipeline/core/clones.h"
 #include "pipeline/core/op.h"
 #include "pipeline/core/op_schema.h"
 #include "pipeline/ops/image/geometry.h"
@@ -23,14 +24,6 @@ namespace prepflow {
 // (x / 255 - mean) / std, each operation rounded once. With FP contraction off
 // the AVX2 clone and the baseline produce identical bits, and both equal
 // torchvision's ToTensor + Normalize on the same uint8 input.
-#if defined(__SANITIZE_THREAD__)
-// The clones' ifunc resolver runs while the program is being relocated,
-// before ThreadSanitizer's runtime exists, and its instrumentation crashes
-// there: one generic version under TSan.
-#define PREPFLOW_CLONES
-#else
-#define PREPFLOW_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
 PREPFLOW_CLONES void NormalizeHwcToChw(const uint8_t* __restrict in, size_t pixels,
                                        const float* mean, const float* std, float* __restrict out) {
   float* __restrict r = out;

@@ -1,7 +1,8 @@
 // The audio ops: decode_audio, downmix, fix_length, random_segment,
-// resample, mel_spectrogram, amplitude_to_db and the SpecAugment masks, on float32 [channels,
-// frames] values with a sample rate, as torchaudio defines them. Kernels are in audio_decode.h and
-// resample.h.
+// resample, mel_spectrogram, amplitude_to_db and the SpecAugment masks, on
+// float32 [channels, frames] values with a sample rate (the features are
+// tensors), as torchaudio defines them. Kernels are in audio_decode.h,
+// resample.h and spectrogram.h.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

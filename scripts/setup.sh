@@ -50,7 +50,7 @@ packages=(
   # Audio: decoding (WAV, FLAC, Ogg Vorbis/Opus, MP3) with libsndfile; the
   # tests' speech is spoken by espeak-ng and converted by sox, and
   # torchaudio is the reference for the audio ops.
-  libsndfile1-dev espeak-ng sox libsox-fmt-all python3-torchaudio
+  libsndfile1-dev libvorbis-dev espeak-ng sox libsox-fmt-all python3-torchaudio
   # Audio features' FFT: KISS FFT (no planner or CPU dispatch, so the same
   # floats on every worker).
   libkissfft-dev

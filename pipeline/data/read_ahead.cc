@@ -127,13 +127,14 @@ void ReadAhead::IoLoop() {
 
 void ReadAhead::AwaitReads() {
   absl::MutexLock lock(&mu_);
-  const auto busy = [this] {
-    for (const auto& [index, e] : entries_) {
-      if (!e.done) return true;
-    }
-    return false;
-  };
-  while (!stopping_ && busy()) done_.Wait(&mu_);
+  // Inline, not a lambda: clang's thread-safety analysis cannot see that a
+  // lambda runs under the lock.
+  while (!stopping_) {
+    bool busy = false;
+    for (const auto& [index, e] : entries_) busy |= !e.done;
+    if (!busy) break;
+    done_.Wait(&mu_);
+  }
 }
 
 ReadAhead::Counters ReadAhead::counters() const {

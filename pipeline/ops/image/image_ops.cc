@@ -64,10 +64,6 @@ cv::Rect MapToBuffer(const ImageView& v, int x, int y, int w, int h, int buf_w, 
   return cv::Rect(x0, y0, x1 - x0, y1 - y0);
 }
 
-// A fast resize reads a JPEG decoded at 1/2, 1/4 or 1/8 scale where that
-// leaves at least this many source pixels per output pixel on each axis.
-constexpr int kFastMinScale = 2;
-
 absl::StatusOr<bool> ReadFast(proto::Fidelity fidelity) {
   switch (fidelity) {
     case proto::FIDELITY_DEFAULT:  // the loader resolves it; alone, exact

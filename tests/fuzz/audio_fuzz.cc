@@ -76,15 +76,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!p.ok()) std::abort();
     return p->release();
   }();
-  static prepflow::Workspace* ws = new prepflow::Workspace;
-  uint8_t* copy = ws->encoded.Reserve(size + 1);
-  if (size > 0) std::memcpy(copy, data, size);
-  prepflow::Sample s;
-  s.index = 1;
-  s.kind = prepflow::ValueKind::kEncoded;
-  s.data = copy;
-  s.size = size;
-  s.shape = {static_cast<int64_t>(size)};
-  (void)pipeline->Run(0, pipeline->num_stages(), s, *ws);
+  prepflow::fuzz::RunOnBytes(*pipeline, data, size);
   return 0;
 }

@@ -269,6 +269,35 @@ TEST(Wire, TakesStacksOfImages) {
   EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A (hostile) worker's audio value: [channels, frames] with a positive rate,
+// channels within 1 to 65535, the data the shape's floats.
+TEST(Wire, AudioNeedsTwoDimsARateAndItsBytes) {
+  Workspace ws;
+  Sample s;
+  proto::SampleValue v;
+  v.set_kind(proto::SampleValue::KIND_AUDIO);
+  v.add_shape(2);
+  v.add_shape(3);
+  v.set_sample_rate(16000);
+  v.set_data(std::string(2 * 3 * sizeof(float), '\0'));
+  ASSERT_TRUE(FromWire(v, ws, s).ok());
+  EXPECT_EQ(s.sample_rate, 16000);
+  v.set_sample_rate(0);
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.set_sample_rate(-8000);
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.set_sample_rate(16000);
+  v.set_data(std::string(2 * 3 * sizeof(float) - 1, '\0'));
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.set_data(std::string(2 * 3 * sizeof(float), '\0'));
+  v.add_shape(1);  // three dims
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.clear_shape();
+  v.add_shape(0);  // no channels
+  v.add_shape(6);
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A crafted shape whose element count wraps around to the data's size (here
 // 0 bytes) would let later stages read far past the buffer.
 TEST(Wire, RefusesShapesThatWrapAround) {

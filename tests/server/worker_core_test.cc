@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -240,6 +241,20 @@ TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   many_scans.set_max_jpeg_scans(-1);
   EXPECT_EQ(core_->OpenJob(many_scans, "client-a", &opened).status().code(),
             absl::StatusCode::kInvalidArgument);
+
+  // The audio limits: no more than the worker's, NaN refused.
+  proto::JobOpen long_audio = Open(root_ + "/data");
+  long_audio.set_max_audio_seconds(601);
+  EXPECT_THAT(core_->OpenJob(long_audio, "client-a", &opened).status().message(),
+              HasSubstr("max_audio_seconds 601 is outside [0, 600] (this worker's "
+                        "--max-audio-seconds)"));
+  long_audio.set_max_audio_seconds(std::nan(""));
+  EXPECT_EQ(core_->OpenJob(long_audio, "client-a", &opened).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  long_audio.set_max_audio_seconds(0);
+  long_audio.set_max_audio_channels(3);
+  EXPECT_THAT(core_->OpenJob(long_audio, "client-a", &opened).status().message(),
+              HasSubstr("max_audio_channels 3 is outside [0, 2]"));
 
   proto::JobOpen too_big = Open(root_ + "/data");
   too_big.set_max_pixels(int64_t{1} << 40);

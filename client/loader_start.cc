@@ -123,7 +123,7 @@ void Loader::MakeBatches() {
   const ValueType& out = pipeline_->output_type();
   for (int i = 0; i <= prefetch_ + options_.held_batches; ++i) {
     auto batch = std::make_unique<Batch>(out, options_.batch_size, options_.batch_allocator);
-    std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
+    if (!batch->ragged()) std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
     free_batches_->free.push_back(std::move(batch));
   }
 }
@@ -172,11 +172,8 @@ absl::Status Loader::OpenPipeline() {
   pipeline_ = *std::move(pipeline);
   const int n = pipeline_->num_stages();
   const ValueType& out = pipeline_->output_type();
-  if (!out.fixed()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pipeline ", pipeline_->name(), ": its output (", out.DebugString(),
-                     ") has no fixed shape, so samples cannot be batched; end it with a crop or a "
-                     "fixed-size resize"));
+  if (std::string why = WhyNotBatchable(out); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline ", pipeline_->name(), ": ", why));
   }
   if (offload_.kind == OffloadMode::kCut && offload_.cut > n) {
     return absl::InvalidArgumentError(absl::StrCat("--offload: cut=", offload_.cut,

@@ -125,6 +125,15 @@ void SampleRunner::CountStorage(uint64_t epoch, int64_t bytes) {
   storage_by_epoch_[epoch] += bytes;
 }
 
+absl::Status SampleRunner::RunToSlot(int from, Sample& s, Workspace& ws, Batch* batch,
+                                     int64_t slot) {
+  // A fixed batch's slot is the last op's sink; a ragged one copies.
+  uint8_t* sink = batch->ragged() ? nullptr : batch->slot(slot);
+  absl::Status status = pipeline_.Run(from, pipeline_.num_stages(), s, ws, &stage_profiler_, sink,
+                                      batch->sample_bytes());
+  return status.ok() ? batch->Keep(slot, s) : status;
+}
+
 void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
   Workspace& ws = *workspaces_[thread];
   Sample s;
@@ -144,10 +153,7 @@ void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
   } else {
     status = Load(s, ws, &from);
   }
-  if (status.ok()) {
-    status = pipeline_.Run(from, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
-                           batch->sample_bytes());
-  }
+  if (status.ok()) status = RunToSlot(from, s, ws, batch, slot);
   if (Finish(batch, slot, status, s, /*remote=*/false)) batch_done_();
 }
 
@@ -237,7 +243,7 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
     }
   }
   const size_t size = answer->payload_size(i);
-  if (item.cut == pipeline_.num_stages()) {
+  if (item.cut == pipeline_.num_stages() && !batch->ragged()) {
     // The finished tensor: one copy, from the receive buffer into its slot.
     if (size != batch->sample_bytes()) {
       return fail(absl::InternalError(
@@ -278,13 +284,7 @@ void SampleRunner::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
   const int64_t cpu = ThreadCpuNanos();
   absl::Status status = FromWire(r.value(), answer->payloads[sample], ws, s);
   wire_copy_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
-  if (status.ok()) {
-    status = pipeline_.Run(cut, pipeline_.num_stages(), s, ws, &stage_profiler_, batch->slot(slot),
-                           batch->sample_bytes());
-  }
-  if (status.ok() && s.size != batch->sample_bytes()) {
-    status = absl::InternalError("output size differs from the batch's");
-  }
+  if (status.ok()) status = RunToSlot(cut, s, ws, batch, slot);
   if (Finish(batch, slot, status, s, /*remote=*/true)) batch_done_();
 }
 

@@ -131,6 +131,8 @@ class SampleRunner {
 
  private:
   void RunSample(int thread, Batch* batch, int64_t slot);
+  // Runs `s` from boundary `from` to the output and keeps it in its slot.
+  absl::Status RunToSlot(int from, Sample& s, Workspace& ws, Batch* batch, int64_t slot);
   // Puts sample `s`'s value at boundary `*from` into it: from the cache
   // (*from = its boundary), or read (*from = 0; with a cache, run up to its
   // boundary and kept there).

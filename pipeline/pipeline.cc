@@ -292,6 +292,13 @@ std::string Pipeline::WhyNotSplittable(int k) const {
   return "";
 }
 
+std::string Pipeline::field() const {
+  for (const ValueType& t : types_) {
+    if (t.kind == ValueKind::kAudio) return "audio";
+  }
+  return "image";
+}
+
 int Pipeline::CacheBoundary() const {
   int first_random = 0;
   while (first_random < num_stages() && !random_[first_random]) ++first_random;

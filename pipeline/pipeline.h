@@ -46,6 +46,9 @@ class Pipeline {
   // num_stages(): the output).
   const ValueType& boundary_type(int k) const { return types_[k]; }
   const ValueType& output_type() const { return types_.back(); }
+  // The field of a record the pipeline makes, as batches name it: "audio"
+  // when it decodes audio, else "image".
+  std::string field() const;
   const PipelineOptions& options() const { return options_; }
   // Whether stage i draws random numbers (its op's schema, or its plugin's
   // word).

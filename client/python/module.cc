@@ -212,7 +212,23 @@ class PyBatch {
     if (soft) return py::array_t<float>(view->shape, batch_->soft_labels().data(), owner);
     return py::array_t<int64_t>(view->shape, batch_->labels().data(), owner);
   }
+  // A ragged batch's lengths (int64 [n]: each value's last dimension before
+  // padding); None for a fixed batch.
+  py::object lengths_dlpack() const {
+    if (!batch_->ragged()) return py::none();
+    auto view = std::make_unique<BatchView>(BatchView{batch_, {batch_->size()}});
+    return ToDLPack(std::move(view), const_cast<int64_t*>(batch_->lengths().data()),
+                    {kDLInt, 64, 1});
+  }
+  py::object lengths_numpy() const {
+    if (!batch_->ragged()) return py::none();
+    auto* view = new BatchView{batch_, {batch_->size()}};
+    py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    return py::array_t<int64_t>(view->shape, batch_->lengths().data(), owner);
+  }
   const BatchPtr& batch() const { return batch_; }
+  // Each sample's transcript (a dataset with texts), else empty.
+  std::vector<std::string> texts;
 
  private:
   BatchPtr batch_;
@@ -316,7 +332,12 @@ class PyLoader {
     }
     if (!batch.ok()) Raise(batch.status());
     if (*batch == nullptr) return std::nullopt;
-    return PyBatch(*std::move(batch));
+    PyBatch out(*std::move(batch));
+    const Dataset& dataset = loader_->dataset();
+    if (dataset.has_texts()) {
+      for (int64_t index : out.batch()->indices()) out.texts.push_back(dataset.text(index));
+    }
+    return out;
   }
 
   py::dict Stats() const {
@@ -505,7 +526,18 @@ void BindBatch(py::module_& m) {
       .def("images_dlpack", &PyBatch::images_dlpack)
       .def("labels_dlpack", &PyBatch::labels_dlpack)
       .def("images_numpy", &PyBatch::images_numpy)
-      .def("labels_numpy", &PyBatch::labels_numpy);
+      .def("labels_numpy", &PyBatch::labels_numpy)
+      .def_property_readonly("ragged", [](const PyBatch& b) { return b.batch()->ragged(); })
+      .def("lengths_dlpack", &PyBatch::lengths_dlpack)
+      .def("lengths_numpy", &PyBatch::lengths_numpy)
+      .def_property_readonly("texts", [](const PyBatch& b) {
+        py::list out;
+        for (const std::string& t : b.texts) {  // UTF-8; a bad byte becomes U+FFFD
+          out.append(py::reinterpret_steal<py::str>(
+              PyUnicode_DecodeUTF8(t.data(), static_cast<Py_ssize_t>(t.size()), "replace")));
+        }
+        return out;
+      });
 }
 
 void BindLoader(py::module_& m) {
@@ -518,6 +550,10 @@ void BindLoader(py::module_& m) {
       .def_property_readonly("world_size",
                              [](const PyLoader& l) { return l.loader().options().world_size; })
       .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
+      .def_property_readonly("field",
+                             [](const PyLoader& l) { return l.loader().pipeline().field(); })
+      .def_property_readonly("has_texts",
+                             [](const PyLoader& l) { return l.loader().dataset().has_texts(); })
       .def_property_readonly("metrics_port", &PyLoader::metrics_port)
       .def_property_readonly(
           "classes", [](const PyLoader& l) { return l.loader().dataset().classes(); },

@@ -1,15 +1,50 @@
 #include "pipeline/core/batch.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace prepflow {
+
+std::string WhyNotBatchable(const ValueType& type) {
+  if (type.fixed()) return "";
+  const char* fix =
+      "end it with a crop or a fixed-size resize (images), or make every dimension but the last "
+      "fixed (audio: downmix; features: a fixed number of mels)";
+  if (type.kind != ValueKind::kTensor && type.kind != ValueKind::kAudio) {
+    return absl::StrCat("its output (", type.DebugString(),
+                        ") has no fixed shape, so samples cannot be batched; ", fix);
+  }
+  for (size_t d = 0; d + 1 < type.shape.size(); ++d) {
+    if (type.shape[d] < 0) {
+      return absl::StrCat("its output (", type.DebugString(),
+                          ") varies in more than its last dimension, so samples cannot be padded "
+                          "into a batch; ",
+                          fix);
+    }
+  }
+  if (type.kind == ValueKind::kAudio && type.sample_rate == 0) {
+    return absl::StrCat("its output (", type.DebugString(),
+                        ") has the sample rate of each file, so samples cannot be batched; "
+                        "resample to one rate");
+  }
+  return "";
+}
 
 Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator)
     : sample_type_(sample_type),
       capacity_(capacity),
+      ragged_(!sample_type.fixed()),
       sample_bytes_(sample_type.bytes()),
+      sample_shape_(sample_type.shape),
       storage_(allocator) {
   storage_.Reserve(sample_bytes_ * static_cast<size_t>(capacity));
+  if (ragged_) {
+    values_.resize(capacity);
+    value_shapes_.resize(capacity);
+  }
   indices_.reserve(capacity);
   labels_.reserve(capacity);
   hashes_.reserve(capacity);
@@ -34,6 +69,7 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   remote_.assign(indices.size(), 0);
   num_classes_ = 0;
   soft_labels_.clear();
+  lengths_.clear();
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
 }
 
@@ -44,6 +80,26 @@ float* Batch::ResetSoftLabels(int64_t num_classes) {
 }
 
 bool Batch::Finish() { return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+absl::Status Batch::Keep(int64_t i, const Sample& s) {
+  if (!ragged_) {
+    if (s.size != sample_bytes_) {
+      return absl::InternalError(
+          absl::StrCat("the output has ", s.size, " bytes where the batch holds ", sample_bytes_));
+    }
+    if (s.data != slot(i)) std::memcpy(slot(i), s.data, sample_bytes_);
+    return absl::OkStatus();
+  }
+  size_t elements = 1;
+  for (int64_t d : s.shape) elements *= static_cast<size_t>(std::max<int64_t>(d, 0));
+  if (!sample_type_.Admits(s) || s.size != elements * sizeof(float)) {
+    return absl::InternalError(absl::StrCat("the output (", s.size, " bytes) is not a value of ",
+                                            sample_type_.DebugString()));
+  }
+  std::memcpy(values_[i].Reserve(std::max<size_t>(s.size, 1)), s.data, s.size);
+  value_shapes_[i] = s.shape;
+  return absl::OkStatus();
+}
 
 bool Batch::FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote) {
   labels_[i] = label;
@@ -68,7 +124,12 @@ std::vector<SampleError> Batch::Compact() {
       continue;
     }
     if (out != i) {
-      std::memmove(slot(out), slot(i), sample_bytes_);
+      if (ragged_) {
+        std::swap(values_[out], values_[i]);
+        std::swap(value_shapes_[out], value_shapes_[i]);
+      } else {
+        std::memmove(slot(out), slot(i), sample_bytes_);
+      }
       indices_[out] = indices_[i];
       copies_[out] = copies_[i];
       labels_[out] = labels_[i];
@@ -82,7 +143,37 @@ std::vector<SampleError> Batch::Compact() {
   labels_.resize(out);
   hashes_.resize(out);
   remote_.resize(out);
+  if (ragged_) Pad();
   return errors;
+}
+
+void Batch::Pad() {
+  // Rows: every dimension but the last, fixed by the type.
+  const size_t n = indices_.size();
+  size_t rows = 1;
+  for (size_t d = 0; d + 1 < sample_type_.shape.size(); ++d) {
+    rows *= static_cast<size_t>(sample_type_.shape[d]);
+  }
+  int64_t longest = 0;
+  lengths_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    lengths_[i] = value_shapes_[i].back();
+    longest = std::max(longest, lengths_[i]);
+  }
+  sample_shape_ = sample_type_.shape;
+  sample_shape_.back() = longest;
+  const size_t row_bytes = static_cast<size_t>(longest) * sizeof(float);
+  sample_bytes_ = rows * row_bytes;
+  uint8_t* out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
+  for (size_t i = 0; i < n; ++i) {
+    const size_t have = static_cast<size_t>(lengths_[i]) * sizeof(float);
+    const uint8_t* in = values_[i].data();
+    for (size_t r = 0; r < rows; ++r) {
+      uint8_t* row = out + i * sample_bytes_ + r * row_bytes;
+      if (have > 0) std::memcpy(row, in + r * have, have);
+      std::memset(row + have, 0, row_bytes - have);
+    }
+  }
 }
 
 int64_t Batch::remote_samples() const {
@@ -93,7 +184,7 @@ int64_t Batch::remote_samples() const {
 
 Shape Batch::shape() const {
   Shape s = {size()};
-  s.insert(s.end(), sample_type_.shape.begin(), sample_type_.shape.end());
+  s.insert(s.end(), sample_shape_.begin(), sample_shape_.end());
   return s;
 }
 

@@ -5,6 +5,13 @@
 // assembling a batch copies nothing. Samples that failed are recorded per slot
 // and removed by Compact(), which keeps the order of the rest.
 //
+// Variable-length values (a float type whose last dimension varies: audio
+// [channels, frames], a spectrogram [mels, frames]) make a *ragged* batch:
+// each slot keeps its own value (Keep), and Compact() pads them with zeros to
+// the longest in the batch, recording each one's length. The padded batch
+// depends only on which samples it holds, so it is the same at any thread
+// count or placement.
+//
 // Thread-safety: between Reset() and the last Finish*(), distinct slots may be
 // written from distinct threads; everything else needs external
 // synchronisation (the Loader's).
@@ -29,9 +36,14 @@ struct SampleError {
   absl::Status status;
 };
 
+// Why values of `type` cannot be batched, "" when they can: a fixed type
+// batches as it is; a float32 tensor or audio type whose last dimension alone
+// varies (audio at one sample rate) is padded.
+std::string WhyNotBatchable(const ValueType& type);
+
 class Batch {
  public:
-  // REQUIRES: sample_type.fixed(), capacity >= 1. `allocator`: where the
+  // REQUIRES: WhyNotBatchable(sample_type) is "", capacity >= 1. `allocator`: where the
   // samples' storage comes from (e.g. page-locked memory for GPU copies).
   Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator = {});
 
@@ -41,7 +53,15 @@ class Batch {
   void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
              absl::Span<const uint32_t> copies = {}, int echo = 1);
 
+  // Where slot i's value goes. REQUIRES: !ragged().
   uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
+  // Values vary in length: Keep copies them, Compact pads them.
+  bool ragged() const { return ragged_; }
+  // Makes `s`'s value slot i's: a fixed batch checks that it fills the slot
+  // (and copies it there unless Pipeline::Run's sink left it there); a
+  // ragged one checks it against the type and copies it. Internal when the
+  // value does not fit (a bug or a forged worker answer).
+  absl::Status Keep(int64_t i, const Sample& s);
   int64_t index_at(int64_t i) const { return indices_[i]; }
   uint32_t copy_at(int64_t i) const { return copies_[i]; }
   // Records the outcome of slot i (`hash`: its SampleHash); returns true for
@@ -52,7 +72,9 @@ class Batch {
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Slots not finished yet.
   int64_t pending() const { return pending_.load(std::memory_order_acquire); }
-  // Drops failed slots (moving later samples down) and returns their errors.
+  // Drops failed slots (moving later samples down) and returns their errors;
+  // a ragged batch then pads its values to the longest. Throws
+  // std::bad_alloc when the padded batch cannot be had.
   std::vector<SampleError> Compact();
 
   // The delivered batch.
@@ -61,8 +83,11 @@ class Batch {
   int64_t number() const { return number_; }  // within the epoch
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }
   int64_t capacity() const { return capacity_; }
-  // [size(), sample dims...]
+  // [size(), sample dims...] (ragged: padded, after Compact).
   Shape shape() const;
+  // Ragged, after Compact: each sample's last dimension before padding;
+  // empty for a fixed batch.
+  const std::vector<int64_t>& lengths() const { return lengths_; }
   const ValueType& sample_type() const { return sample_type_; }
   size_t sample_bytes() const { return sample_bytes_; }
   const uint8_t* data() const { return storage_.data(); }
@@ -86,11 +111,18 @@ class Batch {
 
  private:
   bool Finish();
+  void Pad();
 
   ValueType sample_type_;
   int64_t capacity_;
-  size_t sample_bytes_;
+  bool ragged_;
+  size_t sample_bytes_;  // ragged: the padded value's, after Compact
+  Shape sample_shape_;   // ragged: the padded value's, after Compact
   Buffer storage_;
+  // Ragged: each slot's own value and shape until Compact pads them.
+  std::vector<Buffer> values_;
+  std::vector<Shape> value_shapes_;
+  std::vector<int64_t> lengths_;
   uint64_t epoch_ = 0;
   int64_t number_ = 0;
   std::vector<int64_t> indices_;

@@ -69,6 +69,10 @@ class Dataset {
 
   int64_t size() const { return static_cast<int64_t>(labels_.size()); }
   int64_t label(int64_t i) const { return labels_[i]; }
+  // Whether samples carry a transcript (a manifest's "text", LibriSpeech's
+  // .trans.txt), and sample i's. REQUIRES (text): has_texts().
+  bool has_texts() const { return !texts_.empty(); }
+  const std::string& text(int64_t i) const { return texts_[i]; }
   // Class names (ImageFolder); empty for WebDataset.
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
@@ -138,6 +142,7 @@ class Dataset {
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
+  std::vector<std::string> texts_;  // empty, or one per sample
   std::vector<std::string> warnings_;
   std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
   // Remote data's reads ahead. A subclass resets it in its destructor, before

@@ -75,9 +75,10 @@ def files():
     return sorted(str(p) for p in pathlib.Path(ROOT).glob("*/*"))
 
 
-def run(pipeline, **kw):
-    """Every sample's output in dataset order, as arrays, and the loader's stats."""
-    loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=3, shuffle=False,
+def run(pipeline, batch_size=3, **kw):
+    """Every sample's output in dataset order, as arrays (padded as its batch
+    was), and the loader's stats."""
+    loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=batch_size, shuffle=False,
                              as_numpy=True, **kw)
     out, labels = [], []
     for batch in loader.batches():
@@ -179,6 +180,52 @@ class Parity(unittest.TestCase):
                 self.assertEqual(st["checksum"], st_local["checksum"], offload)
                 self.assertEqual(st["remote_images"], len(SPEECH), offload)
                 self.assertTrue(all(np.array_equal(x, y) for x, y in zip(local, remote)))
+
+    def test_variable_lengths_are_padded_with_lengths(self):
+        # Waveforms and log-mel features of every clip's own length: each
+        # batch is padded with zeros to its longest, and its lengths say
+        # where each value ends; unpadded, each is what a batch of one gives.
+        for pipeline in (
+                [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000)],
+                [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
+                 ops.MelSpectrogram(n_fft=400, n_mels=40),
+                 ops.AmplitudeToDb()]):
+            alone, _, st_alone = run(pipeline, batch_size=1)
+            loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=3, shuffle=False)
+            seen = 0
+            for record in loader:
+                self.assertEqual(sorted(record), ["audio", "audio_lengths", "index", "label"])
+                audio, lengths = record["audio"], record["audio_lengths"]
+                self.assertEqual(lengths.dtype, torch.int64)
+                self.assertEqual(audio.shape[-1], int(lengths.max()))
+                for row, n, index in zip(audio, lengths.tolist(), record["index"]):
+                    expect = torch.from_numpy(alone[index][..., :n])
+                    self.assertTrue(torch.equal(row[..., :n], expect), index)
+                    self.assertEqual(alone[index].shape[-1], n)
+                    self.assertFalse(row[..., n:].any())
+                seen += len(lengths)
+            self.assertEqual(seen, len(SPEECH))
+            # The checksum is the values' own, whatever they were padded to.
+            self.assertEqual(loader.stats()["checksum"], st_alone["checksum"])
+            loader.close()
+
+    def test_variable_lengths_offload_at_every_cut(self):
+        pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
+                    ops.MelSpectrogram(n_fft=400, n_mels=40),
+                    ops.TimeMasking(time_mask_param=8)]
+        local, _, st_local = run(pipeline, seed=4)
+        with testdata.Worker(BIN, TMP) as worker:
+            for offload in ("remote", "cut=1", "cut=3", "cut=4"):
+                remote, _, st = run(pipeline, seed=4, offload=offload, workers=[worker.address])
+                self.assertEqual(st["checksum"], st_local["checksum"], offload)
+                self.assertEqual(st["remote_images"], len(SPEECH), offload)
+                self.assertTrue(all(np.array_equal(x, y) for x, y in zip(local, remote)))
+
+    def test_a_shape_that_cannot_be_padded_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "sample rate of each file.*resample"):
+            prepflow.Loader(ROOT, pipeline=[ops.DecodeAudio(), ops.Downmix()])
+        with self.assertRaisesRegex(ValueError, "more than its last dimension.*downmix"):
+            prepflow.Loader(ROOT, pipeline=[ops.DecodeAudio(), ops.Resample(rate=8000)])
 
     def test_limits_fail_the_sample_naming_the_flag(self):
         loader = prepflow.Loader(ROOT, pipeline=[ops.DecodeAudio(), ops.Downmix(),

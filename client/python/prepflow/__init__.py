@@ -152,14 +152,23 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
 class Batch:
     """One batch: `images`, `labels`, and where it stands (`epoch`, `number`,
     `indices`: the dataset index of each sample; `copies`: with data echoing,
-    which copy of it each is, 0 for the first)."""
+    which copy of it each is, 0 for the first).
 
-    __slots__ = ("images", "labels", "epoch", "number", "indices", "copies")
+    Records (audio, or data with transcripts) also come as `fields`, a dict:
+    the pipeline's output under its field's name ("audio": a waveform or
+    features, zero-padded to the longest in the batch when lengths vary),
+    "audio_lengths" (int64 [batch]: each one's last dimension before
+    padding) when they vary, "label" where the data has classes, "text" (a
+    list of str) where it has transcripts, and "index". `images` is then the
+    same tensor as the field's."""
 
-    def __init__(self, images, labels, epoch, number, indices, copies=None):
+    __slots__ = ("images", "labels", "epoch", "number", "indices", "copies", "fields")
+
+    def __init__(self, images, labels, epoch, number, indices, copies=None, fields=None):
         self.images, self.labels = images, labels
         self.epoch, self.number, self.indices = epoch, number, indices
         self.copies = copies if copies is not None else [0] * len(indices)
+        self.fields = fields
 
     def __iter__(self):  # images, labels = batch
         return iter((self.images, self.labels))
@@ -551,7 +560,29 @@ class Loader:
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
-        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies)
+        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies,
+                     self._fields(b, images, labels))
+
+    def _fields(self, b, values, labels):
+        """The record dict of batch `b` (see Batch), or None for images."""
+        field = self._core.field
+        if field == "image" and not self._core.has_texts:
+            return None
+        fields = {field: values}
+        if b.ragged:
+            if self._as_numpy:
+                lengths = b.lengths_numpy()
+            else:
+                lengths = _torch_dlpack.from_dlpack(b.lengths_dlpack())
+                if self._device is not None:
+                    lengths = lengths.to(self._device, non_blocking=True)
+            fields[field + "_lengths"] = lengths
+        if self.classes:
+            fields["label"] = labels
+        if self._core.has_texts:
+            fields["text"] = b.texts
+        fields["index"] = list(b.indices)
+        return fields
 
     # -- iteration -----------------------------------------------------------
 
@@ -617,8 +648,9 @@ class Loader:
         return Batch(images, labels, b.epoch, b.number, b.indices, b.copies)
 
     def __iter__(self):
+        """(images, labels) per batch; a dict (Batch.fields) for records."""
         for batch in self.batches():
-            yield batch.images, batch.labels
+            yield batch.fields if batch.fields is not None else (batch.images, batch.labels)
 
     def __len__(self):
         """Batches per epoch."""

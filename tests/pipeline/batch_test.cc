@@ -1,0 +1,117 @@
+// Batches of fixed and of variable-length values: a ragged batch pads each
+// value with zeros to the longest it holds and records the lengths, keeping
+// the order of the samples that did not fail.
+#include "pipeline/core/batch.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace prepflow {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A float tensor [rows, frames] whose element (r, f) is 100 r + f + 1.
+struct Value {
+  Value(int64_t rows, int64_t frames) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t f = 0; f < frames; ++f) floats.push_back(static_cast<float>(100 * r + f + 1));
+    }
+    sample.kind = ValueKind::kTensor;
+    sample.shape = {rows, frames};
+    sample.data = reinterpret_cast<uint8_t*>(floats.data());
+    sample.size = floats.size() * sizeof(float);
+  }
+  std::vector<float> floats;
+  Sample sample;
+};
+
+ValueType Features(int64_t rows) { return {ValueKind::kTensor, {rows, -1}}; }
+
+TEST(Batch, RaggedValuesArePaddedToTheLongestWithTheirLengths) {
+  Batch batch(Features(2), 4);
+  ASSERT_TRUE(batch.ragged());
+  const std::vector<int64_t> indices = {10, 11, 12, 13};
+  batch.Reset(0, 0, indices);
+  const Value a(2, 3), c(2, 5), d(2, 0);
+  ASSERT_TRUE(batch.Keep(0, a.sample).ok());
+  ASSERT_TRUE(batch.Keep(2, c.sample).ok());
+  ASSERT_TRUE(batch.Keep(3, d.sample).ok());
+  batch.FinishOk(0, 1, 0);
+  batch.FinishError(1, {11, "b.flac", absl::DataLossError("truncated")});
+  batch.FinishOk(2, 2, 0);
+  EXPECT_TRUE(batch.FinishOk(3, 3, 0));
+  const std::vector<SampleError> errors = batch.Compact();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].index, 11);
+  EXPECT_THAT(batch.indices(), ElementsAre(10, 12, 13));
+  EXPECT_THAT(batch.lengths(), ElementsAre(3, 5, 0));
+  EXPECT_THAT(batch.shape(), ElementsAre(3, 2, 5));
+  ASSERT_EQ(batch.bytes(), 3 * 2 * 5 * sizeof(float));
+  const float* f = batch.floats();
+  EXPECT_THAT(std::vector<float>(f, f + 10), ElementsAre(1, 2, 3, 0, 0, 101, 102, 103, 0, 0));
+  EXPECT_THAT(std::vector<float>(f + 10, f + 20),
+              ElementsAre(1, 2, 3, 4, 5, 101, 102, 103, 104, 105));
+  EXPECT_THAT(std::vector<float>(f + 20, f + 30), ElementsAre(0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+}
+
+TEST(Batch, ARaggedBatchReusedPadsItsNewValuesAlone) {
+  Batch batch(Features(1), 2);
+  const std::vector<int64_t> indices = {0, 1};
+  batch.Reset(0, 0, indices);
+  const Value long_one(1, 6), short_one(1, 2);
+  ASSERT_TRUE(batch.Keep(0, long_one.sample).ok());
+  ASSERT_TRUE(batch.Keep(1, long_one.sample).ok());
+  batch.FinishOk(0, 0, 0);
+  batch.FinishOk(1, 0, 0);
+  batch.Compact();
+  batch.Reset(0, 1, indices);
+  ASSERT_TRUE(batch.Keep(0, short_one.sample).ok());
+  ASSERT_TRUE(batch.Keep(1, short_one.sample).ok());
+  batch.FinishOk(0, 0, 0);
+  batch.FinishOk(1, 0, 0);
+  batch.Compact();
+  EXPECT_THAT(batch.shape(), ElementsAre(2, 1, 2));
+  EXPECT_THAT(std::vector<float>(batch.floats(), batch.floats() + 4), ElementsAre(1, 2, 1, 2));
+}
+
+TEST(Batch, KeepRefusesAValueOfAnotherShape) {
+  Batch ragged(Features(2), 1);
+  const std::vector<int64_t> one = {0};
+  ragged.Reset(0, 0, one);
+  const Value three_rows(3, 4);
+  EXPECT_THAT(ragged.Keep(0, three_rows.sample).message(), HasSubstr("is not a value of"));
+  Value lying(2, 4);
+  lying.sample.size = 4;  // fewer bytes than its shape says
+  EXPECT_THAT(ragged.Keep(0, lying.sample).message(), HasSubstr("is not a value of"));
+
+  Batch fixed({ValueKind::kTensor, {2, 4}}, 1);
+  fixed.Reset(0, 0, one);
+  EXPECT_FALSE(fixed.ragged());
+  const Value fits(2, 4), too_long(2, 5);
+  EXPECT_TRUE(fixed.Keep(0, fits.sample).ok());
+  EXPECT_EQ(std::memcmp(fixed.slot(0), fits.floats.data(), fixed.sample_bytes()), 0);
+  EXPECT_THAT(fixed.Keep(0, too_long.sample).message(),
+              HasSubstr("40 bytes where the batch holds 32"));
+}
+
+TEST(Batch, OnlyALastDimensionThatVariesCanBePadded) {
+  EXPECT_EQ(WhyNotBatchable({ValueKind::kImage, {224, 224, 3}}), "");
+  EXPECT_EQ(WhyNotBatchable(Features(80)), "");
+  ValueType audio{ValueKind::kAudio, {1, -1}};
+  EXPECT_THAT(WhyNotBatchable(audio), HasSubstr("resample to one rate"));
+  audio.sample_rate = 16000;
+  EXPECT_EQ(WhyNotBatchable(audio), "");
+  EXPECT_THAT(WhyNotBatchable({ValueKind::kAudio, {-1, -1}, 16000}),
+              HasSubstr("varies in more than its last dimension"));
+  EXPECT_THAT(WhyNotBatchable({ValueKind::kImage, {-1, -1, 3}}), HasSubstr("no fixed shape"));
+  EXPECT_THAT(WhyNotBatchable({ValueKind::kTensor, {3, -1, -1}}),
+              HasSubstr("varies in more than its last dimension"));
+}
+
+}  // namespace
+}  // namespace prepflow

@@ -25,6 +25,8 @@ const char* FormatName(proto::DatasetSpec::Format format) {
       return "imagefolder";
     case proto::DatasetSpec::FORMAT_WEBDATASET:
       return "wds";
+    case proto::DatasetSpec::FORMAT_MANIFEST:
+      return "manifest";
     default:
       return "auto";
   }
@@ -105,7 +107,8 @@ OptionField<O> FormatOption() {
       "format", "format", ParseDatasetFormat,
       [](O& o, proto::DatasetSpec::Format format) { o.dataset.set_format(format); },
       [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); },
-      "auto | imagefolder | wds");
+      "auto | imagefolder | wds | manifest (auto: .tar shards are wds, a .json or .jsonl file a "
+      "manifest, a folder an imagefolder)");
 }
 
 OptionField<O> OffloadOption() {

@@ -73,6 +73,10 @@ class Dataset {
   // .trans.txt), and sample i's. REQUIRES (text): has_texts().
   bool has_texts() const { return !texts_.empty(); }
   const std::string& text(int64_t i) const { return texts_[i]; }
+  // Whether samples come with a duration (a manifest's), and sample i's in
+  // seconds (< 0: unknown). REQUIRES (duration): has_durations().
+  bool has_durations() const { return !durations_.empty(); }
+  double duration(int64_t i) const { return durations_[i]; }
   // Class names (ImageFolder); empty for WebDataset.
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
@@ -143,6 +147,7 @@ class Dataset {
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
   std::vector<std::string> texts_;  // empty, or one per sample
+  std::vector<double> durations_;   // empty, or one per sample
   std::vector<std::string> warnings_;
   std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
   // Remote data's reads ahead. A subclass resets it in its destructor, before

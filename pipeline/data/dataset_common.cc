@@ -17,6 +17,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/data/datasets.h"
 
@@ -29,6 +30,35 @@ namespace detail {
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
   return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
+                      Buffer* out, size_t* size) {
+  if (st.st_size > max_bytes) {
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, st.st_size, max_bytes));
+  }
+  const size_t want = static_cast<size_t>(st.st_size);
+  uint8_t* p = out->Reserve(want == 0 ? 1 : want);
+  size_t done = 0;
+  while (done < want) {
+    const ssize_t n = read(fd, p + done, want - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      close(fd);
+      return ErrnoStatus(err, absl::StrCat("cannot read ", path));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (done != want) {
+    return absl::DataLossError(absl::StrFormat("%s: read %d of %d bytes", path, done, want));
+  }
+  *size = done;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std::string& path,

@@ -81,6 +81,17 @@ absl::Status ErrnoStatus(int err, const std::string& what);
 absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std::string& path,
                                  struct stat* st);
 
+// Reads the regular file `fd` of `st.st_size` bytes (as OpenForRead found
+// it) into `out` and closes it; over `max_bytes` is ResourceExhausted naming
+// --max-file-bytes.
+absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
+                      Buffer* out, size_t* size);
+
+// A JSON Lines manifest of audio (manifest.cc): each line's audio_filepath
+// (relative to the manifest's folder), duration, text and label.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenManifest(const std::string& path,
+                                                      const Configure& configure);
+
 // The deepest folder holding every one of `paths` ("." for relative names
 // that share none, "/" for absolute ones; for URLs, below the scheme).
 std::string SharedFolder(const std::vector<std::string>& paths);

@@ -14,12 +14,15 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/text.h"
 #include "pipeline/data/braces.h"
 #include "pipeline/data/dataset.h"
@@ -37,6 +40,7 @@ using detail::IsAudioExtension;
 using detail::IsImageExtension;
 using detail::LowerExtension;
 using detail::OpenConfined;
+using detail::ReadFile;
 
 // A directory's identity, to notice a symlink that leads back to a folder
 // being walked.
@@ -72,37 +76,6 @@ absl::Status ListDir(const std::string& dir, std::vector<DirEntry>* dirs,
   return absl::OkStatus();
 }
 
-// Reads the regular file `fd` of `st.st_size` bytes (as OpenForRead found it)
-// and closes it.
-absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
-                      Buffer* out, size_t* size) {
-  if (st.st_size > max_bytes) {
-    close(fd);
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, st.st_size, max_bytes));
-  }
-  const size_t want = static_cast<size_t>(st.st_size);
-  uint8_t* p = out->Reserve(want == 0 ? 1 : want);
-  size_t done = 0;
-  while (done < want) {
-    const ssize_t n = read(fd, p + done, want - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return ErrnoStatus(err, absl::StrCat("cannot read ", path));
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  close(fd);
-  if (done != want) {
-    return absl::DataLossError(absl::StrFormat("%s: read %d of %d bytes", path, done, want));
-  }
-  *size = done;
-  return absl::OkStatus();
-}
-
 class ImageFolderDataset : public Dataset {
  public:
   static constexpr size_t kMaxFolders = 1'000'000;  // per class
@@ -130,6 +103,12 @@ class ImageFolderDataset : public Dataset {
     if (ds->paths_.empty()) {
       ds->paths_ = std::move(audio.paths);
       ds->labels_ = std::move(audio.labels);
+      if (audio.transcribed > 0) ds->texts_ = std::move(audio.texts);
+      if (audio.transcribed > 0 && audio.transcribed < ds->paths_.size()) {
+        ds->warnings_.push_back(absl::StrCat(ds->paths_.size() - audio.transcribed, " of ",
+                                             ds->paths_.size(), " audio files under ", root,
+                                             " have no line in a .trans.txt; their text is empty"));
+      }
     }
     if (ds->paths_.empty()) {
       return absl::NotFoundError(
@@ -144,6 +123,8 @@ class ImageFolderDataset : public Dataset {
   struct Files {
     std::vector<std::string> paths;
     std::vector<int64_t> labels;
+    std::vector<std::string> texts;  // from .trans.txt files, "" where none
+    size_t transcribed = 0;
   };
 
   // Adds the image files below class folder `dir` with `label`, and keeps
@@ -194,6 +175,8 @@ class ImageFolderDataset : public Dataset {
         return s;
       }
       std::sort(files.begin(), files.end());
+      absl::flat_hash_map<std::string, std::string> transcripts;
+      if (absl::Status s = ReadTranscripts(dir.path, files, &transcripts); !s.ok()) return s;
       for (const std::string& f : files) {
         const std::string ext = LowerExtension(f);
         if (IsImageExtension(ext)) {
@@ -202,7 +185,38 @@ class ImageFolderDataset : public Dataset {
         } else if (IsAudioExtension(ext)) {
           audio->paths.push_back(absl::StrCat(dir.path, "/", f));
           audio->labels.push_back(label);
+          const auto t = transcripts.find(f.substr(0, f.size() - ext.size() - 1));
+          audio->texts.push_back(t != transcripts.end() ? t->second : "");
+          audio->transcribed += t != transcripts.end();
         }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // LibriSpeech's transcripts: each "<speaker>-<chapter>.trans.txt" among
+  // `files` (in folder `dir`, relative to the root) holds lines
+  // "<utterance id> <text>", the id being an audio file's name without its
+  // extension.
+  absl::Status ReadTranscripts(const std::string& dir, const std::vector<std::string>& files,
+                               absl::flat_hash_map<std::string, std::string>* out) const {
+    for (const std::string& f : files) {
+      if (!absl::EndsWith(f, ".trans.txt")) continue;
+      const std::string path = absl::StrCat(root_, "/", dir, "/", f);
+      struct stat st;
+      absl::StatusOr<int> fd = OpenForRead(path, &st);
+      if (!fd.ok()) return fd.status();
+      Buffer bytes;
+      size_t size = 0;
+      if (absl::Status s = ReadFile(*fd, st, path, max_file_bytes_, &bytes, &size); !s.ok()) {
+        return s;
+      }
+      const absl::string_view text(reinterpret_cast<const char*>(bytes.data()), size);
+      for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
+        line = absl::StripTrailingAsciiWhitespace(line);
+        const size_t space = line.find(' ');
+        if (space == absl::string_view::npos) continue;  // an id with no text
+        (*out)[std::string(line.substr(0, space))] = std::string(line.substr(space + 1));
       }
     }
     return absl::OkStatus();
@@ -326,7 +340,23 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
   if (format == proto::DatasetSpec::FORMAT_AUTO) {
     const bool wds =
         !shards.empty() || (S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar"));
-    format = wds ? proto::DatasetSpec::FORMAT_WEBDATASET : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
+    const bool manifest =
+        !S_ISDIR(st.st_mode) && (absl::EndsWith(path, ".json") || absl::EndsWith(path, ".jsonl"));
+    format = wds        ? proto::DatasetSpec::FORMAT_WEBDATASET
+             : manifest ? proto::DatasetSpec::FORMAT_MANIFEST
+                        : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
+  }
+  // The confinement is in place before the first file is opened; the dataset
+  // owns confine_fd from here on.
+  auto configure = [&](Dataset* ds) {
+    configure_limits(ds);
+    detail::DatasetSetup::Confine(ds, confine_root, confine_fd);
+  };
+  if (format == proto::DatasetSpec::FORMAT_MANIFEST) {
+    if (!S_ISDIR(st.st_mode)) return detail::OpenManifest(path, configure);
+    if (confine_fd >= 0) close(confine_fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("dataset ", path, " is a folder, not a manifest (a .jsonl file)"));
   }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
@@ -337,12 +367,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
                      " is a file, not a folder: an ImageFolder is a folder of class folders "
                      "(root/<class>/<image>), WebDataset shards are .tar files"));
   }
-  // The confinement is in place before the first file is opened; the dataset
-  // owns confine_fd from here on.
-  auto configure = [&](Dataset* ds) {
-    configure_limits(ds);
-    detail::DatasetSetup::Confine(ds, confine_root, confine_fd);
-  };
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET)
     return ImageFolderDataset::Open(path, configure);
   if (shards.empty() && S_ISDIR(st.st_mode)) {
@@ -387,6 +411,7 @@ uint64_t Fingerprint(const Dataset& ds) {
     XXH3_64bits_update(&state, rel.c_str(), rel.size() + 1);  // with the NUL
     XXH3_64bits_update(&state, &label, sizeof(label));
     XXH3_64bits_update(&state, extent, sizeof(extent));
+    if (ds.has_texts()) XXH3_64bits_update(&state, ds.text(i).c_str(), ds.text(i).size() + 1);
   }
   return XXH3_64bits_digest(&state);
 }

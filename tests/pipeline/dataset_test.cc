@@ -465,7 +465,7 @@ TEST(DatasetFormat, ParsesNames) {
   EXPECT_EQ(*ParseDatasetFormat("wds"), proto::DatasetSpec::FORMAT_WEBDATASET);
   EXPECT_EQ(*ParseDatasetFormat("imagefolder"), proto::DatasetSpec::FORMAT_IMAGEFOLDER);
   EXPECT_THAT(ParseDatasetFormat("zip").status().message(),
-              HasSubstr("'zip' is not one of auto, imagefolder, wds"));
+              HasSubstr("'zip' is not one of auto, imagefolder, wds, manifest"));
 }
 
 }  // namespace

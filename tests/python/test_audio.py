@@ -238,5 +238,74 @@ class Parity(unittest.TestCase):
         loader.close()
 
 
+def write_manifest(path, lines):
+    import json
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+@unittest.skipIf(torchaudio is None or not TOOLS,
+                 "needs torchaudio (python3-torchaudio), espeak-ng and sox")
+class Datasets(unittest.TestCase):
+    PIPELINE = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
+                ops.MelSpectrogram(n_fft=400, n_mels=40)]
+
+    def test_a_manifest_gives_records_with_transcripts(self):
+        # NeMo's layout: paths relative to the manifest, one object a line.
+        clips = files()
+        lines = [{"audio_filepath": os.path.relpath(p, TMP), "duration": 1.0,
+                  "text": SPEECH[n][1] + (" é" if n == 2 else "")}
+                 for n, p in enumerate(sorted(clips, key=lambda p: int(pathlib.Path(p).stem)))]
+        manifest = os.path.join(TMP, "train.jsonl")
+        write_manifest(manifest, lines)
+        loader = prepflow.Loader(manifest, pipeline=self.PIPELINE, batch_size=3, shuffle=False)
+        texts, order = [], []
+        for record in loader:
+            self.assertEqual(sorted(record), ["audio", "audio_lengths", "index", "text"])
+            self.assertEqual(record["audio"].shape[:3], (len(record["text"]), 1, 40))
+            texts.extend(record["text"])
+            order.extend(record["index"])
+        self.assertEqual(texts, [line["text"] for line in lines])
+        self.assertEqual(texts[2], "go now é")
+        self.assertEqual(order, list(range(len(lines))))
+        checksum = loader.stats()["checksum"]
+        loader.close()
+        # Shuffled, each record keeps its own transcript.
+        shuffled = prepflow.Loader(manifest, pipeline=self.PIPELINE, batch_size=3, seed=2)
+        for record in shuffled:
+            self.assertEqual(record["text"], [lines[i]["text"] for i in record["index"]])
+        shuffled.close()
+        # A worker reads the manifest below its data root: the same values.
+        with testdata.Worker(BIN, TMP) as worker:
+            remote = prepflow.Loader(manifest, pipeline=self.PIPELINE, batch_size=3,
+                                     shuffle=False, offload="cut=2", workers=[worker.address])
+            for record in remote:
+                pass
+            st = remote.stats()
+            remote.close()
+        self.assertEqual(st["checksum"], checksum)
+        self.assertEqual(st["remote_images"], len(lines))
+
+    def test_librispeech_folders_carry_their_transcripts(self):
+        root = pathlib.Path(TMP, "LibriSpeech", "train-clean-5")
+        expect = {}
+        for n, clip in enumerate(files()[:4]):
+            speaker, chapter = 100 + n // 2, 7
+            folder = root / str(speaker) / str(chapter)
+            folder.mkdir(parents=True, exist_ok=True)
+            utt = "%d-%d-%04d" % (speaker, chapter, n)
+            subprocess.run(["sox", clip, "-r", "16000", "-c", "1", str(folder / (utt + ".flac"))],
+                           check=True)
+            with open(folder / ("%d-%d.trans.txt" % (speaker, chapter)), "a") as f:
+                f.write("%s %s\n" % (utt, SPEECH[n][1].upper()))
+            expect[utt] = SPEECH[n][1].upper()
+        loader = prepflow.Loader(str(root), pipeline=self.PIPELINE, batch_size=2, shuffle=False)
+        self.assertEqual(loader.classes, ["100", "101"])
+        texts = [t for record in loader for t in record["text"]]
+        loader.close()
+        self.assertEqual(texts, [expect[k] for k in sorted(expect)])
+
+
 if __name__ == "__main__":
     unittest.main()

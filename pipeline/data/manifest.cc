@@ -1,0 +1,202 @@
+// A JSON Lines manifest of audio, as NeMo writes them: one object per line,
+//   {"audio_filepath": "wav/1.flac", "duration": 3.2, "text": "go ahead"}
+// audio_filepath relative to the manifest's folder (or absolute); duration in
+// seconds (optional: what bucketing by length reads without decoding); text
+// (optional: the transcript, carried to the batch untouched); label
+// (optional: a class name, or a non-negative integer). Samples are the lines
+// in order. The manifest is one file read whole, so --max-file-bytes bounds
+// it as it bounds a sample.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "base/text.h"
+#include "nlohmann/json.hpp"
+#include "pipeline/data/datasets.h"
+
+namespace prepflow::detail {
+namespace {
+
+using Json = nlohmann::json;
+
+// One line's fields, checked.
+struct Entry {
+  std::string path;
+  double duration = -1;  // unknown
+  std::string text;
+  bool has_text = false;
+  enum { kNone, kName, kNumber } label = kNone;
+  std::string label_name;
+  int64_t label_number = -1;
+  int64_t line = 0;  // where it is, for messages
+};
+
+class ManifestDataset : public Dataset {
+ public:
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(const std::string& path,
+                                                       const Configure& configure) {
+    auto ds = std::unique_ptr<ManifestDataset>(new ManifestDataset);
+    configure(ds.get());
+    struct stat st;
+    absl::StatusOr<int> fd = ds->OpenForRead(path, &st);
+    if (!fd.ok()) return fd.status();
+    Buffer bytes;
+    size_t size = 0;
+    if (absl::Status s = ReadFile(*fd, st, path, ds->max_file_bytes_, &bytes, &size); !s.ok()) {
+      return s;
+    }
+    const std::string folder = path.find('/') == std::string::npos
+                                   ? std::string(".")
+                                   : path.substr(0, std::max<size_t>(path.rfind('/'), 1));
+    const absl::string_view text(reinterpret_cast<const char*>(bytes.data()), size);
+    if (absl::Status s = ds->Parse(path, folder, text); !s.ok()) return s;
+    if (ds->paths_.empty()) {
+      return absl::NotFoundError(absl::StrCat("manifest ", path, " lists no samples"));
+    }
+    std::vector<std::string> all = ds->paths_;
+    all.push_back(path);
+    ds->root_ = SharedFolder(all);
+    return ds;
+  }
+
+  const char* format() const override { return "manifest"; }
+  std::string SamplePath(int64_t i) const override { return paths_[i]; }
+  std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    struct stat st;
+    absl::StatusOr<int> fd = OpenForRead(paths_[i], &st);
+    if (!fd.ok()) return fd.status();
+    return ReadFile(*fd, st, paths_[i], max_file_bytes_, out, size);
+  }
+  uint64_t SourceVersion(int64_t i) const override {
+    struct stat st;
+    return stat(paths_[i].c_str(), &st) == 0 ? FileVersion(st) : 0;
+  }
+
+ private:
+  absl::Status Parse(const std::string& path, const std::string& folder, absl::string_view text);
+  absl::Status SetLabels(const std::string& path, const std::vector<Entry>& entries);
+
+  std::vector<std::string> paths_;
+};
+
+// Checks one parsed line; `where` is "manifest.jsonl:7".
+absl::StatusOr<Entry> ReadEntry(const Json& line, const std::string& where) {
+  if (!line.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": not an object"));
+  Entry e;
+  const auto file = line.find("audio_filepath");
+  if (file == line.end() || !file->is_string() || file->get_ref<const std::string&>().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": audio_filepath: expected the audio file's path (a string)"));
+  }
+  e.path = file->get<std::string>();
+  if (e.path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": audio_filepath holds a NUL byte"));
+  }
+  if (const auto d = line.find("duration"); d != line.end() && !d->is_null()) {
+    if (!d->is_number() || !std::isfinite(d->get<double>()) || d->get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": duration: expected seconds, a number >= 0"));
+    }
+    e.duration = d->get<double>();
+  }
+  if (const auto o = line.find("offset"); o != line.end() && !o->is_null()) {
+    if (!o->is_number() || o->get<double>() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where,
+                       ": offset: segments of a file are not supported; cut the audio "
+                       "into files of their own, or leave offset 0"));
+    }
+  }
+  if (const auto t = line.find("text"); t != line.end() && !t->is_null()) {
+    if (!t->is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": text: expected a string"));
+    }
+    e.text = t->get<std::string>();
+    e.has_text = true;
+  }
+  if (const auto l = line.find("label"); l != line.end() && !l->is_null()) {
+    if (!l->is_string() && !(l->is_number_integer() && l->get<int64_t>() >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": label: expected a class name or an integer >= 0"));
+    }
+    if (l->is_string()) {
+      e.label = Entry::kName;
+      e.label_name = l->get<std::string>();
+    } else {
+      e.label = Entry::kNumber;
+      e.label_number = l->get<int64_t>();
+    }
+  }
+  return e;
+}
+
+absl::Status ManifestDataset::Parse(const std::string& path, const std::string& folder,
+                                    absl::string_view text) {
+  std::vector<Entry> entries;
+  bool any_text = false, any_duration = false;
+  int64_t number = 0;
+  for (absl::string_view rest = text; !rest.empty();) {
+    const size_t end = std::min(rest.find('\n'), rest.size());
+    const absl::string_view line = rest.substr(0, end);
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+    ++number;
+    if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;
+    const std::string where = absl::StrCat(SafeText(path), ":", number);
+    const Json json = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) return absl::InvalidArgumentError(where + ": not valid JSON");
+    absl::StatusOr<Entry> e = ReadEntry(json, where);
+    if (!e.ok()) return e.status();
+    e->line = number;
+    any_text |= e->has_text;
+    any_duration |= e->duration >= 0;
+    paths_.push_back(e->path[0] == '/' ? e->path : absl::StrCat(folder, "/", e->path));
+    entries.push_back(*std::move(e));
+  }
+  for (const Entry& e : entries) {
+    if (any_text) texts_.push_back(e.text);
+    if (any_duration) durations_.push_back(e.duration);
+  }
+  return SetLabels(path, entries);
+}
+
+// Class names sorted (a label's number is its place), or integers as they
+// are; the two do not mix, and a manifest with labels has one on every line.
+absl::Status ManifestDataset::SetLabels(const std::string& path,
+                                        const std::vector<Entry>& entries) {
+  std::map<std::string, int64_t> names;
+  for (const Entry& e : entries) {
+    if (e.label != entries[0].label) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          SafeText(path), ":", e.line,
+          ": label: every line needs one, all class names or all integers, as the first line's"));
+    }
+    if (e.label == Entry::kName) names.emplace(e.label_name, 0);
+  }
+  int64_t next = 0;
+  for (auto& [name, label] : names) {
+    label = next++;
+    classes_.push_back(name);
+  }
+  for (const Entry& e : entries) {
+    labels_.push_back(e.label == Entry::kName ? names[e.label_name] : e.label_number);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dataset>> OpenManifest(const std::string& path,
+                                                      const Configure& configure) {
+  return ManifestDataset::Open(path, configure);
+}
+
+}  // namespace prepflow::detail

@@ -48,10 +48,33 @@ int Loader::prefetch_batches() const {
   return prefetch_;
 }
 
-int64_t Loader::batches_per_epoch() const {
+int64_t Loader::BatchesInEpoch(int64_t epoch) const {
+  if (!seconds_.empty()) {
+    std::vector<int64_t> order, bounds;
+    PlanByLength(epoch, &order, &bounds);
+    return static_cast<int64_t>(bounds.size()) - 1;
+  }
   const int64_t b = options_.batch_size;
   const int64_t n = samples_per_epoch();
   return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void Loader::PlanByLength(int64_t epoch, std::vector<int64_t>* order,
+                          std::vector<int64_t>* bounds) const {
+  // Batches are cut from every rank's samples, then dealt, so that ranks
+  // run as many batches as rank_split says.
+  const auto e = static_cast<uint64_t>(epoch);
+  const LengthBatching by{options_.max_batch_seconds, options_.batch_size, options_.bucket_window};
+  const std::vector<std::vector<int64_t>> batches = RankBatches(
+      BatchByLength(EpochOrder(dataset_->size(), options_.seed, e, options_.shuffle, 0, 1),
+                    seconds_, by, options_.seed, e, options_.shuffle),
+      options_.rank, options_.world_size, options_.rank_split);
+  order->clear();
+  bounds->assign(1, 0);
+  for (const std::vector<int64_t>& b : batches) {
+    order->insert(order->end(), b.begin(), b.end());
+    bounds->push_back(static_cast<int64_t>(order->size()));
+  }
 }
 
 double Loader::WantedRemoteCores() const {
@@ -154,9 +177,13 @@ Batch* Loader::StartBatch() {
       // and read storage again. The next epoch starts once the batches in
       // flight are complete (a pause of the pipeline's depth per epoch).
       if (next_epoch_ > options_.first_epoch && EpochStillLoading()) return nullptr;
-      order_ =
-          EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
-                     options_.shuffle, options_.rank, options_.world_size, options_.rank_split);
+      if (!seconds_.empty()) {
+        PlanByLength(next_epoch_, &order_, &bounds_);
+      } else {
+        order_ =
+            EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
+                       options_.shuffle, options_.rank, options_.world_size, options_.rank_split);
+      }
       order_copies_.clear();
       const int echo =
           epoch_echo_.count(next_epoch_) ? epoch_echo_[next_epoch_] : ChooseEpochEcho(next_epoch_);
@@ -168,12 +195,20 @@ Batch* Loader::StartBatch() {
       order_ready_ = true;
       // A resumed run starts its first epoch past the batches already seen.
       next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
-      next_offset_ = std::min<int64_t>(next_number_ * options_.batch_size,
-                                       static_cast<int64_t>(order_.size()));
+      next_offset_ =
+          !seconds_.empty()
+              ? bounds_[std::min<size_t>(static_cast<size_t>(next_number_), bounds_.size() - 1)]
+              : std::min<int64_t>(next_number_ * options_.batch_size,
+                                  static_cast<int64_t>(order_.size()));
     }
     const int64_t left = static_cast<int64_t>(order_.size()) - next_offset_;
-    const int64_t take = std::min<int64_t>(left, options_.batch_size);
-    if (take == 0 || (options_.drop_last && take < options_.batch_size)) {
+    // By length: the planned batch (its start is next_offset_).
+    const int64_t take = !seconds_.empty()
+                             ? (next_number_ + 1 < static_cast<int64_t>(bounds_.size())
+                                    ? bounds_[next_number_ + 1] - next_offset_
+                                    : 0)
+                             : std::min<int64_t>(left, options_.batch_size);
+    if (take == 0 || (seconds_.empty() && options_.drop_last && take < options_.batch_size)) {
       ++next_epoch_;
       order_ready_ = false;
       continue;

@@ -104,7 +104,10 @@ class Loader {
   int64_t samples_per_epoch() const {
     return samples_per_rank_ * echo_now_.load(std::memory_order_relaxed);
   }
-  int64_t batches_per_epoch() const;
+  int64_t batches_per_epoch() const { return BatchesInEpoch(options_.first_epoch); }
+  // Batches of `epoch` on this rank: the same in every epoch, unless
+  // batching by length (--max-batch-seconds) cuts each epoch anew.
+  int64_t BatchesInEpoch(int64_t epoch) const;
 
  private:
   // Batches not in use. Delivered BatchPtrs hold a reference so that a batch
@@ -168,6 +171,9 @@ class Loader {
   void AwaitBatch(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The next batch of the epoch order, or null when the run is planned out.
   Batch* StartBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Batching by length: this rank's order of `epoch`, and where each of its
+  // batches starts (with the end last).
+  void PlanByLength(int64_t epoch, std::vector<int64_t>* order, std::vector<int64_t>* bounds) const;
   // Sends each sample of `batch` its way: local, or in remote items by cut.
   void Place(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The remote cut sample `index` of `epoch` takes, or -1 to run it all
@@ -200,6 +206,8 @@ class Loader {
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_rank_ = 0;  // an epoch's samples without echoing
+  // Batching by length: each sample's seconds (empty: not by length).
+  std::vector<double> seconds_;
   // Data echoing: the most copies a sample may have in any epoch (--echo,
   // or --max-echo with --echo auto: what workers are told), and the factor
   // of the latest epoch begun.
@@ -219,7 +227,10 @@ class Loader {
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start
   int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);          // of next_epoch_
+  std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);  // of next_epoch_
+  // Batching by length: where each batch of order_ starts, and its end
+  // (empty: batches of batch_size).
+  std::vector<int64_t> bounds_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> order_copies_ ABSL_GUARDED_BY(mu_);  // echoed copies; empty: none
   bool order_ready_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);

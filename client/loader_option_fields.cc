@@ -183,6 +183,13 @@ Rows DataRows() {
       BoolOption<O>("shuffle", "shuffle", &O::shuffle,
                     "shuffle each epoch (--no-shuffle: dataset order)"),
       BoolOption<O>("drop_last", "drop-last", &O::drop_last, "drop each epoch's last short batch"),
+      DoubleOption<O>("max_batch_seconds", "max-batch-seconds", &O::max_batch_seconds, 0, 1e9,
+                      false,
+                      "batch audio by length: each batch's samples x its longest within this "
+                      "many seconds, at most --batch samples (0: batches of --batch)"),
+      IntOption<O>("bucket_window", "bucket-window", &O::bucket_window, 1, kInt64Max,
+                   "with --max-batch-seconds: samples sorted by length together (more: less "
+                   "padding; fewer: batches mix more from epoch to epoch)"),
       IntOption<O>("prefetch", "prefetch", &O::prefetch_batches, 1, kMaxPrefetch,
                    "batches prepared ahead of the trainer"),
   };

@@ -56,6 +56,10 @@ absl::Status CheckAll(const LoaderOptions& o) {
     return Invalid(Name(o, "start_echo"), ": must be 0 to ", Name(o, "max_echo"), " (", o.max_echo,
                    "), got ", o.start_echo);
   }
+  if (o.max_batch_seconds > 0 && (o.echo_auto || o.echo > 1)) {
+    return Invalid(Name(o, "max_batch_seconds"), ": not with ", Name(o, "echo"),
+                   " (copies of a sample are not batched by length yet)");
+  }
   if (o.held_batches < 0 || o.held_batches > 64) {
     return Invalid("held_batches: must be in [0, 64], got ", o.held_batches);
   }

@@ -75,6 +75,12 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;
+  // Batching by length (audio): each batch's samples x its longest within
+  // this many seconds (0: batches of batch_size); lengths from the
+  // manifest's durations, else from each file's header. Samples sorted by
+  // length together: bucket_window.
+  double max_batch_seconds = 0;
+  int64_t bucket_window = 1000;
   int rank = 0;
   int world_size = 1;
   // The training job, named alike on every rank: workers serve its ranks as

@@ -20,6 +20,7 @@
 #include "client/remote/remote_pool.h"
 #include "client/remote/remote_worker.h"
 #include "client/remote/scheduler_grants.h"
+#include "client/sample_lengths.h"
 #include "client/sample_runner.h"
 #include "pipeline/core/epoch_order.h"
 #include "pipeline/core/rng.h"
@@ -150,6 +151,11 @@ absl::Status Loader::OpenData() {
     if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) return bad_data(s);
   }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
+  if (options_.max_batch_seconds > 0) {
+    absl::StatusOr<std::vector<double>> seconds = SampleSeconds(*dataset_);
+    if (!seconds.ok()) return seconds.status();
+    seconds_ = *std::move(seconds);
+  }
   auto batch_ops = CreateBatchOps(options_.pipeline, pipeline_->output_type(),
                                   static_cast<int64_t>(dataset_->classes().size()));
   if (!batch_ops.ok()) {

@@ -562,6 +562,8 @@ void BindLoader(py::module_& m) {
                              [](const PyLoader& l) { return l.loader().samples_per_epoch(); })
       .def_property_readonly("batches_per_epoch",
                              [](const PyLoader& l) { return l.loader().batches_per_epoch(); })
+      .def("batches_in_epoch",
+           [](const PyLoader& l, int64_t epoch) { return l.loader().BatchesInEpoch(epoch); })
       .def(
           "add_trainer_work",
           [](PyLoader& l, double cpu_seconds) { l.loader().AddTrainerWork(cpu_seconds); },

@@ -83,4 +83,51 @@ void EchoOrder(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int f
   }
 }
 
+std::vector<std::vector<int64_t>> BatchByLength(const std::vector<int64_t>& order,
+                                                const std::vector<double>& seconds,
+                                                const LengthBatching& options, uint64_t seed,
+                                                uint64_t epoch, bool shuffle) {
+  std::vector<std::vector<int64_t>> batches;
+  const auto window = static_cast<size_t>(options.window);
+  for (size_t start = 0; start < order.size(); start += window) {
+    std::vector<int64_t> sorted(
+        order.begin() + static_cast<std::ptrdiff_t>(start),
+        order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), start + window)));
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [&](int64_t a, int64_t b) { return seconds[a] < seconds[b]; });
+    std::vector<int64_t> batch;
+    for (const int64_t i : sorted) {
+      // Sorted: this sample is the batch's longest so far.
+      const auto padded = static_cast<double>(batch.size() + 1) * seconds[i];
+      if (!batch.empty() && (padded > options.max_seconds ||
+                             static_cast<int64_t>(batch.size()) >= options.max_samples)) {
+        batches.push_back(std::move(batch));
+        batch.clear();
+      }
+      batch.push_back(i);
+    }
+    if (!batch.empty()) batches.push_back(std::move(batch));
+  }
+  if (shuffle) {
+    // A stream of its own: the last stage's, copy 2 (EchoOrder's blocks
+    // draw copy 1's).
+    SampleRng rng(seed, epoch, 0, kMaxStages - 1, 2);
+    for (size_t i = batches.size(); i > 1; --i) {
+      std::swap(batches[i - 1],
+                batches[static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(i - 1)))]);
+    }
+  }
+  return batches;
+}
+
+std::vector<std::vector<int64_t>> RankBatches(const std::vector<std::vector<int64_t>>& batches,
+                                              int rank, int world_size, RankSplit split) {
+  const auto n = static_cast<int64_t>(batches.size());
+  if (world_size <= 1) return batches;
+  const int64_t dealt = n == 0 ? 0 : DealtEntries(n, world_size, split);
+  std::vector<std::vector<int64_t>> mine;
+  for (int64_t i = rank; i < dealt; i += world_size) mine.push_back(batches[i % n]);
+  return mine;
+}
+
 }  // namespace prepflow

@@ -44,6 +44,36 @@ int64_t RankSamples(int64_t n, int rank, int world_size, RankSplit split);
 void EchoOrder(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int factor,
                int64_t window, uint64_t seed, uint64_t epoch);
 
+// Batching by length (bucketing), as ESPnet's and Lhotse's samplers do it,
+// so that padding a batch to its longest wastes little.
+struct LengthBatching {
+  // A batch's padded length, (samples) x (its longest), stays within this
+  // many seconds; a sample longer than that is a batch of its own.
+  double max_seconds = 0;
+  int64_t max_samples = 1;  // and it holds at most this many samples
+  // Samples sorted by length together: more gives less padding, fewer mixes
+  // lengths more from epoch to epoch.
+  int64_t window = 1000;
+};
+
+// Cuts `order` (an epoch's order of every sample, all ranks') into windows of
+// options.window entries, sorts each by `seconds` (ties keep their order)
+// and cuts it greedily into batches within the budget; then, when
+// `shuffle`, shuffles the epoch's batches from (seed, epoch). The same
+// arguments give the same batches. REQUIRES: seconds[i] >= 0 for every i in
+// order, max_seconds > 0, max_samples >= 1, window >= 1.
+std::vector<std::vector<int64_t>> BatchByLength(const std::vector<int64_t>& order,
+                                                const std::vector<double>& seconds,
+                                                const LengthBatching& options, uint64_t seed,
+                                                uint64_t epoch, bool shuffle);
+
+// The batches rank `rank` of `world_size` takes of `batches`: every
+// world_size-th from `rank`, after the list is padded with its own first
+// batches (kPad) or cut (kDrop) to a multiple of world_size, so that every
+// rank runs as many batches (kUneven: counts differ by one).
+std::vector<std::vector<int64_t>> RankBatches(const std::vector<std::vector<int64_t>>& batches,
+                                              int rank, int world_size, RankSplit split);
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_CORE_EPOCH_ORDER_H_

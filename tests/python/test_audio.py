@@ -287,6 +287,65 @@ class Datasets(unittest.TestCase):
         self.assertEqual(st["checksum"], checksum)
         self.assertEqual(st["remote_images"], len(lines))
 
+    def epoch(self, data, **kw):
+        """Each batch's indices and padded length in frames, and the stats."""
+        loader = prepflow.Loader(data, pipeline=self.PIPELINE[:3], batch_size=4, seed=5,
+                                 max_batch_seconds=4.0, **kw)
+        batches = [(record["index"], record["audio"].shape[-1]) for record in loader]
+        stats = loader.stats()
+        self.assertEqual(len(loader), len(batches))
+        loader.close()
+        return batches, stats
+
+    def test_batches_by_length_keep_the_budget_and_repeat(self):
+        # Lengths from the headers (a class folder gives none): torchaudio's.
+        seconds = {}
+        for n, path in enumerate(files()):
+            info = torchaudio.info(path)
+            seconds[n] = info.num_frames / info.sample_rate
+        batches, stats = self.epoch(ROOT)
+        self.assertEqual(sorted(i for b, _ in batches for i in b), list(range(len(SPEECH))))
+        for indices, frames in batches:
+            self.assertLessEqual(len(indices), 4)
+            longest = max(seconds[i] for i in indices)
+            self.assertTrue(len(indices) == 1 or len(indices) * longest <= 4.0 + 1e-6,
+                            (indices, longest))
+            self.assertLessEqual(frames, 16000 * longest + 16)
+        # The same batches at another thread count, and offloaded.
+        again, _ = self.epoch(ROOT, threads=1)
+        self.assertEqual(again, batches)
+        with testdata.Worker(BIN, TMP) as worker:
+            remote, st = self.epoch(ROOT, offload="cut=1", workers=[worker.address])
+        self.assertEqual(remote, batches)
+        self.assertEqual(st["checksum"], stats["checksum"])
+
+    def test_batches_by_length_resume_and_share_among_ranks(self):
+        pipeline = self.PIPELINE[:3]
+        kw = dict(pipeline=pipeline, batch_size=4, seed=5, max_batch_seconds=4.0)
+        full = prepflow.Loader(ROOT, **kw)
+        whole = [record["index"] for record in full]
+        full.close()
+        first = prepflow.Loader(ROOT, **kw)
+        it = iter(first)
+        next(it)
+        state = first.state_dict()
+        first.close()
+        self.assertIsNone(state["step"])  # epochs differ in batches
+        rest = prepflow.Loader(ROOT, **kw)
+        rest.load_state_dict(state)
+        self.assertEqual([record["index"] for record in rest], whole[1:])
+        rest.close()
+        ranks = []
+        for rank in range(2):
+            loader = prepflow.Loader(ROOT, rank=rank, world_size=2, **kw)
+            ranks.append([record["index"] for record in loader])
+            loader.close()
+        self.assertEqual(len(ranks[0]), len(ranks[1]))
+        dealt = sorted(map(tuple, ranks[0] + ranks[1]))
+        self.assertTrue(set(map(tuple, whole)) <= set(dealt))
+        with self.assertRaisesRegex(ValueError, "max_batch_seconds: not with echo"):
+            prepflow.Loader(ROOT, echo=2, **kw)
+
     def test_librispeech_folders_carry_their_transcripts(self):
         root = pathlib.Path(TMP, "LibriSpeech", "train-clean-5")
         expect = {}

@@ -441,7 +441,7 @@ class Loader:
         one rank's state (rank 0's) restores them all."""
         batches = len(self)
         return {"epoch": self._epoch, "batch": self._position,
-                "step": self._epoch * batches + self._position if self._echo_fixed() else None,
+                "step": self._epoch * batches + self._position if self._steps_fixed() else None,
                 "_num_yielded": self._position, "seed": self._options["seed"],
                 "batch_size": self._options["batch_size"],
                 "world_size": self.world_size, "rank": self.rank,
@@ -468,8 +468,10 @@ class Loader:
         self._echo = state.get("echo", 1)
         _check_int("state_dict echo", self._echo, 1)
 
-    def _echo_fixed(self):
-        return self._options["echo"] != "auto"
+    def _steps_fixed(self):
+        # Every epoch as many batches: not with echo="auto" (each epoch's
+        # factor) nor batching by length (each epoch cut anew).
+        return self._options["echo"] != "auto" and not self._options.get("max_batch_seconds")
 
     @property
     def rank(self):
@@ -654,7 +656,7 @@ class Loader:
 
     def __len__(self):
         """Batches per epoch."""
-        return self._core.batches_per_epoch if self._core else 0
+        return self._core.batches_in_epoch(self._epoch) if self._core else 0
 
     @property
     def samples_per_epoch(self):

@@ -231,4 +231,34 @@ absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions&
   return absl::OkStatus();
 }
 
+absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size) {
+  MemoryFile mem{bytes, static_cast<sf_count_t>(size), 0};
+  if (IsOggNotOpus(bytes, size)) {
+    OggVorbis_File vf;
+    const ov_callbacks io{OvRead, OvSeek, nullptr, OvTell};
+    if (ov_open_callbacks(&mem, &vf, nullptr, 0, io) != 0) {
+      return absl::InvalidArgumentError("audio: an Ogg Vorbis file whose headers do not read");
+    }
+    const vorbis_info* vi = ov_info(&vf, -1);
+    const ogg_int64_t total = ov_pcm_total(&vf, -1);
+    const double rate = vi != nullptr ? static_cast<double>(vi->rate) : 0;
+    ov_clear(&vf);
+    if (total < 0 || rate <= 0) {
+      return absl::InvalidArgumentError("audio: an Ogg Vorbis file whose length does not read");
+    }
+    return static_cast<double>(total) / rate;
+  }
+  SF_VIRTUAL_IO io{Length, Seek, Read, Write, Tell};
+  SF_INFO info{};
+  File f(sf_open_virtual(&io, SFM_READ, &info, &mem));
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("audio: libsndfile cannot read it: ", sf_strerror(nullptr)));
+  }
+  if (info.samplerate <= 0 || info.frames < 0 || info.frames == SF_COUNT_MAX) {
+    return absl::InvalidArgumentError("audio: its header declares no length");
+  }
+  return static_cast<double>(info.frames) / info.samplerate;
+}
+
 }  // namespace prepflow

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "pipeline/core/image_decode.h"
 #include "pipeline/core/sample.h"
 
@@ -33,6 +34,12 @@ struct DecodedAudio {
 // limit (naming the flag), DataLoss for a file that ends early.
 absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions& options,
                          Buffer* out, Buffer* scratch, DecodedAudio* audio);
+
+// The length in seconds that `size` bytes of audio declare, read from their
+// headers without decoding (what batching by length sorts on; an MP3's is
+// libsndfile's estimate). InvalidArgument when the headers do not read or
+// declare no length.
+absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size);
 
 }  // namespace prepflow
 

@@ -1,0 +1,23 @@
+// Each sample's length in seconds, for batching by length: a manifest's
+// durations where it gives them, else what each audio file's header
+// declares (read once, when the Loader starts; nothing is decoded).
+//
+// Thread-safety: a pure function of the dataset.
+#ifndef PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_
+#define PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pipeline/data/dataset.h"
+
+namespace prepflow {
+
+// Seconds per sample. A file whose header does not read counts as 0 s (it
+// fails when decoded, as --on-error says) and is logged; an outage of the
+// storage is an error, as for any read.
+absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_

@@ -212,8 +212,8 @@ class PyBatch {
     if (soft) return py::array_t<float>(view->shape, batch_->soft_labels().data(), owner);
     return py::array_t<int64_t>(view->shape, batch_->labels().data(), owner);
   }
-  // A ragged batch's lengths (int64 [n]: each value's last dimension before
-  // padding); None for a fixed batch.
+  // A ragged batch's lengths (int64 [n]: each value's length along the dimension
+  // that varies, before padding); None for a fixed batch.
   py::object lengths_dlpack() const {
     if (!batch_->ragged()) return py::none();
     auto view = std::make_unique<BatchView>(BatchView{batch_, {batch_->size()}});

@@ -11,19 +11,17 @@ namespace prepflow {
 std::string WhyNotBatchable(const ValueType& type) {
   if (type.fixed()) return "";
   const char* fix =
-      "end it with a crop or a fixed-size resize (images), or make every dimension but the last "
-      "fixed (audio: downmix; features: a fixed number of mels)";
+      "end it with a crop or a fixed-size resize (images), or make every dimension but one "
+      "(time) fixed (audio: downmix; features: a fixed number of mels)";
   if (type.kind != ValueKind::kTensor && type.kind != ValueKind::kAudio) {
     return absl::StrCat("its output (", type.DebugString(),
                         ") has no fixed shape, so samples cannot be batched; ", fix);
   }
-  for (size_t d = 0; d + 1 < type.shape.size(); ++d) {
-    if (type.shape[d] < 0) {
-      return absl::StrCat("its output (", type.DebugString(),
-                          ") varies in more than its last dimension, so samples cannot be padded "
-                          "into a batch; ",
-                          fix);
-    }
+  if (VaryingDim(type) < 0) {
+    return absl::StrCat("its output (", type.DebugString(),
+                        ") varies in more than one dimension, so samples cannot be padded into "
+                        "a batch; ",
+                        fix);
   }
   if (type.kind == ValueKind::kAudio && type.sample_rate == 0) {
     return absl::StrCat("its output (", type.DebugString(),
@@ -31,6 +29,16 @@ std::string WhyNotBatchable(const ValueType& type) {
                         "resample to one rate");
   }
   return "";
+}
+
+int VaryingDim(const ValueType& type) {
+  int dim = -1;
+  for (size_t d = 0; d < type.shape.size(); ++d) {
+    if (type.shape[d] >= 0) continue;
+    if (dim >= 0) return -1;
+    dim = static_cast<int>(d);
+  }
+  return dim;
 }
 
 Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator)
@@ -148,30 +156,33 @@ std::vector<SampleError> Batch::Compact() {
 }
 
 void Batch::Pad() {
-  // Rows: every dimension but the last, fixed by the type.
+  // Each value is `outer` runs of its length x `inner` floats, padded to
+  // the longest's.
   const size_t n = indices_.size();
-  size_t rows = 1;
-  for (size_t d = 0; d + 1 < sample_type_.shape.size(); ++d) {
-    rows *= static_cast<size_t>(sample_type_.shape[d]);
+  const int dim = VaryingDim(sample_type_);
+  size_t outer = 1, inner = 1;
+  for (int d = 0; d < static_cast<int>(sample_type_.shape.size()); ++d) {
+    if (d < dim) outer *= static_cast<size_t>(sample_type_.shape[d]);
+    if (d > dim) inner *= static_cast<size_t>(sample_type_.shape[d]);
   }
   int64_t longest = 0;
   lengths_.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    lengths_[i] = value_shapes_[i].back();
+    lengths_[i] = value_shapes_[i][dim];
     longest = std::max(longest, lengths_[i]);
   }
   sample_shape_ = sample_type_.shape;
-  sample_shape_.back() = longest;
-  const size_t row_bytes = static_cast<size_t>(longest) * sizeof(float);
-  sample_bytes_ = rows * row_bytes;
+  sample_shape_[dim] = longest;
+  const size_t run_bytes = static_cast<size_t>(longest) * inner * sizeof(float);
+  sample_bytes_ = outer * run_bytes;
   uint8_t* out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
   for (size_t i = 0; i < n; ++i) {
-    const size_t have = static_cast<size_t>(lengths_[i]) * sizeof(float);
+    const size_t have = static_cast<size_t>(lengths_[i]) * inner * sizeof(float);
     const uint8_t* in = values_[i].data();
-    for (size_t r = 0; r < rows; ++r) {
-      uint8_t* row = out + i * sample_bytes_ + r * row_bytes;
-      if (have > 0) std::memcpy(row, in + r * have, have);
-      std::memset(row + have, 0, row_bytes - have);
+    for (size_t r = 0; r < outer; ++r) {
+      uint8_t* run = out + i * sample_bytes_ + r * run_bytes;
+      if (have > 0) std::memcpy(run, in + r * have, have);
+      std::memset(run + have, 0, run_bytes - have);
     }
   }
 }

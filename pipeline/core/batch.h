@@ -5,8 +5,9 @@
 // assembling a batch copies nothing. Samples that failed are recorded per slot
 // and removed by Compact(), which keeps the order of the rest.
 //
-// Variable-length values (a float type whose last dimension varies: audio
-// [channels, frames], a spectrogram [mels, frames]) make a *ragged* batch:
+// Variable-length values (a float type with one dimension that varies:
+// audio [channels, frames], a spectrogram [mels, frames], Kaldi features
+// [frames, bins]) make a *ragged* batch:
 // each slot keeps its own value (Keep), and Compact() pads them with zeros to
 // the longest in the batch, recording each one's length. The padded batch
 // depends only on which samples it holds, so it is the same at any thread
@@ -37,9 +38,11 @@ struct SampleError {
 };
 
 // Why values of `type` cannot be batched, "" when they can: a fixed type
-// batches as it is; a float32 tensor or audio type whose last dimension alone
-// varies (audio at one sample rate) is padded.
+// batches as it is; a float32 tensor or audio type with one dimension that
+// varies (audio at one sample rate) is padded along it.
 std::string WhyNotBatchable(const ValueType& type);
+// The one dimension of `type` that varies; -1 when none or several do.
+int VaryingDim(const ValueType& type);
 
 class Batch {
  public:
@@ -85,8 +88,8 @@ class Batch {
   int64_t capacity() const { return capacity_; }
   // [size(), sample dims...] (ragged: padded, after Compact).
   Shape shape() const;
-  // Ragged, after Compact: each sample's last dimension before padding;
-  // empty for a fixed batch.
+  // Ragged, after Compact: each sample's length along the dimension that
+  // varies, before padding; empty for a fixed batch.
   const std::vector<int64_t>& lengths() const { return lengths_; }
   const ValueType& sample_type() const { return sample_type_; }
   size_t sample_bytes() const { return sample_bytes_; }

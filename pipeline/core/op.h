@@ -77,6 +77,12 @@ class Op {
 
 using OpFactory = std::function<absl::StatusOr<std::unique_ptr<Op>>(const proto::Stage&)>;
 
+// The factory of an op class with `static StatusOr<unique_ptr<Op>> Create(const Stage&)`.
+template <typename T>
+OpFactory FactoryOf() {
+  return [](const proto::Stage& stage) { return T::Create(stage); };
+}
+
 // The ops prepflow knows, keyed by the Stage oneof case.
 class OpRegistry {
  public:

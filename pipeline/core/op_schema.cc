@@ -68,6 +68,7 @@ OpSchema OpOf(const FieldDescriptor& stage_field, bool batch) {
   OpSchema op{stage_field.name(), doc.summary(), reference, doc.input(), doc.output(),
               doc.parity(),       doc.random(),  batch,     {}};
   for (int i = 0; i < m.field_count(); ++i) op.fields.push_back(FieldOf(*m.field(i)));
+  op.audio_reference = doc.torchvision().empty() && !doc.torchaudio().empty();
   return op;
 }
 
@@ -174,9 +175,7 @@ std::string OpsText() {
         &out, op.name, "  (", op.input, " -> ", op.output, op.random ? "; random" : "",
         op.torchvision.empty()
             ? ""
-            : absl::StrCat(
-                  op.input == "audio" || op.output == "audio" ? "; torchaudio " : "; torchvision ",
-                  op.torchvision),
+            : absl::StrCat(op.audio_reference ? "; " : "; torchvision ", op.torchvision),
         ")\n", Wrapped(op.summary, "    ", 100));
     for (const FieldSchema& f : op.fields) {
       absl::StrAppend(

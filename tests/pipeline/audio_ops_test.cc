@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -379,19 +380,105 @@ TEST(AudioOps, MasksZeroOneRunOfBandsOrFrames) {
 
 // Cut anywhere: the waveform crosses the wire with its rate, and every
 // placement gives the same bytes.
-TEST(AudioOps, EveryCutGivesTheSameBytes) {
+// Kaldi fbank: a 1 kHz tone's energy sits in the band around 1 kHz in
+// every frame; frames are 1 + (length - 400) / 160 at 16 kHz; a signal
+// shorter than a window fails naming both.
+TEST(AudioOps, KaldiFbankPutsAToneInItsBand) {
+  std::vector<float> tone(16000);
+  for (size_t t = 0; t < tone.size(); ++t) {
+    tone[t] = static_cast<float>(0.5 * std::sin(2 * M_PI * 1000 * t / 16000.0));
+  }
   auto p = MakePipeline(
-      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
-      "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } } "
-      "stages { mel_spectrogram { n_mels: 32 } } stages { amplitude_to_db { top_db: 60 } } "
-      "stages { frequency_masking { freq_mask_param: 8 } } "
-      "stages { time_masking { time_mask_param: 5 } }",
-      7);
-  const std::vector<uint8_t> wav = Encode(Interleaved(2, 30000), 2, 44100, kWav16);
-  const int n = p->num_stages();
-  auto reference = RunPipeline(*p, wav, 3, 1);
+      "stages { decode_audio {} } stages { kaldi_fbank { num_mel_bins: 40 use_energy: true } }");
+  auto out = RunPipeline(*p, Encode(tone, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  ASSERT_THAT(out.shape, ::testing::ElementsAre(98, 41));  // the energy first
+  const auto* fb = reinterpret_cast<const float*>(out.bytes.data());
+  // Kaldi's banks (20 Hz to 8 kHz, 40 bands on 1127 ln(1 + f / 700)) centre
+  // band 13 at 986 Hz (torchaudio's get_mel_banks), nearest 1 kHz.
+  for (int t = 0; t < 98; t += 7) {
+    int best = 1;
+    for (int b = 2; b <= 40; ++b) {
+      if (fb[t * 41 + b] > fb[t * 41 + best]) best = b;
+    }
+    EXPECT_EQ(best - 1, 13) << "frame " << t;
+  }
+  auto short_one = RunPipeline(*p, Encode(std::vector<float>(399, 0.1f), 1, 16000, kWav16));
+  EXPECT_THAT(short_one.status.message(), HasSubstr("399 samples are fewer than one window (400)"));
+  testing::ExpectSpecErrors({
+      {"kaldi_fbank { num_mel_bins: 3 }", "num_mel_bins: must be 4 to 4096"},
+      {"kaldi_fbank { frame_length: 0.01 }", "frame_length, frame_shift"},
+      {"kaldi_fbank { frame_shift: 0 }", "frame_length, frame_shift"},
+      {"kaldi_fbank { round_to_power_of_two: false frame_length: 25.0625 }", "is odd"},
+      {"kaldi_fbank { low_freq: 9000 }", "low_freq, high_freq"},
+      {"kaldi_fbank { preemphasis_coefficient: 2 }", "preemphasis_coefficient"},
+      {"speed_perturb {}", "factors: give 1 to 16 speeds"},
+      {"speed_perturb { factors: [ 0 ] }", "factors: each must be in (0, 10]"},
+      {"vol { gain: -1 }", "gain: must be finite"},
+      {"utterance_cmvn { eps: -1 }", "eps: must be >= 0"},
+  });
+}
+
+// CMVN: every feature's mean over time 0 (and its deviation 1 with
+// norm_vars); transpose swaps the last two dimensions; speed perturbation
+// changes the length as resampling from factor x rate does; vol clamps.
+TEST(AudioOps, CmvnTransposeSpeedAndVol) {
+  const std::vector<uint8_t> wav = Encode(Interleaved(1, 16000), 1, 16000, kWav16);
+  const std::string fbank =
+      "stages { decode_audio {} } stages { kaldi_fbank { num_mel_bins: 8 } } ";
+  auto plain = RunPipeline(*MakePipeline(fbank), wav);
+  auto normed = RunPipeline(
+      *MakePipeline(fbank +
+                    "stages { utterance_cmvn { dim: 0 norm_vars: true } } stages { transpose {} }"),
+      wav);
+  ASSERT_TRUE(plain.status.ok() && normed.status.ok()) << normed.status;
+  ASSERT_THAT(plain.shape, ::testing::ElementsAre(98, 8));
+  ASSERT_THAT(normed.shape, ::testing::ElementsAre(8, 98));
+  const auto* x = reinterpret_cast<const float*>(plain.bytes.data());
+  const auto* y = reinterpret_cast<const float*>(normed.bytes.data());
+  for (int b = 0; b < 8; ++b) {
+    double mean = 0, sq = 0;
+    for (int t = 0; t < 98; ++t) mean += x[t * 8 + b] / 98.0;
+    for (int t = 0; t < 98; ++t) sq += (x[t * 8 + b] - mean) * (x[t * 8 + b] - mean) / 98.0;
+    double got_mean = 0, got_sq = 0;
+    for (int t = 0; t < 98; ++t) {
+      EXPECT_NEAR(y[b * 98 + t], (x[t * 8 + b] - mean) / std::sqrt(sq), 1e-5);
+      got_mean += y[b * 98 + t] / 98.0;
+      got_sq += y[b * 98 + t] * y[b * 98 + t] / 98.0;
+    }
+    EXPECT_NEAR(got_mean, 0, 1e-6);
+    EXPECT_NEAR(got_sq, 1, 1e-5);
+  }
+  for (const auto& [factor, frames] : {std::pair{"0.9", 17778}, {"1.1", 14546}, {"1.0", 16000}}) {
+    auto sped = RunPipeline(
+        *MakePipeline(absl::StrCat(
+            "stages { decode_audio {} } stages { speed_perturb { factors: ", factor, " } }")),
+        wav);
+    ASSERT_TRUE(sped.status.ok()) << sped.status;
+    EXPECT_THAT(sped.shape, ::testing::ElementsAre(1, frames)) << factor;
+  }
+  auto loud = RunPipeline(
+      *MakePipeline(
+          "stages { decode_audio {} } stages { vol { gain: 20 gain_type: GAIN_TYPE_DB } }"),
+      wav);
+  ASSERT_TRUE(loud.status.ok());
+  const auto* v = reinterpret_cast<const float*>(loud.bytes.data());
+  int clamped = 0;
+  for (int t = 0; t < 16000; ++t) {
+    ASSERT_LE(std::abs(v[t]), 1.0f);
+    clamped += std::abs(v[t]) == 1.0f;
+  }
+  EXPECT_GT(clamped, 1000);  // 10x a signal of amplitude 0.5
+}
+
+// Runs `p` on `wav` split at every cut, the value crossing the wire, and
+// expects the bytes and shape of a run in one piece.
+void ExpectEveryCutSame(const Pipeline& p, const std::vector<uint8_t>& wav,
+                        const std::vector<int64_t>& shape) {
+  const int n = p.num_stages();
+  auto reference = RunPipeline(p, wav, 3, 1);
   ASSERT_TRUE(reference.status.ok()) << reference.status;
-  ASSERT_THAT(reference.shape, ::testing::ElementsAre(1, 32, 21));  // 1 + 4000 / 200 frames
+  ASSERT_EQ(std::vector<int64_t>(reference.shape.begin(), reference.shape.end()), shape);
   for (int cut = 1; cut < n; ++cut) {
     Workspace remote, local;
     Sample s;
@@ -401,7 +488,7 @@ TEST(AudioOps, EveryCutGivesTheSameBytes) {
     std::memcpy(s.data, wav.data(), wav.size());
     s.size = wav.size();
     s.shape = {static_cast<int64_t>(wav.size())};
-    ASSERT_TRUE(p->Run(0, cut, s, remote).ok());
+    ASSERT_TRUE(p.Run(0, cut, s, remote).ok());
     proto::SampleValue value;
     ToWire(s, &value);
     proto::SampleValue received;
@@ -411,10 +498,35 @@ TEST(AudioOps, EveryCutGivesTheSameBytes) {
     t.epoch = 1;
     ASSERT_TRUE(FromWire(received, local, t).ok());
     EXPECT_EQ(t.sample_rate, s.sample_rate);
-    ASSERT_TRUE(p->Run(cut, n, t, local).ok()) << cut;
+    ASSERT_TRUE(p.Run(cut, n, t, local).ok()) << cut;
     ASSERT_EQ(t.size, reference.bytes.size());
     EXPECT_EQ(0, std::memcmp(t.data, reference.bytes.data(), t.size)) << "cut " << cut;
   }
+}
+
+TEST(AudioOps, EveryCutGivesTheSameBytes) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
+      "stages { random_segment { seconds: 0.25 } } stages { fix_length { frames: 4000 } } "
+      "stages { mel_spectrogram { n_mels: 32 } } stages { amplitude_to_db { top_db: 60 } } "
+      "stages { frequency_masking { freq_mask_param: 8 } } "
+      "stages { time_masking { time_mask_param: 5 } }",
+      7);
+  // 1 + 4000 / 200 frames.
+  ExpectEveryCutSame(*p, Encode(Interleaved(2, 30000), 2, 44100, kWav16), {1, 32, 21});
+}
+
+// LibriSpeech's recipe: speed perturbation, Kaldi fbank, CMVN, SpecAugment.
+TEST(AudioOps, EveryCutOfASpeechRecipeGivesTheSameBytes) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } "
+      "stages { speed_perturb { factors: [ 1.1 ] } } stages { vol { gain: 2 } } "
+      "stages { kaldi_fbank { num_mel_bins: 40 } } stages { utterance_cmvn { dim: 0 } } "
+      "stages { transpose {} } stages { frequency_masking { freq_mask_param: 8 } } "
+      "stages { time_masking { time_mask_param: 5 } }",
+      7);
+  // 16000 frames at 1.1x: 14546 (ceil(16000 x 10 / 11)); 1 + (14546 - 400) / 160 frames.
+  ExpectEveryCutSame(*p, Encode(Interleaved(1, 16000), 1, 16000, kWav16), {40, 89});
 }
 
 }  // namespace

@@ -99,7 +99,24 @@ TEST(Batch, KeepRefusesAValueOfAnotherShape) {
               HasSubstr("40 bytes where the batch holds 32"));
 }
 
-TEST(Batch, OnlyALastDimensionThatVariesCanBePadded) {
+TEST(Batch, ValuesThatVaryInTheirFirstDimensionArePaddedAlongIt) {
+  // Kaldi features: [frames, bins].
+  Batch batch({ValueKind::kTensor, {-1, 2}}, 2);
+  const std::vector<int64_t> indices = {0, 1};
+  batch.Reset(0, 0, indices);
+  const Value three(3, 2), one(1, 2);
+  ASSERT_TRUE(batch.Keep(0, three.sample).ok());
+  ASSERT_TRUE(batch.Keep(1, one.sample).ok());
+  batch.FinishOk(0, 0, 0);
+  batch.FinishOk(1, 0, 0);
+  batch.Compact();
+  EXPECT_THAT(batch.shape(), ElementsAre(2, 3, 2));
+  EXPECT_THAT(batch.lengths(), ElementsAre(3, 1));
+  EXPECT_THAT(std::vector<float>(batch.floats(), batch.floats() + 12),
+              ElementsAre(1, 2, 101, 102, 201, 202, 1, 2, 0, 0, 0, 0));
+}
+
+TEST(Batch, OnlyOneDimensionThatVariesCanBePadded) {
   EXPECT_EQ(WhyNotBatchable({ValueKind::kImage, {224, 224, 3}}), "");
   EXPECT_EQ(WhyNotBatchable(Features(80)), "");
   ValueType audio{ValueKind::kAudio, {1, -1}};
@@ -107,10 +124,13 @@ TEST(Batch, OnlyALastDimensionThatVariesCanBePadded) {
   audio.sample_rate = 16000;
   EXPECT_EQ(WhyNotBatchable(audio), "");
   EXPECT_THAT(WhyNotBatchable({ValueKind::kAudio, {-1, -1}, 16000}),
-              HasSubstr("varies in more than its last dimension"));
+              HasSubstr("varies in more than one dimension"));
   EXPECT_THAT(WhyNotBatchable({ValueKind::kImage, {-1, -1, 3}}), HasSubstr("no fixed shape"));
   EXPECT_THAT(WhyNotBatchable({ValueKind::kTensor, {3, -1, -1}}),
-              HasSubstr("varies in more than its last dimension"));
+              HasSubstr("varies in more than one dimension"));
+  EXPECT_EQ(WhyNotBatchable({ValueKind::kTensor, {-1, 80}}), "");
+  EXPECT_EQ(VaryingDim({ValueKind::kTensor, {-1, 80}}), 0);
+  EXPECT_EQ(VaryingDim({ValueKind::kTensor, {1, 80, -1}}), 2);
 }
 
 }  // namespace

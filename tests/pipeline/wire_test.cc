@@ -169,12 +169,23 @@ constexpr char kAudio[] = R"pb(
   stages { time_masking { time_mask_param: 4 } }
 )pb";
 
+// The speech-recipe ops (every cut: tests/pipeline/audio_ops_test.cc).
+constexpr char kSpeech[] = R"pb(
+  stages { decode_audio {} }
+  stages { speed_perturb { factors: [ 0.9, 1.0, 1.1 ] } }
+  stages { vol { gain: 0.5 } }
+  stages { kaldi_fbank { num_mel_bins: 40 } }
+  stages { utterance_cmvn { dim: 0 } }
+  stages { transpose {} }
+)pb";
+
 // kEveryOp's custom stage is the example plugin's cutout.
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
   const char* text = name == "every-op"    ? kEveryOp
                      : name == "five-crop" ? kFiveCrop
                      : name == "ten-crop"  ? kTenCrop
                      : name == "audio"     ? kAudio
+                     : name == "speech"    ? kSpeech
                                            : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -187,7 +198,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
-  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio"}) {
+  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

@@ -157,8 +157,8 @@ class Batch:
     Records (audio, or data with transcripts) also come as `fields`, a dict:
     the pipeline's output under its field's name ("audio": a waveform or
     features, zero-padded to the longest in the batch when lengths vary),
-    "audio_lengths" (int64 [batch]: each one's last dimension before
-    padding) when they vary, "label" where the data has classes, "text" (a
+    "audio_lengths" (int64 [batch]: each one's length before padding, along
+    its one dimension that varies: frames) when they vary, "label" where the data has classes, "text" (a
     list of str) where it has transcripts, and "index". `images` is then the
     same tensor as the field's."""
 

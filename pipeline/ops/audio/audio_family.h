@@ -1,5 +1,6 @@
 // The audio op family: decode_audio (libsndfile), downmix, fix_length,
-// random_segment and resample, as torchaudio defines them. builtin_ops.cc
+// random_segment, resample, the spectrograms and masks, speed perturbation,
+// gain, Kaldi filterbanks and CMVN, as torchaudio defines them. builtin_ops.cc
 // registers the family; nothing outside pipeline/ops/audio/ needs more than
 // this header.
 //
@@ -13,6 +14,9 @@ namespace prepflow {
 
 // Registers every op of the family.
 void RegisterAudioOps(OpRegistry* registry);
+// feature_ops.cc's (speed_perturb, vol, kaldi_fbank, utterance_cmvn,
+// transpose): RegisterAudioOps calls it, last.
+void RegisterAudioFeatureOps(OpRegistry* registry);
 
 }  // namespace prepflow
 

@@ -17,38 +17,19 @@
 #include "absl/synchronization/mutex.h"
 #include "pipeline/ops/audio/audio_decode.h"
 #include "pipeline/ops/audio/audio_family.h"
+#include "pipeline/ops/audio/audio_op.h"
 #include "pipeline/ops/audio/resample.h"
 #include "pipeline/ops/audio/spectrogram.h"
 
 namespace prepflow {
 namespace {
 
+using audio::CheckFrames;
+using audio::ExpectAudio;
+using audio::PerRate;
+using audio::Samples;
+using audio::SetAudio;
 using proto::Stage;
-
-absl::Status ExpectAudio(const ValueType& in) {
-  if (in.kind == ValueKind::kAudio) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "expects audio (put a decode_audio stage before it) but gets ", in.DebugString()));
-}
-
-void SetAudio(Sample& s, float* data, int64_t channels, int64_t frames, int rate) {
-  s.kind = ValueKind::kAudio;
-  s.data = reinterpret_cast<uint8_t*>(data);
-  s.size = sizeof(float) * channels * frames;
-  s.shape = {channels, frames};
-  s.view = ImageView();
-  s.sample_rate = rate;
-}
-
-const float* Samples(const Sample& s) { return reinterpret_cast<const float*>(s.data); }
-
-// ResourceExhausted when an op would make audio longer than the limit.
-absl::Status CheckFrames(const StageContext& ctx, const char* op, int64_t frames) {
-  if (ctx.decode == nullptr || frames <= MaxAudioFrames(*ctx.decode)) return absl::OkStatus();
-  return absl::ResourceExhaustedError(
-      absl::StrFormat("%s: %d frames is over the limit (--max-audio-seconds %g at %d Hz)", op,
-                      frames, ctx.decode->max_audio_seconds, kMaxAudioRate));
-}
 
 // ------------------------------------------------------------ decode_audio
 
@@ -201,35 +182,6 @@ class RandomSegmentOp : public Op {
  private:
   Length length_;
   bool pad_ = true;
-};
-
-// What an op makes once per input sample rate (a resampling kernel, a mel
-// filterbank): a dataset has few rates; past kMax distinct ones, the rest
-// are made per sample.
-template <typename T>
-class PerRate {
- public:
-  using Make = std::function<absl::StatusOr<T>(int rate)>;
-  explicit PerRate(Make make) : make_(std::move(make)) {}
-
-  absl::StatusOr<std::shared_ptr<const T>> Get(int rate) const {
-    static constexpr size_t kMax = 32;
-    {
-      absl::MutexLock lock(&mu_);
-      if (auto it = made_.find(rate); it != made_.end()) return it->second;
-    }
-    absl::StatusOr<T> made = make_(rate);
-    if (!made.ok()) return made.status();
-    auto value = std::make_shared<const T>(*std::move(made));
-    absl::MutexLock lock(&mu_);
-    if (made_.size() < kMax) made_.emplace(rate, value);
-    return value;
-  }
-
- private:
-  Make make_;
-  mutable absl::Mutex mu_;
-  mutable absl::flat_hash_map<int, std::shared_ptr<const T>> made_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---------------------------------------------------------------- resample
@@ -460,11 +412,6 @@ class AxisMaskingOp : public Op {
   double p_ = 1;
 };
 
-template <typename T>
-OpFactory FactoryOf() {
-  return [](const proto::Stage& stage) { return T::Create(stage); };
-}
-
 }  // namespace
 
 void RegisterAudioOps(OpRegistry* registry) {
@@ -481,6 +428,7 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kAmplitudeToDb, FactoryOf<AmplitudeToDbOp>());
   registry->Register(Stage::kFrequencyMasking, FactoryOf<AxisMaskingOp>());
   registry->Register(Stage::kTimeMasking, FactoryOf<AxisMaskingOp>());
+  RegisterAudioFeatureOps(registry);
 }
 
 }  // namespace prepflow

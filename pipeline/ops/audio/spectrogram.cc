@@ -46,20 +46,17 @@ float Linspace(double a, double b, int n, int i) {
   return i < n / 2 ? fa + step * static_cast<float>(i) : fb - step * static_cast<float>(n - 1 - i);
 }
 
-// The calling thread's real-FFT plan for size n: a kiss_fftr plan holds
-// the transform's scratch, so each thread needs its own (made once per size;
-// freed when the thread ends).
-kiss_fftr_cfg RealFft(int n) {
+}  // namespace
+
+void* ThreadRealFft(int n) {
   struct Free {
     void operator()(void* p) const { kiss_fftr_free(p); }
   };
   thread_local absl::flat_hash_map<int, std::unique_ptr<void, Free>> plans;
   std::unique_ptr<void, Free>& plan = plans[n];
   if (plan == nullptr) plan.reset(kiss_fftr_alloc(n, 0, nullptr, nullptr));
-  return static_cast<kiss_fftr_cfg>(plan.get());
+  return plan.get();
 }
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int win_length, int hop_length,
                                                        double power) {
@@ -124,7 +121,7 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
     const float* frame = p + t * hop_;
     if (n_fft_ % 2 == 0) {
       for (int k = 0; k < n_fft_; ++k) real[k] = frame[k] * window_[k];
-      kiss_fftr(RealFft(n_fft_), real, spectrum);
+      kiss_fftr(static_cast<kiss_fftr_cfg>(ThreadRealFft(n_fft_)), real, spectrum);
     } else {
       for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
       kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);

@@ -20,6 +20,11 @@
 
 namespace prepflow {
 
+// The calling thread's KISS FFT real-transform plan (a kiss_fftr_cfg) for
+// even size n: a plan holds its transform's scratch, so each thread has its
+// own, made once per size and freed when the thread ends.
+void* ThreadRealFft(int n);
+
 class Stft {
  public:
   // InvalidArgument naming the field for sizes torch.stft refuses.

@@ -134,12 +134,6 @@ absl::StatusOr<Fill3> ReadFill(const google::protobuf::RepeatedField<int32_t>& f
 // An interpolation field as the resampler of Pillow's transforms.
 absl::StatusOr<Resample> ReadResample(proto::Interpolation interp);
 
-// The factory of an op class with `static StatusOr<unique_ptr<Op>> Create(const Stage&)`.
-template <typename T>
-OpFactory FactoryOf() {
-  return [](const proto::Stage& stage) { return T::Create(stage); };
-}
-
 // Register image_ops.cc's, color_ops.cc's, geometry_ops.cc's,
 // augment_ops.cc's and tensor_ops.cc's ops (image_family.cc calls them all).
 void RegisterBasicImageOps(OpRegistry* registry);

@@ -43,7 +43,6 @@ namespace {
 using proto::Stage;
 
 using detail::ExpectImage;
-using detail::FactoryOf;
 using detail::ImageMat;
 using detail::OutputSize;
 using detail::RandomImageOp;

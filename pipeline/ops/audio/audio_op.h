@@ -1,0 +1,81 @@
+// What the audio ops share (internal to pipeline/ops/audio/): type checks,
+// setting an audio value, the frame limit, and a per-rate cache of what an
+// op makes for each sample rate.
+//
+// Thread-safety: the functions are pure; PerRate::Get may be called
+// concurrently.
+#ifndef PREPFLOW_PIPELINE_OPS_AUDIO_AUDIO_OP_H_
+#define PREPFLOW_PIPELINE_OPS_AUDIO_AUDIO_OP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "pipeline/core/op.h"
+
+namespace prepflow::audio {
+
+inline absl::Status ExpectAudio(const ValueType& in) {
+  if (in.kind == ValueKind::kAudio) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "expects audio (put a decode_audio stage before it) but gets ", in.DebugString()));
+}
+
+inline void SetAudio(Sample& s, float* data, int64_t channels, int64_t frames, int rate) {
+  s.kind = ValueKind::kAudio;
+  s.data = reinterpret_cast<uint8_t*>(data);
+  s.size = sizeof(float) * channels * frames;
+  s.shape = {channels, frames};
+  s.view = ImageView();
+  s.sample_rate = rate;
+}
+
+inline const float* Samples(const Sample& s) { return reinterpret_cast<const float*>(s.data); }
+
+// ResourceExhausted when an op would make audio longer than the limit.
+inline absl::Status CheckFrames(const StageContext& ctx, const char* op, int64_t frames) {
+  if (ctx.decode == nullptr || frames <= MaxAudioFrames(*ctx.decode)) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("%s: %d frames is over the limit (--max-audio-seconds %g at %d Hz)", op,
+                      frames, ctx.decode->max_audio_seconds, kMaxAudioRate));
+}
+
+// What an op makes once per input sample rate (a resampling kernel, a mel
+// filterbank): a dataset has few rates; past kMax distinct ones, the rest
+// are made per sample.
+template <typename T>
+class PerRate {
+ public:
+  using Make = std::function<absl::StatusOr<T>(int rate)>;
+  explicit PerRate(Make make) : make_(std::move(make)) {}
+
+  absl::StatusOr<std::shared_ptr<const T>> Get(int rate) const {
+    static constexpr size_t kMax = 32;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = made_.find(rate); it != made_.end()) return it->second;
+    }
+    absl::StatusOr<T> made = make_(rate);
+    if (!made.ok()) return made.status();
+    auto value = std::make_shared<const T>(*std::move(made));
+    absl::MutexLock lock(&mu_);
+    if (made_.size() < kMax) made_.emplace(rate, value);
+    return value;
+  }
+
+ private:
+  Make make_;
+  mutable absl::Mutex mu_;
+  mutable absl::flat_hash_map<int, std::shared_ptr<const T>> made_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace prepflow::audio
+
+#endif  // PREPFLOW_PIPELINE_OPS_AUDIO_AUDIO_OP_H_

@@ -1,0 +1,309 @@
+// The speech-recipe ops: speed_perturb and vol on waveforms, kaldi_fbank
+// (Kaldi's filterbank features, kaldi.h), utterance_cmvn and transpose on
+// features, as torchaudio (and ESPnet, for CMVN) define them.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pipeline/ops/audio/audio_family.h"
+#include "pipeline/ops/audio/audio_op.h"
+#include "pipeline/ops/audio/kaldi.h"
+#include "pipeline/ops/audio/resample.h"
+
+namespace prepflow {
+namespace {
+
+using audio::CheckFrames;
+using audio::ExpectAudio;
+using audio::PerRate;
+using audio::Samples;
+using audio::SetAudio;
+using proto::Stage;
+
+absl::Status ExpectTensor(const ValueType& in, size_t min_rank, const char* what) {
+  if (in.kind == ValueKind::kTensor && in.shape.size() >= min_rank) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("expects ", what, " but gets ", in.DebugString()));
+}
+
+void SetTensor(Sample& s, float* data, Shape shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  s.kind = ValueKind::kTensor;
+  s.data = reinterpret_cast<uint8_t*>(data);
+  s.size = n * sizeof(float);
+  s.shape = std::move(shape);
+  s.sample_rate = 0;
+}
+
+// ----------------------------------------------------------- speed_perturb
+
+class SpeedPerturbOp : public Op {
+ public:
+  static constexpr int kMaxFactors = 16;
+
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    auto op = std::make_unique<SpeedPerturbOp>();
+    for (const double f : stage.speed_perturb().factors()) {
+      if (!(f > 0 && f <= 10)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("factors: each must be in (0, 10], got %g", f));
+      }
+      op->factors_.push_back(f);
+    }
+    if (op->factors_.empty() || op->factors_.size() > kMaxFactors) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("factors: give 1 to %d speeds (e.g. [0.9, 1.0, 1.1])", kMaxFactors));
+    }
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    return ValueType{ValueKind::kAudio, {in.shape[0], -1}, in.sample_rate};
+  }
+
+  // torchaudio.functional.speed: resample from int(factor * rate) to rate.
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    const auto pick =
+        static_cast<int>(rng.UniformInt(0, static_cast<int64_t>(factors_.size()) - 1));
+    const int rate = s.sample_rate;
+    const auto source = static_cast<int64_t>(factors_[pick] * rate);
+    if (source == rate) return absl::OkStatus();
+    absl::StatusOr<std::shared_ptr<const ResampleKernel>> kernel =
+        kernels_.Get(rate * kMaxFactors + pick);
+    if (!kernel.ok()) return kernel.status();
+    const int64_t channels = s.shape[0], frames = s.shape[1];
+    const int64_t n = (*kernel)->OutputFrames(frames);
+    if (absl::Status st = CheckFrames(ctx, "speed_perturb", n); !st.ok()) return st;
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n + 1));
+    for (int64_t c = 0; c < channels; ++c) {
+      (*kernel)->Apply(Samples(s) + c * frames, frames, out + c * n);
+    }
+    SetAudio(s, out, channels, n, rate);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<double> factors_;
+  // Keyed by rate x kMaxFactors + the factor's place.
+  PerRate<ResampleKernel> kernels_{[this](int key) -> absl::StatusOr<ResampleKernel> {
+    const int rate = key / kMaxFactors;
+    const double factor = factors_[key % kMaxFactors];
+    absl::StatusOr<ResampleKernel> k =
+        ResampleKernel::Make(static_cast<int>(factor * rate), rate, ResampleParams());
+    if (!k.ok()) {
+      return absl::InvalidArgumentError(absl::StrFormat("speed_perturb: factor %g at %d Hz: %s",
+                                                        factor, rate, k.status().message()));
+    }
+    return k;
+  }};
+};
+
+// --------------------------------------------------------------------- vol
+
+class VolOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::Vol& p = stage.vol();
+    if (!std::isfinite(p.gain()) || (p.gain_type() != proto::Vol::GAIN_TYPE_DB && p.gain() < 0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "gain: must be finite, and >= 0 for an amplitude or power ratio; got %g", p.gain()));
+    }
+    auto op = std::make_unique<VolOp>();
+    // Vol: amplitude as it is; F.gain(x, db) multiplies by 10^(db / 20);
+    // power is 10 log10(gain) decibels. Each a float32 multiply.
+    const double db =
+        p.gain_type() == proto::Vol::GAIN_TYPE_POWER ? 10 * std::log10(p.gain()) : p.gain();
+    op->ratio_ = static_cast<float>(
+        p.gain_type() == proto::Vol::GAIN_TYPE_AMPLITUDE ? p.gain() : std::pow(10.0, db / 20));
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    return in;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t n = s.size / sizeof(float);
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = Samples(s);
+    for (size_t i = 0; i < n; ++i) out[i] = std::clamp(in[i] * ratio_, -1.0f, 1.0f);
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  float ratio_ = 1;
+};
+
+// ------------------------------------------------------------- kaldi_fbank
+
+class KaldiFbankOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    auto op = std::make_unique<KaldiFbankOp>();
+    op->options_ = stage.kaldi_fbank();
+    // Checked at 16 kHz now (each sample's rate when its plan is made).
+    absl::StatusOr<KaldiFbank> at16k = KaldiFbank::Make(op->options_, 16000);
+    if (!at16k.ok()) return at16k.status();
+    op->columns_ = at16k->columns();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    int64_t frames = -1;
+    if (in.sample_rate > 0 && in.shape[1] >= 0) {
+      absl::StatusOr<std::shared_ptr<const KaldiFbank>> plan = plans_.Get(in.sample_rate);
+      if (!plan.ok()) return plan.status();
+      absl::StatusOr<int64_t> n = (*plan)->Frames(in.shape[1]);
+      if (!n.ok()) return n.status();
+      frames = *n;
+    }
+    return ValueType{ValueKind::kTensor, {frames, columns_}};
+  }
+
+  // torchaudio's channel=-1: the first channel.
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    absl::StatusOr<std::shared_ptr<const KaldiFbank>> plan = plans_.Get(s.sample_rate);
+    if (!plan.ok()) return plan.status();
+    absl::StatusOr<int64_t> frames = (*plan)->Frames(s.shape[1]);
+    if (!frames.ok()) return frames.status();
+    auto* out =
+        reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * *frames * columns_ + 1));
+    thread_local std::vector<float> scratch;
+    (*plan)->Apply(Samples(s), s.shape[1], out, &scratch);
+    SetTensor(s, out, {*frames, columns_});
+    return absl::OkStatus();
+  }
+
+ private:
+  proto::KaldiFbank options_;
+  int64_t columns_ = 0;
+  PerRate<KaldiFbank> plans_{[this](int rate) { return KaldiFbank::Make(options_, rate); }};
+};
+
+// ---------------------------------------------------------- utterance_cmvn
+
+class UtteranceCmvnOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::UtteranceCmvn& p = stage.utterance_cmvn();
+    if (!(p.eps() >= 0 && std::isfinite(p.eps()))) {
+      return absl::InvalidArgumentError(absl::StrFormat("eps: must be >= 0, got %g", p.eps()));
+    }
+    auto op = std::make_unique<UtteranceCmvnOp>();
+    op->dim_ = p.dim();
+    op->norm_vars_ = p.norm_vars();
+    op->eps_ = p.eps();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectTensor(in, 1, "features (a tensor)"); !s.ok()) return s;
+    const auto rank = static_cast<int>(in.shape.size());
+    if (dim_ < -rank || dim_ >= rank) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dim: %d is not a dimension of %s", dim_, in.DebugString()));
+    }
+    return in;
+  }
+
+  // Per position off `dim`: the mean over it (and the standard deviation,
+  // two-pass, at least eps), in double, each value rounded once.
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const auto rank = static_cast<int>(s.shape.size());
+    const int d = dim_ < 0 ? dim_ + rank : dim_;
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < rank; ++i) {
+      if (i < d) outer *= s.shape[i];
+      if (i > d) inner *= s.shape[i];
+    }
+    const int64_t n = s.shape[d];
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = reinterpret_cast<const float*>(s.data);
+    for (int64_t o = 0; o < outer && n > 0; ++o) {
+      for (int64_t k = 0; k < inner; ++k) {
+        const int64_t base = o * n * inner + k;
+        double sum = 0;
+        for (int64_t t = 0; t < n; ++t) sum += in[base + t * inner];
+        const double mean = sum / static_cast<double>(n);
+        double scale = 1;
+        if (norm_vars_) {
+          double sq = 0;
+          for (int64_t t = 0; t < n; ++t) {
+            const double v = in[base + t * inner] - mean;
+            sq += v * v;
+          }
+          scale = 1 / std::max(std::sqrt(sq / static_cast<double>(n)), eps_);
+        }
+        for (int64_t t = 0; t < n; ++t) {
+          out[base + t * inner] = static_cast<float>((in[base + t * inner] - mean) * scale);
+        }
+      }
+    }
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  int dim_ = -1;
+  bool norm_vars_ = false;
+  double eps_ = 1e-20;
+};
+
+// --------------------------------------------------------------- transpose
+
+class TransposeOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage&) {
+    return std::make_unique<TransposeOp>();
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectTensor(in, 2, "a tensor of two or more dimensions"); !s.ok()) {
+      return s;
+    }
+    ValueType out = in;
+    std::swap(out.shape[out.shape.size() - 1], out.shape[out.shape.size() - 2]);
+    return out;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t rank = s.shape.size();
+    const int64_t rows = s.shape[rank - 2], cols = s.shape[rank - 1];
+    const int64_t planes =
+        rows * cols == 0 ? 0 : static_cast<int64_t>(s.size / sizeof(float)) / (rows * cols);
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = reinterpret_cast<const float*>(s.data);
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* a = in + p * rows * cols;
+      float* b = out + p * rows * cols;
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) b[c * rows + r] = a[r * cols + c];
+      }
+    }
+    Shape shape = s.shape;
+    std::swap(shape[rank - 1], shape[rank - 2]);
+    SetTensor(s, out, std::move(shape));
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+void RegisterAudioFeatureOps(OpRegistry* registry) {
+  registry->Register(Stage::kSpeedPerturb, FactoryOf<SpeedPerturbOp>());
+  registry->Register(Stage::kVol, FactoryOf<VolOp>());
+  registry->Register(Stage::kKaldiFbank, FactoryOf<KaldiFbankOp>());
+  registry->Register(Stage::kUtteranceCmvn, FactoryOf<UtteranceCmvnOp>());
+  registry->Register(Stage::kTranspose, FactoryOf<TransposeOp>());
+}
+
+}  // namespace prepflow

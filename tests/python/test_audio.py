@@ -214,6 +214,45 @@ class Parity(unittest.TestCase):
             want = ((x - x.mean(axis=0)) / np.maximum(x.std(axis=0), 1e-20)).T
             self.assertLessEqual(float((np.abs(got - want) / (1 + np.abs(want))).max()), 1e-6)
 
+    def test_a_torchaudio_sequential_translates(self):
+        # Each WAV/FLAC clip (exact decodes) through torchaudio's own
+        # Sequential, made for the clip's rate, and through the loader.
+        rate = 16000
+        def sequential(orig):
+            return torch.nn.Sequential(
+                torchaudio.transforms.Vol(0.5),
+                torchaudio.transforms.Resample(orig, rate),
+                torchaudio.transforms.MelSpectrogram(rate, n_fft=512, hop_length=160, n_mels=40),
+                torchaudio.transforms.AmplitudeToDB(top_db=80))
+        loader = prepflow.Loader(ROOT, transform=sequential(44100), batch_size=1, shuffle=False)
+        self.assertIn('name: "torchaudio"',
+                      prepflow.transforms.to_pipeline_text(sequential(44100)))
+        checked = 0
+        for path, record in zip(files(), loader):
+            if bound(path) != 0:
+                continue
+            wave, sr = torchaudio.load(path)
+            want = sequential(sr)(wave.mean(0, keepdim=True))
+            n = int(record["audio_lengths"][0])
+            got = record["audio"][0, ..., :n]
+            self.assertEqual(got.shape, want.shape, path)
+            loud = want >= want.max() - 50  # within 50 dB of the peak
+            self.assertLessEqual(float((got - want).abs()[loud].max()), 1e-3, path)
+            checked += 1
+        loader.close()
+        self.assertGreaterEqual(checked, 4)
+        masks = prepflow.transforms.to_stages(torch.nn.Sequential(
+            torchaudio.transforms.FrequencyMasking(8), torchaudio.transforms.TimeMasking(10, p=0.5)))
+        self.assertEqual([s.text() for s in masks[2:]],
+                         ["frequency_masking { freq_mask_param: 8 }",
+                          "time_masking { time_mask_param: 10 p: 0.5 }"])
+        for bad, why in ((torchaudio.transforms.MFCC(), "no MFCC yet"),
+                         (torchaudio.transforms.FrequencyMasking(8, iid_masks=True), "iid_masks"),
+                         (torchaudio.transforms.MelSpectrogram(center=False), "center")):
+            with self.assertRaisesRegex(ValueError, "cannot translate %s.*%s"
+                                        % (type(bad).__name__, why)):
+                prepflow.Loader(ROOT, transform=torch.nn.Sequential(bad))
+
     def test_random_segments_are_windows_and_repeat_by_seed(self):
         pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=8000),
                     ops.RandomSegment(seconds=0.25)]

@@ -19,6 +19,7 @@ Loader(python_tail=...), it and everything after it run in Python on the
 trainer (`split`). prepflow.ops objects may be mixed in and pass through
 unchanged.
 """
+from . import _audio_transforms as _audio
 from . import ops
 
 __all__ = ["to_stages", "to_pipeline_text", "split", "TRANSLATED"]
@@ -36,6 +37,8 @@ def _flatten(transform):
         return out
     if type(transform).__name__ == "Compose" and hasattr(transform, "transforms"):
         return _flatten(list(transform.transforms))
+    if type(transform).__name__ == "Sequential" and hasattr(transform, "children"):
+        return _flatten(list(transform.children()))  # torch.nn.Sequential (torchaudio's)
     return [transform]
 
 
@@ -466,9 +469,12 @@ def _translate_one(t, stages, pending):
 
 def to_stages(transform):
     """The prepflow stages for a torchvision transform (a Compose, a list, or
-    one transform), starting with decode. ValueError for one it cannot
-    translate."""
+    one transform), starting with decode; or for torchaudio transforms (an
+    nn.Sequential or a list; see _audio_transforms), starting with
+    decode_audio. ValueError for one it cannot translate."""
     items = _flatten(transform)
+    if any(_audio.is_torchaudio(t) for t in items):
+        return _audio.to_stages(items)
     stages, pending = [ops.Decode()], []
     for i, t in enumerate(items + [None]):
         try:
@@ -497,6 +503,9 @@ def split(transform):
     from the first one prepflow cannot translate on, or None when every one
     translates). The tail is what Loader(python_tail=...) runs in Python."""
     items = _flatten(transform)
+    if any(_audio.is_torchaudio(t) for t in items):
+        raise ValueError("python_tail: not for torchaudio transforms yet; translate them all "
+                         "(docs/audio.md lists what translates)")
     stages, pending = [ops.Decode()], []
     for i, t in enumerate(items):
         if isinstance(t, ops.Op):
@@ -583,6 +592,10 @@ def to_batch_ops(batch_ops):
     return out
 
 
-def to_pipeline_text(transform, name="torchvision"):
-    """`to_stages` as pipeline text (what `prepflow run --pipeline` reads)."""
+def to_pipeline_text(transform, name=None):
+    """`to_stages` as pipeline text (what `prepflow run --pipeline` reads),
+    named `name` (default: "torchaudio" or "torchvision")."""
+    if name is None:
+        audio = any(_audio.is_torchaudio(t) for t in _flatten(transform))
+        name = "torchaudio" if audio else "torchvision"
     return ops.pipeline_text(to_stages(transform), name=name)

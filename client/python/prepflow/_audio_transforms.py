@@ -1,0 +1,121 @@
+"""torchaudio transforms in, prepflow stages out (used by prepflow.transforms).
+
+    import torch, torchaudio.transforms as AT
+    transform = torch.nn.Sequential(
+        AT.Resample(44100, 16000), AT.MelSpectrogram(16000, n_mels=80),
+        AT.AmplitudeToDB(top_db=80), AT.FrequencyMasking(27), AT.TimeMasking(40))
+    loader = prepflow.Loader("train.jsonl", transform=transform)
+
+A pipeline starts with `decode_audio` (what torchaudio.load does) and, since a
+batch needs one channel count, `downmix` unless `downmix=False`
+(waveform.mean(0, keepdim=True), which mono files pass unchanged). Each
+transform's parameters are read from the object, after torchaudio's own
+checks. `Resample` converts from each file's own rate (torchaudio assumes
+`orig_freq`), and `MelSpectrogram` builds its filterbank for the rate the
+audio has (torchaudio for `sample_rate`): the same where the files are at
+the rates the transforms name, which a preceding Resample makes sure of.
+"""
+from . import ops
+
+# The transforms that translate, by class name.
+AUDIO_TRANSLATED = ("Resample", "MelSpectrogram", "AmplitudeToDB", "FrequencyMasking",
+                    "TimeMasking", "Vol")
+
+_NOT_NATIVE = {
+    "Spectrogram": "prepflow has mel_spectrogram and kaldi_fbank, not a plain spectrogram yet",
+    "MFCC": "prepflow has no MFCC yet (kaldi_fbank and mel_spectrogram + amplitude_to_db are "
+            "there)",
+    "TimeStretch": "prepflow has no phase vocoder yet",
+    "SlidingWindowCmn": "prepflow has per-utterance CMVN (ops.UtteranceCmvn), not a sliding "
+                        "window",
+}
+
+
+class Untranslatable(ValueError):
+    pass
+
+
+def is_torchaudio(t):
+    return type(t).__module__.startswith("torchaudio.")
+
+
+def _resample(t):
+    method = {"sinc_interpolation": "METHOD_SINC_HANN", "sinc_interp_hann": "METHOD_SINC_HANN",
+              "kaiser_window": "METHOD_SINC_KAISER",
+              "sinc_interp_kaiser": "METHOD_SINC_KAISER"}.get(t.resampling_method)
+    if method is None:
+        raise Untranslatable(f"resampling_method {t.resampling_method!r}")
+    fields = dict(rate=int(t.new_freq), lowpass_filter_width=int(t.lowpass_filter_width),
+                  rolloff=float(t.rolloff), method=method)
+    if method == "METHOD_SINC_KAISER" and t.beta is not None:
+        fields["beta"] = float(t.beta)
+    return [ops.Resample(**fields)]
+
+
+def _mel_spectrogram(t):
+    import torch
+    spec, mel = t.spectrogram, t.mel_scale
+    why = [(spec.pad != 0, "pad"), (spec.normalized, "normalized"), (not spec.center, "center"),
+           (spec.pad_mode != "reflect", "pad_mode"), (not spec.onesided, "onesided"),
+           (spec.power is None, "power=None (a complex spectrogram)"),
+           (not torch.equal(spec.window, torch.hann_window(spec.win_length)), "window_fn"),
+           (mel.norm not in (None, "slaney"), "norm"),
+           (mel.mel_scale not in ("htk", "slaney"), "mel_scale")]
+    for bad, field in why:
+        if bad:
+            raise Untranslatable(f"{field}: prepflow's mel_spectrogram has torchaudio's "
+                                 f"defaults there (a centred, reflect-padded, one-sided "
+                                 f"Hann STFT)")
+    return [ops.MelSpectrogram(n_fft=int(spec.n_fft), win_length=int(spec.win_length),
+                               hop_length=int(spec.hop_length), f_min=float(mel.f_min),
+                               f_max=float(mel.f_max), n_mels=int(mel.n_mels),
+                               power=float(spec.power), slaney_scale=mel.mel_scale == "slaney",
+                               slaney_norm=mel.norm == "slaney")]
+
+
+def _amplitude_to_db(t):
+    if t.amin != 1e-10 or t.ref_value != 1.0:
+        raise Untranslatable("amin and ref_value must be torchaudio's (1e-10, 1.0)")
+    return [ops.AmplitudeToDb(magnitude=t.stype == "magnitude",
+                              top_db=0.0 if t.top_db is None else float(t.top_db))]
+
+
+def _masking(t):
+    if t.iid_masks:
+        raise Untranslatable("iid_masks=True: prepflow draws one mask for every channel")
+    if type(t).__name__ == "FrequencyMasking":
+        return [ops.FrequencyMasking(freq_mask_param=int(t.mask_param))]
+    return [ops.TimeMasking(time_mask_param=int(t.mask_param), p=float(t.p))]
+
+
+def _vol(t):
+    kind = {"amplitude": "GAIN_TYPE_AMPLITUDE", "power": "GAIN_TYPE_POWER",
+            "db": "GAIN_TYPE_DB"}[t.gain_type]
+    return [ops.Vol(gain=float(t.gain), gain_type=kind)]
+
+
+_TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
+                "AmplitudeToDB": _amplitude_to_db, "FrequencyMasking": _masking,
+                "TimeMasking": _masking, "Vol": _vol}
+
+
+def to_stages(items, downmix=True):
+    """The stages for `items` (torchaudio transforms and prepflow.ops, in
+    order): decode_audio, downmix (unless told not), then each. ValueError
+    naming the first that does not translate."""
+    stages = [ops.DecodeAudio()] + ([ops.Downmix()] if downmix else [])
+    for i, t in enumerate(items):
+        if isinstance(t, ops.Op):
+            stages.append(t)
+            continue
+        name = type(t).__name__
+        try:
+            if not is_torchaudio(t) or name not in _TRANSLATORS:
+                raise Untranslatable(_NOT_NATIVE.get(name, "prepflow has no equivalent"))
+            stages.extend(_TRANSLATORS[name](t))
+        except Untranslatable as e:
+            raise ValueError(
+                f"transform: cannot translate {name} (item {i + 1} of {len(items)}): {e}. "
+                f"prepflow translates torchaudio's {', '.join(AUDIO_TRANSLATED)}, and "
+                f"prepflow.ops objects (docs/audio.md)") from None
+    return stages

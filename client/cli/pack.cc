@@ -5,8 +5,10 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/flags.h"
+#include "base/text.h"
 #include "client/cli/commands.h"
 #include "client/cli/shards.h"
 #include "client/datasets.h"
@@ -42,9 +44,14 @@ int PackCommand(Console& console, int argc, char** argv) {
   if (absl::Status s = output.Prepare(out, &options); !s.ok()) return console.Failure("pack", s);
   proto::DatasetSpec dspec;
   dspec.set_path(data);
-  dspec.set_format(proto::DatasetSpec::FORMAT_IMAGEFOLDER);
   auto dataset = OpenClientDataset(dspec, RemoteReadOptions());
   if (!dataset.ok()) return console.Failure("pack", dataset.status());
+  if (std::string((*dataset)->format()) == "wds") {
+    return console.Failure(
+        "pack", absl::InvalidArgumentError(absl::StrCat(
+                    "--data ", SafeText(data),
+                    " is WebDataset shards already; pack reads a folder or a manifest")));
+  }
   Progress progress;
   const int64_t total = (*dataset)->size();
   const int64_t t0 = WallNanos();

@@ -138,7 +138,8 @@ absl::StatusOr<std::vector<std::string>> LocalShards(const std::string& spec) {
   return shards;
 }
 
-// Sample i's members: "%09d.<ext>" (`bytes`), "%09d.cls" (its label) and
+// Sample i's members: "%09d.<ext>" (`bytes`), "%09d.txt" (its transcript,
+// where the dataset has them), "%09d.cls" (its label, where it has one) and
 // "%09d.class" (its class's name, where the dataset has names).
 absl::Status AddSample(const Dataset& dataset, int64_t i, const std::string& bytes,
                        const std::string& ext, ShardWriter* shard) {
@@ -147,6 +148,19 @@ absl::Status AddSample(const Dataset& dataset, int64_t i, const std::string& byt
       !s.ok()) {
     return s;
   }
+  if (dataset.has_texts()) {
+    const std::string& text = dataset.text(i);
+    if (text.size() > kMaxTranscriptBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dataset.SamplePath(i), ": its transcript of ", text.size(),
+                       " bytes is over the ", kMaxTranscriptBytes, " a shard index carries"));
+    }
+    if (absl::Status s = shard->Add(absl::StrCat(key, ".txt"), text.data(), text.size(), text);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (dataset.label(i) < 0) return absl::OkStatus();  // none: no .cls
   const std::string label = absl::StrCat(dataset.label(i));
   if (absl::Status s = shard->Add(absl::StrCat(key, ".cls"), label.data(), label.size(), label);
       !s.ok()) {

@@ -103,9 +103,12 @@ bool IsLabelMember(absl::string_view name) {
 
 bool IsClassNameMember(absl::string_view name) { return Extension(name) == "class"; }
 
+bool IsTranscriptMember(absl::string_view name) { return Extension(name) == "txt"; }
+
 uint64_t TextLimit(absl::string_view name) {
   if (IsLabelMember(name)) return kMaxLabelBytes;
   if (IsClassNameMember(name)) return kMaxClassNameBytes;
+  if (IsTranscriptMember(name)) return kMaxTranscriptBytes;
   return 0;
 }
 
@@ -116,12 +119,12 @@ absl::StatusOr<ShardIndex> IndexShard(const ByteSource& shard) {
   absl::Status scanned = ScanTar(source, [&](const TarMember& m) -> absl::Status {
     IndexedMember member{m.name, m.offset, m.size, ""};
     if (m.size > 0 && m.size <= TextLimit(m.name)) {
-      char text[kMaxClassNameBytes];
-      if (absl::Status s = source.ReadAt(m.offset, m.size, reinterpret_cast<uint8_t*>(text));
+      std::string text(m.size, '\0');
+      if (absl::Status s = source.ReadAt(m.offset, m.size, reinterpret_cast<uint8_t*>(text.data()));
           !s.ok()) {
         return s;
       }
-      member.text = std::string(absl::StripAsciiWhitespace(absl::string_view(text, m.size)));
+      member.text = std::string(absl::StripAsciiWhitespace(text));
     }
     if (index.members.size() >= kMaxShardMembers) {
       return absl::ResourceExhaustedError(

@@ -1,7 +1,7 @@
 // The index of a WebDataset shard: its members' names, offsets and sizes, and
-// the text of its small text members (labels, class names), so that a remote
-// shard's samples are read with one range request each and its labels with
-// none.
+// the text of its small text members (labels, class names, transcripts), so
+// that a remote shard's samples are read with one range request each and
+// their labels and transcripts with none.
 //
 // An index is made by one pass over the shard's headers (IndexShard) or read
 // from the shard's sidecar, <shard>.idx, which `prepflow pack` and
@@ -37,6 +37,10 @@ namespace prepflow {
 // them) of at most kMaxClassNameBytes. Longer ones carry none.
 inline constexpr uint64_t kMaxLabelBytes = 31;
 inline constexpr uint64_t kMaxClassNameBytes = 255;
+// Transcripts (key.txt) of at most kMaxTranscriptBytes; a longer one fails
+// its sample. (Sidecars written before transcripts were indexed carry none:
+// `prepflow index` writes them again.)
+inline constexpr uint64_t kMaxTranscriptBytes = 16384;
 // Members one shard may have (WebDataset shards hold thousands): a remote
 // shard claiming terabytes of tiny members, or a sidecar of millions of
 // lines, is refused before its index outgrows memory.
@@ -62,6 +66,8 @@ struct ShardIndex {
 bool IsLabelMember(absl::string_view name);
 // Whether it names a sample's class (extension class).
 bool IsClassNameMember(absl::string_view name);
+// Whether it is a sample's transcript (extension txt).
+bool IsTranscriptMember(absl::string_view name);
 // The most bytes of text a member named `name` carries in an index: 0 for
 // one that is not a text member.
 uint64_t TextLimit(absl::string_view name);

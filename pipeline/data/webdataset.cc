@@ -49,10 +49,11 @@ class WebDataset : public Dataset {
       }
     }
     if (ds->samples_.empty()) {
-      return absl::NotFoundError(
-          absl::StrCat("no images (key.jpg, key.png, ...) in the shards at ", root));
+      return absl::NotFoundError(absl::StrCat(
+          "no images or audio (key.jpg, key.png, key.flac, ...) in the shards at ", root));
     }
     ds->TakeClassNames();
+    if (ds->has_texts_) ds->texts_ = std::move(ds->sample_texts_);
     return ds;
   }
 
@@ -193,35 +194,72 @@ class WebDataset : public Dataset {
     return absl::StrFormat("%s/%016x.idx", access.cache_dir, XXH3_64bits(key.data(), key.size()));
   }
 
-  // Groups the members of shard `shards_.size() - 1` into samples. Members of
-  // one sample are adjacent; a sample is complete when the key changes. A key
-  // seen before (in this shard or an earlier one) is FailedPrecondition: a
+  // The sample being grouped: its media member, label, class name and
+  // transcript, or the error that fails it.
+  struct Pending {
+    Entry media{};
+    bool has_media = false;
+    int64_t label = -1;
+    std::string class_name;  // from key.class
+    std::string text;        // from key.txt
+    absl::Status error;
+    std::string error_member;
+
+    // Takes member `m` (extension `ext`, lower case) of shard `shard` at `path`.
+    void Take(const IndexedMember& m, const std::string& ext, int shard, const std::string& path) {
+      // The last part names the format ("p<tag>.pfv", "left.jpg").
+      const size_t last = ext.rfind('.');
+      const std::string format = last == std::string::npos ? ext : ext.substr(last + 1);
+      if ((IsImageExtension(format) || IsAudioExtension(format)) && !has_media) {
+        media = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
+        has_media = true;
+      } else if (IsClassNameMember(m.name)) {
+        class_name = m.text;
+      } else if (IsTranscriptMember(m.name) && error.ok()) {
+        text = m.text;
+        if (m.size > kMaxTranscriptBytes) {
+          Fail(m.name, absl::StrCat(path, ":", SafeText(m.name), ": transcript of ", m.size,
+                                    " bytes is over the limit of ", kMaxTranscriptBytes));
+        }
+      } else if (IsLabelMember(m.name) && error.ok()) {
+        if (!absl::SimpleAtoi(m.text, &label) || label < 0) {
+          Fail(m.name,
+               absl::StrCat(path, ":", SafeText(m.name), ": label is not a non-negative integer"));
+        }
+      }
+    }
+    void Fail(const std::string& member, const std::string& why) {
+      error = absl::DataLossError(why);
+      error_member = member;
+    }
+  };
+
+  // Adds the pending sample (if it has media or an error) and starts anew.
+  void Flush(Pending* p, int shard, const std::string& path) {
+    if (!p->error.ok()) {
+      samples_.push_back(Entry{shard, p->error_member, 0, 0, std::move(p->error)});
+      labels_.push_back(-1);
+      sample_texts_.emplace_back();
+    } else if (p->has_media) {
+      samples_.push_back(p->media);
+      labels_.push_back(p->label);
+      sample_texts_.push_back(std::move(p->text));
+      if (p->label >= 0 && !p->class_name.empty()) NameClass(p->label, p->class_name, path);
+    }
+    *p = Pending();
+  }
+
+  // Groups the members of shard `shards_.size() - 1` into samples: a
+  // sample's media is its first image or audio member. Members of one sample
+  // are adjacent; a sample is complete when the key changes. A key seen
+  // before (in this shard or an earlier one) is FailedPrecondition: a
   // WebDataset key names one sample, and a repeated one is most often a
   // stale shard read beside new ones.
   absl::Status Group(const ShardIndex& index, absl::flat_hash_map<std::string, int>* keys) {
     const int shard = static_cast<int>(shards_.size()) - 1;
     const std::string& path = shards_.back()->name();
     std::string key;
-    Entry image{};
-    bool has_image = false;
-    int64_t label = -1;
-    std::string class_name;  // of the pending sample, from key.class
-    absl::Status error;      // of the pending sample
-    std::string error_member;
-    auto flush = [&]() {
-      if (!error.ok()) {
-        samples_.push_back(Entry{shard, error_member, 0, 0, std::move(error)});
-        labels_.push_back(-1);
-      } else if (has_image) {
-        samples_.push_back(image);
-        labels_.push_back(label);
-        if (label >= 0 && !class_name.empty()) NameClass(label, class_name, path);
-      }
-      has_image = false;
-      label = -1;
-      class_name.clear();
-      error = absl::OkStatus();
-    };
+    Pending pending;
     for (const IndexedMember& m : index.members) {
       const size_t slash = m.name.rfind('/');
       const size_t dot = m.name.find('.', slash == std::string::npos ? 0 : slash + 1);
@@ -229,7 +267,7 @@ class WebDataset : public Dataset {
       const std::string ext =
           dot == std::string::npos ? "" : absl::AsciiStrToLower(m.name.substr(dot + 1));
       if (k != key) {
-        flush();
+        Flush(&pending, shard, path);
         key = k;
         const auto [seen, added] = keys->emplace(k, shard);
         if (!added) {
@@ -240,28 +278,17 @@ class WebDataset : public Dataset {
               "pack --overwrite replaces them)"));
         }
       }
-      // The last part names the format ("p<tag>.pfv", "left.jpg").
-      const size_t last = ext.rfind('.');
-      if (IsImageExtension(last == std::string::npos ? ext : ext.substr(last + 1)) && !has_image) {
-        image = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
-        has_image = true;
-      } else if (IsClassNameMember(m.name)) {
-        class_name = m.text;
-      } else if (IsLabelMember(m.name) && error.ok()) {
-        if (!absl::SimpleAtoi(m.text, &label) || label < 0) {
-          error = absl::DataLossError(
-              absl::StrCat(path, ":", SafeText(m.name), ": label is not a non-negative integer"));
-          error_member = m.name;
-        }
-      }
+      has_texts_ |= IsTranscriptMember(m.name);
+      pending.Take(m, ext, shard, path);
     }
-    flush();
+    Flush(&pending, shard, path);
     if (!index.broken.ok()) {
       // The archive's structure is lost from here on (a corrupt header, a
       // member past the end of a truncated file): what came before stays,
       // and one failing sample stands for the rest of the shard.
       samples_.push_back(Entry{shard, "(rest of shard)", 0, 0, index.broken});
       labels_.push_back(-1);
+      sample_texts_.emplace_back();
     }
     return absl::OkStatus();
   }
@@ -292,6 +319,8 @@ class WebDataset : public Dataset {
   std::vector<Entry> samples_;
   std::map<int64_t, std::string> class_names_;  // while opening
   bool class_names_conflict_ = false;
+  std::vector<std::string> sample_texts_;  // while opening: per sample, "" where none
+  bool has_texts_ = false;                 // some sample has a key.txt
 };
 
 }  // namespace

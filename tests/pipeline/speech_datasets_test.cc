@@ -11,6 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pipeline/data/dataset.h"
+#include "pipeline/data/pack.h"
+#include "pipeline/data/shard_index.h"
+#include "pipeline/data/tar.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -189,6 +192,56 @@ TEST(LibriSpeech, TranscriptsComeFromTransTxtBesideTheAudio) {
   EXPECT_THAT(d.index_warnings(), ElementsAre(HasSubstr("1 of 4 audio files")));
   EXPECT_THAT(d.classes(), ElementsAre("19", "84"));  // speakers
   EXPECT_EQ(d.label(2), 1);
+}
+
+// A manifest packed into shards: each record's audio and transcript (key.txt,
+// tabs and newlines kept through the sidecar), no label where it had none;
+// read from the shards as from the manifest, by pass or by sidecar.
+TEST(WebDataset, AudioMembersCarryTheirTranscripts) {
+  TempDir dir;
+  Write(dir.Join("a.flac"), "AAAA");
+  Write(dir.Join("b.wav"), "BB");
+  Write(dir.Join("m.jsonl"),
+        "{\"audio_filepath\": \"a.flac\", \"text\": \"first\\tline\\nnext\"}\n"
+        "{\"audio_filepath\": \"b.wav\"}\n");
+  auto src = OpenAt(dir.Join("m.jsonl"));
+  ASSERT_TRUE(src.ok()) << src.status();
+  PackOptions options;
+  options.out_dir = dir.Join("shards");
+  ASSERT_TRUE(PackWebDataset(**src, options, nullptr).ok());
+  for (const bool sidecar : {true, false}) {
+    if (!sidecar) std::remove(dir.Join("shards/shard-000000.tar.idx").c_str());
+    auto wds = OpenAt(dir.Join("shards"));
+    ASSERT_TRUE(wds.ok()) << wds.status();
+    const Dataset& d = **wds;
+    EXPECT_STREQ(d.format(), "wds");
+    ASSERT_EQ(d.size(), 2);
+    EXPECT_EQ(Read(d, 0), "AAAA");
+    EXPECT_EQ(d.Extension(1), "wav");
+    ASSERT_TRUE(d.has_texts());
+    EXPECT_EQ(d.text(0), "first\tline\nnext");
+    EXPECT_EQ(d.text(1), "");
+    EXPECT_EQ(d.label(0), -1);
+  }
+}
+
+// A transcript over kMaxTranscriptBytes fails its sample alone.
+TEST(WebDataset, ATranscriptOverTheLimitFailsItsSample) {
+  TempDir dir;
+  TarWriter tar;
+  ASSERT_TRUE(tar.Open(dir.Join("s.tar")).ok());
+  const std::string long_text(kMaxTranscriptBytes + 1, 'x');
+  ASSERT_TRUE(tar.Add("a.flac", "A", 1).ok());
+  ASSERT_TRUE(tar.Add("a.txt", long_text.data(), long_text.size()).ok());
+  ASSERT_TRUE(tar.Add("b.flac", "B", 1).ok());
+  ASSERT_TRUE(tar.Add("b.txt", "ok", 2).ok());
+  ASSERT_TRUE(tar.Close().ok());
+  auto wds = OpenAt(dir.Join("s.tar"));
+  ASSERT_TRUE(wds.ok()) << wds.status();
+  ASSERT_EQ((*wds)->size(), 2);
+  EXPECT_THAT(Read(**wds, 0), HasSubstr("a.txt: transcript of 16385 bytes is over the limit"));
+  EXPECT_EQ(Read(**wds, 1), "B");
+  EXPECT_EQ((*wds)->text(1), "ok");
 }
 
 }  // namespace

@@ -455,8 +455,17 @@ class Datasets(unittest.TestCase):
         loader = prepflow.Loader(str(root), pipeline=self.PIPELINE, batch_size=2, shuffle=False)
         self.assertEqual(loader.classes, ["100", "101"])
         texts = [t for record in loader for t in record["text"]]
+        checksum = loader.stats()["checksum"]
         loader.close()
         self.assertEqual(texts, [expect[k] for k in sorted(expect)])
+        # Packed into WebDataset shards: key.flac, key.txt, key.cls.
+        shards = os.path.join(TMP, "librispeech-shards")
+        subprocess.run([str(BIN / "prepflow"), "pack", "--data", str(root), "--out", shards],
+                       check=True, capture_output=True)
+        packed = prepflow.Loader(shards, pipeline=self.PIPELINE, batch_size=2, shuffle=False)
+        self.assertEqual([t for record in packed for t in record["text"]], texts)
+        self.assertEqual(packed.stats()["checksum"], checksum)
+        packed.close()
 
 
 if __name__ == "__main__":

@@ -370,6 +370,15 @@ absl::StatusOr<BatchPtr> Loader::Next() {
     EndRun();
     return s;
   }
+  if (absl::Status s = batch->Pad(); !s.ok()) {
+    delete batch;
+    failure_ = absl::ResourceExhaustedError(
+        absl::StrCat(s.message(),
+                     "; batch by length (--max-batch-seconds), or lower --batch or "
+                     "--max-audio-seconds"));
+    EndRun();
+    return failure_;
+  }
   for (uint64_t h : batch->hashes()) checksum_.Add(h);
   if (batch_ops_ != nullptr) {
     const int64_t cpu = ThreadCpuNanos();

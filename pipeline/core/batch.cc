@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -151,11 +152,11 @@ std::vector<SampleError> Batch::Compact() {
   labels_.resize(out);
   hashes_.resize(out);
   remote_.resize(out);
-  if (ragged_) Pad();
   return errors;
 }
 
-void Batch::Pad() {
+absl::Status Batch::Pad() {
+  if (!ragged_) return absl::OkStatus();
   // Each value is `outer` runs of its length x `inner` floats, padded to
   // the longest's.
   const size_t n = indices_.size();
@@ -175,7 +176,17 @@ void Batch::Pad() {
   sample_shape_[dim] = longest;
   const size_t run_bytes = static_cast<size_t>(longest) * inner * sizeof(float);
   sample_bytes_ = outer * run_bytes;
-  uint8_t* out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
+  uint8_t* out = nullptr;
+  try {
+    out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
+  } catch (const std::bad_alloc&) {
+    const size_t bytes = sample_bytes_ * n;
+    sample_bytes_ = 0;
+    lengths_.clear();
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a batch of ", n, " values padded to the longest (", longest, ") needs ",
+                     bytes, " bytes, more than can be had"));
+  }
   for (size_t i = 0; i < n; ++i) {
     const size_t have = static_cast<size_t>(lengths_[i]) * inner * sizeof(float);
     const uint8_t* in = values_[i].data();
@@ -185,6 +196,7 @@ void Batch::Pad() {
       std::memset(run + have, 0, run_bytes - have);
     }
   }
+  return absl::OkStatus();
 }
 
 int64_t Batch::remote_samples() const {

@@ -75,10 +75,12 @@ class Batch {
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Slots not finished yet.
   int64_t pending() const { return pending_.load(std::memory_order_acquire); }
-  // Drops failed slots (moving later samples down) and returns their errors;
-  // a ragged batch then pads its values to the longest. Throws
-  // std::bad_alloc when the padded batch cannot be had.
+  // Drops failed slots (moving later samples down) and returns their errors.
   std::vector<SampleError> Compact();
+  // After Compact, a ragged batch pads its values to the longest into one
+  // tensor; ResourceExhausted naming the bytes when they cannot be had.
+  // Nothing to do for a fixed batch.
+  absl::Status Pad();
 
   // The delivered batch.
   uint64_t epoch() const { return epoch_; }
@@ -114,7 +116,6 @@ class Batch {
 
  private:
   bool Finish();
-  void Pad();
 
   ValueType sample_type_;
   int64_t capacity_;

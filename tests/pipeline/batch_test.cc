@@ -3,6 +3,7 @@
 // the order of the samples that did not fail.
 #include "pipeline/core/batch.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -46,6 +47,7 @@ TEST(Batch, RaggedValuesArePaddedToTheLongestWithTheirLengths) {
   batch.FinishOk(2, 2, 0);
   EXPECT_TRUE(batch.FinishOk(3, 3, 0));
   const std::vector<SampleError> errors = batch.Compact();
+  ASSERT_TRUE(batch.Pad().ok());
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].index, 11);
   EXPECT_THAT(batch.indices(), ElementsAre(10, 12, 13));
@@ -69,12 +71,14 @@ TEST(Batch, ARaggedBatchReusedPadsItsNewValuesAlone) {
   batch.FinishOk(0, 0, 0);
   batch.FinishOk(1, 0, 0);
   batch.Compact();
+  ASSERT_TRUE(batch.Pad().ok());
   batch.Reset(0, 1, indices);
   ASSERT_TRUE(batch.Keep(0, short_one.sample).ok());
   ASSERT_TRUE(batch.Keep(1, short_one.sample).ok());
   batch.FinishOk(0, 0, 0);
   batch.FinishOk(1, 0, 0);
   batch.Compact();
+  ASSERT_TRUE(batch.Pad().ok());
   EXPECT_THAT(batch.shape(), ElementsAre(2, 1, 2));
   EXPECT_THAT(std::vector<float>(batch.floats(), batch.floats() + 4), ElementsAre(1, 2, 1, 2));
 }
@@ -110,10 +114,33 @@ TEST(Batch, ValuesThatVaryInTheirFirstDimensionArePaddedAlongIt) {
   batch.FinishOk(0, 0, 0);
   batch.FinishOk(1, 0, 0);
   batch.Compact();
+  ASSERT_TRUE(batch.Pad().ok());
   EXPECT_THAT(batch.shape(), ElementsAre(2, 3, 2));
   EXPECT_THAT(batch.lengths(), ElementsAre(3, 1));
   EXPECT_THAT(std::vector<float>(batch.floats(), batch.floats() + 12),
               ElementsAre(1, 2, 101, 102, 201, 202, 1, 2, 0, 0, 0, 0));
+}
+
+// Padding one long value into a batch can ask for more memory than there
+// is: the batch says so (the loader stops with it) instead of throwing.
+TEST(Batch, APaddedBatchTooLargeToHaveIsAnError) {
+  HostAllocator small;  // refuses anything over 1 MiB
+  small.allocate = [](size_t n) -> void* {
+    return n > (size_t{1} << 20) ? nullptr : std::aligned_alloc(64, (n + 63) / 64 * 64);
+  };
+  small.free = [](void* p) { std::free(p); };
+  Batch batch(Features(1), 4, small);
+  const std::vector<int64_t> indices = {0, 1, 2, 3};
+  batch.Reset(0, 0, indices);
+  const Value long_one(1, 100000), short_one(1, 10);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(batch.Keep(i, i == 2 ? long_one.sample : short_one.sample).ok());
+    batch.FinishOk(i, 0, 0);
+  }
+  batch.Compact();
+  const absl::Status s = batch.Pad();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("padded to the longest (100000) needs 1600000 bytes"));
 }
 
 TEST(Batch, OnlyOneDimensionThatVariesCanBePadded) {

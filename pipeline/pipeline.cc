@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -97,6 +99,63 @@ bool StageRandom(const proto::Stage& stage) {
 }
 
 // XXH3 of the stages [0, k) for every k, and of the decode limits.
+// Audio's bytes: what the type fixes, else the limits.
+int64_t AudioBound(const ValueType& t, const DecodeOptions& decode) {
+  const int64_t channels = t.shape[0] >= 0 ? t.shape[0] : decode.max_audio_channels;
+  const int64_t frames = t.shape[1] >= 0 ? t.shape[1] : MaxAudioFrames(decode, t.sample_rate);
+  return channels * frames * static_cast<int64_t>(sizeof(float));
+}
+
+// A bound on the bytes `stage` makes from a value of `in` within `bound`
+// bytes, for the ops that make features from audio and those that keep a
+// tensor's size; -1 for any other.
+double StageBound(proto::Stage stage, const ValueType& in, double bound,
+                  const DecodeOptions& decode) {
+  if (!ApplyDefaults(&stage).ok()) return -1;
+  const double samples = bound / sizeof(float);  // every channel's
+  switch (stage.op_case()) {
+    case proto::Stage::kMelSpectrogram: {  // 1 + length / hop frames a channel
+      const proto::MelSpectrogram& m = stage.mel_spectrogram();
+      const int win = m.win_length() > 0 ? m.win_length() : m.n_fft();
+      const int hop = m.hop_length() > 0 ? m.hop_length() : std::max(win / 2, 1);
+      const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
+      return sizeof(float) * m.n_mels() * (samples / hop + channels);
+    }
+    case proto::Stage::kKaldiFbank: {  // at most length / shift + 1 frames of one channel
+      const proto::KaldiFbank& f = stage.kaldi_fbank();
+      const double rate = in.sample_rate > 0 ? in.sample_rate : 1;
+      const double shift = std::max(1.0, std::floor(rate * f.frame_shift() * 0.001));
+      return sizeof(float) * (f.num_mel_bins() + (f.use_energy() ? 1 : 0)) * (samples / shift + 1);
+    }
+    case proto::Stage::kAmplitudeToDb:
+    case proto::Stage::kFrequencyMasking:
+    case proto::Stage::kTimeMasking:
+    case proto::Stage::kUtteranceCmvn:
+    case proto::Stage::kTranspose:
+      return bound;
+    default:
+      return -1;
+  }
+}
+
+// Per boundary, a bound on a tensor made from audio (-1 where none).
+std::vector<int64_t> FeatureBounds(const proto::PipelineSpec& spec, const Pipeline& p) {
+  std::vector<int64_t> out(p.num_stages() + 1, -1);
+  double bound = -1;
+  for (int k = 1; k <= p.num_stages(); ++k) {
+    const ValueType& t = p.boundary_type(k);
+    if (t.kind == ValueKind::kAudio) {
+      bound = static_cast<double>(AudioBound(t, p.options().decode));
+      continue;
+    }
+    bound = bound >= 0 && t.kind == ValueKind::kTensor
+                ? StageBound(spec.stages(k - 1), p.boundary_type(k - 1), bound, p.options().decode)
+                : -1;
+    if (bound >= 0 && bound < 9e18) out[k] = static_cast<int64_t>(std::ceil(bound));
+  }
+  return out;
+}
+
 std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
                                          const DecodeOptions& decode) {
   // A stage that leaves its fidelity to the default is exact here: it is
@@ -222,6 +281,7 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     p->ops_.push_back(*std::move(op));
   }
   p->prefix_fingerprints_ = PrefixFingerprints(spec, options.decode);
+  p->feature_bounds_ = FeatureBounds(spec, *p);
   for (size_t i = 0; i + 1 < p->ops_.size(); ++i) {
     p->ops_[i]->SetConsumer(p->ops_[i + 1].get(), static_cast<int>(i + 1));
   }
@@ -309,13 +369,9 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
   const ValueType& t = types_[k];
   if (t.kind == ValueKind::kEncoded) return max_file_bytes;
   if (t.fixed()) return static_cast<int64_t>(t.bytes());
-  if (t.kind == ValueKind::kAudio) {  // what the type fixes, else the limits
-    const int64_t channels = t.shape[0] >= 0 ? t.shape[0] : options_.decode.max_audio_channels;
-    const int64_t frames =
-        t.shape[1] >= 0 ? t.shape[1] : MaxAudioFrames(options_.decode, t.sample_rate);
-    return channels * frames * static_cast<int64_t>(sizeof(float));
-  }
-  return options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
+  if (t.kind == ValueKind::kAudio) return AudioBound(t, options_.decode);
+  const int64_t pixels = options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
+  return feature_bounds_[k] >= 0 ? std::min(pixels, feature_bounds_[k]) : pixels;
 }
 
 std::string Pipeline::DebugString() const {

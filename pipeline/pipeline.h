@@ -74,8 +74,10 @@ class Pipeline {
   // An upper bound on one sample's bytes at boundary k, known before anything
   // runs: exact for a fixed type; for an image or tensor whose size depends
   // on the file, what --max-pixels allows (3 channels, 1 or 4 bytes each);
-  // for encoded bytes, `max_file_bytes`. What a worker's memory budget and
-  // the client's item sizes are computed from.
+  // for encoded bytes, `max_file_bytes`; for audio, what the limits (and
+  // the rate and channels the type fixes) allow, and for features made from
+  // it (a spectrogram), that through each stage's frames and bands. What a
+  // worker's memory budget and the client's item sizes are computed from.
   int64_t MaxBytesAt(int k, int64_t max_file_bytes) const;
 
   // Runs stages [begin, end) on `sample`, which must hold the value at
@@ -102,6 +104,9 @@ class Pipeline {
   std::vector<bool> random_;                   // by stage
   std::vector<bool> plans_decode_;             // by stage: steers the decode before it
   std::vector<uint64_t> prefix_fingerprints_;  // by boundary
+  // By boundary: a bound on a tensor made from audio, from the audio's
+  // bound through the stages since (-1: none known; see MaxBytesAt).
+  std::vector<int64_t> feature_bounds_;
 };
 
 // Sets the fidelity of every resizing stage (resize, random_resized_crop;

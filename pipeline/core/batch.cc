@@ -105,7 +105,8 @@ absl::Status Batch::Keep(int64_t i, const Sample& s) {
     return absl::InternalError(absl::StrCat("the output (", s.size, " bytes) is not a value of ",
                                             sample_type_.DebugString()));
   }
-  std::memcpy(values_[i].Reserve(std::max<size_t>(s.size, 1)), s.data, s.size);
+  uint8_t* value = values_[i].Reserve(std::max<size_t>(s.size, 1));
+  if (s.size > 0) std::memcpy(value, s.data, s.size);  // an empty value's data may be null
   value_shapes_[i] = s.shape;
   return absl::OkStatus();
 }

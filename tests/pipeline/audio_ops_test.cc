@@ -471,6 +471,34 @@ TEST(AudioOps, CmvnTransposeSpeedAndVol) {
   EXPECT_GT(clamped, 1000);  // 10x a signal of amplitude 0.5
 }
 
+// A worker's items are sized from the bound on one value at the cut: for
+// features made from audio, the audio's bound (the limits at the rate)
+// through each stage's frames and bands, not an image's pixel limit.
+TEST(AudioOps, FeaturesAreBoundedByTheAudioTheyAreMadeFrom) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
+      "stages { mel_spectrogram { n_mels: 40 hop_length: 160 } } stages { amplitude_to_db {} }");
+  // --max-audio-seconds 600 at 16 kHz, one channel (MaxAudioFrames: + 1).
+  const double samples = 600.0 * 16000 + 1;
+  auto bound = [&](int bands, int hop) {
+    return static_cast<int64_t>(std::ceil(4.0 * bands * (samples / hop + 1)));
+  };
+  EXPECT_EQ(p->MaxBytesAt(3, 0), static_cast<int64_t>(samples) * 4);
+  EXPECT_EQ(p->MaxBytesAt(4, 0), bound(40, 160));
+  EXPECT_EQ(p->MaxBytesAt(5, 0), bound(40, 160));
+  auto kaldi = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
+      "stages { kaldi_fbank { num_mel_bins: 80 } } stages { utterance_cmvn { dim: 0 } } "
+      "stages { transpose {} } stages { time_masking { time_mask_param: 5 } }");
+  EXPECT_EQ(kaldi->MaxBytesAt(4, 0), bound(80, 160));
+  EXPECT_EQ(kaldi->MaxBytesAt(7, 0), bound(80, 160));
+  // At an unknown rate a frame may be one sample: the pixel limit bounds it.
+  auto any_rate = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { kaldi_fbank { num_mel_bins: 80 } "
+      "}");
+  EXPECT_EQ(any_rate->MaxBytesAt(3, 0), DecodeOptions().max_pixels * 3 * 4);
+}
+
 // Runs `p` on `wav` split at every cut, the value crossing the wire, and
 // expects the bytes and shape of a run in one piece.
 void ExpectEveryCutSame(const Pipeline& p, const std::vector<uint8_t>& wav,

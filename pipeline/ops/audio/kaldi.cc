@@ -195,9 +195,12 @@ void KaldiFbank::Apply(const float* x, int64_t length, float* out,
     const float energy = Frame(src + t * shift_, frame);
     kiss_fftr(fft, frame, spectrum);
     float* power = frame;  // the frame is spent: its first bins hold the spectrum
+    // |z|^2 as r^2 + i^2 (torch squares hypot's |z|: within an ulp or two,
+    // and std::hypot, which guards against overflow no frame can reach,
+    // cost more than the FFT).
     for (int f = 0; f < fft_bins; ++f) {
-      const float mag = std::hypot(spectrum[f].r, spectrum[f].i);
-      power[f] = opt_.use_power() ? mag * mag : mag;
+      const float sq = spectrum[f].r * spectrum[f].r + spectrum[f].i * spectrum[f].i;
+      power[f] = opt_.use_power() ? sq : std::sqrt(sq);
     }
     float* row = out + t * cols;
     for (int b = 0; b < bins_; ++b) {

@@ -396,6 +396,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
   delivered_echo_ = batch->echo();
   bytes_ += batch->bytes();
+  padding_bytes_ += batch->padding_bytes();
   ++batches_;
   MaybeReplan();
   TopUp();  // keep the workers busy while the trainer consumes this batch

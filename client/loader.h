@@ -250,6 +250,7 @@ class Loader {
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t padding_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
   LogLimiter skip_log_ ABSL_GUARDED_BY(mu_);  // "skipping sample" lines
 };

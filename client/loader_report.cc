@@ -22,6 +22,7 @@ LoaderStats Loader::Stats() const {
     st.errors = errors_;
     st.batches = batches_;
     st.bytes = bytes_;
+    st.padding_bytes = padding_bytes_;
     const int64_t end = end_nanos_ != 0 ? end_nanos_ : WallNanos();
     st.seconds = start_nanos_ != 0 ? (end - start_nanos_) * 1e-9 : 0;
     const int64_t end_cpu = end_cpu_nanos_ != 0 ? end_cpu_nanos_ : ProcessCpuNanos();

@@ -70,6 +70,13 @@ std::vector<StatField<S>>* DeliveryFields() {
        kCounter,
        {},
        "Bytes of delivered batch tensors."},
+      {"padding_bytes",
+       [](const S& s) -> StatValue { return s.padding_bytes; },
+       "prepflow_client_padding_bytes_total",
+       kCounter,
+       {},
+       "Of the delivered bytes, padding: variable-length values padded to their batch's "
+       "longest."},
       {"checksum", [](const S& s) -> StatValue { return ChecksumHex(s.checksum); }},
       {"checksum_value", [](const S& s) -> StatValue { return s.checksum; }},
       {"seconds",
@@ -93,6 +100,12 @@ std::vector<StatField<S>>* DeliveryFields() {
        kCounter,
        {},
        "Time the trainer spent waiting for data in Next(): the input-bound time."},
+  };
+}
+
+// Work items moved or copied to another worker.
+std::vector<StatField<S>>* RecoveryFields() {
+  return new std::vector<StatField<S>>{
       {"reissued_items",
        [](const S& s) -> StatValue { return s.reissued_items; },
        "prepflow_client_reissued_items_total",
@@ -362,7 +375,7 @@ const std::vector<StatField<S>>& LoaderStatFields() {
   static const auto* fields = [] {
     std::vector<StatField<S>>* all = DeliveryFields();
     for (std::vector<StatField<S>>* part :
-         {StorageFields(), CacheFields(), PlanFields(), PoolFields()}) {
+         {RecoveryFields(), StorageFields(), CacheFields(), PlanFields(), PoolFields()}) {
       all->insert(all->end(), part->begin(), part->end());
       delete part;
     }

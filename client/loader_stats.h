@@ -30,6 +30,9 @@ struct LoaderStats {
   int64_t errors = 0;  // samples that failed (skipped or fatal)
   int64_t batches = 0;
   uint64_t bytes = 0;  // delivered output bytes
+  // Of those, padding: variable-length values padded to their batch's
+  // longest (what batching by length keeps low).
+  uint64_t padding_bytes = 0;
   uint64_t checksum = 0;
   double seconds = 0;       // since the first Next()
   double cpu_seconds = 0;   // process CPU time over the same span

@@ -528,6 +528,8 @@ void BindBatch(py::module_& m) {
       .def("images_numpy", &PyBatch::images_numpy)
       .def("labels_numpy", &PyBatch::labels_numpy)
       .def_property_readonly("ragged", [](const PyBatch& b) { return b.batch()->ragged(); })
+      .def_property_readonly("padding_bytes",
+                             [](const PyBatch& b) { return b.batch()->padding_bytes(); })
       .def("lengths_dlpack", &PyBatch::lengths_dlpack)
       .def("lengths_numpy", &PyBatch::lengths_numpy)
       .def_property_readonly("texts", [](const PyBatch& b) {

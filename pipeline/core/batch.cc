@@ -177,12 +177,17 @@ absl::Status Batch::Pad() {
   sample_shape_[dim] = longest;
   const size_t run_bytes = static_cast<size_t>(longest) * inner * sizeof(float);
   sample_bytes_ = outer * run_bytes;
+  padding_bytes_ = sample_bytes_ * n;
+  for (size_t i = 0; i < n; ++i) {
+    padding_bytes_ -= outer * static_cast<size_t>(lengths_[i]) * inner * sizeof(float);
+  }
   uint8_t* out = nullptr;
   try {
     out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
   } catch (const std::bad_alloc&) {
     const size_t bytes = sample_bytes_ * n;
     sample_bytes_ = 0;
+    padding_bytes_ = 0;
     lengths_.clear();
     return absl::ResourceExhaustedError(
         absl::StrCat("a batch of ", n, " values padded to the longest (", longest, ") needs ",

@@ -93,6 +93,8 @@ class Batch {
   // Ragged, after Compact: each sample's length along the dimension that
   // varies, before padding; empty for a fixed batch.
   const std::vector<int64_t>& lengths() const { return lengths_; }
+  // Ragged, after Pad: the bytes of the batch that are padding.
+  size_t padding_bytes() const { return padding_bytes_; }
   const ValueType& sample_type() const { return sample_type_; }
   size_t sample_bytes() const { return sample_bytes_; }
   const uint8_t* data() const { return storage_.data(); }
@@ -127,6 +129,7 @@ class Batch {
   std::vector<Buffer> values_;
   std::vector<Shape> value_shapes_;
   std::vector<int64_t> lengths_;
+  size_t padding_bytes_ = 0;
   uint64_t epoch_ = 0;
   int64_t number_ = 0;
   std::vector<int64_t> indices_;

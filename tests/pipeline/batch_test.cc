@@ -53,6 +53,7 @@ TEST(Batch, RaggedValuesArePaddedToTheLongestWithTheirLengths) {
   EXPECT_THAT(batch.indices(), ElementsAre(10, 12, 13));
   EXPECT_THAT(batch.lengths(), ElementsAre(3, 5, 0));
   EXPECT_THAT(batch.shape(), ElementsAre(3, 2, 5));
+  EXPECT_EQ(batch.padding_bytes(), (2 * 2 + 0 + 2 * 5) * sizeof(float));
   ASSERT_EQ(batch.bytes(), 3 * 2 * 5 * sizeof(float));
   const float* f = batch.floats();
   EXPECT_THAT(std::vector<float>(f, f + 10), ElementsAre(1, 2, 3, 0, 0, 101, 102, 103, 0, 0));

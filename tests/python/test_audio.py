@@ -285,7 +285,7 @@ class Parity(unittest.TestCase):
                  ops.AmplitudeToDb()]):
             alone, _, st_alone = run(pipeline, batch_size=1)
             loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=3, shuffle=False)
-            seen = 0
+            seen = padding = 0
             for record in loader:
                 self.assertEqual(sorted(record), ["audio", "audio_lengths", "index", "label"])
                 audio, lengths = record["audio"], record["audio_lengths"]
@@ -296,10 +296,15 @@ class Parity(unittest.TestCase):
                     self.assertTrue(torch.equal(row[..., :n], expect), index)
                     self.assertEqual(alone[index].shape[-1], n)
                     self.assertFalse(row[..., n:].any())
+                    padding += row[..., n:].numel() * 4
                 seen += len(lengths)
             self.assertEqual(seen, len(SPEECH))
-            # The checksum is the values' own, whatever they were padded to.
+            # The checksum is the values' own, whatever they were padded to;
+            # the padding is counted.
             self.assertEqual(loader.stats()["checksum"], st_alone["checksum"])
+            self.assertEqual(loader.stats()["padding_bytes"], padding)
+            self.assertGreater(padding, 0)
+            self.assertEqual(st_alone["padding_bytes"], 0)
             loader.close()
 
     def test_variable_lengths_offload_at_every_cut(self):

@@ -367,6 +367,7 @@ class Loader:
         self._pending = None
         # Over everything handed out, across C++ loaders: the CLI's checksum.
         self._checksum = 0
+        self._padding_bytes = 0
         self._images = 0
         self._remote_images = 0
         self._batches = 0
@@ -630,6 +631,7 @@ class Loader:
         self._position = b.number + 1
         self._echo = b.echo
         self._checksum = (self._checksum + b.checksum) % (1 << 64)
+        self._padding_bytes += b.padding_bytes
         self._images += b.size
         self._remote_images += b.remote_samples
         self._batches += 1
@@ -686,9 +688,10 @@ class Loader:
 
     def stats(self):
         """Counts and timings, as `prepflow run --json` reports them. `images`,
-        `remote_images`, `local_images`, `batches` and `checksum` cover the
-        batches handed out so far (over every epoch); timings and `errors` add
-        up the loader's runs, which may have read a batch ahead."""
+        `remote_images`, `local_images`, `batches`, `checksum` and
+        `padding_bytes` cover the batches handed out so far (over every
+        epoch); timings and `errors` add up the loader's runs, which may have
+        read a batch ahead."""
         st = self._core.stats() if self._core is not None else {}
         _drain_logs()
         for key, value in self._finished.items():
@@ -699,6 +702,7 @@ class Loader:
         st["batches"] = self._batches
         st["checksum"] = f"{self._checksum:016x}"
         st["checksum_value"] = self._checksum
+        st["padding_bytes"] = self._padding_bytes
         # Beyond the core's fields: where the next batch comes from (resume).
         st["epoch"], st["batch"] = self._epoch, self._position
         return st

@@ -192,19 +192,29 @@ absl::Status DecodeOggVorbis(const uint8_t* bytes, size_t size, const DecodeOpti
   return absl::OkStatus();
 }
 
+// libsndfile on `mem`, its header in `*info`; InvalidArgument when it
+// cannot read it.
+absl::StatusOr<File> OpenSndfile(MemoryFile* mem, SF_INFO* info) {
+  SF_VIRTUAL_IO io{Length, Seek, Read, Write, Tell};
+  *info = SF_INFO{};
+  File f(sf_open_virtual(&io, SFM_READ, info, mem));
+  if (f == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("audio: libsndfile cannot read it: ", sf_strerror(nullptr)));
+  }
+  return f;
+}
+
 }  // namespace
 
 absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions& options,
                          Buffer* out, Buffer* scratch, DecodedAudio* audio) {
   if (IsOggNotOpus(bytes, size)) return DecodeOggVorbis(bytes, size, options, out, audio);
   MemoryFile mem{bytes, static_cast<sf_count_t>(size), 0};
-  SF_VIRTUAL_IO io{Length, Seek, Read, Write, Tell};
-  SF_INFO info{};
-  File f(sf_open_virtual(&io, SFM_READ, &info, &mem));
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("audio: libsndfile cannot read it: ", sf_strerror(nullptr)));
-  }
+  SF_INFO info;
+  absl::StatusOr<File> opened = OpenSndfile(&mem, &info);
+  if (!opened.ok()) return opened.status();
+  File f = *std::move(opened);
   int64_t max_frames = 0;
   if (absl::Status s = CheckHeader(info, options, &max_frames); !s.ok()) return s;
   sf_command(f.get(), SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
@@ -248,13 +258,9 @@ absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size) {
     }
     return static_cast<double>(total) / rate;
   }
-  SF_VIRTUAL_IO io{Length, Seek, Read, Write, Tell};
-  SF_INFO info{};
-  File f(sf_open_virtual(&io, SFM_READ, &info, &mem));
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("audio: libsndfile cannot read it: ", sf_strerror(nullptr)));
-  }
+  SF_INFO info;
+  absl::StatusOr<File> f = OpenSndfile(&mem, &info);
+  if (!f.ok()) return f.status();
   if (info.samplerate <= 0 || info.frames < 0 || info.frames == SF_COUNT_MAX) {
     return absl::InvalidArgumentError("audio: its header declares no length");
   }

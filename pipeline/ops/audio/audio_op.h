@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "pipeline/core/op.h"
+#include "pipeline/ops/audio/resample.h"
 
 namespace prepflow::audio {
 
@@ -45,6 +46,21 @@ inline absl::Status CheckFrames(const StageContext& ctx, const char* op, int64_t
   return absl::ResourceExhaustedError(
       absl::StrFormat("%s: %d frames is over the limit (--max-audio-seconds %g at %d Hz)", op,
                       frames, ctx.decode->max_audio_seconds, kMaxAudioRate));
+}
+
+// Resamples every channel of `s` with `kernel` into the op's output, at
+// `rate` from then on; `op` names the op in the frame limit's message.
+inline absl::Status ResampleInto(const ResampleKernel& kernel, const StageContext& ctx,
+                                 const char* op, int rate, Sample& s) {
+  const int64_t channels = s.shape[0], frames = s.shape[1];
+  const int64_t n = kernel.OutputFrames(frames);
+  if (absl::Status st = CheckFrames(ctx, op, n); !st.ok()) return st;
+  auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n + 1));
+  for (int64_t c = 0; c < channels; ++c) {
+    kernel.Apply(Samples(s) + c * frames, frames, out + c * n);
+  }
+  SetAudio(s, out, channels, n, rate);
+  return absl::OkStatus();
 }
 
 // What an op makes once per input sample rate (a resampling kernel, a mel

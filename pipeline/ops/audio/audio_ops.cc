@@ -213,15 +213,7 @@ class ResampleOp : public Op {
     if (s.sample_rate == rate_) return absl::OkStatus();
     absl::StatusOr<std::shared_ptr<const ResampleKernel>> kernel = kernels_.Get(s.sample_rate);
     if (!kernel.ok()) return kernel.status();
-    const int64_t channels = s.shape[0], frames = s.shape[1];
-    const int64_t n = (*kernel)->OutputFrames(frames);
-    if (absl::Status st = CheckFrames(ctx, "resample", n); !st.ok()) return st;
-    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n + 1));
-    for (int64_t c = 0; c < channels; ++c) {
-      (*kernel)->Apply(Samples(s) + c * frames, frames, out + c * n);
-    }
-    SetAudio(s, out, channels, n, rate_);
-    return absl::OkStatus();
+    return audio::ResampleInto(**kernel, ctx, "resample", rate_, s);
   }
 
  private:

@@ -17,7 +17,6 @@
 namespace prepflow {
 namespace {
 
-using audio::CheckFrames;
 using audio::ExpectAudio;
 using audio::PerRate;
 using audio::Samples;
@@ -77,15 +76,7 @@ class SpeedPerturbOp : public Op {
     absl::StatusOr<std::shared_ptr<const ResampleKernel>> kernel =
         kernels_.Get(rate * kMaxFactors + pick);
     if (!kernel.ok()) return kernel.status();
-    const int64_t channels = s.shape[0], frames = s.shape[1];
-    const int64_t n = (*kernel)->OutputFrames(frames);
-    if (absl::Status st = CheckFrames(ctx, "speed_perturb", n); !st.ok()) return st;
-    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * n + 1));
-    for (int64_t c = 0; c < channels; ++c) {
-      (*kernel)->Apply(Samples(s) + c * frames, frames, out + c * n);
-    }
-    SetAudio(s, out, channels, n, rate);
-    return absl::OkStatus();
+    return audio::ResampleInto(**kernel, ctx, "speed_perturb", rate, s);
   }
 
  private:

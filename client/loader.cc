@@ -49,10 +49,15 @@ int Loader::prefetch_batches() const {
 }
 
 int64_t Loader::BatchesInEpoch(int64_t epoch) const {
-  if (!seconds_.empty()) {
-    std::vector<int64_t> order, bounds;
-    PlanByLength(epoch, &order, &bounds);
-    return static_cast<int64_t>(bounds.size()) - 1;
+  if (!seconds_.empty()) {  // each epoch's plan made once (len() may be asked every step)
+    absl::MutexLock lock(&counts_mu_);
+    auto [it, added] = batches_by_epoch_.emplace(epoch, 0);
+    if (added) {
+      std::vector<int64_t> order, bounds;
+      PlanByLength(epoch, &order, &bounds);
+      it->second = static_cast<int64_t>(bounds.size()) - 1;
+    }
+    return it->second;
   }
   const int64_t b = options_.batch_size;
   const int64_t n = samples_per_epoch();

@@ -206,8 +206,11 @@ class Loader {
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_rank_ = 0;  // an epoch's samples without echoing
-  // Batching by length: each sample's seconds (empty: not by length).
+  // Batching by length: each sample's seconds (empty: not by length), and
+  // the batch counts of the epochs asked about.
   std::vector<double> seconds_;
+  mutable absl::Mutex counts_mu_;
+  mutable std::map<int64_t, int64_t> batches_by_epoch_ ABSL_GUARDED_BY(counts_mu_);
   // Data echoing: the most copies a sample may have in any epoch (--echo,
   // or --max-echo with --echo auto: what workers are told), and the factor
   // of the latest epoch begun.

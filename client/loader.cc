@@ -37,6 +37,19 @@ constexpr double kWantAllCores = 1e6;
 
 // A sample that storage did not answer for, its retries and outage wait
 // spent (storage/http.h): what says nothing of the sample's own bytes.
+// Where each batch of `n` samples in batches of `b` starts, with the end
+// last; a short last batch is left out with `drop_last`.
+std::vector<int64_t> FixedBounds(size_t n, int64_t b, bool drop_last) {
+  std::vector<int64_t> bounds;
+  const auto total = static_cast<int64_t>(n);
+  for (int64_t start = 0; start < total; start += b) {
+    if (drop_last && start + b > total) break;
+    bounds.push_back(start);
+  }
+  bounds.push_back(bounds.empty() ? 0 : std::min(bounds.back() + b, total));
+  return bounds;
+}
+
 bool IsOutage(const absl::Status& s) {
   return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
 }
@@ -51,6 +64,7 @@ int Loader::prefetch_batches() const {
 int64_t Loader::BatchesInEpoch(int64_t epoch) const {
   if (!seconds_.empty()) {  // each epoch's plan made once (len() may be asked every step)
     absl::MutexLock lock(&counts_mu_);
+    if (batches_by_epoch_.size() >= 16) batches_by_epoch_.erase(batches_by_epoch_.begin());
     auto [it, added] = batches_by_epoch_.emplace(epoch, 0);
     if (added) {
       std::vector<int64_t> order, bounds;
@@ -197,27 +211,21 @@ Batch* Loader::StartBatch() {
         EchoOrder(&order_, &order_copies_, echo, options_.echo_window, options_.seed,
                   static_cast<uint64_t>(next_epoch_));
       }
+      // Batches of batch_size (the last one short, or dropped); by length,
+      // the plan's own.
+      if (seconds_.empty())
+        bounds_ = FixedBounds(order_.size(), options_.batch_size, options_.drop_last);
       order_ready_ = true;
       // A resumed run starts its first epoch past the batches already seen.
       next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
-      next_offset_ =
-          !seconds_.empty()
-              ? bounds_[std::min<size_t>(static_cast<size_t>(next_number_), bounds_.size() - 1)]
-              : std::min<int64_t>(next_number_ * options_.batch_size,
-                                  static_cast<int64_t>(order_.size()));
     }
-    const int64_t left = static_cast<int64_t>(order_.size()) - next_offset_;
-    // By length: the planned batch (its start is next_offset_).
-    const int64_t take = !seconds_.empty()
-                             ? (next_number_ + 1 < static_cast<int64_t>(bounds_.size())
-                                    ? bounds_[next_number_ + 1] - next_offset_
-                                    : 0)
-                             : std::min<int64_t>(left, options_.batch_size);
-    if (take == 0 || (seconds_.empty() && options_.drop_last && take < options_.batch_size)) {
+    if (next_number_ + 1 >= static_cast<int64_t>(bounds_.size())) {
       ++next_epoch_;
       order_ready_ = false;
       continue;
     }
+    const int64_t offset = bounds_[next_number_];
+    const int64_t take = bounds_[next_number_ + 1] - offset;
     std::unique_ptr<Batch> batch;
     {
       absl::MutexLock lock(&free_batches_->mu);
@@ -232,12 +240,11 @@ Batch* Loader::StartBatch() {
                                       options_.batch_allocator);
     }
     batch->Reset(static_cast<uint64_t>(next_epoch_), next_number_,
-                 absl::MakeConstSpan(order_.data() + next_offset_, static_cast<size_t>(take)),
+                 absl::MakeConstSpan(order_.data() + offset, static_cast<size_t>(take)),
                  order_copies_.empty() ? absl::Span<const uint32_t>()
-                                       : absl::MakeConstSpan(order_copies_.data() + next_offset_,
+                                       : absl::MakeConstSpan(order_copies_.data() + offset,
                                                              static_cast<size_t>(take)),
                  echo_now_);
-    next_offset_ += take;
     ++next_number_;
     return batch.release();
   }

@@ -228,11 +228,10 @@ class Loader {
   policy::Placement placement_ ABSL_GUARDED_BY(mu_);
   std::deque<Batch*> in_flight_ ABSL_GUARDED_BY(mu_);
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start
-  int64_t next_offset_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);  // of next_epoch_
-  // Batching by length: where each batch of order_ starts, and its end
-  // (empty: batches of batch_size).
+  // Where each batch of order_ starts, with the end last: batches of
+  // batch_size, or by length the plan's.
   std::vector<int64_t> bounds_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> order_copies_ ABSL_GUARDED_BY(mu_);  // echoed copies; empty: none
   bool order_ready_ ABSL_GUARDED_BY(mu_) = false;

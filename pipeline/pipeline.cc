@@ -98,7 +98,6 @@ bool StageRandom(const proto::Stage& stage) {
   return schema == nullptr || schema->random;
 }
 
-// XXH3 of the stages [0, k) for every k, and of the decode limits.
 // Audio's bytes: what the type fixes, else the limits.
 int64_t AudioBound(const ValueType& t, const DecodeOptions& decode) {
   const int64_t channels = t.shape[0] >= 0 ? t.shape[0] : decode.max_audio_channels;
@@ -156,6 +155,7 @@ std::vector<int64_t> FeatureBounds(const proto::PipelineSpec& spec, const Pipeli
   return out;
 }
 
+// XXH3 of the stages [0, k) for every k, and of the decode limits.
 std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
                                          const DecodeOptions& decode) {
   // A stage that leaves its fidelity to the default is exact here: it is

@@ -51,8 +51,12 @@ Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator alloc
       storage_(allocator) {
   storage_.Reserve(sample_bytes_ * static_cast<size_t>(capacity));
   if (ragged_) {
+    dim_ = VaryingDim(sample_type);
+    for (int d = 0; d < static_cast<int>(sample_type.shape.size()); ++d) {
+      if (d < dim_) runs_ *= static_cast<size_t>(sample_type.shape[d]);
+      if (d > dim_) unit_ *= static_cast<size_t>(sample_type.shape[d]);
+    }
     values_.resize(capacity);
-    value_shapes_.resize(capacity);
   }
   indices_.reserve(capacity);
   labels_.reserve(capacity);
@@ -78,7 +82,7 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   remote_.assign(indices.size(), 0);
   num_classes_ = 0;
   soft_labels_.clear();
-  lengths_.clear();
+  lengths_.assign(ragged_ ? indices.size() : 0, 0);
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
 }
 
@@ -107,7 +111,7 @@ absl::Status Batch::Keep(int64_t i, const Sample& s) {
   }
   uint8_t* value = values_[i].Reserve(std::max<size_t>(s.size, 1));
   if (s.size > 0) std::memcpy(value, s.data, s.size);  // an empty value's data may be null
-  value_shapes_[i] = s.shape;
+  lengths_[i] = s.shape[dim_];
   return absl::OkStatus();
 }
 
@@ -136,7 +140,7 @@ std::vector<SampleError> Batch::Compact() {
     if (out != i) {
       if (ragged_) {
         std::swap(values_[out], values_[i]);
-        std::swap(value_shapes_[out], value_shapes_[i]);
+        lengths_[out] = lengths_[i];
       } else {
         std::memmove(slot(out), slot(i), sample_bytes_);
       }
@@ -153,34 +157,27 @@ std::vector<SampleError> Batch::Compact() {
   labels_.resize(out);
   hashes_.resize(out);
   remote_.resize(out);
+  if (ragged_) lengths_.resize(out);
   return errors;
 }
 
 absl::Status Batch::Pad() {
   if (!ragged_) return absl::OkStatus();
-  // Each value is `outer` runs of its length x `inner` floats, padded to
-  // the longest's.
+  // Each value is runs_ runs of its length x unit_ floats, padded to the
+  // longest's.
   const size_t n = indices_.size();
-  const int dim = VaryingDim(sample_type_);
-  size_t outer = 1, inner = 1;
-  for (int d = 0; d < static_cast<int>(sample_type_.shape.size()); ++d) {
-    if (d < dim) outer *= static_cast<size_t>(sample_type_.shape[d]);
-    if (d > dim) inner *= static_cast<size_t>(sample_type_.shape[d]);
-  }
-  int64_t longest = 0;
-  lengths_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    lengths_[i] = value_shapes_[i][dim];
-    longest = std::max(longest, lengths_[i]);
+  int64_t longest = 0, total = 0;
+  for (const int64_t length : lengths_) {
+    longest = std::max(longest, length);
+    total += length;
   }
   sample_shape_ = sample_type_.shape;
-  sample_shape_[dim] = longest;
-  const size_t run_bytes = static_cast<size_t>(longest) * inner * sizeof(float);
-  sample_bytes_ = outer * run_bytes;
-  padding_bytes_ = sample_bytes_ * n;
-  for (size_t i = 0; i < n; ++i) {
-    padding_bytes_ -= outer * static_cast<size_t>(lengths_[i]) * inner * sizeof(float);
-  }
+  sample_shape_[dim_] = longest;
+  const size_t unit_bytes = unit_ * sizeof(float);
+  const size_t run_bytes = static_cast<size_t>(longest) * unit_bytes;
+  sample_bytes_ = runs_ * run_bytes;
+  padding_bytes_ =
+      runs_ * unit_bytes * static_cast<size_t>(longest * static_cast<int64_t>(n) - total);
   uint8_t* out = nullptr;
   try {
     out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
@@ -194,9 +191,9 @@ absl::Status Batch::Pad() {
                      bytes, " bytes, more than can be had"));
   }
   for (size_t i = 0; i < n; ++i) {
-    const size_t have = static_cast<size_t>(lengths_[i]) * inner * sizeof(float);
+    const size_t have = static_cast<size_t>(lengths_[i]) * unit_bytes;
     const uint8_t* in = values_[i].data();
-    for (size_t r = 0; r < outer; ++r) {
+    for (size_t r = 0; r < runs_; ++r) {
       uint8_t* run = out + i * sample_bytes_ + r * run_bytes;
       if (have > 0) std::memcpy(run, in + r * have, have);
       std::memset(run + have, 0, run_bytes - have);

@@ -125,10 +125,12 @@ class Batch {
   size_t sample_bytes_;  // ragged: the padded value's, after Compact
   Shape sample_shape_;   // ragged: the padded value's, after Compact
   Buffer storage_;
-  // Ragged: each slot's own value and shape until Compact pads them.
+  // Ragged: the dimension that varies, the floats before it (runs) and
+  // after it (per unit of length); each slot's own value until Pad.
+  int dim_ = -1;
+  size_t runs_ = 1, unit_ = 1;
   std::vector<Buffer> values_;
-  std::vector<Shape> value_shapes_;
-  std::vector<int64_t> lengths_;
+  std::vector<int64_t> lengths_;  // ragged: per slot, then per delivered sample
   size_t padding_bytes_ = 0;
   uint64_t epoch_ = 0;
   int64_t number_ = 0;

@@ -17,6 +17,7 @@
 
 #include "google/protobuf/text_format.h"
 #include "pipeline/core/sample.h"
+#include "pipeline/ops/audio/audio_decode.h"
 #include "pipeline/pipeline.h"
 #include "tests/fuzz/fuzz_seeds.h"
 
@@ -77,5 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return p->release();
   }();
   prepflow::fuzz::RunOnBytes(*pipeline, data, size);
+  // What batching by length reads of every file at a loader's start.
+  (void)prepflow::AudioSeconds(data, size);
   return 0;
 }

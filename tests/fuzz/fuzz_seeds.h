@@ -2,11 +2,17 @@
 #ifndef PREPFLOW_TESTS_FUZZ_FUZZ_SEEDS_H_
 #define PREPFLOW_TESTS_FUZZ_FUZZ_SEEDS_H_
 
+#include <stdlib.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "pipeline/data/dataset.h"
 #include "pipeline/pipeline.h"
 
 namespace prepflow::fuzz {
@@ -29,6 +35,49 @@ inline void RunOnBytes(const Pipeline& pipeline, const uint8_t* data, size_t siz
   s.size = size;
   s.shape = {static_cast<int64_t>(size)};
   (void)pipeline.Run(0, pipeline.num_stages(), s, *ws);
+}
+
+// A folder of the target's own under /tmp ("prepflow-fuzz-<name>-XXXXXX"),
+// removed at exit.
+inline std::string TempRoot(const std::string& name) {
+  std::string path = "/tmp/prepflow-fuzz-" + name + "-XXXXXX";
+  if (mkdtemp(path.data()) == nullptr) std::abort();
+  static std::vector<std::string>* roots = [] {
+    static auto* all = new std::vector<std::string>;
+    std::atexit([] {
+      for (const std::string& r : *all) std::filesystem::remove_all(r);
+    });
+    return all;
+  }();
+  roots->push_back(path);
+  return path;
+}
+
+// Writes `size` bytes as `dir`/`file`, opens it as a dataset of `format`
+// confined to `dir` (1 MiB a file) and reads every sample it lists.
+inline void OpenAndReadAll(const std::string& dir, const std::string& file,
+                           proto::DatasetSpec::Format format, const uint8_t* data, size_t size) {
+  const std::string path = dir + "/" + file;
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  proto::DatasetSpec spec;
+  spec.set_path(path);
+  spec.set_format(format);
+  spec.set_max_file_bytes(1 << 20);
+  DatasetOptions options;
+  options.confine_to = dir;
+  auto ds = OpenDataset(spec, options);
+  if (!ds.ok()) return;
+  Buffer buf;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    size_t n = 0;
+    (void)(*ds)->Read(i, &buf, &n);
+    (void)(*ds)->SamplePath(i);
+    if ((*ds)->has_texts()) (void)(*ds)->text(i);
+    if ((*ds)->has_durations()) (void)(*ds)->duration(i);
+  }
 }
 
 }  // namespace prepflow::fuzz

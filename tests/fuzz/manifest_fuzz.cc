@@ -30,35 +30,13 @@ void WriteSeeds(const std::string& dir) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/prepflow-fuzz-manifest-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) std::abort();
-    static std::string root = tmpl;
+    std::string root = prepflow::fuzz::TempRoot("manifest");
     std::filesystem::create_directories(root + "/sub");
     std::ofstream(root + "/a.wav") << "RIFF";
     std::ofstream(root + "/sub/b.flac") << "fLaC";
-    std::atexit([] { std::filesystem::remove_all(root); });
     return root;
   }();
-  const std::string path = dir + "/m.jsonl";
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
-  prepflow::proto::DatasetSpec spec;
-  spec.set_path(path);
-  spec.set_format(prepflow::proto::DatasetSpec::FORMAT_MANIFEST);
-  spec.set_max_file_bytes(1 << 20);
-  prepflow::DatasetOptions options;
-  options.confine_to = dir;
-  auto ds = prepflow::OpenDataset(spec, options);
-  if (!ds.ok()) return 0;
-  prepflow::Buffer buf;
-  for (int64_t i = 0; i < (*ds)->size(); ++i) {
-    size_t n = 0;
-    (void)(*ds)->Read(i, &buf, &n);
-    (void)(*ds)->SamplePath(i);
-    if ((*ds)->has_texts()) (void)(*ds)->text(i);
-    if ((*ds)->has_durations()) (void)(*ds)->duration(i);
-  }
+  prepflow::fuzz::OpenAndReadAll(dir, "m.jsonl", prepflow::proto::DatasetSpec::FORMAT_MANIFEST,
+                                 data, size);
   return 0;
 }

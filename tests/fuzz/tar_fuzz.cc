@@ -63,31 +63,8 @@ void WriteSeeds(const std::string& dir) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string dir = [] {
-    char tmpl[] = "/tmp/prepflow-fuzz-tar-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) std::abort();
-    static std::string root = tmpl;
-    std::atexit([] { std::filesystem::remove_all(root); });
-    return root;
-  }();
-  const std::string path = dir + "/shard.tar";
-  {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-  }
-  prepflow::proto::DatasetSpec spec;
-  spec.set_path(path);
-  spec.set_format(prepflow::proto::DatasetSpec::FORMAT_WEBDATASET);
-  spec.set_max_file_bytes(1 << 20);
-  prepflow::DatasetOptions options;
-  options.confine_to = dir;
-  auto ds = prepflow::OpenDataset(spec, options);
-  if (!ds.ok()) return 0;
-  prepflow::Buffer buf;
-  for (int64_t i = 0; i < (*ds)->size(); ++i) {
-    size_t n = 0;
-    (void)(*ds)->Read(i, &buf, &n);
-    (void)(*ds)->SamplePath(i);
-  }
+  static const std::string dir = prepflow::fuzz::TempRoot("tar");
+  prepflow::fuzz::OpenAndReadAll(dir, "shard.tar", prepflow::proto::DatasetSpec::FORMAT_WEBDATASET,
+                                 data, size);
   return 0;
 }

@@ -91,6 +91,15 @@ std::vector<float> Interleaved(int channels, int64_t frames) {
 
 constexpr int kWav16 = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
 
+// One second of a 1 kHz tone at 16 kHz, amplitude 0.5.
+std::vector<float> Tone1kHz() {
+  std::vector<float> tone(16000);
+  for (size_t t = 0; t < tone.size(); ++t) {
+    tone[t] = static_cast<float>(0.5 * std::sin(2 * M_PI * 1000 * t / 16000.0));
+  }
+  return tone;
+}
+
 TEST(AudioDecode, WavIsChannelsFirstAtTheFilesRate) {
   const std::vector<float> x = Interleaved(2, 1000);
   auto p = MakePipeline("stages { decode_audio {} }");
@@ -273,10 +282,7 @@ TEST(AudioOps, WrongValueKindsAndBadFieldsAreNamed) {
 // A 1 kHz tone at 16 kHz: its energy sits in the mel band holding 1 kHz, in
 // every frame, and the frames are 1 + length / hop.
 TEST(AudioOps, MelSpectrogramPutsAToneInItsBand) {
-  std::vector<float> tone(16000);
-  for (size_t t = 0; t < tone.size(); ++t) {
-    tone[t] = static_cast<float>(0.5 * std::sin(2 * M_PI * 1000 * t / 16000.0));
-  }
+  const std::vector<float> tone = Tone1kHz();
   auto p = MakePipeline(
       "stages { decode_audio {} } stages { mel_spectrogram { n_mels: 40 hop_length: 160 } }");
   auto out = RunPipeline(*p, Encode(tone, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT));
@@ -384,10 +390,7 @@ TEST(AudioOps, MasksZeroOneRunOfBandsOrFrames) {
 // every frame; frames are 1 + (length - 400) / 160 at 16 kHz; a signal
 // shorter than a window fails naming both.
 TEST(AudioOps, KaldiFbankPutsAToneInItsBand) {
-  std::vector<float> tone(16000);
-  for (size_t t = 0; t < tone.size(); ++t) {
-    tone[t] = static_cast<float>(0.5 * std::sin(2 * M_PI * 1000 * t / 16000.0));
-  }
+  const std::vector<float> tone = Tone1kHz();
   auto p = MakePipeline(
       "stages { decode_audio {} } stages { kaldi_fbank { num_mel_bins: 40 use_energy: true } }");
   auto out = RunPipeline(*p, Encode(tone, 1, 16000, SF_FORMAT_WAV | SF_FORMAT_FLOAT));
@@ -434,6 +437,11 @@ TEST(AudioOps, CmvnTransposeSpeedAndVol) {
   ASSERT_TRUE(plain.status.ok() && normed.status.ok()) << normed.status;
   ASSERT_THAT(plain.shape, ::testing::ElementsAre(98, 8));
   ASSERT_THAT(normed.shape, ::testing::ElementsAre(8, 98));
+  proto::PipelineSpec bad_dim;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      fbank + "stages { utterance_cmvn { dim: 2 } }", &bad_dim));
+  EXPECT_THAT(Pipeline::Create(bad_dim, PipelineOptions()).status().message(),
+              HasSubstr("dim: 2 is not a dimension of float32 tensor [?, 8]"));
   const auto* x = reinterpret_cast<const float*>(plain.bytes.data());
   const auto* y = reinterpret_cast<const float*>(normed.bytes.data());
   for (int b = 0; b < 8; ++b) {

@@ -192,6 +192,13 @@ TEST(LibriSpeech, TranscriptsComeFromTransTxtBesideTheAudio) {
   EXPECT_THAT(d.index_warnings(), ElementsAre(HasSubstr("1 of 4 audio files")));
   EXPECT_THAT(d.classes(), ElementsAre("19", "84"));  // speakers
   EXPECT_EQ(d.label(2), 1);
+  // A transcript file is read under --max-file-bytes like any file: over
+  // it, the open fails naming the file and the flag.
+  spec.set_max_file_bytes(40);
+  auto bounded = OpenDataset(spec);
+  EXPECT_EQ(bounded.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(bounded.status().message(), HasSubstr("19-198.trans.txt"));
+  EXPECT_THAT(bounded.status().message(), HasSubstr("--max-file-bytes"));
 }
 
 // A manifest packed into shards: each record's audio and transcript (key.txt,

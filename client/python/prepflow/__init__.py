@@ -158,9 +158,9 @@ class Batch:
     the pipeline's output under its field's name ("audio": a waveform or
     features, zero-padded to the longest in the batch when lengths vary),
     "audio_lengths" (int64 [batch]: each one's length before padding, along
-    its one dimension that varies: frames) when they vary, "label" where the data has classes, "text" (a
-    list of str) where it has transcripts, and "index". `images` is then the
-    same tensor as the field's."""
+    its one dimension that varies: frames) when they vary, "label" where the
+    data has classes, "text" (a list of str) where it has transcripts, and
+    "index". `images` is then the same tensor as the field's."""
 
     __slots__ = ("images", "labels", "epoch", "number", "indices", "copies", "fields")
 
@@ -368,6 +368,7 @@ class Loader:
         # Over everything handed out, across C++ loaders: the CLI's checksum.
         self._checksum = 0
         self._padding_bytes = 0
+        self._record_kind = None  # see _record
         self._images = 0
         self._remote_images = 0
         self._batches = 0
@@ -566,11 +567,21 @@ class Loader:
         return Batch(images, labels, b.epoch, b.number, b.indices, b.copies,
                      self._fields(b, images, labels))
 
+    def _record(self):
+        """(field, has_texts, has_classes) of this loader's records, or None
+        for images: asked of the core once, not per batch."""
+        if self._record_kind is None:  # False: images
+            field, texts = self._core.field, self._core.has_texts
+            images = field == "image" and not texts
+            self._record_kind = False if images else (field, texts, bool(self._core.classes))
+        return self._record_kind or None
+
     def _fields(self, b, values, labels):
         """The record dict of batch `b` (see Batch), or None for images."""
-        field = self._core.field
-        if field == "image" and not self._core.has_texts:
+        record = self._record()
+        if record is None:
             return None
+        field, texts, classes = record
         fields = {field: values}
         if b.ragged:
             if self._as_numpy:
@@ -580,9 +591,9 @@ class Loader:
                 if self._device is not None:
                     lengths = lengths.to(self._device, non_blocking=True)
             fields[field + "_lengths"] = lengths
-        if self.classes:
+        if classes:
             fields["label"] = labels
-        if self._core.has_texts:
+        if texts:
             fields["text"] = b.texts
         fields["index"] = list(b.indices)
         return fields

@@ -7,8 +7,8 @@
     loader = prepflow.Loader("train.jsonl", transform=transform)
 
 A pipeline starts with `decode_audio` (what torchaudio.load does) and, since a
-batch needs one channel count, `downmix` unless `downmix=False`
-(waveform.mean(0, keepdim=True), which mono files pass unchanged). Each
+batch needs one channel count, `downmix` (waveform.mean(0, keepdim=True),
+which mono files pass unchanged). Each
 transform's parameters are read from the object, after torchaudio's own
 checks. `Resample` converts from each file's own rate (torchaudio assumes
 `orig_freq`), and `MelSpectrogram` builds its filterbank for the rate the
@@ -99,11 +99,11 @@ _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
                 "TimeMasking": _masking, "Vol": _vol}
 
 
-def to_stages(items, downmix=True):
+def to_stages(items):
     """The stages for `items` (torchaudio transforms and prepflow.ops, in
-    order): decode_audio, downmix (unless told not), then each. ValueError
-    naming the first that does not translate."""
-    stages = [ops.DecodeAudio()] + ([ops.Downmix()] if downmix else [])
+    order): decode_audio, downmix, then each. ValueError naming the first
+    that does not translate."""
+    stages = [ops.DecodeAudio(), ops.Downmix()]
     for i, t in enumerate(items):
         if isinstance(t, ops.Op):
             stages.append(t)

@@ -130,6 +130,17 @@ absl::Status ReadFrames(SNDFILE* f, const SF_INFO& info, int64_t max_frames, Buf
   return absl::OkStatus();
 }
 
+// The decoded samples as `*audio`, unless one is NaN or infinite.
+absl::Status Decoded(bool finite, float* data, int channels, int64_t frames, int rate,
+                     DecodedAudio* audio) {
+  if (!finite) return absl::InvalidArgumentError("audio: has NaN or infinite samples");
+  audio->data = data;
+  audio->channels = channels;
+  audio->frames = frames;
+  audio->sample_rate = rate;
+  return absl::OkStatus();
+}
+
 // Ogg Vorbis through libvorbisfile, the reference decoder: libsndfile 1.2.0
 // leaks the Vorbis setup it allocated (about 6 KB a file) when a stream's
 // headers or first packets do not read (tests/fuzz/audio_fuzz.cc found two
@@ -184,12 +195,7 @@ absl::Status DecodeOggVorbis(const uint8_t* bytes, size_t size, const DecodeOpti
     return absl::DataLossError(absl::StrFormat(
         "audio: ends after %d of the %d frames its header claims (truncated?)", got, total));
   }
-  if (!finite) return absl::InvalidArgumentError("audio: has NaN or infinite samples");
-  audio->data = dst;
-  audio->channels = channels;
-  audio->frames = total;
-  audio->sample_rate = info.samplerate;
-  return absl::OkStatus();
+  return Decoded(finite, dst, channels, total, info.samplerate, audio);
 }
 
 // libsndfile on `mem`, its header in `*info`; InvalidArgument when it
@@ -233,12 +239,7 @@ absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions&
       row[t] = v;
     }
   }
-  if (!finite) return absl::InvalidArgumentError("audio: has NaN or infinite samples");
-  audio->data = dst;
-  audio->channels = channels;
-  audio->frames = frames;
-  audio->sample_rate = info.samplerate;
-  return absl::OkStatus();
+  return Decoded(finite, dst, channels, frames, info.samplerate, audio);
 }
 
 absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size) {

@@ -53,9 +53,18 @@ TEST(BatchByLength, EverySampleOnceEachBatchWithinBudgetLittlePadding) {
   std::vector<int64_t> all(n);
   std::iota(all.begin(), all.end(), 0);
   EXPECT_EQ(seen, all);
-  // Sorted windows of 1000: padding is a few percent (unsorted batches of
-  // lengths 1 to 20 s would pad by about 75%).
+  // Sorted windows of 1000: padding is a few percent. Unsorted batches of
+  // as many samples, in the epoch's order, pad these lengths by over half.
   EXPECT_LT(padded / total, 1.05);
+  const std::vector<int64_t> order = EpochOrder(n, 3, 1, true, 0, 1);
+  double unsorted = 0;
+  size_t start = 0;
+  for (const auto& b : batches) {
+    unsorted +=
+        Padded(std::vector<int64_t>(order.begin() + start, order.begin() + start + b.size()), s);
+    start += b.size();
+  }
+  EXPECT_GT(unsorted / total, 1.5);
 }
 
 TEST(BatchByLength, TheSameArgumentsGiveTheSameBatches) {

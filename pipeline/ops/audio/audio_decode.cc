@@ -36,7 +36,8 @@ sf_count_t Seek(sf_count_t offset, int whence, void* user) {
 sf_count_t Read(void* ptr, sf_count_t count, void* user) {
   auto* f = static_cast<MemoryFile*>(user);
   const sf_count_t n = std::clamp<sf_count_t>(count, 0, f->size - f->pos);
-  std::memcpy(ptr, f->data + f->pos, static_cast<size_t>(n));
+  // Empty input may come with no data at all (AudioSeconds of 0 bytes).
+  if (n > 0) std::memcpy(ptr, f->data + f->pos, static_cast<size_t>(n));
   f->pos += n;
   return n;
 }

@@ -216,8 +216,10 @@ Batch* Loader::StartBatch() {
       if (seconds_.empty())
         bounds_ = FixedBounds(order_.size(), options_.batch_size, options_.drop_last);
       order_ready_ = true;
-      // A resumed run starts its first epoch past the batches already seen.
+      // A resumed run starts its first epoch past the batches already seen
+      // (and the samples the last of them took from the next one).
       next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
+      if (next_number_ > 0 && options_.skip_samples > 0) ResumeAt(options_.skip_samples);
     }
     if (next_number_ + 1 >= static_cast<int64_t>(bounds_.size())) {
       ++next_epoch_;
@@ -244,7 +246,7 @@ Batch* Loader::StartBatch() {
                  order_copies_.empty() ? absl::Span<const uint32_t>()
                                        : absl::MakeConstSpan(order_copies_.data() + offset,
                                                              static_cast<size_t>(take)),
-                 echo_now_);
+                 echo_now_, offset);
     ++next_number_;
     return batch.release();
   }
@@ -359,6 +361,50 @@ absl::Status Loader::TakeErrors(Batch* batch) {
   return absl::OkStatus();
 }
 
+absl::Status Loader::FillFromNext(Batch* batch) {
+  // Batches by length keep their plan (their seconds budget); the last
+  // batch of an epoch has nothing after it.
+  if (!seconds_.empty()) return absl::OkStatus();
+  const int64_t b = options_.batch_size;
+  while (batch->size() < batch->capacity()) {
+    if (in_flight_.empty()) TopUp();
+    if (in_flight_.empty() || in_flight_.front()->epoch() != batch->epoch()) break;
+    Batch* next = in_flight_.front();
+    AwaitBatch(*next);
+    if (!failure_.ok()) return failure_;
+    if (absl::Status s = TakeErrors(next); !s.ok()) return s;
+    // The epoch's last batch keeps one sample at least, so that the epoch
+    // has as many batches as planned (ranks stay in step) unless more
+    // samples failed than that leaves room for.
+    const int64_t samples = samples_per_rank_ * next->echo();
+    const bool last =
+        next->number() + 1 == (options_.drop_last ? samples / b : (samples + b - 1) / b);
+    const int64_t n = std::min(batch->capacity() - batch->size(), next->size() - (last ? 1 : 0));
+    if (n > 0) {
+      batch->TakeFront(next, n);
+      filled_samples_ += n;
+    }
+    if (last || next->size() > 0) break;
+    // Taken whole: the batch after it goes on filling this one.
+    in_flight_.pop_front();
+    absl::MutexLock free_lock(&free_batches_->mu);
+    free_batches_->free.emplace_back(next);
+  }
+  return absl::OkStatus();
+}
+
+void Loader::ResumeAt(int64_t position) {
+  // The batch of the plan that holds `position` starts there: the batches
+  // before it were delivered, or taken whole into them.
+  while (next_number_ + 2 < static_cast<int64_t>(bounds_.size()) &&
+         bounds_[next_number_ + 1] <= position) {
+    ++next_number_;
+  }
+  if (next_number_ + 1 < static_cast<int64_t>(bounds_.size())) {
+    bounds_[next_number_] = std::clamp(position, bounds_[next_number_], bounds_[next_number_ + 1]);
+  }
+}
+
 absl::StatusOr<BatchPtr> Loader::Next() {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
@@ -378,6 +424,11 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   if (!failure_.ok()) return failure_;
   in_flight_.pop_front();
   if (absl::Status s = TakeErrors(batch); !s.ok()) {
+    delete batch;
+    EndRun();
+    return s;
+  }
+  if (absl::Status s = FillFromNext(batch); !s.ok()) {
     delete batch;
     EndRun();
     return s;

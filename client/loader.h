@@ -26,7 +26,13 @@
 // workers it has. With no grant at all, the job runs locally.
 //
 // Per-sample failures are reported with the sample's path and either skipped
-// (OnError::kSkip: the batch comes out smaller) or end the run (kFail).
+// (OnError::kSkip) or end the run (kFail). A batch that lost samples is
+// filled from the front of the batches after it in its epoch (a batch taken
+// whole is not handed out; the epoch's last keeps one sample), so every
+// batch but an epoch's last is full and, unless too many failed, the epoch
+// has as many batches as planned; which samples a batch holds depends only
+// on which failed, never on timing. Batches by length are not filled (their
+// seconds budget is their plan).
 //
 // Thread-safety: Next() is called from one thread at a time. Stats() may be
 // called from any thread. Batches returned by Next() may outlive the Loader.
@@ -186,6 +192,12 @@ class Loader {
   // Counts and reports the failed samples of a finished batch; under
   // OnError::kFail the first one ends the run (returned).
   absl::Status TakeErrors(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills the room `batch`'s failed samples left from the batches in flight
+  // after it (waiting for them), within its epoch; a failure ends the run.
+  absl::Status FillFromNext(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A resumed first epoch: its next batch starts at `position` of the
+  // order (LoaderOptions::skip_samples).
+  void ResumeAt(int64_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndRun() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnRefusal(const absl::Status& status);
   // The pool's counters and workers (merged per address), with their links
@@ -250,6 +262,7 @@ class Loader {
   std::map<int, int> epoch_echo_ ABSL_GUARDED_BY(mu_);  // each epoch begun: its echo factor
   int delivered_echo_ ABSL_GUARDED_BY(mu_) = 1;         // of the last batch delivered
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t filled_samples_ ABSL_GUARDED_BY(mu_) = 0;  // moved up into a batch short of failures
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t padding_bytes_ ABSL_GUARDED_BY(mu_) = 0;

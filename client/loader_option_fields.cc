@@ -146,6 +146,9 @@ Rows DataRows() {
                              "resume: the first epoch to run (epochs counts from it)")),
       NoKeyword(IntOption<O>("skip_batches", "start-batch", &O::skip_batches, 0, kInt64Max,
                              "resume: batches of the first epoch already consumed")),
+      NoKeyword(IntOption<O>("skip_samples", "start-sample", &O::skip_samples, 0, kInt64Max,
+                             "resume: where the next batch starts in the first epoch's order "
+                             "(the last batch's end_position; 0: where planned)")),
       OptionField<O>{"seed", "seed", OptionKind::kUint,
                      "job seed: shuffle order and every random augmentation",
                      [](O& o, const OptionValue& v, const std::string&) {

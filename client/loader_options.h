@@ -72,6 +72,10 @@ struct LoaderOptions {
   // order and batches as an uninterrupted run, so exactly the rest arrive).
   int first_epoch = 0;
   int64_t skip_batches = 0;
+  // With skip_batches: where in the epoch's order the next batch starts
+  // (Batch::end_position of the last batch seen; 0: at its planned start).
+  // It differs from the plan when batches were filled past failed samples.
+  int64_t skip_samples = 0;
   uint64_t seed = 0;
   bool shuffle = true;
   bool drop_last = false;

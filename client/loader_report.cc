@@ -20,6 +20,7 @@ LoaderStats Loader::Stats() const {
     st.echoed_samples = echoed_images_;
     st.fresh_samples = images_ - echoed_images_;
     st.errors = errors_;
+    st.filled_samples = filled_samples_;
     st.batches = batches_;
     st.bytes = bytes_;
     st.padding_bytes = padding_bytes_;

@@ -28,6 +28,8 @@ struct LoaderStats {
   int64_t remote_images = 0;  // of which stages ran on a worker
   int64_t local_images = 0;
   int64_t errors = 0;  // samples that failed (skipped or fatal)
+  // Samples moved up into an earlier batch to take the place of failed ones.
+  int64_t filled_samples = 0;
   int64_t batches = 0;
   uint64_t bytes = 0;  // delivered output bytes
   // Of those, padding: variable-length values padded to their batch's

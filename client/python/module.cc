@@ -504,6 +504,8 @@ void BindBatch(py::module_& m) {
   py::class_<PyBatch>(m, "Batch")
       .def_property_readonly("epoch", [](const PyBatch& b) { return b.batch()->epoch(); })
       .def_property_readonly("number", [](const PyBatch& b) { return b.batch()->number(); })
+      .def_property_readonly("end_position",
+                             [](const PyBatch& b) { return b.batch()->end_position(); })
       .def_property_readonly("echo", [](const PyBatch& b) { return b.batch()->echo(); })
       .def_property_readonly("size", [](const PyBatch& b) { return b.batch()->size(); })
       .def_property_readonly("remote_samples",

@@ -66,11 +66,14 @@ Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator alloc
 }
 
 void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
-                  absl::Span<const uint32_t> copies, int echo) {
+                  absl::Span<const uint32_t> copies, int echo, int64_t first_position) {
   epoch_ = epoch;
   echo_ = echo;
   number_ = number;
   indices_.assign(indices.begin(), indices.end());
+  positions_.resize(indices.size());
+  for (size_t i = 0; i < indices.size(); ++i) positions_[i] = first_position + i;
+  end_position_ = first_position + static_cast<int64_t>(indices.size());
   if (copies.empty()) {
     copies_.assign(indices.size(), 0);
   } else {
@@ -145,6 +148,7 @@ std::vector<SampleError> Batch::Compact() {
         std::memmove(slot(out), slot(i), sample_bytes_);
       }
       indices_[out] = indices_[i];
+      positions_[out] = positions_[i];
       copies_[out] = copies_[i];
       labels_[out] = labels_[i];
       hashes_[out] = hashes_[i];
@@ -153,12 +157,47 @@ std::vector<SampleError> Batch::Compact() {
     ++out;
   }
   indices_.resize(out);
+  positions_.resize(out);
   copies_.resize(out);
   labels_.resize(out);
   hashes_.resize(out);
   remote_.resize(out);
+  ok_.assign(out, 1);
   if (ragged_) lengths_.resize(out);
   return errors;
+}
+
+namespace {
+
+// Appends v's first n elements to `to` and drops them from v.
+template <typename T>
+void MoveFront(std::vector<T>& v, int64_t n, std::vector<T>& to) {
+  to.insert(to.end(), v.begin(), v.begin() + n);
+  v.erase(v.begin(), v.begin() + n);
+}
+
+}  // namespace
+
+void Batch::TakeFront(Batch* donor, int64_t n) {
+  if (n <= 0) return;
+  const size_t have = indices_.size(), left = donor->indices_.size() - n;
+  if (ragged_) {
+    for (int64_t i = 0; i < n; ++i) std::swap(values_[have + i], donor->values_[i]);
+    std::rotate(donor->values_.begin(), donor->values_.begin() + n,
+                donor->values_.begin() + n + left);
+    MoveFront(donor->lengths_, n, lengths_);
+  } else {
+    std::memcpy(slot(have), donor->slot(0), n * sample_bytes_);
+    std::memmove(donor->slot(0), donor->slot(n), left * sample_bytes_);
+  }
+  end_position_ = donor->positions_[n - 1] + 1;
+  MoveFront(donor->indices_, n, indices_);
+  MoveFront(donor->positions_, n, positions_);
+  MoveFront(donor->copies_, n, copies_);
+  MoveFront(donor->labels_, n, labels_);
+  MoveFront(donor->hashes_, n, hashes_);
+  MoveFront(donor->remote_, n, remote_);
+  MoveFront(donor->ok_, n, ok_);
 }
 
 absl::Status Batch::Pad() {

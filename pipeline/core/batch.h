@@ -3,7 +3,10 @@
 //
 // Workers write each sample straight into its slot (Pipeline::Run's sink), so
 // assembling a batch copies nothing. Samples that failed are recorded per slot
-// and removed by Compact(), which keeps the order of the rest.
+// and removed by Compact(), which keeps the order of the rest; TakeFront()
+// then fills the room they left with the next batch's first samples (a
+// batch's samples stay in the epoch order's order, each slot knowing its
+// position in it).
 //
 // Variable-length values (a float type with one dimension that varies:
 // audio [channels, frames], a spectrogram [mels, frames], Kaldi features
@@ -53,8 +56,9 @@ class Batch {
   // Prepares the batch for the samples `indices` (at most capacity()), and
   // with data echoing which copy of each it is (empty: every one copy 0).
   // `echo`: copies of each sample in this epoch (data echoing; 1: none).
+  // `first_position`: where indices[0] stands in the epoch's order.
   void Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
-             absl::Span<const uint32_t> copies = {}, int echo = 1);
+             absl::Span<const uint32_t> copies = {}, int echo = 1, int64_t first_position = 0);
 
   // Where slot i's value goes. REQUIRES: !ragged().
   uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
@@ -75,8 +79,15 @@ class Batch {
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Slots not finished yet.
   int64_t pending() const { return pending_.load(std::memory_order_acquire); }
-  // Drops failed slots (moving later samples down) and returns their errors.
+  // Drops failed slots (moving later samples down) and returns their errors;
+  // called again, it finds none.
   std::vector<SampleError> Compact();
+  // Moves `donor`'s first n samples to the end of this batch (after both
+  // were Compact()ed), and the donor's others down: the way a batch short of
+  // failed samples is filled from the next one, in the epoch's order.
+  // REQUIRES: the same sample type, n <= donor->size(), size() + n <=
+  // capacity(), neither Pad()ded.
+  void TakeFront(Batch* donor, int64_t n);
   // After Compact, a ragged batch pads its values to the longest into one
   // tensor; ResourceExhausted naming the bytes when they cannot be had.
   // Nothing to do for a fixed batch.
@@ -86,6 +97,10 @@ class Batch {
   uint64_t epoch() const { return epoch_; }
   int echo() const { return echo_; }
   int64_t number() const { return number_; }  // within the epoch
+  // Where the epoch's order goes on after this batch: past its last sample,
+  // or past its own slots when none was taken from the next batch (a
+  // resumed run's next batch starts there).
+  int64_t end_position() const { return end_position_; }
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }
   int64_t capacity() const { return capacity_; }
   // [size(), sample dims...] (ragged: padded, after Compact).
@@ -135,6 +150,8 @@ class Batch {
   uint64_t epoch_ = 0;
   int64_t number_ = 0;
   std::vector<int64_t> indices_;
+  std::vector<int64_t> positions_;  // in the epoch's order, per slot
+  int64_t end_position_ = 0;
   std::vector<uint32_t> copies_;
   int echo_ = 1;
   std::vector<int64_t> labels_;

@@ -1,5 +1,6 @@
 #include "client/loader.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -300,6 +301,57 @@ TEST_F(BadInputTest, SkipReportsEachBadFileAndGoesOn) {
   EXPECT_THAT(all, HasSubstr("zz-huge.jpg: RESOURCE_EXHAUSTED: "));
   EXPECT_THAT(
       all, HasSubstr("zz-huge.jpg is 300000 bytes, over the limit of 200000 (--max-file-bytes)"));
+}
+
+// Failed samples leave no short batches behind them: each batch is filled
+// from the front of the next, so every batch but the last is full, the epoch
+// has its planned five, every good sample comes once in the epoch's order,
+// and the batches are the same at any thread count or prefetch depth. A run
+// resumed after any batch (at its end_position) delivers exactly the rest.
+TEST_F(BadInputTest, FailedSamplesAreReplacedFromTheNextBatch) {
+  const LoaderOptions o = Options(OnError::kSkip);
+  const testing::Drained whole = testing::Drain(o);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
+  // 17 files in batches of 4, in order (no shuffle): 9 of class000 (the
+  // last two bad), 8 of class001 (the last two bad). Batch 1 loses position
+  // 7 and takes 9 (8 is bad); batch 2 takes 12 and 13 from batch 3, which
+  // keeps 14 and finds nothing good after it; the last batch held only a
+  // bad file (a batch with nothing in it is not handed out by Python).
+  EXPECT_EQ(whole.batch_sizes, (std::vector<size_t>{4, 4, 4, 1, 0}));
+  EXPECT_EQ(whole.end_positions, (std::vector<int64_t>{4, 10, 14, 16, 17}));
+  EXPECT_EQ(whole.stats.images, 13);
+  EXPECT_EQ(whole.stats.filled_samples, 3);  // 9, 12 and 13
+  EXPECT_TRUE(std::is_sorted(whole.indices.begin(), whole.indices.end()));
+  EXPECT_EQ(std::set<int64_t>(whole.indices.begin(), whole.indices.end()).size(), 13u);
+  for (int threads : {1, 3}) {
+    LoaderOptions other = o;
+    other.threads = threads;
+    other.prefetch_batches = threads == 1 ? 1 : 4;
+    const testing::Drained again = testing::Drain(other);
+    EXPECT_EQ(again.indices, whole.indices) << threads << " threads";
+    EXPECT_EQ(again.batch_sizes, whole.batch_sizes) << threads << " threads";
+    EXPECT_EQ(again.stats.checksum, whole.stats.checksum);
+  }
+  size_t seen = 0;
+  for (size_t b = 0; b + 1 < whole.batch_sizes.size(); ++b) {
+    seen += whole.batch_sizes[b];
+    LoaderOptions resumed = o;
+    resumed.skip_batches = static_cast<int64_t>(b + 1);
+    resumed.skip_samples = whole.end_positions[b];
+    const testing::Drained rest = testing::Drain(resumed);
+    ASSERT_TRUE(rest.status.ok()) << rest.status;
+    EXPECT_EQ(rest.indices, std::vector<int64_t>(whole.indices.begin() + seen, whole.indices.end()))
+        << "resumed after batch " << b;
+  }
+  // Resumed at the planned start instead (a state without `sample`): the
+  // samples that filled the room come again.
+  size_t b = 0;
+  while (whole.end_positions[b] == 4 * static_cast<int64_t>(b + 1)) ++b;
+  ASSERT_LT(b + 1, whole.batch_sizes.size());
+  LoaderOptions planned = o;
+  planned.skip_batches = static_cast<int64_t>(b + 1);
+  const testing::Drained again = testing::Drain(planned);
+  EXPECT_GT(again.stats.images, whole.stats.images - 4 * static_cast<int64_t>(b + 1));
 }
 
 TEST_F(BadInputTest, FailStopsWithThePathAndStaysFailed) {

@@ -84,6 +84,48 @@ TEST(Batch, ARaggedBatchReusedPadsItsNewValuesAlone) {
   EXPECT_THAT(std::vector<float>(batch.floats(), batch.floats() + 4), ElementsAre(1, 2, 1, 2));
 }
 
+// A batch short of a failed sample takes the next batch's first good ones,
+// which move down in theirs: both keep the epoch's order, values, labels and
+// positions, fixed or ragged.
+TEST(Batch, TakeFrontMovesTheNextBatchsFirstSamples) {
+  for (const ValueType& type : {Features(1), ValueType{ValueKind::kTensor, {1, 3}}}) {
+    Batch first(type, 3), next(type, 3);
+    const std::vector<int64_t> a = {10, 11, 12}, b = {13, 14, 15};
+    first.Reset(0, 0, a, {}, 1, /*first_position=*/30);
+    next.Reset(0, 1, b, {}, 1, /*first_position=*/33);
+    for (int i = 0; i < 3; ++i) {
+      const Value v(1, 3);
+      Value mine = v;
+      for (float& f : mine.floats) f += 10 * (10 + i);
+      mine.sample.data = reinterpret_cast<uint8_t*>(mine.floats.data());
+      ASSERT_TRUE(first.Keep(i, mine.sample).ok());
+      for (float& f : mine.floats) f += 30;
+      ASSERT_TRUE(next.Keep(i, mine.sample).ok());
+      next.FinishOk(i, 13 + i, 0);
+    }
+    first.FinishOk(0, 10, 0);
+    first.FinishError(1, {11, "b.jpg", absl::DataLossError("bad")});
+    first.FinishOk(2, 12, 0);
+    ASSERT_EQ(first.Compact().size(), 1u);
+    EXPECT_TRUE(first.Compact().empty());  // once
+    next.Compact();
+    first.TakeFront(&next, 1);
+    EXPECT_THAT(first.indices(), ElementsAre(10, 12, 13));
+    EXPECT_THAT(first.labels(), ElementsAre(10, 12, 13));
+    EXPECT_EQ(first.end_position(), 34);
+    EXPECT_THAT(next.indices(), ElementsAre(14, 15));
+    EXPECT_EQ(next.end_position(), 36);
+    ASSERT_TRUE(first.Pad().ok());
+    ASSERT_TRUE(next.Pad().ok());
+    ASSERT_THAT(first.shape(), ElementsAre(3, 1, 3));
+    // Value (1, 3) is 1, 2, 3; slot i of batch 10 + k adds 10 (10 + k + i).
+    EXPECT_THAT(std::vector<float>(first.floats(), first.floats() + 9),
+                ElementsAre(101, 102, 103, 121, 122, 123, 131, 132, 133));
+    EXPECT_THAT(std::vector<float>(next.floats(), next.floats() + 6),
+                ElementsAre(141, 142, 143, 151, 152, 153));
+  }
+}
+
 TEST(Batch, KeepRefusesAValueOfAnotherShape) {
   Batch ragged(Features(2), 1);
   const std::vector<int64_t> one = {0};

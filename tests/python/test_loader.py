@@ -354,16 +354,44 @@ class Errors(unittest.TestCase):
             for _ in failing:
                 pass
 
-    def test_a_batch_whose_samples_all_fail_is_not_handed_out(self):
+    def test_failed_samples_are_replaced_from_later_batches_and_resume_exactly(self):
         data = os.path.join(TMP, "broken-batch")
         shutil.copytree(DATA, data)
-        # Samples 8 to 15 (all of batch 1): ImageFolder's order is the sorted paths.
-        for victim in sorted(p for p in pathlib.Path(data).rglob("*") if p.is_file())[8:16]:
+        # Samples 8 to 15 (all of batch 1) and 20: ImageFolder's order is the sorted paths.
+        files = sorted(p for p in pathlib.Path(data).rglob("*") if p.is_file())
+        for victim in files[8:16] + [files[20]]:
+            victim.write_bytes(b"\xff\xd8 not an image")
+        kw = dict(batch_size=8, threads=2, shuffle=False, as_numpy=True)
+        loader = prepflow.Loader(data, "imagenet-train", **kw)
+        batches = [(b.number, list(b.indices)) for b in loader.batches()]
+        good = [i for i in range(40) if not 8 <= i < 16 and i != 20]
+        # Batch 1 takes batch 2 whole (not handed out) and batch 3's first;
+        # every batch but the last is full.
+        self.assertEqual([n for n, _ in batches], [0, 1, 3, 4])
+        self.assertEqual([i for _, ix in batches for i in ix], good)
+        self.assertEqual([len(ix) for _, ix in batches], [8, 8, 8, 7])
+        self.assertEqual(loader.stats()["errors"], 9)
+        self.assertEqual(loader.stats()["filled_samples"], 9)
+        # Stopped after batch 1: the rest, and nothing twice.
+        first = prepflow.Loader(data, "imagenet-train", **kw)
+        it = iter(first.batches())
+        next(it), next(it)
+        state = first.state_dict()
+        self.assertEqual((state["batch"], state["sample"]), (2, 25))
+        resumed = prepflow.Loader(data, "imagenet-train", **kw)
+        resumed.load_state_dict(state)
+        self.assertEqual([i for b in resumed.batches() for i in list(b.indices)], good[16:])
+
+    def test_a_batch_whose_samples_all_fail_is_not_handed_out(self):
+        data = os.path.join(TMP, "broken-last")
+        shutil.copytree(DATA, data)
+        # Samples 32 to 39 (all of the last batch): nothing comes after them.
+        for victim in sorted(p for p in pathlib.Path(data).rglob("*") if p.is_file())[32:]:
             victim.write_bytes(b"\xff\xd8 not an image")
         loader = prepflow.Loader(data, "imagenet-train", batch_size=8, threads=2, shuffle=False,
                                  as_numpy=True)
         numbers = [b.number for b in loader.batches()]
-        self.assertEqual(numbers, [0, 2, 3, 4])
+        self.assertEqual(numbers, [0, 1, 2, 3])
         self.assertEqual(loader.stats()["errors"], 8)
 
     def test_a_name_that_is_not_utf8_is_reported_not_raised(self):

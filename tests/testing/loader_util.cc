@@ -73,6 +73,7 @@ Drained Drain(Loader& loader, const std::function<void()>& fault,
     if (*b == nullptr) break;
     const Batch& batch = **b;
     d.batch_sizes.push_back(static_cast<size_t>(batch.size()));
+    d.end_positions.push_back(batch.end_position());
     EXPECT_EQ(batch.shape()[0], batch.size());
     d.echo_by_epoch[batch.epoch()] = batch.echo();
     for (int64_t i = 0; i < batch.size(); ++i) {

@@ -149,6 +149,19 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
     return transforms.to_pipeline_text(pipeline)  # a torchvision transform given as pipeline
 
 
+def _delivery(source):
+    """transforms.Delivery for a torchvision transform translated whole;
+    None for ops, text, a preset, or one that ends in Python's tail."""
+    if source is None or isinstance(source, (str, os.PathLike, ops.Op)) or (
+            isinstance(source, (list, tuple)) and all(isinstance(x, ops.Op) for x in source)):
+        return None
+    try:
+        out = transforms.delivery(source)
+    except ValueError:  # a tail runs what is not translated, or the pipeline is refused
+        return None
+    return out if out.chw or out.channels == 1 else None
+
+
 class Batch:
     """One batch: `images`, `labels`, and where it stands (`epoch`, `number`,
     `indices`: the dataset index of each sample; `copies`: with data echoing,
@@ -331,8 +344,12 @@ class Loader:
             plugins = [plugins]
         for plugin in plugins:  # before the pipeline, which may name their ops
             load_plugin(plugin)
+        # What the core's batches need to be torchvision's (Grayscale(1),
+        # PILToTensor alone); nothing when Python's tail makes them.
+        delivery = _delivery(transform if transform is not None else pipeline)
         pipeline, transform, tail = self._split_tail(pipeline, transform, batch_ops,
                                                      python_tail)
+        self._delivery = delivery if tail is None else None
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(given, data=os.fsencode(data), pipeline=pipeline,
                              metrics_port=-1 if metrics_port is None else metrics_port)
@@ -360,6 +377,9 @@ class Loader:
         # Where the next batch handed out stands: (epoch, batch number).
         self._epoch = 0
         self._position = 0
+        # Where that batch starts in the epoch's order (0: where planned; a
+        # batch filled past failed samples took the next one's first).
+        self._sample = 0
         # The C++ loader, the (epoch, number) its next batch will have, and a
         # batch it returned that belongs to a later epoch than was iterated.
         self._core = None
@@ -431,7 +451,7 @@ class Loader:
         if self._epochs is not None and epoch >= self._epochs:
             raise ValueError(f"epoch: must be below epochs ({self._epochs}), got {epoch}")
         if epoch != self._epoch:
-            self._epoch, self._position = epoch, 0
+            self._epoch, self._position, self._sample = epoch, 0, 0
 
     def state_dict(self):
         """Where the loader stands: pass it to load_state_dict() of a loader
@@ -440,9 +460,12 @@ class Loader:
         so far (`_num_yielded` of this epoch; `step` in all), and a loader
         it is loaded into continues after them. With ranks split evenly
         (rank_split "pad" or "drop"), every rank stands at the same step, so
-        one rank's state (rank 0's) restores them all."""
+        one rank's state (rank 0's) restores them all; exactly so when no
+        sample failed, else each rank's own (`sample` says where its next
+        batch starts, past the samples that filled the room failed ones
+        left, and is used for the rank that saved it)."""
         batches = len(self)
-        return {"epoch": self._epoch, "batch": self._position,
+        return {"epoch": self._epoch, "batch": self._position, "sample": self._sample,
                 "step": self._epoch * batches + self._position if self._steps_fixed() else None,
                 "_num_yielded": self._position, "seed": self._options["seed"],
                 "batch_size": self._options["batch_size"],
@@ -466,7 +489,11 @@ class Loader:
         epoch, position = state["epoch"], state["batch"]
         _check_int("state_dict epoch", epoch, 0)
         _check_int("state_dict batch", position, 0)
-        self._epoch, self._position = epoch, position
+        # Where the next batch starts depends on which of this rank's samples
+        # failed: another rank's state resumes at the batch's planned start.
+        sample = state.get("sample", 0) if state.get("rank", self.rank) == self.rank else 0
+        _check_int("state_dict sample", sample, 0)
+        self._epoch, self._position, self._sample = epoch, position, sample
         self._echo = state.get("echo", 1)
         _check_int("state_dict echo", self._echo, 1)
 
@@ -486,15 +513,20 @@ class Loader:
 
     # -- the C++ loader ----------------------------------------------------
 
+    def _next_at(self):
+        """The batch to hand out next: (epoch, number, where it starts)."""
+        return (self._epoch, self._position, self._sample)
+
     def _ensure_core(self):
         """A C++ loader whose next batch is (self._epoch, self._position)."""
-        if self._core is not None and self._core_at == (self._epoch, self._position):
+        if self._core is not None and self._core_at == self._next_at():
             return
         self._retire_core()
         remaining = (_UNBOUNDED_EPOCHS if self._epochs is None else self._epochs) - self._epoch
         if remaining < 1:
             raise ValueError(f"epoch {self._epoch}: the loader has only {self._epochs} epochs")
         options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
+                       skip_samples=self._sample,
                        epochs=remaining,
                        start_echo=self._echo if self._position > 0 else 0)
         _follow_log_level()
@@ -509,7 +541,7 @@ class Loader:
                 self._core = _prepflow.Loader(options)
         finally:
             _drain_logs()
-        self._core_at = (self._epoch, self._position)
+        self._core_at = self._next_at()
         normalize = self._core.gpu_normalize
         if normalize is not None and self._normalizer is None:
             first = self._core.next()  # for the image size
@@ -564,6 +596,8 @@ class Loader:
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
+        if self._delivery is not None:
+            images = self._delivery(images)
         return Batch(images, labels, b.epoch, b.number, b.indices, b.copies,
                      self._fields(b, images, labels))
 
@@ -621,8 +655,8 @@ class Loader:
             while ahead:
                 yield self._deliver(*ahead.popleft())
         # The epoch is over: the next pass delivers the one after it.
-        self._epoch, self._position = epoch + 1, 0
-        self._core_at = (self._epoch, 0) if self._pending is not None else None
+        self._epoch, self._position, self._sample = epoch + 1, 0, 0
+        self._core_at = self._next_at() if self._pending is not None else None
 
     def _core_batches(self, epoch):
         """The C++ loader's batches of `epoch`, in order; the first of the
@@ -632,14 +666,14 @@ class Loader:
             if b is None or b.epoch != epoch:
                 self._pending = b
                 return
-            self._core_at = (epoch, b.number + 1)
+            self._core_at = (epoch, b.number + 1, b.end_position)
             if b.size == 0:  # every sample failed (on_error="skip"): nothing to hand out
                 continue
             yield b
 
     def _deliver(self, b, tail_result=None):
         """Batch `b` as handed out, counted; with the tail's output, if any."""
-        self._position = b.number + 1
+        self._position, self._sample = b.number + 1, b.end_position
         self._echo = b.echo
         self._checksum = (self._checksum + b.checksum) % (1 << 64)
         self._padding_bytes += b.padding_bytes

@@ -22,7 +22,7 @@ unchanged.
 from . import _audio_transforms as _audio
 from . import ops
 
-__all__ = ["to_stages", "to_pipeline_text", "split", "TRANSLATED"]
+__all__ = ["to_stages", "to_pipeline_text", "split", "delivery", "Delivery", "TRANSLATED"]
 
 
 class Untranslatable(ValueError):
@@ -141,8 +141,11 @@ def _random_resize(t):
 
 
 def _grayscale(t):
-    if t.num_output_channels != 3:
-        raise Untranslatable("prepflow images have 3 channels; use Grayscale(3)")
+    """Grayscale(3) is random_grayscale at p 1; Grayscale(1) too, its one
+    channel kept in all three (every later op treats three equal channels as
+    torchvision treats an "L" image) and the first handed out (Delivery)."""
+    if t.num_output_channels not in (1, 3):
+        raise Untranslatable(f"num_output_channels: 1 or 3, got {t.num_output_channels}")
     return [ops.RandomGrayscale(p=1.0)]
 
 
@@ -251,11 +254,16 @@ def _to_dtype(t):
     return []
 
 
-def _three(values, name):
-    """Normalize's mean or std (a number, a sequence or a tensor) as 3 values."""
+def _values(values):
+    """A number, a sequence or a tensor as a list of floats."""
     if hasattr(values, "tolist"):
         values = values.tolist()
-    values = [float(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    return [float(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+
+
+def _three(values, name):
+    """Normalize's mean or std (a number, a sequence or a tensor) as 3 values."""
+    values = _values(values)
     if len(values) == 1:
         return values * 3
     if len(values) != 3:
@@ -420,9 +428,61 @@ def _is_torchvision(t):
     return type(t).__module__.startswith("torchvision.transforms")
 
 
-def _translate_one(t, stages, pending):
-    """Appends t's stages. `pending` holds the PILToTensor that still needs
-    its ConvertImageDtype."""
+class Delivery:
+    """What the loader does to a translated pipeline's batches so that they
+    are what torchvision's Compose gives: `channels` 1 after Grayscale(1)
+    (prepflow keeps three equal channels and hands out the first), and
+    `chw` for a PILToTensor with no ConvertImageDtype after it (prepflow's
+    uint8 HWC images handed out as uint8 CHW). `pending` holds, while
+    translating, a PILToTensor that still needs its ConvertImageDtype."""
+
+    def __init__(self):
+        self.channels, self.chw, self.pending = 3, False, []
+
+    def __call__(self, images):
+        """A batch (torch or numpy, [N, ..., H, W, C] uint8 or [N, ..., C, H,
+        W] float) as torchvision's Compose would have made it."""
+        if not (self.chw or self.channels == 1):
+            return images
+        import numpy as np
+        numpy = not hasattr(images, "movedim")
+        hwc = images.dtype == (np.uint8 if numpy else _torch().uint8)
+        if self.channels == 1:
+            images = images[..., :1] if hwc else images[..., :1, :, :]
+        if self.chw:
+            images = np.moveaxis(images, -1, -3) if numpy else images.movedim(-1, -3)
+        return np.ascontiguousarray(images) if numpy else images.contiguous()
+
+    def tail_prefix(self):
+        """What a Python tail runs first to get the values torchvision's
+        transforms would have given it."""
+        return [_OneChannel()] if self.channels == 1 else []
+
+
+class _OneChannel:
+    """Grayscale(1) on prepflow's three equal channels: "L" (exact: their
+    luma is the value) or a tensor's first channel."""
+
+    def __call__(self, x):
+        if hasattr(x, "convert"):
+            return x.convert("L")
+        if isinstance(x, tuple):
+            return tuple(self(c) for c in x)
+        return x[..., :1, :, :]
+
+    def __repr__(self):
+        return "Grayscale(num_output_channels=1)"
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _translate_one(t, stages, out):
+    """Appends t's stages, noting in `out` (a Delivery) what they leave to
+    the loader."""
+    pending = out.pending
     name = type(t).__name__
     tensor = any(stage.name == "normalize" for stage in stages)
     crops = any(stage.name in ("five_crop", "ten_crop") for stage in stages)
@@ -445,6 +505,9 @@ def _translate_one(t, stages, pending):
         raise Untranslatable("PILToTensor's uint8 tensor needs ConvertImageDtype(torch.float) "
                              "before it")
     if name == "Normalize":
+        if out.channels == 1 and (len(_values(t.mean)) != 1 or len(_values(t.std)) != 1):
+            raise Untranslatable("after Grayscale(1) the image has one channel: Normalize "
+                                 "takes one mean and one std")
         if not (after_tensor and last.fields["mean"] == [0.0] * 3 and
                 last.fields["std"] == [1.0] * 3):
             raise Untranslatable("Normalize must follow ToTensor (or PILToTensor + "
@@ -461,6 +524,8 @@ def _translate_one(t, stages, pending):
     if not tensor and name in _TENSOR_TRANSFORMS - {"Normalize"}:
         raise Untranslatable("it takes a tensor: put it after ToTensor")
     stages.extend(translate(t))
+    if name == "Grayscale" and t.num_output_channels == 1:
+        out.channels = 1
     if name == "PILToTensor":
         pending.append(t)
     elif name == "ConvertImageDtype":
@@ -472,29 +537,43 @@ def to_stages(transform):
     one transform), starting with decode; or for torchaudio transforms (an
     nn.Sequential or a list; see _audio_transforms), starting with
     decode_audio. ValueError for one it cannot translate."""
+    return _translate(transform)[0]
+
+
+def delivery(transform):
+    """The Delivery of a transform that to_stages translates whole."""
+    return _translate(transform)[1]
+
+
+def _translate(transform):
+    """(stages, Delivery) for to_stages."""
     items = _flatten(transform)
     if any(_audio.is_torchaudio(t) for t in items):
-        return _audio.to_stages(items)
-    stages, pending = [ops.Decode()], []
-    for i, t in enumerate(items + [None]):
+        return _audio.to_stages(items), Delivery()
+    stages, out = [ops.Decode()], Delivery()
+    for i, t in enumerate(items):
         try:
-            if t is None:  # the end
-                if pending:
-                    t, i = pending[0], items.index(pending[0])
-                    raise Untranslatable("prepflow gives float32 CHW or uint8 HWC; add "
-                                         "ConvertImageDtype(torch.float) after it (v2: "
-                                         "ToDtype(torch.float32, scale=True))")
-            elif isinstance(t, ops.Op):
+            if isinstance(t, ops.Op):
                 stages.append(t)
             else:
-                _translate_one(t, stages, pending)
+                _translate_one(t, stages, out)
         except Untranslatable as e:
             raise ValueError(
                 f"transform: cannot translate {t!r} (item {i + 1} of {len(items)}): {e}. "
                 f"prepflow translates {', '.join(TRANSLATED)}, and prepflow.ops objects; "
                 f"or give Loader python_tail='process' to run it, and what follows it, in "
                 f"Python") from None
-    return stages
+    _end(stages, out)
+    return stages, out
+
+
+def _end(stages, out):
+    """A PILToTensor with no ConvertImageDtype after it: uint8 images, handed
+    out CHW (its stage, the float conversion, goes)."""
+    if out.pending:
+        stages.pop()
+        out.pending.clear()
+        out.chw = True
 
 
 def split(transform):
@@ -506,14 +585,15 @@ def split(transform):
     if any(_audio.is_torchaudio(t) for t in items):
         raise ValueError("python_tail: not for torchaudio transforms yet; translate them all "
                          "(docs/audio.md lists what translates)")
-    stages, pending = [ops.Decode()], []
+    stages, out = [ops.Decode()], Delivery()
+    pending = out.pending
     for i, t in enumerate(items):
         if isinstance(t, ops.Op):
             stages.append(t)
             continue
         try:
             before = list(stages)
-            _translate_one(t, stages, pending)
+            _translate_one(t, stages, out)
         except Untranslatable:
             stages[:] = before
             if pending:  # a PILToTensor waiting for its ConvertImageDtype goes too
@@ -523,11 +603,8 @@ def split(transform):
             if any(isinstance(x, ops.Op) for x in tail):
                 raise ValueError(f"transform: prepflow.ops objects cannot follow {items[i]!r}, "
                                  f"which runs in Python (the tail)") from None
-            return stages, _Compose(tail)
-    if pending:
-        i = items.index(pending[0])
-        stages.pop()
-        return stages, _Compose(items[i:])
+            return stages, _Compose(out.tail_prefix() + tail)
+    _end(stages, out)
     return stages, None
 
 

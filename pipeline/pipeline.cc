@@ -131,6 +131,8 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
     case proto::Stage::kTimeMasking:
     case proto::Stage::kUtteranceCmvn:
     case proto::Stage::kTranspose:
+    case proto::Stage::kLog:
+    case proto::Stage::kDct:  // keeps at most its input's bands
       return bound;
     default:
       return -1;

@@ -419,6 +419,9 @@ TEST(AudioOps, KaldiFbankPutsAToneInItsBand) {
       {"speed_perturb { factors: [ 0 ] }", "factors: each must be in (0, 10]"},
       {"vol { gain: -1 }", "gain: must be finite"},
       {"utterance_cmvn { eps: -1 }", "eps: must be >= 0"},
+      {"preemphasis { coeff: 1.5 }", "coeff: must be in [-1, 1], got 1.5"},
+      {"log { offset: -1 }", "offset: must be finite and >= 0"},
+      {"dct { n_mfcc: 0 }", "n_mfcc: must be in [1, 1024]"},
   });
 }
 
@@ -500,6 +503,12 @@ TEST(AudioOps, FeaturesAreBoundedByTheAudioTheyAreMadeFrom) {
       "stages { transpose {} } stages { time_masking { time_mask_param: 5 } }");
   EXPECT_EQ(kaldi->MaxBytesAt(4, 0), bound(80, 160));
   EXPECT_EQ(kaldi->MaxBytesAt(7, 0), bound(80, 160));
+  auto mfcc = MakePipeline(
+      "stages { decode_audio {} } stages { downmix {} } stages { resample { rate: 16000 } } "
+      "stages { preemphasis {} } stages { mel_spectrogram { n_mels: 40 hop_length: 160 } } "
+      "stages { log {} } stages { dct { n_mfcc: 13 } }");
+  EXPECT_EQ(mfcc->MaxBytesAt(6, 0), bound(40, 160));
+  EXPECT_EQ(mfcc->MaxBytesAt(7, 0), bound(40, 160));  // at most its input's
   // At an unknown rate a frame may be one sample: the pixel limit bounds it.
   auto any_rate = MakePipeline(
       "stages { decode_audio {} } stages { downmix {} } stages { kaldi_fbank { num_mel_bins: 80 } "
@@ -563,6 +572,59 @@ TEST(AudioOps, EveryCutOfASpeechRecipeGivesTheSameBytes) {
       7);
   // 16000 frames at 1.1x: 14546 (ceil(16000 x 10 / 11)); 1 + (14546 - 400) / 160 frames.
   ExpectEveryCutSame(*p, Encode(Interleaved(1, 16000), 1, 16000, kWav16), {40, 89});
+}
+
+// The MFCC recipe (DALI's Jasper steps, torchaudio's MFCC): pre-emphasis,
+// mel bands, log, DCT; every cut the same bytes.
+TEST(AudioOps, EveryCutOfAnMfccRecipeGivesTheSameBytes) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { preemphasis {} } "
+      "stages { mel_spectrogram { n_mels: 40 } } stages { log {} } "
+      "stages { dct { n_mfcc: 13 } }",
+      7);
+  // 1 + 16000 / 200 frames.
+  ExpectEveryCutSame(*p, Encode(Interleaved(1, 16000), 1, 16000, kWav16), {1, 13, 81});
+}
+
+// Pre-emphasis is y[n] = x[n] - c x[n-1] in float32, the first frame kept,
+// per channel; the DCT's first orthonormal coefficient is the mean of the
+// bands x sqrt(n_mels), and it refuses to keep more than there are.
+TEST(AudioOps, PreemphasisLogAndDct) {
+  const std::vector<float> interleaved = Interleaved(2, 400);
+  auto raw = RunPipeline(*MakePipeline("stages { decode_audio {} }"),
+                         Encode(interleaved, 2, 16000, kWav16));
+  auto emphasized =
+      RunPipeline(*MakePipeline("stages { decode_audio {} } stages { preemphasis { coeff: 0.5 } }"),
+                  Encode(interleaved, 2, 16000, kWav16));
+  ASSERT_TRUE(raw.status.ok() && emphasized.status.ok()) << emphasized.status;
+  const auto* x = reinterpret_cast<const float*>(raw.bytes.data());
+  const auto* y = reinterpret_cast<const float*>(emphasized.bytes.data());
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_EQ(y[c * 400], x[c * 400]);
+    for (int n = 1; n < 400; ++n) {
+      const float product = 0.5f * x[c * 400 + n - 1];
+      ASSERT_EQ(y[c * 400 + n], x[c * 400 + n] - product) << c << " " << n;
+    }
+  }
+  const std::string mel =
+      "stages { decode_audio {} } stages { mel_spectrogram { n_mels: 16 } } stages { log {} } ";
+  const std::vector<uint8_t> wav = Encode(Interleaved(1, 3200), 1, 16000, kWav16);
+  auto logmel = RunPipeline(*MakePipeline(mel), wav);
+  auto mfcc = RunPipeline(*MakePipeline(mel + "stages { dct { n_mfcc: 4 } }"), wav);
+  ASSERT_TRUE(logmel.status.ok() && mfcc.status.ok()) << mfcc.status;
+  ASSERT_THAT(mfcc.shape, ::testing::ElementsAre(1, 4, 17));
+  const auto* m = reinterpret_cast<const float*>(logmel.bytes.data());
+  const auto* d = reinterpret_cast<const float*>(mfcc.bytes.data());
+  for (int t = 0; t < 17; ++t) {
+    double sum = 0;
+    for (int b = 0; b < 16; ++b) sum += m[b * 17 + t];
+    EXPECT_NEAR(d[t], sum / 4.0, 1e-4) << t;  // sum x sqrt(1/2) x sqrt(2/16)
+  }
+  proto::PipelineSpec too_many;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(mel + "stages { dct { n_mfcc: 17 } }",
+                                                            &too_many));
+  EXPECT_THAT(Pipeline::Create(too_many, PipelineOptions()).status().message(),
+              HasSubstr("n_mfcc: 17 coefficients from 16 mel bands"));
 }
 
 }  // namespace

@@ -179,6 +179,15 @@ constexpr char kSpeech[] = R"pb(
   stages { transpose {} }
 )pb";
 
+// MFCC's steps.
+constexpr char kMfcc[] = R"pb(
+  stages { decode_audio {} }
+  stages { preemphasis {} }
+  stages { mel_spectrogram { n_mels: 40 } }
+  stages { log {} }
+  stages { dct { n_mfcc: 13 } }
+)pb";
+
 // kEveryOp's custom stage is the example plugin's cutout.
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
   const char* text = name == "every-op"    ? kEveryOp
@@ -186,6 +195,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
                      : name == "ten-crop"  ? kTenCrop
                      : name == "audio"     ? kAudio
                      : name == "speech"    ? kSpeech
+                     : name == "mfcc"      ? kMfcc
                                            : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -198,7 +208,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
-  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech"}) {
+  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

@@ -214,6 +214,47 @@ class Parity(unittest.TestCase):
             want = ((x - x.mean(axis=0)) / np.maximum(x.std(axis=0), 1e-20)).T
             self.assertLessEqual(float((np.abs(got - want) / (1 + np.abs(want))).max()), 1e-6)
 
+    def test_preemphasis_log_and_mfcc_are_torchaudios(self):
+        rate = 16000
+        wave = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate)]
+        waveforms, _, _ = run(wave, batch_size=1)
+        emphasized, _, _ = run(wave + [ops.Preemphasis(coeff=0.97)], batch_size=1)
+        for x, got in zip(waveforms, emphasized):
+            want = torch.from_numpy(x).clone()  # torchaudio 2.x's F.preemphasis
+            want[..., 1:] -= 0.97 * want[..., :-1]
+            self.assertTrue(np.array_equal(got, want.numpy()))
+        mel = wave + [ops.MelSpectrogram(n_fft=400, n_mels=40)]
+        mels, _, _ = run(mel, batch_size=1)
+        logs, _, _ = run(mel + [ops.Log()], batch_size=1)
+        for m, got in zip(mels, logs):
+            want = torch.log(torch.from_numpy(m) + 1e-6).numpy()
+            self.assertLessEqual(float((np.abs(got - want) / np.spacing(want)).max()), 2)
+        # The DCT on prepflow's own log-mels: torchaudio's matrix and matmul.
+        for norm in ("ortho", None):
+            mfcc, _, _ = run(mel + [ops.Log(), ops.Dct(n_mfcc=13, ortho=norm == "ortho")],
+                             batch_size=1)
+            dct = torchaudio.functional.create_dct(13, 40, norm)
+            for x, got in zip(logs, mfcc):
+                want = torch.matmul(torch.from_numpy(x).transpose(-1, -2), dct).transpose(-1, -2)
+                scale = float(np.abs(x).max()) * np.sqrt(40)
+                self.assertLessEqual(float(np.abs(got - want.numpy()).max()), 1e-5 * scale)
+        # torchaudio's MFCC, translated, on the same waveforms: as close as
+        # its mel bands allow (their error grows far below the frame's peak).
+        worst = 0.0
+        for kw in (dict(n_mfcc=13, melkwargs=dict(n_fft=400, n_mels=40)),
+                   dict(n_mfcc=20, log_mels=True, norm=None, melkwargs=dict(n_mels=64))):
+            transform = torchaudio.transforms.MFCC(rate, **kw)
+            stages = prepflow.transforms.to_stages([transform])
+            self.assertEqual(stages[-1].text(), "dct { n_mfcc: %d ortho: %s }" % (
+                kw["n_mfcc"], "false" if "norm" in kw else "true"))
+            got_all, _, _ = run(wave + stages[2:], batch_size=1)
+            for x, got in zip(waveforms, got_all):
+                want = transform(torch.from_numpy(x)).numpy()
+                self.assertEqual(got.shape, want.shape)
+                worst = max(worst, float(np.abs(got - want).max() / np.abs(want).max()))
+        print("\nmfcc: worst %.2e of the sample's largest coefficient" % worst, file=sys.stderr)
+        self.assertLessEqual(worst, 1e-5)  # 1.3e-6 measured
+
     def test_a_torchaudio_sequential_translates(self):
         # Each WAV/FLAC clip (exact decodes) through torchaudio's own
         # Sequential, made for the clip's rate, and through the loader.
@@ -246,7 +287,7 @@ class Parity(unittest.TestCase):
         self.assertEqual([s.text() for s in masks[2:]],
                          ["frequency_masking { freq_mask_param: 8 }",
                           "time_masking { time_mask_param: 10 p: 0.5 }"])
-        for bad, why in ((torchaudio.transforms.MFCC(), "no MFCC yet"),
+        for bad, why in ((torchaudio.transforms.Spectrogram(), "not a plain spectrogram"),
                          (torchaudio.transforms.FrequencyMasking(8, iid_masks=True), "iid_masks"),
                          (torchaudio.transforms.MelSpectrogram(center=False), "center")):
             with self.assertRaisesRegex(ValueError, "cannot translate %s.*%s"

@@ -18,13 +18,11 @@ the rates the transforms name, which a preceding Resample makes sure of.
 from . import ops
 
 # The transforms that translate, by class name.
-AUDIO_TRANSLATED = ("Resample", "MelSpectrogram", "AmplitudeToDB", "FrequencyMasking",
-                    "TimeMasking", "Vol")
+AUDIO_TRANSLATED = ("Resample", "MelSpectrogram", "AmplitudeToDB", "MFCC", "FrequencyMasking",
+                    "TimeMasking", "Vol", "Preemphasis")
 
 _NOT_NATIVE = {
     "Spectrogram": "prepflow has mel_spectrogram and kaldi_fbank, not a plain spectrogram yet",
-    "MFCC": "prepflow has no MFCC yet (kaldi_fbank and mel_spectrogram + amplitude_to_db are "
-            "there)",
     "TimeStretch": "prepflow has no phase vocoder yet",
     "SlidingWindowCmn": "prepflow has per-utterance CMVN (ops.UtteranceCmvn), not a sliding "
                         "window",
@@ -80,6 +78,24 @@ def _amplitude_to_db(t):
                               top_db=0.0 if t.top_db is None else float(t.top_db))]
 
 
+def _mfcc(t):
+    """MFCC: its mel spectrogram, then amplitude_to_db (top_db 80) or, with
+    log_mels, log(x + 1e-6), then the DCT."""
+    if t.dct_type != 2:
+        raise Untranslatable(f"dct_type {t.dct_type}: torchaudio supports only 2")
+    stages = _mel_spectrogram(t.MelSpectrogram)
+    if t.log_mels:
+        stages.append(ops.Log(offset=1e-6))
+    else:
+        stages.extend(_amplitude_to_db(t.amplitude_to_DB))
+    return stages + [ops.Dct(n_mfcc=int(t.n_mfcc), ortho=t.norm == "ortho")]
+
+
+def _preemphasis(t):
+    """torchaudio 2.x's transforms.Preemphasis (0.13 has none: ops.Preemphasis)."""
+    return [ops.Preemphasis(coeff=float(t.coeff))]
+
+
 def _masking(t):
     if t.iid_masks:
         raise Untranslatable("iid_masks=True: prepflow draws one mask for every channel")
@@ -96,7 +112,8 @@ def _vol(t):
 
 _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
                 "AmplitudeToDB": _amplitude_to_db, "FrequencyMasking": _masking,
-                "TimeMasking": _masking, "Vol": _vol}
+                "TimeMasking": _masking, "Vol": _vol, "MFCC": _mfcc,
+                "Preemphasis": _preemphasis}
 
 
 def to_stages(items):

@@ -1,6 +1,7 @@
-// The speech-recipe ops: speed_perturb and vol on waveforms, kaldi_fbank
-// (Kaldi's filterbank features, kaldi.h), utterance_cmvn and transpose on
-// features, as torchaudio (and ESPnet, for CMVN) define them.
+// The speech-recipe ops: speed_perturb, vol and preemphasis on waveforms,
+// kaldi_fbank (Kaldi's filterbank features, kaldi.h), utterance_cmvn,
+// transpose, log and dct (MFCC's last step) on features, as torchaudio (and
+// ESPnet, for CMVN) define them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -287,6 +288,181 @@ class TransposeOp : public Op {
   }
 };
 
+// ------------------------------------------------------------- preemphasis
+
+class PreemphasisOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const double c = stage.preemphasis().coeff();
+    if (!(c >= -1 && c <= 1)) {
+      return absl::InvalidArgumentError(absl::StrFormat("coeff: must be in [-1, 1], got %g", c));
+    }
+    auto op = std::make_unique<PreemphasisOp>();
+    op->coeff_ = static_cast<float>(c);  // torch multiplies a float tensor in float
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    return in;
+  }
+
+  // torchaudio: waveform[..., 1:] -= coeff * waveform[..., :-1] on a copy:
+  // each product rounded, then the difference (no fused multiply-add).
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int64_t channels = s.shape[0], frames = s.shape[1];
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = Samples(s);
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* x = in + c * frames;
+      float* y = out + c * frames;
+      // Backwards, so that it may run in place.
+      for (int64_t n = frames - 1; n > 0; --n) {
+        const float product = coeff_ * x[n - 1];
+        y[n] = x[n] - product;
+      }
+      if (frames > 0) y[0] = x[0];
+    }
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  float coeff_ = 0.97f;
+};
+
+// --------------------------------------------------------------------- log
+
+class LogOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const double offset = stage.log().offset();
+    if (!(offset >= 0 && std::isfinite(offset))) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("offset: must be finite and >= 0, got %g", offset));
+    }
+    auto op = std::make_unique<LogOp>();
+    op->offset_ = static_cast<float>(offset);
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectTensor(in, 1, "a tensor"); !s.ok()) return s;
+    return in;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t n = s.size / sizeof(float);
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const auto* in = reinterpret_cast<const float*>(s.data);
+    for (size_t i = 0; i < n; ++i) out[i] = std::log(in[i] + offset_);
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  float offset_ = 1e-6f;
+};
+
+// --------------------------------------------------------------------- dct
+
+class DctOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::Dct& p = stage.dct();
+    if (p.n_mfcc() < 1 || p.n_mfcc() > kMaxCoefficients) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("n_mfcc: must be in [1, %d], got %d", kMaxCoefficients, p.n_mfcc()));
+    }
+    auto op = std::make_unique<DctOp>();
+    op->n_mfcc_ = p.n_mfcc();
+    op->ortho_ = p.ortho();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectTensor(in, 2, "features [..., n_mels, time]"); !s.ok()) return s;
+    ValueType out = in;
+    const int64_t mels = in.shape[in.shape.size() - 2];
+    if (mels >= 0 && mels < n_mfcc_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "n_mfcc: %d coefficients from %d mel bands; keep at most %d", n_mfcc_, mels, mels));
+    }
+    if (mels > kMaxCoefficients) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("expects at most %d mel bands, gets %d", kMaxCoefficients, mels));
+    }
+    out.shape[out.shape.size() - 2] = n_mfcc_;
+    return out;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const size_t rank = s.shape.size();
+    const int64_t mels = s.shape[rank - 2], frames = s.shape[rank - 1];
+    if (mels < n_mfcc_ || mels > kMaxCoefficients) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("dct: %d mel bands for %d coefficients", mels, n_mfcc_));
+    }
+    absl::StatusOr<std::shared_ptr<const std::vector<float>>> matrix =
+        matrices_.Get(static_cast<int>(mels));
+    if (!matrix.ok()) return matrix.status();
+    const int64_t planes =
+        mels * frames == 0 ? 0 : static_cast<int64_t>(s.size / sizeof(float)) / (mels * frames);
+    auto* out =
+        reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * planes * n_mfcc_ * frames + 1));
+    const auto* in = reinterpret_cast<const float*>(s.data);
+    const float* dct = (*matrix)->data();  // [n_mfcc, mels]
+    thread_local std::vector<double> acc;
+    acc.assign(static_cast<size_t>(frames), 0);
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* x = in + p * mels * frames;
+      for (int k = 0; k < n_mfcc_; ++k) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t m = 0; m < mels; ++m) {
+          const double w = dct[k * mels + m];
+          const float* row = x + m * frames;
+          for (int64_t t = 0; t < frames; ++t) acc[t] += w * row[t];
+        }
+        float* y = out + (p * n_mfcc_ + k) * frames;
+        for (int64_t t = 0; t < frames; ++t) y[t] = static_cast<float>(acc[t]);
+      }
+    }
+    Shape shape = s.shape;
+    shape[rank - 2] = n_mfcc_;
+    SetTensor(s, out, std::move(shape));
+    return absl::OkStatus();
+  }
+
+ private:
+  static constexpr int kMaxCoefficients = 1024;
+
+  // F.create_dct in float32, as torch computes it: cos(pi / n_mels *
+  // (n + 0.5) * k) of float32 aranges, then the scaling. [n_mfcc, n_mels].
+  absl::StatusOr<std::vector<float>> Matrix(int mels) const {
+    std::vector<float> m(static_cast<size_t>(n_mfcc_) * mels);
+    const float step = static_cast<float>(M_PI / static_cast<double>(mels));
+    const auto first = static_cast<float>(1.0 / std::sqrt(2.0));
+    const float scale = static_cast<float>(std::sqrt(2.0 / static_cast<double>(mels)));
+    for (int k = 0; k < n_mfcc_; ++k) {
+      for (int n = 0; n < mels; ++n) {
+        float v = std::cos(step * (static_cast<float>(n) + 0.5f) * static_cast<float>(k));
+        if (ortho_) {
+          if (k == 0) v *= first;
+          v *= scale;
+        } else {
+          v *= 2.0f;
+        }
+        m[static_cast<size_t>(k) * mels + n] = v;
+      }
+    }
+    return m;
+  }
+
+  int n_mfcc_ = 40;
+  bool ortho_ = true;
+  PerRate<std::vector<float>> matrices_{[this](int mels) { return Matrix(mels); }};
+};
+
 }  // namespace
 
 void RegisterAudioFeatureOps(OpRegistry* registry) {
@@ -295,6 +471,9 @@ void RegisterAudioFeatureOps(OpRegistry* registry) {
   registry->Register(Stage::kKaldiFbank, FactoryOf<KaldiFbankOp>());
   registry->Register(Stage::kUtteranceCmvn, FactoryOf<UtteranceCmvnOp>());
   registry->Register(Stage::kTranspose, FactoryOf<TransposeOp>());
+  registry->Register(Stage::kPreemphasis, FactoryOf<PreemphasisOp>());
+  registry->Register(Stage::kLog, FactoryOf<LogOp>());
+  registry->Register(Stage::kDct, FactoryOf<DctOp>());
 }
 
 }  // namespace prepflow

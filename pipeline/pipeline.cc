@@ -120,6 +120,13 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
       const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
       return sizeof(float) * m.n_mels() * (samples / hop + channels);
     }
+    case proto::Stage::kSpectrogram: {  // as mel_spectrogram's, n_fft / 2 + 1 bins
+      const proto::Spectrogram& m = stage.spectrogram();
+      const int win = m.win_length() > 0 ? m.win_length() : m.n_fft();
+      const int hop = m.hop_length() > 0 ? m.hop_length() : std::max(win / 2, 1);
+      const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
+      return sizeof(float) * (m.n_fft() / 2 + 1) * (samples / hop + channels);
+    }
     case proto::Stage::kKaldiFbank: {  // at most length / shift + 1 frames of one channel
       const proto::KaldiFbank& f = stage.kaldi_fbank();
       const double rate = in.sample_rate > 0 ? in.sample_rate : 1;

@@ -530,6 +530,12 @@ void BindBatch(py::module_& m) {
       .def("images_numpy", &PyBatch::images_numpy)
       .def("labels_numpy", &PyBatch::labels_numpy)
       .def_property_readonly("ragged", [](const PyBatch& b) { return b.batch()->ragged(); })
+      // The sample dimension a ragged batch's values vary along (-1: none).
+      .def_property_readonly("ragged_dim",
+                             [](const PyBatch& b) {
+                               return b.batch()->ragged() ? VaryingDim(b.batch()->sample_type())
+                                                          : -1;
+                             })
       .def_property_readonly("padding_bytes",
                              [](const PyBatch& b) { return b.batch()->padding_bytes(); })
       .def("lengths_dlpack", &PyBatch::lengths_dlpack)

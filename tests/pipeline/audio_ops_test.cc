@@ -422,6 +422,8 @@ TEST(AudioOps, KaldiFbankPutsAToneInItsBand) {
       {"preemphasis { coeff: 1.5 }", "coeff: must be in [-1, 1], got 1.5"},
       {"log { offset: -1 }", "offset: must be finite and >= 0"},
       {"dct { n_mfcc: 0 }", "n_mfcc: must be in [1, 1024]"},
+      {"time_shift { max_seconds: -1 }", "max_seconds: must be 0 to 86400, got -1"},
+      {"spectrogram { n_fft: 1 }", "n_fft: must be 2 to 65536, got 1"},
   });
 }
 
@@ -625,6 +627,61 @@ TEST(AudioOps, PreemphasisLogAndDct) {
                                                             &too_many));
   EXPECT_THAT(Pipeline::Create(too_many, PipelineOptions()).status().message(),
               HasSubstr("n_mfcc: 17 coefficients from 16 mel bands"));
+}
+
+// time_shift moves each sample by its own k in [-K, K] (every channel by
+// the same), zero-filled or rolled; the spectrogram of a 1 kHz tone peaks
+// in the bin that holds 1 kHz.
+TEST(AudioOps, TimeShiftAndSpectrogram) {
+  std::vector<float> ramp(2 * 800);
+  for (int t = 0; t < 800; ++t) {
+    ramp[2 * t] = static_cast<float>(t + 1) / 1024;
+    ramp[2 * t + 1] = -static_cast<float>(t + 1) / 1024;
+  }
+  const std::vector<uint8_t> wav = Encode(ramp, 2, 8000, kWav16);
+  auto plain = RunPipeline(*MakePipeline("stages { decode_audio {} }"), wav);
+  ASSERT_TRUE(plain.status.ok());
+  const auto* x = reinterpret_cast<const float*>(plain.bytes.data());
+  for (const bool rollover : {false, true}) {
+    std::set<int64_t> ks;
+    auto p = MakePipeline(absl::StrCat("stages { decode_audio {} } stages { time_shift { ",
+                                       "max_seconds: 0.01 rollover: ", rollover, " } }"));
+    for (int64_t index = 0; index < 12; ++index) {
+      auto shifted = RunPipeline(*p, wav, index);
+      ASSERT_TRUE(shifted.status.ok()) << shifted.status;
+      const auto* y = reinterpret_cast<const float*>(shifted.bytes.data());
+      // Frame 0 came from frame -k (0 where that is outside, unless rolled).
+      int64_t k = -81;
+      for (int64_t c = -80; c <= 80 && k == -81; ++c) {
+        bool same = true;
+        for (int ch = 0; ch < 2 && same; ++ch) {
+          for (int t = 0; t < 800 && same; ++t) {
+            int64_t from = t - c;
+            if (rollover) from = (from % 800 + 800) % 800;
+            const float want = from >= 0 && from < 800 ? x[ch * 800 + from] : 0.0f;
+            same = y[ch * 800 + t] == want;
+          }
+        }
+        if (same) k = c;
+      }
+      ASSERT_NE(k, -81) << "no shift in [-80, 80] gives sample " << index;
+      ks.insert(k);
+    }
+    EXPECT_GT(ks.size(), 3u) << "drawn per sample";
+  }
+  auto spec =
+      RunPipeline(*MakePipeline("stages { decode_audio {} } stages { spectrogram { n_fft: 400 } }"),
+                  Encode(Tone1kHz(), 1, 16000, kWav16));
+  ASSERT_TRUE(spec.status.ok()) << spec.status;
+  ASSERT_THAT(spec.shape, ::testing::ElementsAre(1, 201, 81));
+  const auto* f = reinterpret_cast<const float*>(spec.bytes.data());
+  for (int t = 10; t < 70; t += 9) {
+    int best = 0;
+    for (int b = 1; b < 201; ++b) {
+      if (f[b * 81 + t] > f[best * 81 + t]) best = b;
+    }
+    EXPECT_EQ(best, 25) << "frame " << t;  // 1000 Hz / (16000 / 400) Hz a bin
+  }
 }
 
 }  // namespace

@@ -179,9 +179,17 @@ constexpr char kSpeech[] = R"pb(
   stages { transpose {} }
 )pb";
 
-// MFCC's steps.
+// MFCC's steps, after a shift and beside a plain spectrogram.
+constexpr char kSpectrogram[] = R"pb(
+  stages { decode_audio {} }
+  stages { time_shift {} }
+  stages { spectrogram { n_fft: 256 } }
+  stages { amplitude_to_db {} }
+)pb";
+
 constexpr char kMfcc[] = R"pb(
   stages { decode_audio {} }
+  stages { time_shift { max_seconds: 0.05 rollover: true } }
   stages { preemphasis {} }
   stages { mel_spectrogram { n_mels: 40 } }
   stages { log {} }
@@ -190,13 +198,14 @@ constexpr char kMfcc[] = R"pb(
 
 // kEveryOp's custom stage is the example plugin's cutout.
 absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
-  const char* text = name == "every-op"    ? kEveryOp
-                     : name == "five-crop" ? kFiveCrop
-                     : name == "ten-crop"  ? kTenCrop
-                     : name == "audio"     ? kAudio
-                     : name == "speech"    ? kSpeech
-                     : name == "mfcc"      ? kMfcc
-                                           : nullptr;
+  const char* text = name == "every-op"      ? kEveryOp
+                     : name == "five-crop"   ? kFiveCrop
+                     : name == "ten-crop"    ? kTenCrop
+                     : name == "audio"       ? kAudio
+                     : name == "speech"      ? kSpeech
+                     : name == "mfcc"        ? kMfcc
+                     : name == "spectrogram" ? kSpectrogram
+                                             : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
   proto::PipelineSpec spec;
@@ -208,7 +217,8 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
-  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc"}) {
+  for (const char* name :
+       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

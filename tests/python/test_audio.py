@@ -255,6 +255,47 @@ class Parity(unittest.TestCase):
         print("\nmfcc: worst %.2e of the sample's largest coefficient" % worst, file=sys.stderr)
         self.assertLessEqual(worst, 1e-5)  # 1.3e-6 measured
 
+    def test_spectrogram_time_shift_and_iid_masks(self):
+        rate = 16000
+        wave = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate)]
+        waveforms, _, _ = run(wave, batch_size=1)
+        transform = torchaudio.transforms.Spectrogram(n_fft=512, hop_length=160)
+        stages = prepflow.transforms.to_stages([transform])
+        got_all, _, _ = run(wave + stages[2:], batch_size=1)
+        worst = whole = 0.0
+        for x, got in zip(waveforms, got_all):
+            want = transform(torch.from_numpy(x)).numpy()
+            self.assertEqual(got.shape, want.shape)
+            peak = want.max(axis=1, keepdims=True)  # each frame's largest bin
+            worst = max(worst, float((np.abs(got - want) / np.maximum(peak, 1e-30)).max()))
+            whole = max(whole, float(np.abs(got - want).max() / want.max()))
+        print("\nspectrogram: worst %.2e of the frame's largest bin, %.2e of the sample's"
+              % (worst, whole), file=sys.stderr)
+        self.assertLessEqual(worst, 1e-4)
+        self.assertLessEqual(whole, 1e-5)
+        # Each sample shifted by one k in [-K, K]: torch.roll's, or zero-filled.
+        for rollover in (True, False):
+            shifted, _, _ = run(wave + [ops.TimeShift(max_seconds=0.01, rollover=rollover)],
+                                batch_size=1)
+            ks = set()
+            for x, got in zip(waveforms, shifted):
+                x = torch.from_numpy(x)
+                for k in range(-160, 161):
+                    want = torch.roll(x, k, -1)
+                    if not rollover and k > 0:
+                        want[..., :k] = 0
+                    elif not rollover and k < 0:
+                        want[..., k:] = 0
+                    if torch.equal(torch.from_numpy(got), want):
+                        ks.add(k)
+                        break
+                else:
+                    self.fail("no shift in [-160, 160] gives the output (rollover=%s)" % rollover)
+            self.assertGreater(len(ks), 1)  # drawn per sample
+        masks = prepflow.transforms.to_stages([torchaudio.transforms.FrequencyMasking(
+            8, iid_masks=True)])  # a sample is 3-D: torchaudio draws one mask either way
+        self.assertEqual(masks[-1].text(), "frequency_masking { freq_mask_param: 8 }")
+
     def test_a_torchaudio_sequential_translates(self):
         # Each WAV/FLAC clip (exact decodes) through torchaudio's own
         # Sequential, made for the clip's rate, and through the loader.
@@ -287,8 +328,8 @@ class Parity(unittest.TestCase):
         self.assertEqual([s.text() for s in masks[2:]],
                          ["frequency_masking { freq_mask_param: 8 }",
                           "time_masking { time_mask_param: 10 p: 0.5 }"])
-        for bad, why in ((torchaudio.transforms.Spectrogram(), "not a plain spectrogram"),
-                         (torchaudio.transforms.FrequencyMasking(8, iid_masks=True), "iid_masks"),
+        for bad, why in ((torchaudio.transforms.TimeStretch(), "no phase vocoder"),
+                         (torchaudio.transforms.Spectrogram(power=None), "complex"),
                          (torchaudio.transforms.MelSpectrogram(center=False), "center")):
             with self.assertRaisesRegex(ValueError, "cannot translate %s.*%s"
                                         % (type(bad).__name__, why)):

@@ -18,11 +18,10 @@ the rates the transforms name, which a preceding Resample makes sure of.
 from . import ops
 
 # The transforms that translate, by class name.
-AUDIO_TRANSLATED = ("Resample", "MelSpectrogram", "AmplitudeToDB", "MFCC", "FrequencyMasking",
+AUDIO_TRANSLATED = ("Resample", "Spectrogram", "MelSpectrogram", "AmplitudeToDB", "MFCC", "FrequencyMasking",
                     "TimeMasking", "Vol", "Preemphasis")
 
 _NOT_NATIVE = {
-    "Spectrogram": "prepflow has mel_spectrogram and kaldi_fbank, not a plain spectrogram yet",
     "TimeStretch": "prepflow has no phase vocoder yet",
     "SlidingWindowCmn": "prepflow has per-utterance CMVN (ops.UtteranceCmvn), not a sliding "
                         "window",
@@ -50,20 +49,30 @@ def _resample(t):
     return [ops.Resample(**fields)]
 
 
-def _mel_spectrogram(t):
+def _check_stft(spec, op, more=()):
+    """Refuses a torchaudio Spectrogram that is not the STFT prepflow's op
+    computes, naming the field."""
     import torch
-    spec, mel = t.spectrogram, t.mel_scale
     why = [(spec.pad != 0, "pad"), (spec.normalized, "normalized"), (not spec.center, "center"),
            (spec.pad_mode != "reflect", "pad_mode"), (not spec.onesided, "onesided"),
            (spec.power is None, "power=None (a complex spectrogram)"),
-           (not torch.equal(spec.window, torch.hann_window(spec.win_length)), "window_fn"),
-           (mel.norm not in (None, "slaney"), "norm"),
-           (mel.mel_scale not in ("htk", "slaney"), "mel_scale")]
-    for bad, field in why:
+           (not torch.equal(spec.window, torch.hann_window(spec.win_length)), "window_fn")]
+    for bad, field in why + list(more):
         if bad:
-            raise Untranslatable(f"{field}: prepflow's mel_spectrogram has torchaudio's "
-                                 f"defaults there (a centred, reflect-padded, one-sided "
-                                 f"Hann STFT)")
+            raise Untranslatable(f"{field}: prepflow's {op} has torchaudio's defaults there "
+                                 f"(a centred, reflect-padded, one-sided Hann STFT)")
+
+
+def _spectrogram(t):
+    _check_stft(t, "spectrogram")
+    return [ops.Spectrogram(n_fft=int(t.n_fft), win_length=int(t.win_length),
+                            hop_length=int(t.hop_length), power=float(t.power))]
+
+
+def _mel_spectrogram(t):
+    spec, mel = t.spectrogram, t.mel_scale
+    _check_stft(spec, "mel_spectrogram", [(mel.norm not in (None, "slaney"), "norm"),
+                                          (mel.mel_scale not in ("htk", "slaney"), "mel_scale")])
     return [ops.MelSpectrogram(n_fft=int(spec.n_fft), win_length=int(spec.win_length),
                                hop_length=int(spec.hop_length), f_min=float(mel.f_min),
                                f_max=float(mel.f_max), n_mels=int(mel.n_mels),
@@ -97,8 +106,8 @@ def _preemphasis(t):
 
 
 def _masking(t):
-    if t.iid_masks:
-        raise Untranslatable("iid_masks=True: prepflow draws one mask for every channel")
+    # iid_masks: torchaudio draws masks per example only for a batch (4-D);
+    # a sample ([channels, freq, time]) gets one mask either way.
     if type(t).__name__ == "FrequencyMasking":
         return [ops.FrequencyMasking(freq_mask_param=int(t.mask_param))]
     return [ops.TimeMasking(time_mask_param=int(t.mask_param), p=float(t.p))]
@@ -111,6 +120,7 @@ def _vol(t):
 
 
 _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
+                "Spectrogram": _spectrogram,
                 "AmplitudeToDB": _amplitude_to_db, "FrequencyMasking": _masking,
                 "TimeMasking": _masking, "Vol": _vol, "MFCC": _mfcc,
                 "Preemphasis": _preemphasis}

@@ -1,5 +1,6 @@
 // The audio ops: decode_audio, downmix, fix_length, random_segment,
-// resample, mel_spectrogram, amplitude_to_db and the SpecAugment masks, on
+// time_shift, resample, spectrogram, mel_spectrogram, amplitude_to_db and the
+// SpecAugment masks, on
 // float32 [channels, frames] values with a sample rate (the features are
 // tensors), as torchaudio defines them. Kernels are in audio_decode.h,
 // resample.h and spectrogram.h.
@@ -284,6 +285,106 @@ class MelSpectrogramOp : public Op {
   PerRate<MelBank> banks_{[this](int rate) { return MelBank::Make(stft_->bins(), rate, mel_); }};
 };
 
+// ------------------------------------------------------------- spectrogram
+
+class SpectrogramOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::Spectrogram& p = stage.spectrogram();
+    const int win = p.win_length() > 0 ? p.win_length() : p.n_fft();
+    const int hop = p.hop_length() > 0 ? p.hop_length() : std::max(win / 2, 1);
+    absl::StatusOr<std::shared_ptr<const Stft>> stft = Stft::Make(p.n_fft(), win, hop, p.power());
+    if (!stft.ok()) return stft.status();
+    auto op = std::make_unique<SpectrogramOp>();
+    op->stft_ = *std::move(stft);
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    const int64_t frames = in.shape[1] >= 0 ? stft_->Frames(in.shape[1]) : -1;
+    return ValueType{ValueKind::kTensor, {in.shape[0], stft_->bins(), frames}};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int64_t channels = s.shape[0], length = s.shape[1], frames = stft_->Frames(length);
+    const int bins = stft_->bins();
+    auto* out =
+        reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * bins * frames + 1));
+    thread_local std::vector<float> scratch;
+    for (int64_t c = 0; c < channels; ++c) {
+      if (absl::Status st =
+              stft_->Apply(Samples(s) + c * length, length, out + c * bins * frames, &scratch);
+          !st.ok()) {
+        return st;
+      }
+    }
+    s.kind = ValueKind::kTensor;
+    s.data = reinterpret_cast<uint8_t*>(out);
+    s.size = sizeof(float) * channels * bins * frames;
+    s.shape = {channels, bins, frames};
+    s.sample_rate = 0;
+    return absl::OkStatus();
+  }
+
+ private:
+  std::shared_ptr<const Stft> stft_;
+};
+
+// -------------------------------------------------------------- time_shift
+
+class TimeShiftOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::TimeShift& p = stage.time_shift();
+    if (!(p.max_seconds() >= 0 && p.max_seconds() <= kMaxAudioSecondsLimit)) {
+      return absl::InvalidArgumentError(absl::StrFormat("max_seconds: must be 0 to %d, got %g",
+                                                        kMaxAudioSecondsLimit, p.max_seconds()));
+    }
+    auto op = std::make_unique<TimeShiftOp>();
+    op->max_seconds_ = p.max_seconds();
+    op->rollover_ = p.rollover();
+    return op;
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
+    return in;
+  }
+
+  // k uniform over [-K, K]; frame t of the output is frame t - k of the
+  // input (zero, or wrapped around with rollover, where that is outside).
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    SampleRng rng = ctx.Rng(s);
+    const auto most = static_cast<int64_t>(std::floor(max_seconds_ * s.sample_rate));
+    const int64_t k = rng.UniformInt(-most, most);
+    const int64_t channels = s.shape[0], frames = s.shape[1];
+    if (k == 0 || frames == 0) return absl::OkStatus();
+    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+    const float* in = Samples(s);
+    if (out == in) return absl::InternalError("time_shift: the output aliases the input");
+    const int64_t shift = rollover_ ? ((k % frames) + frames) % frames : k;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* x = in + c * frames;
+      float* y = out + c * frames;
+      for (int64_t t = 0; t < frames; ++t) {
+        const int64_t from = t - shift;
+        y[t] =
+            rollover_ ? x[(from + frames) % frames] : (from >= 0 && from < frames ? x[from] : 0.0f);
+      }
+    }
+    s.data = reinterpret_cast<uint8_t*>(out);
+    return absl::OkStatus();
+  }
+
+ private:
+  static constexpr int kMaxAudioSecondsLimit = 86400;
+  double max_seconds_ = 0.1;
+  bool rollover_ = false;
+};
+
+// --------------------------------------------------------- amplitude_to_db
+
 class AmplitudeToDbOp : public Op {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
@@ -421,6 +522,8 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kFrequencyMasking, FactoryOf<AxisMaskingOp>());
   registry->Register(Stage::kTimeMasking, FactoryOf<AxisMaskingOp>());
   RegisterAudioFeatureOps(registry);
+  registry->Register(Stage::kSpectrogram, FactoryOf<SpectrogramOp>());
+  registry->Register(Stage::kTimeShift, FactoryOf<TimeShiftOp>());
 }
 
 }  // namespace prepflow

@@ -296,6 +296,39 @@ class Parity(unittest.TestCase):
             8, iid_masks=True)])  # a sample is 3-D: torchaudio draws one mask either way
         self.assertEqual(masks[-1].text(), "frequency_masking { freq_mask_param: 8 }")
 
+    def test_what_does_not_translate_runs_in_the_python_tail(self):
+        # prepflow's part: decode, downmix, resample; the tail (from Fade on)
+        # gets each waveform at its own length, and its outputs (which vary
+        # in frames) are padded with their lengths.
+        rate = 16000
+
+        class Trim(torch.nn.Module):  # the user's own: cuts quiet ends, so lengths vary
+            def forward(self, x):
+                loud = (x.abs() > 0.02).any(0).nonzero()
+                return x[:, int(loud[0]):int(loud[-1]) + 1] if len(loud) else x
+
+        tail = [torchaudio.transforms.Fade(fade_in_len=800, fade_out_len=800), Trim(),
+                torchaudio.transforms.MelSpectrogram(rate, n_mels=40)]
+        stages, rest = prepflow.transforms.split([ops.Resample(rate=rate)] + tail)
+        self.assertEqual([s.name for s in stages], ["decode_audio", "downmix", "resample"])
+        self.assertEqual(len(rest.transforms), 3)
+        waveforms, _, _ = run(stages, batch_size=1)
+        loader = prepflow.Loader(ROOT, transform=[ops.Resample(rate=rate)] + tail, batch_size=4,
+                                 shuffle=False, python_tail="thread", tail_workers=2)
+        count, lengths = 0, set()
+        for record in loader:
+            self.assertEqual(record["audio"].dim(), 4)  # [B, 1, 40, longest]
+            for mel, n in zip(record["audio"], record["audio_lengths"]):
+                want = torch.nn.Sequential(*tail)(torch.from_numpy(waveforms[count]))
+                self.assertEqual(int(n), want.shape[-1])
+                self.assertTrue(torch.equal(mel[..., :int(n)], want), count)
+                self.assertFalse(mel[..., int(n):].any())  # zeros past its length
+                lengths.add(int(n))
+                count += 1
+        loader.close()
+        self.assertEqual(count, len(files()))
+        self.assertGreater(len(lengths), 1)
+
     def test_a_torchaudio_sequential_translates(self):
         # Each WAV/FLAC clip (exact decodes) through torchaudio's own
         # Sequential, made for the clip's rate, and through the loader.

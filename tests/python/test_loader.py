@@ -582,7 +582,7 @@ class PythonTail(unittest.TestCase):
         for (images, _, epoch, indices), b in zip(batches, native.batches()):
             self.assertEqual(list(indices), list(b.indices))
             want, _ = _tail.run_chunk(b.images, epoch, b.indices, 7, tail)
-            self.assertTrue(torch.equal(images, torch.from_numpy(want)))
+            self.assertTrue(torch.equal(images, torch.from_numpy(np.stack(want))))
 
     def test_the_output_does_not_depend_on_the_worker_count(self):
         one, _ = self.run_all(tail_workers=1)

@@ -610,14 +610,19 @@ class Loader:
             self._record_kind = False if images else (field, texts, bool(self._core.classes))
         return self._record_kind or None
 
-    def _fields(self, b, values, labels):
-        """The record dict of batch `b` (see Batch), or None for images."""
+    def _fields(self, b, values, labels, lengths=None, tail=False):
+        """The record dict of batch `b` (see Batch), or None for images;
+        after a Python tail, `lengths` are those of its outputs (None: the
+        same length)."""
         record = self._record()
         if record is None:
             return None
         field, texts, classes = record
         fields = {field: values}
-        if b.ragged:
+        if tail:
+            if lengths is not None:
+                fields[field + "_lengths"] = lengths
+        elif b.ragged:
             if self._as_numpy:
                 lengths = b.lengths_numpy()
             else:
@@ -648,8 +653,12 @@ class Loader:
             # The tail of batch k + 1 (and of `prefetch` more) runs while
             # batch k is being trained on.
             ahead = collections.deque()
+            record = self._record()
+            pad = record is not None and record[0] != "image"  # audio may vary in length
             for b in self._core_batches(epoch):
-                ahead.append((b, self._tail.submit(b.images_numpy(), b.epoch, b.indices, b.copies)))
+                ahead.append((b, self._tail.submit(
+                    b.images_numpy(), b.epoch, b.indices, b.copies,
+                    lengths=b.lengths_numpy() if b.ragged else None, dim=b.ragged_dim, pad=pad)))
                 if len(ahead) > self._options["prefetch"]:
                     yield self._deliver(*ahead.popleft())
             while ahead:
@@ -682,7 +691,7 @@ class Loader:
         self._batches += 1
         if tail_result is None:
             return self._convert(b)
-        images, cpu = tail_result()
+        images, lengths, cpu = tail_result()
         # The tail's CPU is this machine's too: --offload auto leaves room for it.
         self._core.add_trainer_work(cpu)
         if images is None:  # an empty batch
@@ -691,10 +700,14 @@ class Loader:
         labels = b.labels_numpy()
         if not self._as_numpy:
             images, labels = torch.from_numpy(images), torch.from_numpy(labels)
+            lengths = None if lengths is None else torch.from_numpy(lengths)
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
-        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies)
+                if lengths is not None:
+                    lengths = lengths.to(self._device, non_blocking=True)
+        return Batch(images, labels, b.epoch, b.number, b.indices, b.copies,
+                     self._fields(b, images, labels, lengths, tail=True))
 
     def __iter__(self):
         """(images, labels) per batch; a dict (Batch.fields) for records."""

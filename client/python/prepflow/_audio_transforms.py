@@ -126,6 +126,34 @@ _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
                 "Preemphasis": _preemphasis}
 
 
+def _translate(t):
+    """t's stages; Untranslatable saying why not."""
+    name = type(t).__name__
+    if not is_torchaudio(t) or name not in _TRANSLATORS:
+        raise Untranslatable(_NOT_NATIVE.get(name, "prepflow has no equivalent"))
+    return _TRANSLATORS[name](t)
+
+
+def split(items):
+    """(stages, tail): the stages for the longest prefix of `items` that
+    translates, and the rest (a list, empty when all translate): what
+    Loader(python_tail=...) runs in Python, on each waveform (or features)
+    at its own length."""
+    stages = [ops.DecodeAudio(), ops.Downmix()]
+    for i, t in enumerate(items):
+        if isinstance(t, ops.Op):
+            stages.append(t)
+            continue
+        try:
+            stages.extend(_translate(t))
+        except Untranslatable:
+            if any(isinstance(x, ops.Op) for x in items[i:]):
+                raise ValueError(f"transform: prepflow.ops objects cannot follow "
+                                 f"{type(t).__name__}, which runs in Python (the tail)") from None
+            return stages, list(items[i:])
+    return stages, []
+
+
 def to_stages(items):
     """The stages for `items` (torchaudio transforms and prepflow.ops, in
     order): decode_audio, downmix, then each. ValueError naming the first
@@ -137,9 +165,7 @@ def to_stages(items):
             continue
         name = type(t).__name__
         try:
-            if not is_torchaudio(t) or name not in _TRANSLATORS:
-                raise Untranslatable(_NOT_NATIVE.get(name, "prepflow has no equivalent"))
-            stages.extend(_TRANSLATORS[name](t))
+            stages.extend(_translate(t))
         except Untranslatable as e:
             raise ValueError(
                 f"transform: cannot translate {name} (item {i + 1} of {len(items)}): {e}. "

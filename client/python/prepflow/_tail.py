@@ -5,7 +5,11 @@ after prepflow's native stages (Loader(python_tail="process" | "thread")).
 Each sample goes through the tail alone, as in a DataLoader worker: a PIL
 image when prepflow's part ends in an image (what torchvision transforms
 before ToTensor expect), a tuple of them when it ends in FiveCrop's or
-TenCrop's crops, a float32 CHW tensor when it ends in a tensor.
+TenCrop's crops, a float32 CHW tensor when it ends in a tensor, and for
+audio its float32 waveform [channels, frames] (or features) at its own
+length, unpadded. Audio outputs of several lengths (one dimension that
+varies) are padded with zeros to the batch's longest, with their lengths,
+as prepflow pads its own.
 Before each sample, torch's, Python's and NumPy's global random generators
 are seeded from (seed, epoch, sample index), so in "process" mode (a pool of
 worker processes, each running whole samples) the tail's output does not
@@ -59,9 +63,43 @@ def _to_array(y, where):
                         f"image") from e
 
 
-def run_chunk(images, epoch, indices, seed, tail=None, copies=None):
-    """The tail over some samples of a batch: (a stacked array, the CPU
-    seconds it took in this process or thread)."""
+def _unpadded(image, length, dim):
+    """Sample `image` of a padded batch at its own `length` along `dim`."""
+    if length is None:
+        return image
+    where = [slice(None)] * image.ndim
+    where[dim] = slice(0, int(length))
+    return image[tuple(where)]
+
+
+def stack(arrays, pad):
+    """(one array, lengths or None): `arrays` stacked; with `pad`, values
+    that differ in one dimension are padded with zeros to the longest along
+    it, and their lengths returned."""
+    shapes = {a.shape for a in arrays}
+    if len(shapes) <= 1:
+        return np.stack(arrays), None
+    ranks = {len(s) for s in shapes}
+    varying = [d for d in range(max(ranks)) if len({s[d] for s in shapes}) > 1] \
+        if len(ranks) == 1 else []
+    if not pad or len(varying) != 1:
+        raise ValueError(f"python tail: its outputs differ in shape ({sorted(shapes)}): end it "
+                         f"with a fixed-size crop or resize so that samples can be batched"
+                         + ("" if not pad else "; audio may vary in one dimension only"))
+    dim = varying[0]
+    longest = max(a.shape[dim] for a in arrays)
+    out = []
+    for a in arrays:
+        widths = [(0, 0)] * a.ndim
+        widths[dim] = (0, longest - a.shape[dim])
+        out.append(np.pad(a, widths))
+    return np.stack(out), np.array([a.shape[dim] for a in arrays], np.int64)
+
+
+def run_chunk(images, epoch, indices, seed, tail=None, copies=None, lengths=None, dim=-1):
+    """The tail over some samples of a batch: (their outputs, as arrays;
+    the CPU seconds it took in this process or thread). `lengths`/`dim`: a
+    ragged batch's, each sample taken unpadded."""
     from PIL import Image  # torchvision's dependency; imported where it runs
 
     clock = time.process_time if tail is None else time.thread_time
@@ -69,7 +107,9 @@ def run_chunk(images, epoch, indices, seed, tail=None, copies=None):
     tail = tail if tail is not None else _tail
     out = []
     copies = copies if copies is not None else [0] * len(indices)
-    for image, index, copy in zip(images, indices, copies):
+    lengths = lengths if lengths is not None else [None] * len(indices)
+    for image, index, copy, length in zip(images, indices, copies, lengths):
+        image = _unpadded(image, length, dim)
         s = sample_seed(seed, epoch, int(index), int(copy))
         torch.manual_seed(s)
         random.seed(s)
@@ -86,11 +126,7 @@ def run_chunk(images, epoch, indices, seed, tail=None, copies=None):
             raise RuntimeError(f"python tail: {tail!r} failed on sample {int(index)} of epoch "
                                f"{epoch}: {type(e).__name__}: {e}") from e
         out.append(_to_array(y, f"python tail on sample {int(index)}"))
-    shapes = {a.shape for a in out}
-    if len(shapes) > 1:
-        raise ValueError(f"python tail: its outputs differ in shape ({sorted(shapes)}): end it "
-                         f"with a fixed-size crop or resize so that samples can be batched")
-    return np.stack(out), clock() - start
+    return out, clock() - start
 
 
 class Tail:
@@ -112,26 +148,30 @@ class Tail:
                 workers, mp_context=multiprocessing.get_context(method), initializer=_init,
                 initargs=(tail,))
 
-    def submit(self, images, epoch, indices, copies=None):
-        """The tail over one batch (NHWC uint8 or NCHW float32 numpy), in
-        chunks over the workers; a callable that returns the stacked result
-        and the CPU seconds the workers spent on it."""
+    def submit(self, images, epoch, indices, copies=None, lengths=None, dim=-1, pad=False):
+        """The tail over one batch (NHWC uint8 or NCHW float32 numpy; a
+        ragged one with its `lengths` along sample dimension `dim`), in
+        chunks over the workers; a callable that returns the stacked result,
+        its lengths (None unless `pad` padded them) and the CPU seconds the
+        workers spent on it."""
         n = len(indices)
         if n == 0:  # on_error="skip" can empty a batch
-            return lambda: (None, 0.0)
+            return lambda: (None, None, 0.0)
         step = max(1, -(-n // self.workers))
         tail = self.tail if self.mode == "thread" else None
-        futures = [self._pool.submit(run_chunk, images[i:i + step], epoch, indices[i:i + step],
-                                     self.seed, tail,
-                                     None if copies is None else copies[i:i + step])
-                   for i in range(0, n, step)]
+
+        def part(values):
+            return None if values is None else values[i:i + step]
+        futures = []
+        for i in range(0, n, step):
+            futures.append(self._pool.submit(run_chunk, images[i:i + step], epoch,
+                                             indices[i:i + step], self.seed, tail,
+                                             part(copies), part(lengths), dim))
 
         def result():
             parts = [f.result() for f in futures]
-            cpu = sum(p[1] for p in parts)
-            if len(parts) == 1:
-                return parts[0][0], cpu
-            return np.concatenate([p[0] for p in parts]), cpu
+            stacked, out_lengths = stack([v for p in parts for v in p[0]], pad)
+            return stacked, out_lengths, sum(p[1] for p in parts)
         return result
 
     def close(self):

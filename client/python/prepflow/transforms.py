@@ -583,8 +583,8 @@ def split(transform):
     translates). The tail is what Loader(python_tail=...) runs in Python."""
     items = _flatten(transform)
     if any(_audio.is_torchaudio(t) for t in items):
-        raise ValueError("python_tail: not for torchaudio transforms yet; translate them all "
-                         "(docs/audio.md lists what translates)")
+        stages, tail = _audio.split(items)
+        return stages, _Compose(tail) if tail else None
     stages, out = [ops.Decode()], Delivery()
     pending = out.pending
     for i, t in enumerate(items):

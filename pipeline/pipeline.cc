@@ -20,6 +20,7 @@
 #include "google/protobuf/text_format.h"
 #include "opencv2/core.hpp"
 #include "pipeline/core/op_schema.h"
+#include "pipeline/ops/audio/spectrogram.h"
 #include "pipeline/ops/builtin_ops.h"
 #include "pipeline/ops/compose_ops.h"
 #include "pipeline/ops/plugins.h"
@@ -115,15 +116,13 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
   switch (stage.op_case()) {
     case proto::Stage::kMelSpectrogram: {  // 1 + length / hop frames a channel
       const proto::MelSpectrogram& m = stage.mel_spectrogram();
-      const int win = m.win_length() > 0 ? m.win_length() : m.n_fft();
-      const int hop = m.hop_length() > 0 ? m.hop_length() : std::max(win / 2, 1);
+      const int hop = HopLength(m.n_fft(), m.win_length(), m.hop_length());
       const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
       return sizeof(float) * m.n_mels() * (samples / hop + channels);
     }
     case proto::Stage::kSpectrogram: {  // as mel_spectrogram's, n_fft / 2 + 1 bins
       const proto::Spectrogram& m = stage.spectrogram();
-      const int win = m.win_length() > 0 ? m.win_length() : m.n_fft();
-      const int hop = m.hop_length() > 0 ? m.hop_length() : std::max(win / 2, 1);
+      const int hop = HopLength(m.n_fft(), m.win_length(), m.hop_length());
       const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
       return sizeof(float) * (m.n_fft() / 2 + 1) * (samples / hop + channels);
     }

@@ -134,11 +134,9 @@ def _translate(t):
     return _TRANSLATORS[name](t)
 
 
-def split(items):
-    """(stages, tail): the stages for the longest prefix of `items` that
-    translates, and the rest (a list, empty when all translate): what
-    Loader(python_tail=...) runs in Python, on each waveform (or features)
-    at its own length."""
+def _prefix(items):
+    """(stages, i, why): the stages for items[:i], the longest prefix that
+    translates, and why items[i] does not (None when every one does)."""
     stages = [ops.DecodeAudio(), ops.Downmix()]
     for i, t in enumerate(items):
         if isinstance(t, ops.Op):
@@ -146,29 +144,31 @@ def split(items):
             continue
         try:
             stages.extend(_translate(t))
-        except Untranslatable:
-            if any(isinstance(x, ops.Op) for x in items[i:]):
-                raise ValueError(f"transform: prepflow.ops objects cannot follow "
-                                 f"{type(t).__name__}, which runs in Python (the tail)") from None
-            return stages, list(items[i:])
-    return stages, []
+        except Untranslatable as e:
+            return stages, i, e
+    return stages, len(items), None
+
+
+def split(items):
+    """(stages, tail): the stages for the longest prefix of `items` that
+    translates, and the rest (a list, empty when all translate): what
+    Loader(python_tail=...) runs in Python, on each waveform (or features)
+    at its own length."""
+    stages, i, _ = _prefix(items)
+    if any(isinstance(x, ops.Op) for x in items[i:]):
+        raise ValueError(f"transform: prepflow.ops objects cannot follow "
+                         f"{type(items[i]).__name__}, which runs in Python (the tail)")
+    return stages, list(items[i:])
 
 
 def to_stages(items):
     """The stages for `items` (torchaudio transforms and prepflow.ops, in
     order): decode_audio, downmix, then each. ValueError naming the first
     that does not translate."""
-    stages = [ops.DecodeAudio(), ops.Downmix()]
-    for i, t in enumerate(items):
-        if isinstance(t, ops.Op):
-            stages.append(t)
-            continue
-        name = type(t).__name__
-        try:
-            stages.extend(_translate(t))
-        except Untranslatable as e:
-            raise ValueError(
-                f"transform: cannot translate {name} (item {i + 1} of {len(items)}): {e}. "
-                f"prepflow translates torchaudio's {', '.join(AUDIO_TRANSLATED)}, and "
-                f"prepflow.ops objects (docs/audio.md)") from None
+    stages, i, why = _prefix(items)
+    if why is not None:
+        raise ValueError(
+            f"transform: cannot translate {type(items[i]).__name__} (item {i + 1} of "
+            f"{len(items)}): {why}. prepflow translates torchaudio's "
+            f"{', '.join(AUDIO_TRANSLATED)}, and prepflow.ops objects (docs/audio.md)")
     return stages

@@ -230,14 +230,12 @@ class MelSpectrogramOp : public Op {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
     const proto::MelSpectrogram& p = stage.mel_spectrogram();
-    const int win = p.win_length() > 0 ? p.win_length() : p.n_fft();
-    const int hop = p.hop_length() > 0 ? p.hop_length() : std::max(win / 2, 1);
-    absl::StatusOr<std::shared_ptr<const Stft>> stft = Stft::Make(p.n_fft(), win, hop, p.power());
+    absl::StatusOr<std::shared_ptr<const Stft>> stft =
+        Stft::Make(p.n_fft(), p.win_length(), p.hop_length(), p.power());
     if (!stft.ok()) return stft.status();
     auto op = std::make_unique<MelSpectrogramOp>();
     op->stft_ = *std::move(stft);
     op->mel_ = MelOptions{p.n_mels(), p.f_min(), p.f_max(), p.slaney_scale(), p.slaney_norm()};
-    op->hop_ = hop;
     // The bands checked at a rate that holds f_max (each sample's rate is
     // checked when its filterbank is made).
     const int rate = static_cast<int>(std::max(2 * std::ceil(p.f_max()), 2.0 * p.f_min() + 2));
@@ -281,7 +279,6 @@ class MelSpectrogramOp : public Op {
  private:
   std::shared_ptr<const Stft> stft_;
   MelOptions mel_;
-  int hop_ = 0;
   PerRate<MelBank> banks_{[this](int rate) { return MelBank::Make(stft_->bins(), rate, mel_); }};
 };
 
@@ -291,9 +288,8 @@ class SpectrogramOp : public Op {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
     const proto::Spectrogram& p = stage.spectrogram();
-    const int win = p.win_length() > 0 ? p.win_length() : p.n_fft();
-    const int hop = p.hop_length() > 0 ? p.hop_length() : std::max(win / 2, 1);
-    absl::StatusOr<std::shared_ptr<const Stft>> stft = Stft::Make(p.n_fft(), win, hop, p.power());
+    absl::StatusOr<std::shared_ptr<const Stft>> stft =
+        Stft::Make(p.n_fft(), p.win_length(), p.hop_length(), p.power());
     if (!stft.ok()) return stft.status();
     auto op = std::make_unique<SpectrogramOp>();
     op->stft_ = *std::move(stft);

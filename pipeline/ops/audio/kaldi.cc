@@ -101,6 +101,7 @@ absl::StatusOr<KaldiFbank> KaldiFbank::Make(const proto::KaldiFbank& o, int samp
         sample_rate, low, high));
   }
   k.window_ = Window(o, k.size_);
+  if (LaneRealFft::IsPowerOfTwo(k.padded_)) k.lanes_ = std::make_shared<LaneRealFft>(k.padded_);
   k.bins_ = o.num_mel_bins();
   // get_mel_banks (no VTLN warp): the band edges in float32 from double
   // ends, the FFT bins' mels in float32.
@@ -165,6 +166,45 @@ float KaldiFbank::Frame(const float* in, float* frame) const {
   return energy;
 }
 
+void KaldiFbank::Spectra(float* const* frames, int count, float* const* power) const {
+  const int fft_bins = padded_ / 2 + 1;
+  if (lanes_ != nullptr) {
+    lanes_->Power(frames, count, power);
+  } else {
+    auto* fft = static_cast<kiss_fftr_cfg>(ThreadRealFft(padded_));
+    thread_local std::vector<kiss_fft_cpx> spectrum;
+    spectrum.resize(fft_bins);
+    for (int j = 0; j < count; ++j) {
+      kiss_fftr(fft, frames[j], spectrum.data());
+      // |z|^2 as r^2 + i^2 (torch squares hypot's |z|: within an ulp or
+      // two, and std::hypot cost more than the FFT).
+      for (int f = 0; f < fft_bins; ++f) {
+        power[j][f] = spectrum[f].r * spectrum[f].r + spectrum[f].i * spectrum[f].i;
+      }
+    }
+  }
+  if (!opt_.use_power()) {
+    for (int j = 0; j < count; ++j) {
+      for (int f = 0; f < fft_bins; ++f) power[j][f] = std::sqrt(power[j][f]);
+    }
+  }
+}
+
+void KaldiFbank::Row(const float* power, float energy, float* row) const {
+  const int fft_bins = padded_ / 2 + 1;
+  const int energy_col = opt_.use_energy() ? (opt_.htk_compat() ? bins_ : 0) : -1;
+  const int first_band = energy_col == 0 ? 1 : 0;
+  for (int b = 0; b < bins_; ++b) {
+    double sum = 0;
+    const float* bank = banks_.data() + static_cast<size_t>(b) * fft_bins;
+    for (int f = first_[b]; f < last_[b]; ++f) sum += static_cast<double>(bank[f]) * power[f];
+    auto v = static_cast<float>(sum);
+    if (opt_.use_log_fbank()) v = std::log(std::max(v, kEpsilon));
+    row[first_band + b] = v;
+  }
+  if (energy_col >= 0) row[energy_col] = energy;
+}
+
 void KaldiFbank::Apply(const float* x, int64_t length, float* out,
                        std::vector<float>* scratch) const {
   // The frames' source: the signal, or with !snip_edges the signal with
@@ -173,8 +213,9 @@ void KaldiFbank::Apply(const float* x, int64_t length, float* out,
       opt_.snip_edges() ? 1 + (length - size_) / shift_ : (length + shift_ / 2) / shift_;
   const int64_t pad = opt_.snip_edges() ? 0 : size_ / 2 - shift_ / 2;
   const int64_t source = opt_.snip_edges() ? length : length + std::max<int64_t>(pad, 0) + length;
-  const int fft_bins = padded_ / 2 + 1;
-  scratch->resize(static_cast<size_t>(source) + padded_ + 2 * fft_bins + 2);
+  const int fft_bins = padded_ / 2;
+  scratch->resize(static_cast<size_t>(source) +
+                  LaneRealFft::kLanes * static_cast<size_t>(padded_ + fft_bins + 1));
   float* src = scratch->data();
   if (opt_.snip_edges()) {
     std::copy(x, x + length, src);
@@ -186,32 +227,23 @@ void KaldiFbank::Apply(const float* x, int64_t length, float* out,
     std::copy(x - pad, x + length, src);
     for (int64_t i = 0; i < length; ++i) src[length + pad + i] = x[length - 1 - i];
   }
-  float* frame = src + source;
-  auto* spectrum = reinterpret_cast<kiss_fft_cpx*>(frame + padded_);
-  const int energy_col = opt_.use_energy() ? (opt_.htk_compat() ? bins_ : 0) : -1;
-  const int first_band = energy_col == 0 ? 1 : 0, cols = columns();
-  auto* fft = static_cast<kiss_fftr_cfg>(ThreadRealFft(padded_));
-  for (int64_t t = 0; t < frames; ++t) {
-    const float energy = Frame(src + t * shift_, frame);
-    kiss_fftr(fft, frame, spectrum);
-    float* power = frame;  // the frame is spent: its first bins hold the spectrum
-    // |z|^2 as r^2 + i^2 (torch squares hypot's |z|: within an ulp or two,
-    // and std::hypot, which guards against overflow no frame can reach,
-    // cost more than the FFT).
-    for (int f = 0; f < fft_bins; ++f) {
-      const float sq = spectrum[f].r * spectrum[f].r + spectrum[f].i * spectrum[f].i;
-      power[f] = opt_.use_power() ? sq : std::sqrt(sq);
-    }
-    float* row = out + t * cols;
-    for (int b = 0; b < bins_; ++b) {
-      double sum = 0;
-      const float* bank = banks_.data() + static_cast<size_t>(b) * fft_bins;
-      for (int f = first_[b]; f < last_[b]; ++f) sum += static_cast<double>(bank[f]) * power[f];
-      auto v = static_cast<float>(sum);
-      if (opt_.use_log_fbank()) v = std::log(std::max(v, kEpsilon));
-      row[first_band + b] = v;
-    }
-    if (energy_col >= 0) row[energy_col] = energy;
+  // Frames go through the FFT four at a time (LaneRealFft's lanes).
+  const int cols = columns();
+  constexpr int kLanes = LaneRealFft::kLanes;
+  float* buffers = src + source;  // kLanes frames, then kLanes spectra
+  float* frame[kLanes];
+  float* power[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    frame[j] = buffers + static_cast<size_t>(j) * padded_;
+    power[j] =
+        buffers + static_cast<size_t>(kLanes) * padded_ + static_cast<size_t>(j) * (fft_bins + 1);
+  }
+  for (int64_t t0 = 0; t0 < frames; t0 += kLanes) {
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, frames - t0));
+    float energy[kLanes];
+    for (int j = 0; j < count; ++j) energy[j] = Frame(src + (t0 + j) * shift_, frame[j]);
+    Spectra(frame, count, power);
+    for (int j = 0; j < count; ++j) Row(power[j], energy[j], out + (t0 + j) * cols);
   }
   if (opt_.subtract_mean() && frames > 0) {
     for (int c = 0; c < cols; ++c) {

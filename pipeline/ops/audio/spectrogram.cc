@@ -58,8 +58,10 @@ void* ThreadRealFft(int n) {
   return plan.get();
 }
 
-absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int win_length, int hop_length,
+absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int given_win, int given_hop,
                                                        double power) {
+  const int win_length = WindowLength(n_fft, given_win);
+  const int hop_length = HopLength(n_fft, given_win, given_hop);
   if (n_fft < 2 || n_fft > kMaxFft) {
     return absl::InvalidArgumentError(
         absl::StrFormat("n_fft: must be 2 to %d, got %d", kMaxFft, n_fft));

@@ -12,6 +12,7 @@
 #ifndef PREPFLOW_PIPELINE_OPS_AUDIO_SPECTROGRAM_H_
 #define PREPFLOW_PIPELINE_OPS_AUDIO_SPECTROGRAM_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -25,8 +26,16 @@ namespace prepflow {
 // own, made once per size and freed when the thread ends.
 void* ThreadRealFft(int n);
 
+// torchaudio's sizes where a field is left 0 (or below): the window n_fft
+// long, the hop half the window (at least 1).
+inline int WindowLength(int n_fft, int win_length) { return win_length > 0 ? win_length : n_fft; }
+inline int HopLength(int n_fft, int win_length, int hop_length) {
+  return hop_length > 0 ? hop_length : std::max(WindowLength(n_fft, win_length) / 2, 1);
+}
+
 class Stft {
  public:
+  // win_length and hop_length as WindowLength and HopLength read them.
   // InvalidArgument naming the field for sizes torch.stft refuses.
   static absl::StatusOr<std::shared_ptr<const Stft>> Make(int n_fft, int win_length, int hop_length,
                                                           double power);

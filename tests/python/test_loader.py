@@ -216,6 +216,13 @@ class Resume(unittest.TestCase):
 
         with self.assertRaisesRegex(ValueError, "saved with batch_size=8"):
             loader(batch_size=4).load_state_dict(state)
+        for bad in (-1, "3", 2.5):
+            with self.assertRaisesRegex((ValueError, TypeError), "state_dict sample"):
+                loader().load_state_dict(dict(state, sample=bad))
+        # Where the saved batch ended: exactly the rest, as without it.
+        again = loader(epochs=2)
+        again.load_state_dict(dict(state, sample=16))
+        self.assertEqual([i for _ in range(2) for b in again.batches() for i in b.indices], rest)
 
 
 class Api(unittest.TestCase):

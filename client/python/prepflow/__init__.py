@@ -492,7 +492,7 @@ class Loader:
         # Where the next batch starts depends on which of this rank's samples
         # failed: another rank's state resumes at the batch's planned start.
         sample = state.get("sample", 0) if state.get("rank", self.rank) == self.rank else 0
-        _check_int("state_dict sample", sample, 0)
+        _check_int("state_dict sample", sample, 0, (1 << 63) - 1)
         self._epoch, self._position, self._sample = epoch, position, sample
         self._echo = state.get("echo", 1)
         _check_int("state_dict echo", self._echo, 1)

@@ -8,6 +8,33 @@
 
 namespace prepflow {
 
+namespace {
+
+// What a WAV's or FLAC's header needs: its chunks before the samples, or
+// STREAMINFO and the metadata blocks before the frames (album art may make
+// those longer, and then the whole file is read).
+constexpr size_t kHeadBytes = 64 << 10;
+
+// Sample i's length from its first bytes where its header holds it, else
+// from the whole file.
+absl::StatusOr<double> Seconds(const Dataset& dataset, int64_t i, Buffer* bytes) {
+  size_t size = 0;
+  uint64_t whole = 0;
+  absl::Status read = dataset.ReadHead(i, kHeadBytes, bytes, &size, &whole);
+  if (!read.ok()) return read;
+  if (whole > size) {
+    if (HeaderHoldsLength(bytes->data(), size)) {
+      absl::StatusOr<double> s = AudioSeconds(bytes->data(), size, whole);
+      if (s.ok()) return s;
+    }
+    read = dataset.Read(i, bytes, &size);
+    if (!read.ok()) return read;
+  }
+  return AudioSeconds(bytes->data(), size);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset) {
   const int64_t n = dataset.size();
   std::vector<double> seconds(static_cast<size_t>(n), -1);
@@ -24,11 +51,8 @@ absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset) {
   int64_t done = 0, unreadable = 0, last_log = WallNanos();
   for (int64_t i = 0; i < n; ++i) {
     if (seconds[i] >= 0) continue;
-    size_t size = 0;
-    const absl::Status read = dataset.Read(i, &bytes, &size);
-    if (absl::IsUnavailable(read) || absl::IsDeadlineExceeded(read)) return read;
-    absl::StatusOr<double> s =
-        read.ok() ? AudioSeconds(bytes.data(), size) : absl::StatusOr<double>(read);
+    absl::StatusOr<double> s = Seconds(dataset, i, &bytes);
+    if (absl::IsUnavailable(s.status()) || absl::IsDeadlineExceeded(s.status())) return s.status();
     if (!s.ok() && ++unreadable <= 3) {
       spdlog::warn("batching by length: {}: {}; counted as 0 s", SafeText(dataset.SamplePath(i)),
                    SafeText(s.status().message()));

@@ -1,6 +1,9 @@
 // Each sample's length in seconds, for batching by length: a manifest's
 // durations where it gives them, else what each audio file's header
-// declares (read once, when the Loader starts; nothing is decoded).
+// declares (read once, when the Loader starts; nothing is decoded). A WAV's
+// or FLAC's first 64 KiB are read (Dataset::ReadHead: a ranged read for
+// remote data); MP3 and Ogg, whose length is in their stream, are read
+// whole, as is a file whose header runs past those bytes.
 //
 // Thread-safety: a pure function of the dataset.
 #ifndef PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_

@@ -92,6 +92,12 @@ class Dataset {
   // path (NotFound, PermissionDenied, DataLoss for a short read, ...).
   // REQUIRES: 0 <= i < size().
   virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
+  // The first min(max_bytes, its size) bytes of sample i into `out` (`*size`
+  // of them) and its whole size in `*whole`: what reading a header needs,
+  // without the rest (a file's or a shard member's first bytes, a ranged
+  // read of an object). Errors as Read's. By default the whole sample.
+  virtual absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                                uint64_t* whole) const;
   // The file extension of sample i's image, lower case, without the dot.
   virtual std::string Extension(int64_t i) const = 0;
   // Starts reading `indices` ahead of their Read where reads wait on the
@@ -136,6 +142,10 @@ class Dataset {
   // root: otherwise PermissionDenied naming it. Anything but a regular file
   // (a FIFO, a device) is FailedPrecondition.
   absl::StatusOr<int> OpenForRead(const std::string& path, struct stat* st) const;
+  // A local file's first `head` bytes (all of them: SIZE_MAX) through
+  // OpenForRead, and its size; over max_file_bytes() is ResourceExhausted.
+  absl::Status ReadLocal(const std::string& path, size_t head, Buffer* out, size_t* size,
+                         uint64_t* whole) const;
 
   int64_t max_file_bytes_ = kDefaultMaxFileBytes;
   uint64_t fingerprint_ = 0;

@@ -9,7 +9,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -33,13 +35,13 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }
 
 absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
-                      Buffer* out, size_t* size) {
+                      Buffer* out, size_t* size, size_t head) {
   if (st.st_size > max_bytes) {
     close(fd);
     return absl::ResourceExhaustedError(absl::StrFormat(
         "%s is %d bytes, over the limit of %d (--max-file-bytes)", path, st.st_size, max_bytes));
   }
-  const size_t want = static_cast<size_t>(st.st_size);
+  const size_t want = std::min(static_cast<size_t>(st.st_size), head);
   uint8_t* p = out->Reserve(want == 0 ? 1 : want);
   size_t done = 0;
   while (done < want) {
@@ -92,6 +94,23 @@ absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std
 }
 
 }  // namespace detail
+
+absl::Status Dataset::ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                               uint64_t* whole) const {
+  (void)max_bytes;
+  if (absl::Status s = Read(i, out, size); !s.ok()) return s;
+  *whole = *size;
+  return absl::OkStatus();
+}
+
+absl::Status Dataset::ReadLocal(const std::string& path, size_t head, Buffer* out, size_t* size,
+                                uint64_t* whole) const {
+  struct stat st;
+  absl::StatusOr<int> fd = OpenForRead(path, &st);
+  if (!fd.ok()) return fd.status();
+  *whole = static_cast<uint64_t>(st.st_size);
+  return detail::ReadFile(*fd, st, path, max_file_bytes_, out, size, head);
+}
 
 absl::StatusOr<int> Dataset::OpenForRead(const std::string& path, struct stat* st) const {
   return detail::OpenConfined(confine_root_, confine_fd_, path, st);

@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -82,10 +83,10 @@ absl::StatusOr<int> OpenConfined(const std::string& root, int root_fd, const std
                                  struct stat* st);
 
 // Reads the regular file `fd` of `st.st_size` bytes (as OpenForRead found
-// it) into `out` and closes it; over `max_bytes` is ResourceExhausted naming
-// --max-file-bytes.
+// it), or its first `head` bytes, into `out` and closes it; over `max_bytes`
+// is ResourceExhausted naming --max-file-bytes.
 absl::Status ReadFile(int fd, const struct stat& st, const std::string& path, int64_t max_bytes,
-                      Buffer* out, size_t* size);
+                      Buffer* out, size_t* size, size_t head = SIZE_MAX);
 
 // A JSON Lines manifest of audio (manifest.cc): each line's audio_filepath
 // (relative to the manifest's folder), duration, text and label.

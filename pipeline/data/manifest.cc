@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,10 +72,12 @@ class ManifestDataset : public Dataset {
   std::string SamplePath(int64_t i) const override { return paths_[i]; }
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
-    struct stat st;
-    absl::StatusOr<int> fd = OpenForRead(paths_[i], &st);
-    if (!fd.ok()) return fd.status();
-    return ReadFile(*fd, st, paths_[i], max_file_bytes_, out, size);
+    uint64_t whole = 0;
+    return ReadLocal(paths_[i], SIZE_MAX, out, size, &whole);
+  }
+  absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                        uint64_t* whole) const override {
+    return ReadLocal(paths_[i], max_bytes, out, size, whole);
   }
   uint64_t SourceVersion(int64_t i) const override {
     struct stat st;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -227,11 +228,12 @@ class ImageFolderDataset : public Dataset {
   std::string SamplePath(int64_t i) const override { return absl::StrCat(root_, "/", paths_[i]); }
   std::string Extension(int64_t i) const override { return LowerExtension(paths_[i]); }
   absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
-    const std::string path = SamplePath(i);
-    struct stat st;
-    absl::StatusOr<int> fd = OpenForRead(path, &st);
-    if (!fd.ok()) return fd.status();
-    return ReadFile(*fd, st, path, max_file_bytes_, out, size);
+    uint64_t whole = 0;
+    return ReadLocal(SamplePath(i), SIZE_MAX, out, size, &whole);
+  }
+  absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                        uint64_t* whole) const override {
+    return ReadLocal(SamplePath(i), max_bytes, out, size, whole);
   }
   uint64_t SourceVersion(int64_t i) const override {
     struct stat st;

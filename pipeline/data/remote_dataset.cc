@@ -72,6 +72,17 @@ class ObjectFolder : public Dataset {
     *size = o.size;
     return Fetch(o, out->Reserve(o.size == 0 ? 1 : o.size));
   }
+  absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                        uint64_t* whole) const override {
+    const ObjectInfo& o = objects_[i];
+    if (absl::Status s = CheckSize(o.size, o.url); !s.ok()) return s;
+    *whole = o.size;
+    *size = static_cast<size_t>(std::min<uint64_t>(o.size, max_bytes));
+    absl::StatusOr<std::unique_ptr<ByteSource>> source =
+        store_->Open(o.url, static_cast<int64_t>(o.size));
+    if (!source.ok()) return source.status();
+    return (*source)->ReadAt(0, *size, out->Reserve(std::max<size_t>(*size, 1)));
+  }
   void Prefetch(absl::Span<const int64_t> indices) const override {
     if (read_ahead_ == nullptr) return;
     for (const int64_t i : indices) {

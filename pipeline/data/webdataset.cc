@@ -77,6 +77,18 @@ class WebDataset : public Dataset {
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
     return absl::OkStatus();
   }
+  absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
+                        uint64_t* whole) const override {
+    const Entry& e = samples_[i];
+    if (!e.error.ok()) return e.error;
+    if (absl::Status s = CheckSize(e.size, SamplePath(i)); !s.ok()) return s;
+    *whole = e.size;
+    *size = static_cast<size_t>(std::min<uint64_t>(e.size, max_bytes));
+    const absl::Status s =
+        shards_[e.shard]->ReadAt(e.offset, *size, out->Reserve(std::max<size_t>(*size, 1)));
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
+    return absl::OkStatus();
+  }
   void Prefetch(absl::Span<const int64_t> indices) const override {
     if (read_ahead_ == nullptr) return;
     for (const int64_t i : indices) {

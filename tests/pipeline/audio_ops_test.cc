@@ -181,6 +181,42 @@ TEST(AudioDecode, AHeaderClaimingHoursAllocatesNothingNearThat) {
   EXPECT_LT(scratch.capacity() + out.capacity(), size_t{1} << 20);
 }
 
+// A WAV's or FLAC's length from its first bytes (batching by length reads
+// no more of it), the same as from the whole file; an Ogg's or a header
+// that runs past those bytes gives no answer, and the whole file is read.
+TEST(AudioDecode, LengthFromTheFirstBytes) {
+  std::vector<float> minute(60 * 16000);
+  for (size_t t = 0; t < minute.size(); ++t) minute[t] = 0.3f * std::sin(0.01f * t + 1e-5f * t * t);
+  const std::vector<float> five(minute.begin(), minute.begin() + 5 * 16000);
+  for (const int format : {kWav16, SF_FORMAT_FLAC | SF_FORMAT_PCM_16}) {
+    const std::vector<uint8_t> file = Encode(minute, 1, 16000, format);
+    ASSERT_GT(file.size(), size_t{200'000});
+    ASSERT_TRUE(HeaderHoldsLength(file.data(), file.size()));
+    absl::StatusOr<double> all = AudioSeconds(file.data(), file.size());
+    // What SampleSeconds reads: 64 KiB (libFLAC reads its metadata in
+    // buffers larger than 4 KiB).
+    absl::StatusOr<double> head = AudioSeconds(file.data(), 65536, file.size());
+    ASSERT_TRUE(all.ok() && head.ok()) << head.status();
+    EXPECT_EQ(*head, *all);
+    EXPECT_DOUBLE_EQ(*all, 60.0);
+  }
+  const std::vector<uint8_t> ogg = Encode(five, 1, 16000, SF_FORMAT_OGG | SF_FORMAT_VORBIS);
+  EXPECT_FALSE(HeaderHoldsLength(ogg.data(), ogg.size()));
+  EXPECT_EQ(AudioSeconds(ogg.data(), 4096, ogg.size()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // 70 000 bytes of JUNK before the fmt and data chunks: their header is
+  // not in the first 64 KiB.
+  std::vector<uint8_t> junk = Encode(five, 1, 16000, kWav16);
+  std::vector<uint8_t> chunk = {'J', 'U', 'N', 'K', 0x70, 0x11, 0x01, 0x00};  // 70000
+  chunk.resize(8 + 70000, 0);
+  junk.insert(junk.begin() + 12, chunk.begin(), chunk.end());
+  const uint32_t riff = static_cast<uint32_t>(junk.size() - 8);
+  std::memcpy(junk.data() + 4, &riff, 4);
+  ASSERT_TRUE(AudioSeconds(junk.data(), junk.size()).ok());
+  EXPECT_DOUBLE_EQ(*AudioSeconds(junk.data(), junk.size()), 5.0);
+  EXPECT_FALSE(AudioSeconds(junk.data(), 65536, junk.size()).ok());
+}
+
 TEST(AudioDecode, ATruncatedFlacIsDataLoss) {
   std::vector<uint8_t> flac =
       Encode(Interleaved(1, 48000), 1, 16000, SF_FORMAT_FLAC | SF_FORMAT_PCM_16);

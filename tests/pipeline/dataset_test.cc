@@ -128,6 +128,22 @@ TEST(WebDataset, PackKeepsOrderLabelsAndBytes) {
     EXPECT_EQ(wds->Extension(i), src->Extension(i));
   }
   EXPECT_THAT(wds->SamplePath(5), HasSubstr("shard-000001.tar:000000005.png"));
+  // A sample's first bytes and whole size (what a header probe reads), from
+  // a file and from a shard member alike.
+  for (const Dataset* ds : {src.get(), wds.get()}) {
+    for (int64_t i = 0; i < ds->size(); ++i) {
+      const std::string all = Bytes(*ds, i);
+      for (const size_t head : {size_t{0}, size_t{5}, all.size() + 100}) {
+        Buffer buf;
+        size_t size = 99;
+        uint64_t whole = 0;
+        ASSERT_TRUE(ds->ReadHead(i, head, &buf, &size, &whole).ok()) << ds->SamplePath(i);
+        EXPECT_EQ(whole, all.size());
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(buf.data()), size), all.substr(0, head))
+            << ds->SamplePath(i) << " head " << head;
+      }
+    }
+  }
   // The class names travel in the shards (key.class).
   EXPECT_EQ(wds->classes(), src->classes());
   // One shard file alone is a dataset too; it names only the classes it

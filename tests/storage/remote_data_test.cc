@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -172,6 +173,23 @@ TEST_F(RemoteDataTest, SidecarsAndAStreamingPassIndexAlike) {
     EXPECT_EQ(with->label(i), local->label(i));
   }
   EXPECT_EQ(with->store()->stats().requests, 4 * 3 + 96);  // one range request per sample
+  // A header probe reads a sample's first bytes: a range of them, over HTTP
+  // and S3 (objects) alike.
+  const auto objects = open("s3://data/images/");
+  ASSERT_TRUE(objects);
+  for (const Dataset* ds : {with.get(), objects.get()}) {
+    const int64_t before = ds->store()->stats().bytes;
+    for (int64_t i = 0; i < 8; ++i) {
+      size_t na = 0, nb = 0;
+      uint64_t whole = 0;
+      ASSERT_TRUE(ds->ReadHead(i, 100, &a, &na, &whole).ok()) << ds->SamplePath(i);
+      ASSERT_TRUE(local->Read(i, &b, &nb).ok());
+      EXPECT_EQ(whole, nb);
+      EXPECT_EQ(std::string(reinterpret_cast<char*>(a.data()), na),
+                std::string(reinterpret_cast<char*>(b.data()), std::min<size_t>(nb, 100)));
+    }
+    EXPECT_LE(ds->store()->stats().bytes - before, 8 * 100) << "more than the heads read";
+  }
 }
 
 // A shard without a sidecar is indexed by a pass once; the index is kept by

@@ -15,27 +15,36 @@
 namespace prepflow {
 namespace {
 
-// libsndfile's virtual I/O over bytes in memory.
+// libsndfile's virtual I/O over bytes in memory: `size` of them, of a file
+// `length` long (-1: size; more when only its first bytes are here, and
+// reads past them find nothing).
 struct MemoryFile {
   const uint8_t* data;
   sf_count_t size;
   sf_count_t pos;
+  sf_count_t length = -1;
+  bool missed = false;  // a read wanted bytes of the file that are not here
 };
 
-sf_count_t Length(void* user) { return static_cast<MemoryFile*>(user)->size; }
+sf_count_t Length(void* user) {
+  const auto* f = static_cast<MemoryFile*>(user);
+  return f->length >= 0 ? f->length : f->size;
+}
 
 sf_count_t Seek(sf_count_t offset, int whence, void* user) {
   auto* f = static_cast<MemoryFile*>(user);
-  sf_count_t base = whence == SEEK_CUR ? f->pos : whence == SEEK_END ? f->size : 0;
+  const sf_count_t end = Length(user);
+  sf_count_t base = whence == SEEK_CUR ? f->pos : whence == SEEK_END ? end : 0;
   // Saturating: a crafted offset must not overflow.
-  const sf_count_t to = offset > 0 && base > SF_COUNT_MAX - offset ? f->size : base + offset;
-  f->pos = std::clamp<sf_count_t>(to, 0, f->size);
+  const sf_count_t to = offset > 0 && base > SF_COUNT_MAX - offset ? end : base + offset;
+  f->pos = std::clamp<sf_count_t>(to, 0, end);
   return f->pos;
 }
 
 sf_count_t Read(void* ptr, sf_count_t count, void* user) {
   auto* f = static_cast<MemoryFile*>(user);
-  const sf_count_t n = std::clamp<sf_count_t>(count, 0, f->size - f->pos);
+  const sf_count_t n = std::clamp<sf_count_t>(count, 0, std::max<sf_count_t>(f->size - f->pos, 0));
+  if (n < count && f->pos + n < Length(user)) f->missed = true;
   // Empty input may come with no data at all (AudioSeconds of 0 bytes).
   if (n > 0) std::memcpy(ptr, f->data + f->pos, static_cast<size_t>(n));
   f->pos += n;
@@ -243,8 +252,22 @@ absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions&
   return Decoded(finite, dst, channels, frames, info.samplerate, audio);
 }
 
-absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size) {
+bool HeaderHoldsLength(const uint8_t* bytes, size_t size) {
+  if (size < 4) return false;
+  for (const char* magic : {"RIFF", "RF64", "FORM", "fLaC"}) {
+    if (std::memcmp(bytes, magic, 4) == 0) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size, uint64_t whole) {
   MemoryFile mem{bytes, static_cast<sf_count_t>(size), 0};
+  if (whole > size) {
+    if (!HeaderHoldsLength(bytes, size) || whole > static_cast<uint64_t>(SF_COUNT_MAX)) {
+      return absl::FailedPreconditionError("audio: its length needs the whole file");
+    }
+    mem.length = static_cast<sf_count_t>(whole);
+  }
   if (IsOggNotOpus(bytes, size)) {
     OggVorbis_File vf;
     const ov_callbacks io{OvRead, OvSeek, nullptr, OvTell};
@@ -262,6 +285,9 @@ absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size) {
   }
   SF_INFO info;
   absl::StatusOr<File> f = OpenSndfile(&mem, &info);
+  if (mem.missed) {  // what it read past the first bytes was not there: no answer
+    return absl::FailedPreconditionError("audio: its header runs past the bytes read");
+  }
   if (!f.ok()) return f.status();
   if (info.samplerate <= 0 || info.frames < 0 || info.frames == SF_COUNT_MAX) {
     return absl::InvalidArgumentError("audio: its header declares no length");

@@ -38,8 +38,15 @@ absl::Status DecodeAudio(const uint8_t* bytes, size_t size, const DecodeOptions&
 // The length in seconds that `size` bytes of audio declare, read from their
 // headers without decoding (what batching by length sorts on; an MP3's is
 // libsndfile's estimate). InvalidArgument when the headers do not read or
-// declare no length.
-absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size);
+// declare no length. `whole`: the file's size when `bytes` are only its
+// first bytes (0: they are all of it); then only a format whose header
+// holds the length will do (HeaderHoldsLength), else FailedPrecondition.
+absl::StatusOr<double> AudioSeconds(const uint8_t* bytes, size_t size, uint64_t whole = 0);
+
+// Whether a file starting with these bytes says its length in its header
+// (WAV, RF64, AIFF, FLAC's STREAMINFO), so that its first bytes are enough
+// for AudioSeconds; MP3 and Ogg need the whole stream.
+bool HeaderHoldsLength(const uint8_t* bytes, size_t size);
 
 }  // namespace prepflow
 

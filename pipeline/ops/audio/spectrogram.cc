@@ -91,6 +91,7 @@ absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int given_win,
     s->cfg_ = kiss_fft_alloc(n_fft, 0, nullptr, nullptr);
     if (s->cfg_ == nullptr) return absl::ResourceExhaustedError("n_fft: cannot plan the FFT");
   }
+  if (LaneRealFft::IsPowerOfTwo(n_fft)) s->lanes_ = std::make_shared<LaneRealFft>(n_fft);
   return std::shared_ptr<const Stft>(std::move(s));
 }
 
@@ -106,7 +107,9 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
   }
   // Reflect-padded signal, then the FFT's input and output (complex).
   const int64_t padded = length + 2 * half;
-  scratch->resize(static_cast<size_t>(padded) + 5 * static_cast<size_t>(n_fft_) + 2);
+  // Room for the complex FFT's input and output (5 n_fft + 2), or for four
+  // windowed frames and their spectra (4 (n_fft + bins) = 6 n_fft + 4).
+  scratch->resize(static_cast<size_t>(padded) + 6 * static_cast<size_t>(n_fft_) + 4);
   float* p = scratch->data();
   for (int64_t i = 0; i < padded; ++i) {
     int64_t j = i - half;
@@ -119,6 +122,10 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
   kiss_fft_cpx* spectrum = in + n_fft_;
   const int64_t frames = Frames(length);
   const int bins = this->bins();
+  if (lanes_ != nullptr) {
+    ApplyLanes(p, frames, out, real);
+    return absl::OkStatus();
+  }
   for (int64_t t = 0; t < frames; ++t) {
     const float* frame = p + t * hop_;
     if (n_fft_ % 2 == 0) {
@@ -137,6 +144,34 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
     }
   }
   return absl::OkStatus();
+}
+
+float Stft::FromSquare(float square) const {
+  if (power_ == 2) return square;
+  const float mag = std::sqrt(square);
+  return power_ == 1 ? mag : std::pow(mag, static_cast<float>(power_));
+}
+
+void Stft::ApplyLanes(const float* p, int64_t frames, float* out, float* scratch) const {
+  constexpr int kLanes = LaneRealFft::kLanes;
+  const int bins = this->bins();
+  float* windowed[kLanes];
+  float* power[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    windowed[j] = scratch + static_cast<size_t>(j) * n_fft_;
+    power[j] = scratch + static_cast<size_t>(kLanes) * n_fft_ + static_cast<size_t>(j) * bins;
+  }
+  for (int64_t t0 = 0; t0 < frames; t0 += kLanes) {
+    const int count = static_cast<int>(std::min<int64_t>(kLanes, frames - t0));
+    for (int j = 0; j < count; ++j) {
+      const float* frame = p + (t0 + j) * hop_;
+      for (int k = 0; k < n_fft_; ++k) windowed[j][k] = frame[k] * window_[k];
+    }
+    lanes_->Power(windowed, count, power);
+    for (int j = 0; j < count; ++j) {
+      for (int b = 0; b < bins; ++b) out[b * frames + t0 + j] = FromSquare(power[j][b]);
+    }
+  }
 }
 
 absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, const MelOptions& o) {

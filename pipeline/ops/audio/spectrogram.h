@@ -3,9 +3,10 @@
 // reflect padding, one-sided) and the triangular mel filterbank of
 // functional.melscale_fbanks (HTK or Slaney scale, optional Slaney norm).
 //
-// The FFT is KISS FFT (Debian's libkissfft-float): plain C, no planner and
-// no CPU dispatch, so a transform gives the same floats on every x86-64
-// worker (FFTW's planner may pick different codelets per machine).
+// The FFT is prepflow's LaneRealFft (fft.h) for a power-of-two n_fft, else
+// KISS FFT (Debian's libkissfft-float): both plain code, no planner and no
+// CPU dispatch, so a transform gives the same floats on every x86-64 worker
+// (FFTW's planner may pick different codelets per machine).
 //
 // Thread-safety: a Stft or MelFilterbank is immutable once made; their
 // Apply methods are reentrant (each call brings its scratch).
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "pipeline/ops/audio/fft.h"
 
 namespace prepflow {
 
@@ -51,10 +53,17 @@ class Stft {
 
  private:
   Stft() = default;
+  // The frames' spectra four at a time (LaneRealFft), for a power-of-two
+  // n_fft: `p` is the padded signal, `scratch` room for 4 x (n_fft + bins).
+  void ApplyLanes(const float* p, int64_t frames, float* out, float* scratch) const;
+  // |z| to power_ from |z|^2 (torch: spec.abs().pow(power)).
+  float FromSquare(float square) const;
+
   int n_fft_ = 0, hop_ = 0;
   double power_ = 2;
-  std::vector<float> window_;  // n_fft long, the window centred in it
-  void* cfg_ = nullptr;        // kiss_fft_cfg, for an odd n_fft
+  std::vector<float> window_;                 // n_fft long, the window centred in it
+  void* cfg_ = nullptr;                       // kiss_fft_cfg, for an odd n_fft
+  std::shared_ptr<const LaneRealFft> lanes_;  // a power-of-two n_fft
 };
 
 // torchaudio.functional.melscale_fbanks: [bins, n_mels], row-major.

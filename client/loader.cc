@@ -73,9 +73,12 @@ int64_t Loader::BatchesInEpoch(int64_t epoch) const {
     }
     return it->second;
   }
+  return FixedBatches(samples_per_epoch());
+}
+
+int64_t Loader::FixedBatches(int64_t samples) const {
   const int64_t b = options_.batch_size;
-  const int64_t n = samples_per_epoch();
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return options_.drop_last ? samples / b : (samples + b - 1) / b;
 }
 
 void Loader::PlanByLength(int64_t epoch, std::vector<int64_t>* order,
@@ -365,7 +368,6 @@ absl::Status Loader::FillFromNext(Batch* batch) {
   // Batches by length keep their plan (their seconds budget); the last
   // batch of an epoch has nothing after it.
   if (!seconds_.empty()) return absl::OkStatus();
-  const int64_t b = options_.batch_size;
   while (batch->size() < batch->capacity()) {
     if (in_flight_.empty()) TopUp();
     if (in_flight_.empty() || in_flight_.front()->epoch() != batch->epoch()) break;
@@ -376,9 +378,7 @@ absl::Status Loader::FillFromNext(Batch* batch) {
     // The epoch's last batch keeps one sample at least, so that the epoch
     // has as many batches as planned (ranks stay in step) unless more
     // samples failed than that leaves room for.
-    const int64_t samples = samples_per_rank_ * next->echo();
-    const bool last =
-        next->number() + 1 == (options_.drop_last ? samples / b : (samples + b - 1) / b);
+    const bool last = next->number() + 1 == FixedBatches(samples_per_rank_ * next->echo());
     const int64_t n = std::min(batch->capacity() - batch->size(), next->size() - (last ? 1 : 0));
     if (n > 0) {
       batch->TakeFront(next, n);

@@ -195,6 +195,8 @@ class Loader {
   // Fills the room `batch`'s failed samples left from the batches in flight
   // after it (waiting for them), within its epoch; a failure ends the run.
   absl::Status FillFromNext(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Batches of batch_size (the last short, or dropped) that `samples` make.
+  int64_t FixedBatches(int64_t samples) const;
   // A resumed first epoch: its next batch starts at `position` of the
   // order (LoaderOptions::skip_samples).
   void ResumeAt(int64_t position) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

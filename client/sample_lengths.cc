@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
 #include "base/clock.h"
 #include "base/text.h"
 #include "pipeline/ops/audio/audio_decode.h"
@@ -20,7 +22,12 @@ constexpr size_t kHeadBytes = 64 << 10;
 absl::StatusOr<double> Seconds(const Dataset& dataset, int64_t i, Buffer* bytes) {
   size_t size = 0;
   uint64_t whole = 0;
-  absl::Status read = dataset.ReadHead(i, kHeadBytes, bytes, &size, &whole);
+  // MP3 and Ogg say their length only in their stream: one read, whole.
+  const std::string ext = dataset.Extension(i);
+  const bool stream = ext == "mp3" || ext == "ogg" || ext == "oga" || ext == "opus";
+  absl::Status read = stream ? dataset.Read(i, bytes, &size)
+                             : dataset.ReadHead(i, kHeadBytes, bytes, &size, &whole);
+  if (stream) whole = size;
   if (!read.ok()) return read;
   if (whole > size) {
     if (HeaderHoldsLength(bytes->data(), size)) {

@@ -20,7 +20,7 @@ struct Drained {
   std::map<int64_t, int> deliveries;  // index -> how many times
   std::vector<size_t> batch_sizes;
   std::vector<int64_t> end_positions;  // each batch's Batch::end_position
-  uint64_t recomputed = 0;  // the checksum, recomputed from the delivered tensors
+  uint64_t recomputed = 0;             // the checksum, recomputed from the delivered tensors
   // Data echoing: (index, copy) -> how many times, and the last one's hash.
   std::map<std::pair<int64_t, uint32_t>, int> copy_deliveries;
   std::map<std::pair<int64_t, uint32_t>, uint64_t> copy_hashes;

@@ -1,6 +1,6 @@
 // What the audio ops share (internal to pipeline/ops/audio/): type checks,
-// setting an audio value, the frame limit, and a per-rate cache of what an
-// op makes for each sample rate.
+// setting an audio or feature value, element-wise maps, the frame limit, and
+// a per-rate cache of what an op makes for each sample rate.
 //
 // Thread-safety: the functions are pure; PerRate::Get may be called
 // concurrently.
@@ -39,6 +39,34 @@ inline void SetAudio(Sample& s, float* data, int64_t channels, int64_t frames, i
 }
 
 inline const float* Samples(const Sample& s) { return reinterpret_cast<const float*>(s.data); }
+
+inline absl::Status ExpectTensor(const ValueType& in, size_t min_rank, const char* what) {
+  if (in.kind == ValueKind::kTensor && in.shape.size() >= min_rank) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("expects ", what, " but gets ", in.DebugString()));
+}
+
+// Makes `data` (float32, `shape`) the sample's value: a feature tensor.
+inline void SetTensor(Sample& s, float* data, Shape shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  s.kind = ValueKind::kTensor;
+  s.data = reinterpret_cast<uint8_t*>(data);
+  s.size = n * sizeof(float);
+  s.shape = std::move(shape);
+  s.view = ImageView();
+  s.sample_rate = 0;
+}
+
+// out[i] = f(in[i]) over every float of the value, into the op's output;
+// the value's kind and shape stay.
+template <typename F>
+void MapFloats(const StageContext& ctx, Sample& s, F f) {
+  const size_t n = s.size / sizeof(float);
+  auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
+  const float* in = Samples(s);
+  for (size_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  s.data = reinterpret_cast<uint8_t*>(out);
+}
 
 // ResourceExhausted when an op would make audio longer than the limit.
 inline absl::Status CheckFrames(const StageContext& ctx, const char* op, int64_t frames) {

@@ -30,6 +30,7 @@ using audio::ExpectAudio;
 using audio::PerRate;
 using audio::Samples;
 using audio::SetAudio;
+using audio::SetTensor;
 using proto::Stage;
 
 // ------------------------------------------------------------ decode_audio
@@ -268,11 +269,7 @@ class MelSpectrogramOp : public Op {
       }
       (*bank)->Project(spec.data(), frames, out + c * n * frames, &sums);
     }
-    s.kind = ValueKind::kTensor;
-    s.data = reinterpret_cast<uint8_t*>(out);
-    s.size = sizeof(float) * channels * n * frames;
-    s.shape = {channels, n, frames};
-    s.sample_rate = 0;
+    SetTensor(s, out, {channels, n, frames});
     return absl::OkStatus();
   }
 
@@ -315,11 +312,7 @@ class SpectrogramOp : public Op {
         return st;
       }
     }
-    s.kind = ValueKind::kTensor;
-    s.data = reinterpret_cast<uint8_t*>(out);
-    s.size = sizeof(float) * channels * bins * frames;
-    s.shape = {channels, bins, frames};
-    s.sample_rate = 0;
+    SetTensor(s, out, {channels, bins, frames});
     return absl::OkStatus();
   }
 
@@ -358,7 +351,6 @@ class TimeShiftOp : public Op {
     if (k == 0 || frames == 0) return absl::OkStatus();
     auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
     const float* in = Samples(s);
-    if (out == in) return absl::InternalError("time_shift: the output aliases the input");
     const int64_t shift = rollover_ ? ((k % frames) + frames) % frames : k;
     for (int64_t c = 0; c < channels; ++c) {
       const float* x = in + c * frames;

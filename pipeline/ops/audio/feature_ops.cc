@@ -19,25 +19,13 @@ namespace prepflow {
 namespace {
 
 using audio::ExpectAudio;
+using audio::ExpectTensor;
+using audio::MapFloats;
 using audio::PerRate;
 using audio::Samples;
 using audio::SetAudio;
+using audio::SetTensor;
 using proto::Stage;
-
-absl::Status ExpectTensor(const ValueType& in, size_t min_rank, const char* what) {
-  if (in.kind == ValueKind::kTensor && in.shape.size() >= min_rank) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("expects ", what, " but gets ", in.DebugString()));
-}
-
-void SetTensor(Sample& s, float* data, Shape shape) {
-  size_t n = 1;
-  for (int64_t d : shape) n *= static_cast<size_t>(d);
-  s.kind = ValueKind::kTensor;
-  s.data = reinterpret_cast<uint8_t*>(data);
-  s.size = n * sizeof(float);
-  s.shape = std::move(shape);
-  s.sample_rate = 0;
-}
 
 // ----------------------------------------------------------- speed_perturb
 
@@ -122,11 +110,7 @@ class VolOp : public Op {
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    const size_t n = s.size / sizeof(float);
-    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
-    const float* in = Samples(s);
-    for (size_t i = 0; i < n; ++i) out[i] = std::clamp(in[i] * ratio_, -1.0f, 1.0f);
-    s.data = reinterpret_cast<uint8_t*>(out);
+    MapFloats(ctx, s, [r = ratio_](float x) { return std::clamp(x * r, -1.0f, 1.0f); });
     return absl::OkStatus();
   }
 
@@ -316,12 +300,11 @@ class PreemphasisOp : public Op {
     for (int64_t c = 0; c < channels; ++c) {
       const float* x = in + c * frames;
       float* y = out + c * frames;
-      // Backwards, so that it may run in place.
-      for (int64_t n = frames - 1; n > 0; --n) {
+      if (frames > 0) y[0] = x[0];
+      for (int64_t n = 1; n < frames; ++n) {
         const float product = coeff_ * x[n - 1];
         y[n] = x[n] - product;
       }
-      if (frames > 0) y[0] = x[0];
     }
     s.data = reinterpret_cast<uint8_t*>(out);
     return absl::OkStatus();
@@ -352,11 +335,7 @@ class LogOp : public Op {
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    const size_t n = s.size / sizeof(float);
-    auto* out = reinterpret_cast<float*>(ctx.Output(s.data, s.size));
-    const auto* in = reinterpret_cast<const float*>(s.data);
-    for (size_t i = 0; i < n; ++i) out[i] = std::log(in[i] + offset_);
-    s.data = reinterpret_cast<uint8_t*>(out);
+    MapFloats(ctx, s, [o = offset_](float x) { return std::log(x + o); });
     return absl::OkStatus();
   }
 

@@ -241,7 +241,7 @@ Batch* Loader::StartBatch() {
     }
     // Only when the trainer keeps more batches than it hands back.
     if (!batch) {
-      batch = std::make_unique<Batch>(pipeline_->output_type(), options_.batch_size,
+      batch = std::make_unique<Batch>(pipeline_->OutputFields(), options_.batch_size,
                                       options_.batch_allocator);
     }
     batch->Reset(static_cast<uint64_t>(next_epoch_), next_number_,
@@ -254,6 +254,17 @@ Batch* Loader::StartBatch() {
     return batch.release();
   }
   return nullptr;
+}
+
+int Loader::Oversize(int cut, int64_t limit) {
+  if (oversize_warned_.insert(cut).second) {
+    spdlog::warn(
+        "cut {}: one sample may be up to {} bytes there, more than a worker's item may hold ({}); "
+        "samples placed at it run here (lower --max-file-bytes, --max-audio-seconds or "
+        "--max-pixels to let them go)",
+        cut, runner_->max_sample_bytes(cut), limit);
+  }
+  return -1;
 }
 
 void Loader::Place(Batch* b) {
@@ -273,6 +284,7 @@ void Loader::Place(Batch* b) {
     if (cut > stage_limit) cut = stage_limit;
     // Materialized data starts at its boundary: no cut comes before it.
     if (cut >= 0 && cut < start) cut = stage_limit >= start ? start : -1;
+    if (cut >= 0 && runner_->max_sample_bytes(cut) > limit) cut = Oversize(cut, limit);
     if (cut < 0) {
       local_slots.push_back(slot);
       local_indices.push_back(index);

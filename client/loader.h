@@ -44,6 +44,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,9 @@ class Loader {
   void PlanByLength(int64_t epoch, std::vector<int64_t>* order, std::vector<int64_t>* bounds) const;
   // Sends each sample of `batch` its way: local, or in remote items by cut.
   void Place(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where a sample placed at `cut` goes when one sample there may be more
+  // than an item of `limit` bytes holds: here (-1), said once per cut.
+  int Oversize(int cut, int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The remote cut sample `index` of `epoch` takes, or -1 to run it all
   // here; drawn from the placement with the job seed.
   int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -269,7 +273,8 @@ class Loader {
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t padding_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);
-  LogLimiter skip_log_ ABSL_GUARDED_BY(mu_);  // "skipping sample" lines
+  LogLimiter skip_log_ ABSL_GUARDED_BY(mu_);            // "skipping sample" lines
+  std::set<int> oversize_warned_ ABSL_GUARDED_BY(mu_);  // cuts Oversize() named
 };
 
 }  // namespace prepflow

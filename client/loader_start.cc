@@ -23,6 +23,7 @@
 #include "client/sample_lengths.h"
 #include "client/sample_runner.h"
 #include "pipeline/core/epoch_order.h"
+#include "pipeline/core/record.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/ops/batch_ops.h"
 #include "pipeline/reuse/materialize.h"
@@ -123,7 +124,8 @@ void Loader::MakeBatches() {
   absl::MutexLock free_lock(&free_batches_->mu);
   const ValueType& out = pipeline_->output_type();
   for (int i = 0; i <= prefetch_ + options_.held_batches; ++i) {
-    auto batch = std::make_unique<Batch>(out, options_.batch_size, options_.batch_allocator);
+    auto batch = std::make_unique<Batch>(pipeline_->OutputFields(), options_.batch_size,
+                                         options_.batch_allocator);
     if (!batch->ragged()) std::memset(batch->slot(0), 0, out.bytes() * options_.batch_size);
     free_batches_->free.push_back(std::move(batch));
   }
@@ -143,6 +145,11 @@ absl::Status Loader::OpenData() {
   };
   if (m != nullptr) {
     if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) return bad_data(s);
+    if (pipeline_->record()) {
+      return bad_data(absl::InvalidArgumentError(
+          "materialized data holds one value per sample; this pipeline's records have several "
+          "fields"));
+    }
   }
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
   if (!dataset.ok()) return dataset.status();
@@ -151,6 +158,14 @@ absl::Status Loader::OpenData() {
     if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) return bad_data(s);
   }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
+  if (pipeline_->record() && !dataset_->has_members()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline ", pipeline_->name(), " reads fields (",
+        absl::StrJoin(pipeline_->fields(), ", ",
+                      [](std::string* out, const std::string& f) { out->append(FieldName(f)); }),
+        ") but --data ", SafeText(options_.dataset.path()), " is ", dataset_->format(),
+        ", whose samples are one file; records of several fields come from WebDataset shards"));
+  }
   if (options_.max_batch_seconds > 0) {
     absl::StatusOr<std::vector<double>> seconds = SampleSeconds(*dataset_);
     if (!seconds.ok()) return seconds.status();
@@ -177,8 +192,7 @@ absl::Status Loader::OpenPipeline() {
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
   const int n = pipeline_->num_stages();
-  const ValueType& out = pipeline_->output_type();
-  if (std::string why = WhyNotBatchable(out); !why.empty()) {
+  if (std::string why = pipeline_->WhyNotBatchable(); !why.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("pipeline ", pipeline_->name(), ": ", why));
   }
   if (offload_.kind == OffloadMode::kCut && offload_.cut > n) {

@@ -64,7 +64,7 @@ void SampleRunner::RunLocal(Batch* batch, int64_t slot) {
 bool SampleRunner::Finish(Batch* batch, int64_t slot, const absl::Status& status, const Sample& s,
                           bool remote) {
   return status.ok()
-             ? batch->FinishOk(slot, s.label, SampleHash(s.index, s.label, s.data, s.size), remote)
+             ? batch->FinishOk(slot, s.label, RecordHash(s), remote)
              : batch->FinishError(slot, SampleError{s.index, dataset_.SamplePath(s.index), status});
 }
 
@@ -79,7 +79,7 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   size_t size = 0;
   absl::Status status;
   try {
-    status = dataset_.Read(s.index, &ws.encoded, &size);
+    status = ReadRecord(dataset_, pipeline_.fields(), ws, s, &size);
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("out of memory reading the sample");
   }
@@ -87,10 +87,6 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   read_wall_nanos_.fetch_add(WallNanos() - wall0, std::memory_order_relaxed);
   CountStorage(s.epoch, ThreadStorageStats().Minus(storage_before).bytes);
   if (!status.ok()) return status;
-  s.kind = ValueKind::kEncoded;
-  s.data = ws.encoded.data();
-  s.size = size;
-  s.shape = {static_cast<int64_t>(size)};
   if (materialized_ != nullptr) {
     // Materialized data: the stored value is the one after its stages.
     status = DecodeMaterialized(*materialized_, pipeline_.options().decode, ws, s);
@@ -243,7 +239,7 @@ bool SampleRunner::TakeRemoteSample(const RemoteItem& item, size_t i,
     }
   }
   const size_t size = answer->payload_size(i);
-  if (item.cut == pipeline_.num_stages() && !batch->ragged()) {
+  if (item.cut == pipeline_.num_stages() && !batch->ragged() && !pipeline_.record()) {
     // The finished tensor: one copy, from the receive buffer into its slot.
     if (size != batch->sample_bytes()) {
       return fail(absl::InternalError(

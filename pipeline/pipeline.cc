@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <sstream>
 
@@ -20,6 +21,7 @@
 #include "google/protobuf/text_format.h"
 #include "opencv2/core.hpp"
 #include "pipeline/core/op_schema.h"
+#include "pipeline/core/record.h"
 #include "pipeline/ops/audio/spectrogram.h"
 #include "pipeline/ops/builtin_ops.h"
 #include "pipeline/ops/compose_ops.h"
@@ -145,20 +147,27 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
   }
 }
 
-// Per boundary, a bound on a tensor made from audio (-1 where none).
-std::vector<int64_t> FeatureBounds(const proto::PipelineSpec& spec, const Pipeline& p) {
-  std::vector<int64_t> out(p.num_stages() + 1, -1);
-  double bound = -1;
+// Per boundary and field, a bound on a tensor made from audio (-1 where
+// none).
+std::vector<std::vector<int64_t>> FeatureBounds(const proto::PipelineSpec& spec,
+                                                const Pipeline& p) {
+  const size_t fields = p.fields().size();
+  std::vector<std::vector<int64_t>> out(p.num_stages() + 1, std::vector<int64_t>(fields, -1));
+  std::vector<double> bounds(fields, -1);
   for (int k = 1; k <= p.num_stages(); ++k) {
-    const ValueType& t = p.boundary_type(k);
+    out[k] = out[k - 1];
+    const int f = p.stage_field(k - 1);
+    const ValueType& t = p.field_type(k, f);
+    double& bound = bounds[f];
+    out[k][f] = -1;
     if (t.kind == ValueKind::kAudio) {
       bound = static_cast<double>(AudioBound(t, p.options().decode));
       continue;
     }
     bound = bound >= 0 && t.kind == ValueKind::kTensor
-                ? StageBound(spec.stages(k - 1), p.boundary_type(k - 1), bound, p.options().decode)
+                ? StageBound(spec.stages(k - 1), p.field_type(k - 1, f), bound, p.options().decode)
                 : -1;
-    if (bound >= 0 && bound < 9e18) out[k] = static_cast<int64_t>(std::ceil(bound));
+    if (bound >= 0 && bound < 9e18) out[k][f] = static_cast<int64_t>(std::ceil(bound));
   }
   return out;
 }
@@ -180,6 +189,9 @@ std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
       break;
     }
   }
+  // Carried fields are part of every value (image pipelines carry none and
+  // keep their fingerprints).
+  for (const std::string& carried : spec.carry()) absl::StrAppend(&bytes, ",carry:", carried);
   bytes += ";";
   std::vector<uint64_t> out = {XXH3_64bits(bytes.data(), bytes.size())};
   for (const proto::Stage& stage : spec.stages()) {
@@ -251,60 +263,124 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     return absl::InvalidArgumentError(
         "max_audio_seconds, max_audio_channels: must be positive (seconds at most a day)");
   }
-  p->types_.push_back(ValueType{ValueKind::kEncoded, {-1}});
+  if (absl::Status st = p->LayOutFields(spec); !st.ok()) return st;
   for (int i = 0; i < spec.stages_size(); ++i) {
-    const proto::Stage& stage = spec.stages(i);
-    const std::string name = OpRegistry::OpName(stage.op_case());
-    auto where = [&] {
-      return absl::StrCat("pipeline ", p->name_, ": stage ", i, " (", name, "): ");
-    };
-    auto op = BuiltinOps().Create(stage);
-    if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
-    auto type = (*op)->OutputType(p->types_.back());
-    if (!type.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), type.status().message()));
-    }
-    // A fixed-size output is held to the same bound as a decoded image, so a
-    // job cannot make a worker allocate gigabytes (found by
-    // tests/fuzz/job_fuzz: a 15000 px crop).
-    if (type->kind == ValueKind::kAudio && type->fixed()) {
-      if (type->shape[1] > MaxAudioFrames(options.decode)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%sits output (%s) is longer than --max-audio-seconds %g allows at %d Hz", where(),
-            type->DebugString(), options.decode.max_audio_seconds, kMaxAudioRate));
-      }
-    } else if (type->kind != ValueKind::kEncoded && type->fixed()) {
-      const double pixels = static_cast<double>(type->bytes()) /
-                            (type->kind == ValueKind::kTensor ? 3 * sizeof(float) : 3);
-      if (pixels > static_cast<double>(options.decode.max_pixels)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "%sits output (%s) has %.0f pixels, over the limit of %d (--max-pixels)", where(),
-            type->DebugString(), pixels, options.decode.max_pixels));
-      }
-    }
-    p->types_.push_back(*type);
-    p->stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);
-    p->random_.push_back(StageRandom(stage));
-    p->plans_decode_.push_back((*op)->PlansDecode());
-    p->ops_.push_back(*std::move(op));
+    if (absl::Status st = p->AddStage(spec.stages(i), i); !st.ok()) return st;
   }
   p->prefix_fingerprints_ = PrefixFingerprints(spec, options.decode);
   p->feature_bounds_ = FeatureBounds(spec, *p);
-  for (size_t i = 0; i + 1 < p->ops_.size(); ++i) {
-    p->ops_[i]->SetConsumer(p->ops_[i + 1].get(), static_cast<int>(i + 1));
+  // Each op's consumer is the next stage of its field (a record's stages
+  // of other fields may come between).
+  for (int i = 0; i < p->num_stages(); ++i) {
+    const int next = p->NextOfField(i);
+    if (next >= 0) p->ops_[i]->SetConsumer(p->ops_[next].get(), next);
   }
   return p;
+}
+
+absl::Status Pipeline::LayOutFields(const proto::PipelineSpec& spec) {
+  auto where = [&] { return absl::StrCat("pipeline ", name_, ": "); };
+  for (const proto::Stage& stage : spec.stages()) {
+    const auto it = std::find(fields_.begin(), fields_.end(), stage.field());
+    if (it == fields_.end() && !stage.field().empty()) {
+      if (absl::Status st = CheckFieldName(stage.field()); !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where(), "stage ", stage_field_.size(), ": field: ", st.message()));
+      }
+    }
+    stage_field_.push_back(static_cast<int>(it - fields_.begin()));
+    if (it == fields_.end()) fields_.push_back(stage.field());
+  }
+  for (const std::string& carried : spec.carry()) {
+    if (absl::Status st = CheckFieldName(carried); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where(), "carry: ", st.message()));
+    }
+    if (std::find(fields_.begin(), fields_.end(), carried) != fields_.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), "carry: '", carried, "' is named twice, or also by a stage"));
+    }
+    fields_.push_back(carried);
+  }
+  field_types_.assign(1, std::vector<ValueType>(fields_.size(), {ValueKind::kEncoded, {-1}}));
+  types_.push_back(field_types_[0][0]);
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
+  const std::string name = OpRegistry::OpName(stage.op_case());
+  auto where = [&] { return absl::StrCat("pipeline ", name_, ": stage ", i, " (", name, "): "); };
+  auto op = BuiltinOps().Create(stage);
+  if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
+  const int f = stage_field_[i];
+  auto type = (*op)->OutputType(field_types_.back()[f]);
+  if (!type.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where(), type.status().message()));
+  }
+  // A fixed-size output is held to the same bound as a decoded image, so a
+  // job cannot make a worker allocate gigabytes (found by
+  // tests/fuzz/job_fuzz: a 15000 px crop).
+  if (type->kind == ValueKind::kAudio && type->fixed()) {
+    if (type->shape[1] > MaxAudioFrames(options_.decode)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%sits output (%s) is longer than --max-audio-seconds %g allows at %d Hz", where(),
+          type->DebugString(), options_.decode.max_audio_seconds, kMaxAudioRate));
+    }
+  } else if (type->kind != ValueKind::kEncoded && type->fixed()) {
+    const double pixels = static_cast<double>(type->bytes()) /
+                          (type->kind == ValueKind::kTensor ? 3 * sizeof(float) : 3);
+    if (pixels > static_cast<double>(options_.decode.max_pixels)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%sits output (%s) has %.0f pixels, over the limit of %d (--max-pixels)",
+                          where(), type->DebugString(), pixels, options_.decode.max_pixels));
+    }
+  }
+  field_types_.push_back(field_types_.back());
+  field_types_.back()[f] = *type;
+  types_.push_back(*type);
+  stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);
+  random_.push_back(StageRandom(stage));
+  plans_decode_.push_back((*op)->PlansDecode());
+  ops_.push_back(*std::move(op));
+  return absl::OkStatus();
+}
+
+absl::Status Pipeline::CheckRecord(int k, const Sample& sample) const {
+  const int working = working_field(k);
+  if (!types_[k].Admits(sample)) {
+    ValueType got{sample.kind, sample.shape};
+    return absl::DataLossError(absl::StrCat("the value before stage ", k, " (", stage_names_[k],
+                                            ") is ", got.DebugString(), "; the stage takes ",
+                                            types_[k].DebugString()));
+  }
+  if (sample.fields.size() + 1 != fields_.size()) {
+    return absl::DataLossError(absl::StrCat("the record before stage ", k, " has ",
+                                            sample.fields.size() + 1,
+                                            " fields; the pipeline's have ", fields_.size()));
+  }
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    if (static_cast<int>(f) == working) continue;
+    const StoredField* stored = sample.FindField(fields_[f]);
+    Sample view;
+    if (stored != nullptr) {
+      view.kind = stored->kind;
+      view.shape = stored->shape;
+      view.sample_rate = stored->sample_rate;
+    }
+    if (stored == nullptr || !field_types_[k][f].Admits(view)) {
+      return absl::DataLossError(absl::StrCat("the record before stage ", k, " has no field ",
+                                              FieldName(fields_[f]), " of ",
+                                              field_types_[k][f].DebugString()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
                            StageProfiler* profiler, uint8_t* sink, size_t sink_bytes) const {
   // A value from elsewhere (a worker, a cache, a materialized file) must be
   // what the stages expect, or an op would read a shape that is not there.
-  if (begin < end && !types_[begin].Admits(sample)) {
-    ValueType got{sample.kind, sample.shape};
-    return absl::DataLossError(absl::StrCat("the value before stage ", begin, " (",
-                                            stage_names_[begin], ") is ", got.DebugString(),
-                                            "; the stage takes ", types_[begin].DebugString()));
+  if (begin < end) {
+    if (absl::Status st = CheckRecord(begin, sample); !st.ok()) return st;
   }
   StageContext ctx;
   ctx.seed = options_.seed;
@@ -317,6 +393,10 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
     ctx.last = i + 1 == end;
     const int64_t t0 = profiler != nullptr ? ThreadCpuNanos() : 0;
     absl::Status status;
+    if (stage_field_[i] != working_field(i)) {
+      status = SwitchField(fields_[working_field(i)], fields_[stage_field_[i]], ws, sample);
+      if (!status.ok()) return status;
+    }
     // Ops return Status; these catch what a library might still throw, so no
     // input can take a worker thread (and the process) down.
     try {
@@ -331,7 +411,7 @@ absl::Status Pipeline::Run(int begin, int end, Sample& sample, Workspace& ws,
           status.code(), absl::StrCat("stage ", i, " (", stage_names_[i], "): ", status.message()));
     }
     if (profiler != nullptr) {
-      profiler->Record(i, ThreadCpuNanos() - t0, static_cast<int64_t>(sample.size));
+      profiler->Record(i, ThreadCpuNanos() - t0, static_cast<int64_t>(sample.record_bytes()));
     }
   }
   if (sink != nullptr && sample.size == sink_bytes && sample.data != sink) {
@@ -350,36 +430,91 @@ std::string Pipeline::WhyNotDeterministic(int k) const {
   return WhyNotSplittable(k);
 }
 
+int Pipeline::NextOfField(int i) const {
+  for (int j = i + 1; j < num_stages(); ++j) {
+    if (stage_field_[j] == stage_field_[i]) return j;
+  }
+  return -1;
+}
+
 std::string Pipeline::WhyNotSplittable(int k) const {
-  // A decode feeding stage k decodes the region that stage's draws pick.
-  if (k >= 1 && k < num_stages() && random_[k] && plans_decode_[k] &&
-      types_[k - 1].kind == ValueKind::kEncoded) {
-    return absl::StrCat("stage ", k - 1, " (", stage_names_[k - 1], ") decodes the region that ",
-                        "stage ", k, " (", stage_names_[k], ") draws at random");
+  // A decode (stage d) feeding a stage c of its field decodes the region
+  // that c's draws pick: every boundary between them holds that region.
+  for (int d = 0; d < k && d < num_stages(); ++d) {
+    const int c = NextOfField(d);
+    if (c < k || !random_[c] || !plans_decode_[c] ||
+        field_types_[d][stage_field_[d]].kind != ValueKind::kEncoded) {
+      continue;
+    }
+    return absl::StrCat("stage ", d, " (", stage_names_[d], ") decodes the region that ", "stage ",
+                        c, " (", stage_names_[c], ") draws at random");
   }
   return "";
 }
 
 std::string Pipeline::field() const {
-  for (const ValueType& t : types_) {
-    if (t.kind == ValueKind::kAudio) return "audio";
+  const auto media = std::find(fields_.begin(), fields_.end(), "") - fields_.begin();
+  if (media == static_cast<int64_t>(fields_.size())) return "image";
+  for (const std::vector<ValueType>& types : field_types_) {
+    if (types[media].kind == ValueKind::kAudio) return "audio";
   }
   return "image";
 }
 
+std::vector<BatchField> Pipeline::OutputFields() const {
+  const int n = num_stages(), working = working_field(n);
+  std::vector<BatchField> out = {{fields_[working], FieldKey(working), field_types_[n][working]}};
+  std::vector<int> others;
+  for (int f = 0; f < static_cast<int>(fields_.size()); ++f) {
+    if (f != working) others.push_back(f);
+  }
+  std::sort(others.begin(), others.end(), [&](int a, int b) { return fields_[a] < fields_[b]; });
+  for (int f : others) out.push_back({fields_[f], FieldKey(f), field_types_[n][f]});
+  return out;
+}
+
+std::string Pipeline::WhyNotBatchable() const {
+  const std::vector<BatchField> out = OutputFields();
+  for (size_t f = 0; f < out.size(); ++f) {
+    if (f > 0 && out[f].type.kind == ValueKind::kEncoded) continue;
+    std::string why = prepflow::WhyNotBatchable(out[f].type);
+    if (!why.empty())
+      return record() ? absl::StrCat("field ", FieldName(out[f].name), ": ", why) : why;
+  }
+  return "";
+}
+
+std::string Pipeline::FieldKey(int f) const { return fields_[f].empty() ? field() : fields_[f]; }
+
 int Pipeline::CacheBoundary() const {
-  int first_random = 0;
-  while (first_random < num_stages() && !random_[first_random]) ++first_random;
-  return Deterministic(first_random) ? first_random : first_random - 1;
+  int b = 0;
+  while (b < num_stages() && !random_[b]) ++b;
+  // Back to one no decode's planned region reaches (a record's decode may
+  // be several stages before the crop of its field that plans it).
+  while (b > 0 && !Deterministic(b)) --b;
+  return b;
 }
 
 int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
-  const ValueType& t = types_[k];
-  if (t.kind == ValueKind::kEncoded) return max_file_bytes;
-  if (t.fixed()) return static_cast<int64_t>(t.bytes());
-  if (t.kind == ValueKind::kAudio) return AudioBound(t, options_.decode);
-  const int64_t pixels = options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
-  return feature_bounds_[k] >= 0 ? std::min(pixels, feature_bounds_[k]) : pixels;
+  int64_t sum = 0;
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const ValueType& t = field_types_[k][f];
+    int64_t bound;
+    if (t.kind == ValueKind::kEncoded) {
+      bound = max_file_bytes;
+    } else if (t.fixed()) {
+      bound = static_cast<int64_t>(t.bytes());
+    } else if (t.kind == ValueKind::kAudio) {
+      bound = AudioBound(t, options_.decode);
+    } else {
+      const int64_t pixels =
+          options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
+      bound = feature_bounds_[k][f] >= 0 ? std::min(pixels, feature_bounds_[k][f]) : pixels;
+    }
+    sum = bound > std::numeric_limits<int64_t>::max() - sum ? std::numeric_limits<int64_t>::max()
+                                                            : sum + bound;
+  }
+  return sum;
 }
 
 std::string Pipeline::DebugString() const {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "pipeline/core/batch.h"
 #include "pipeline/core/op.h"
 #include "pipeline/core/profiler.h"
 #include "proto/pipeline.pb.h"
@@ -46,9 +47,32 @@ class Pipeline {
   // num_stages(): the output).
   const ValueType& boundary_type(int k) const { return types_[k]; }
   const ValueType& output_type() const { return types_.back(); }
-  // The field of a record the pipeline makes, as batches name it: "audio"
-  // when it decodes audio, else "image".
+  // The name batches give the media field (""): "audio" when it decodes
+  // audio, else "image".
   std::string field() const;
+  // The fields of the records it runs on (record.h): each stage's field
+  // (Stage.field; "" the media) in the order of their first stage, then the
+  // carried ones (PipelineSpec.carry). One field, "", for a pipeline of one
+  // field.
+  const std::vector<std::string>& fields() const { return fields_; }
+  bool record() const { return fields_.size() > 1; }
+  // Which field stage i works on (an index into fields()).
+  int stage_field(int i) const { return stage_field_[i]; }
+  // The field whose value is the working one at boundary k: the field of
+  // the stage before it (k = 0: stage 0's).
+  int working_field(int k) const { return k == 0 ? stage_field_[0] : stage_field_[k - 1]; }
+  // The type of field f at boundary k (encoded bytes before its first
+  // stage). boundary_type(k) is field_type(k, working_field(k)).
+  const ValueType& field_type(int k, int f) const { return field_types_[k][f]; }
+  // The name batches give field f: field() for "", else its own.
+  std::string FieldKey(int f) const;
+  // The fields of a batch of its outputs: the working field at the end
+  // first (the last op writes it into its slot), then the others in the
+  // order of their names (as Sample::fields keeps them).
+  std::vector<BatchField> OutputFields() const;
+  // Why its outputs cannot be batched, naming the field; "" when they can
+  // (carried fields' bytes always can).
+  std::string WhyNotBatchable() const;
   const PipelineOptions& options() const { return options_; }
   // Whether stage i draws random numbers (its op's schema, or its plugin's
   // word).
@@ -76,12 +100,14 @@ class Pipeline {
   // on the file, what --max-pixels allows (3 channels, 1 or 4 bytes each);
   // for encoded bytes, `max_file_bytes`; for audio, what the limits (and
   // the rate and channels the type fixes) allow, and for features made from
-  // it (a spectrogram), that through each stage's frames and bands. What a
-  // worker's memory budget and the client's item sizes are computed from.
+  // it (a spectrogram), that through each stage's frames and bands. A
+  // record's is the sum over its fields. What a worker's memory budget and
+  // the client's item sizes are computed from.
   int64_t MaxBytesAt(int k, int64_t max_file_bytes) const;
 
   // Runs stages [begin, end) on `sample`, which must hold the value at
-  // boundary `begin`. When `sink` is given and the output has exactly
+  // boundary `begin` (a record: every field's, the working one's in the
+  // sample's value). When `sink` is given and the output has exactly
   // `sink_bytes` bytes, the output is left there (written in place by the last
   // op where it can, else copied). Stage costs go to `profiler` (slot = stage
   // index) when given. Errors are the failing op's, prefixed with the stage.
@@ -95,18 +121,29 @@ class Pipeline {
 
  private:
   Pipeline() = default;
+  // Create's steps: the fields of `spec` (fields(), stage_field()), then
+  // each stage's op and the types it makes.
+  absl::Status LayOutFields(const proto::PipelineSpec& spec);
+  absl::Status AddStage(const proto::Stage& stage, int i);
+  // The next stage after stage i that works on its field; -1 when none.
+  int NextOfField(int i) const;
+  // DataLoss unless `sample` holds a record of boundary k's types.
+  absl::Status CheckRecord(int k, const Sample& sample) const;
 
   std::string name_;
   PipelineOptions options_;
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::string> stage_names_;
-  std::vector<ValueType> types_;
-  std::vector<bool> random_;                   // by stage
-  std::vector<bool> plans_decode_;             // by stage: steers the decode before it
-  std::vector<uint64_t> prefix_fingerprints_;  // by boundary
-  // By boundary: a bound on a tensor made from audio, from the audio's
-  // bound through the stages since (-1: none known; see MaxBytesAt).
-  std::vector<int64_t> feature_bounds_;
+  std::vector<ValueType> types_;                     // the working field's, by boundary
+  std::vector<std::string> fields_;                  // see fields()
+  std::vector<int> stage_field_;                     // by stage
+  std::vector<std::vector<ValueType>> field_types_;  // by boundary, by field
+  std::vector<bool> random_;                         // by stage
+  std::vector<bool> plans_decode_;                   // by stage: steers the decode before it
+  std::vector<uint64_t> prefix_fingerprints_;        // by boundary
+  // By boundary and field: a bound on a tensor made from audio, from the
+  // audio's bound through the stages since (-1: none known; see MaxBytesAt).
+  std::vector<std::vector<int64_t>> feature_bounds_;
 };
 
 // Sets the fidelity of every resizing stage (resize, random_resized_crop;

@@ -135,6 +135,17 @@ namespace {
 proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, std::string* unavailable) {
   proto::PipelineSpec runnable = open.pipeline();
   if (const int missing = FirstMissingOp(runnable, unavailable); missing >= 0) {
+    // A record keeps its fields: those only the dropped stages work on
+    // ride along encoded, as they would up to the cut.
+    std::vector<std::string> kept;
+    for (int i = 0; i < missing; ++i) kept.push_back(runnable.stages(i).field());
+    kept.insert(kept.end(), runnable.carry().begin(), runnable.carry().end());
+    for (int i = missing; i < runnable.stages_size(); ++i) {
+      const std::string& field = runnable.stages(i).field();
+      if (field.empty() || std::find(kept.begin(), kept.end(), field) != kept.end()) continue;
+      kept.push_back(field);
+      runnable.add_carry(field);
+    }
     runnable.mutable_stages()->DeleteSubrange(missing, runnable.stages_size() - missing);
     runnable.clear_batch_stages();  // the trainer's, never run here
     spdlog::info("job {}: {}; running stages [0, {}) only", SafeText(open.job_id()),
@@ -612,7 +623,7 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   }
   const int64_t t0 = ThreadCpuNanos(), wall0 = WallNanos();
   size_t size = 0;
-  absl::Status status = job.dataset().Read(s.index, &ws.encoded, &size);
+  absl::Status status = ReadRecord(job.dataset(), job.pipeline().fields(), ws, s, &size);
   const int64_t read_nanos = ThreadCpuNanos() - t0;
   tally->reported_cpu_nanos += read_nanos;
   tally->read_wait_nanos += WallNanos() - wall0;
@@ -626,10 +637,6 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
     return absl::ResourceExhaustedError(
         absl::StrCat("a sample of ", size, " bytes, over the job's --max-file-bytes ", limit));
   }
-  s.kind = ValueKind::kEncoded;
-  s.data = ws.encoded.data();
-  s.size = size;
-  s.shape = {static_cast<int64_t>(size)};
   if (const proto::DatasetSpec& spec = job.spec().dataset(); spec.has_materialized()) {
     // Materialized data: the stored value is the one after its stages.
     status = DecodeMaterialized(spec.materialized(), job.pipeline().options().decode, ws, s);
@@ -654,7 +661,7 @@ absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sam
     const double seconds = nanos * 1e-9;
     proto::StageCost* cost = out->add_stages();
     cost->set_cpu_seconds(seconds);
-    cost->set_output_bytes(static_cast<int64_t>(s.size));
+    cost->set_output_bytes(static_cast<int64_t>(s.record_bytes()));
     if (!job.stage_histograms_.empty()) job.stage_histograms_[stage]->Observe(seconds);
     if (!status.ok()) return status;
     if (cache != nullptr && stage + 1 == cache->boundary()) cache->Keep(s);
@@ -744,7 +751,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     }
     std::memcpy(payload.data.get(), s.data, s.size);
     payload.size = s.size;
-    bytes += static_cast<int64_t>(s.size);
+    bytes += static_cast<int64_t>(s.record_bytes());
   }
   reported_cpu_nanos_.fetch_add(tally.reported_cpu_nanos, std::memory_order_relaxed);
   result->set_read_wait_seconds(tally.read_wait_nanos * 1e-9);

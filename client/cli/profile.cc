@@ -53,12 +53,9 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
     s.label = (*dataset)->label(s.index);
     const int64_t c0 = ThreadCpuNanos();
     size_t size = 0;
-    absl::Status st = (*dataset)->Read(s.index, &ws.encoded, &size);
+    absl::Status st = ReadRecord(**dataset, (*pipeline)->fields(), ws, s, &size);
     read_profiler.Record(0, ThreadCpuNanos() - c0, static_cast<int64_t>(size));
     if (st.ok()) {
-      s.data = ws.encoded.data();
-      s.size = size;
-      s.shape = {static_cast<int64_t>(size)};
       st = (*pipeline)->Run(0, (*pipeline)->num_stages(), s, ws, &stage_profiler);
     }
     if (!st.ok()) {

@@ -226,11 +226,54 @@ class PyBatch {
     py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
     return py::array_t<int64_t>(view->shape, batch_->lengths().data(), owner);
   }
+  // A record's field f (0: the values above): its tensor, its lengths (None
+  // unless ragged), or a bytes field's values.
+  py::capsule field_dlpack(int f) const {
+    const Shape s = batch_->field_shape(CheckField(f));
+    auto view = std::make_unique<BatchView>(BatchView{batch_, {s.begin(), s.end()}});
+    return ToDLPack(std::move(view), const_cast<uint8_t*>(batch_->field_data(f)),
+                    DTypeOf(batch_->field(f).type));
+  }
+  py::array field_numpy(int f) const {
+    const Shape s = batch_->field_shape(CheckField(f));
+    auto* view = new BatchView{batch_, {s.begin(), s.end()}};
+    py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    if (Floats(batch_->field(f).type)) {
+      return py::array_t<float>(view->shape, reinterpret_cast<const float*>(batch_->field_data(f)),
+                                owner);
+    }
+    return py::array_t<uint8_t>(view->shape, batch_->field_data(f), owner);
+  }
+  py::object field_lengths_dlpack(int f) const {
+    if (!batch_->field_ragged(CheckField(f))) return py::none();
+    auto view = std::make_unique<BatchView>(BatchView{batch_, {batch_->size()}});
+    return ToDLPack(std::move(view), const_cast<int64_t*>(batch_->field_lengths(f).data()),
+                    {kDLInt, 64, 1});
+  }
+  py::object field_lengths_numpy(int f) const {
+    if (!batch_->field_ragged(CheckField(f))) return py::none();
+    auto* view = new BatchView{batch_, {batch_->size()}};
+    py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
+    return py::array_t<int64_t>(view->shape, batch_->field_lengths(f).data(), owner);
+  }
+  py::list field_bytes(int f) const {
+    py::list out;
+    for (int64_t i = 0; i < batch_->size(); ++i) {
+      const absl::string_view b = batch_->field_bytes(CheckField(f), i);
+      out.append(py::bytes(b.data(), b.size()));
+    }
+    return out;
+  }
   const BatchPtr& batch() const { return batch_; }
   // Each sample's transcript (a dataset with texts), else empty.
   std::vector<std::string> texts;
 
  private:
+  int CheckField(int f) const {
+    if (f < 0 || f >= batch_->num_fields()) throw py::index_error("no such field");
+    return f;
+  }
+
   BatchPtr batch_;
 };
 
@@ -540,6 +583,24 @@ void BindBatch(py::module_& m) {
                              [](const PyBatch& b) { return b.batch()->padding_bytes(); })
       .def("lengths_dlpack", &PyBatch::lengths_dlpack)
       .def("lengths_numpy", &PyBatch::lengths_numpy)
+      // A record's fields: (key, kind) each, 0 the values above; kind is
+      // "bytes" for a carried member, else "tensor".
+      .def_property_readonly(
+          "field_kinds",
+          [](const PyBatch& b) {
+            py::list out;
+            for (int f = 0; f < b.batch()->num_fields(); ++f) {
+              const BatchField& field = b.batch()->field(f);
+              out.append(py::make_tuple(
+                  field.key, field.type.kind == ValueKind::kEncoded ? "bytes" : "tensor"));
+            }
+            return out;
+          })
+      .def("field_dlpack", &PyBatch::field_dlpack)
+      .def("field_numpy", &PyBatch::field_numpy)
+      .def("field_lengths_dlpack", &PyBatch::field_lengths_dlpack)
+      .def("field_lengths_numpy", &PyBatch::field_lengths_numpy)
+      .def("field_bytes", &PyBatch::field_bytes)
       .def_property_readonly("texts", [](const PyBatch& b) {
         py::list out;
         for (const std::string& t : b.texts) {  // UTF-8; a bad byte becomes U+FFFD
@@ -560,8 +621,23 @@ void BindLoader(py::module_& m) {
       .def_property_readonly("world_size",
                              [](const PyLoader& l) { return l.loader().options().world_size; })
       .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
-      .def_property_readonly("field",
-                             [](const PyLoader& l) { return l.loader().pipeline().field(); })
+      // The key of the pipeline's output (its last stage's field), and
+      // how many fields its records have.
+      .def_property_readonly(
+          "field", [](const PyLoader& l) { return l.loader().pipeline().OutputFields()[0].key; })
+      .def_property_readonly(
+          "num_fields",
+          [](const PyLoader& l) { return static_cast<int>(l.loader().pipeline().fields().size()); })
+      // Whether some sample has a label (class folders, key.cls, a
+      // manifest's label).
+      .def_property_readonly("has_labels",
+                             [](const PyLoader& l) {
+                               const Dataset& d = l.loader().dataset();
+                               for (int64_t i = 0; i < d.size(); ++i) {
+                                 if (d.label(i) >= 0) return true;
+                               }
+                               return false;
+                             })
       .def_property_readonly("has_texts",
                              [](const PyLoader& l) { return l.loader().dataset().has_texts(); })
       .def_property_readonly("metrics_port", &PyLoader::metrics_port)

@@ -42,28 +42,39 @@ int VaryingDim(const ValueType& type) {
   return dim;
 }
 
-Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator)
-    : sample_type_(sample_type),
-      capacity_(capacity),
-      ragged_(!sample_type.fixed()),
-      sample_bytes_(sample_type.bytes()),
-      sample_shape_(sample_type.shape),
-      storage_(allocator) {
-  storage_.Reserve(sample_bytes_ * static_cast<size_t>(capacity));
-  if (ragged_) {
-    dim_ = VaryingDim(sample_type);
-    for (int d = 0; d < static_cast<int>(sample_type.shape.size()); ++d) {
-      if (d < dim_) runs_ *= static_cast<size_t>(sample_type.shape[d]);
-      if (d > dim_) unit_ *= static_cast<size_t>(sample_type.shape[d]);
+Batch::Column::Column(BatchField f, int64_t capacity, HostAllocator allocator)
+    : field(std::move(f)),
+      ragged(!field.type.fixed()),
+      bytes_only(field.type.kind == ValueKind::kEncoded),
+      sample_bytes(field.type.bytes()),
+      sample_shape(field.type.shape),
+      storage(allocator) {
+  storage.Reserve(sample_bytes * static_cast<size_t>(capacity));
+  if (ragged) {
+    dim = bytes_only ? 0 : VaryingDim(field.type);
+    for (int d = 0; d < static_cast<int>(field.type.shape.size()); ++d) {
+      if (d < dim) runs *= static_cast<size_t>(field.type.shape[d]);
+      if (d > dim) unit *= static_cast<size_t>(field.type.shape[d]);
     }
-    values_.resize(capacity);
+    values.resize(capacity);
   }
+}
+
+Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator)
+    : Batch(std::vector<BatchField>{BatchField{"", "", sample_type}}, capacity, allocator) {}
+
+Batch::Batch(std::vector<BatchField> fields, int64_t capacity, HostAllocator allocator)
+    : capacity_(capacity) {
+  columns_.reserve(fields.size());
+  for (BatchField& f : fields) columns_.emplace_back(std::move(f), capacity, allocator);
   indices_.reserve(capacity);
   labels_.reserve(capacity);
   hashes_.reserve(capacity);
   slot_errors_.resize(capacity);
   ok_.reserve(capacity);
 }
+
+Batch::~Batch() = default;
 
 void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indices,
                   absl::Span<const uint32_t> copies, int echo, int64_t first_position) {
@@ -85,7 +96,7 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   remote_.assign(indices.size(), 0);
   num_classes_ = 0;
   soft_labels_.clear();
-  lengths_.assign(ragged_ ? indices.size() : 0, 0);
+  for (Column& c : columns_) c.lengths.assign(c.ragged ? indices.size() : 0, 0);
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
 }
 
@@ -97,24 +108,49 @@ float* Batch::ResetSoftLabels(int64_t num_classes) {
 
 bool Batch::Finish() { return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
 
-absl::Status Batch::Keep(int64_t i, const Sample& s) {
-  if (!ragged_) {
-    if (s.size != sample_bytes_) {
+absl::Status Batch::Column::Keep(int64_t i, ValueKind kind, const Shape& shape, int sample_rate,
+                                 const uint8_t* data, size_t size) {
+  if (!ragged) {
+    if (size != sample_bytes || kind != field.type.kind) {
       return absl::InternalError(
-          absl::StrCat("the output has ", s.size, " bytes where the batch holds ", sample_bytes_));
+          absl::StrCat("the output has ", size, " bytes where the batch holds ", sample_bytes));
     }
-    if (s.data != slot(i)) std::memcpy(slot(i), s.data, sample_bytes_);
+    if (data != slot(i)) std::memcpy(slot(i), data, sample_bytes);
     return absl::OkStatus();
   }
   size_t elements = 1;
-  for (int64_t d : s.shape) elements *= static_cast<size_t>(std::max<int64_t>(d, 0));
-  if (!sample_type_.Admits(s) || s.size != elements * sizeof(float)) {
-    return absl::InternalError(absl::StrCat("the output (", s.size, " bytes) is not a value of ",
-                                            sample_type_.DebugString()));
+  for (int64_t d : shape) elements *= static_cast<size_t>(std::max<int64_t>(d, 0));
+  Sample view;
+  view.kind = kind;
+  view.shape = shape;
+  view.sample_rate = sample_rate;
+  if (!field.type.Admits(view) || (!bytes_only && size != elements * sizeof(float))) {
+    return absl::InternalError(
+        absl::StrCat("the output (", size, " bytes) is not a value of ", field.type.DebugString()));
   }
-  uint8_t* value = values_[i].Reserve(std::max<size_t>(s.size, 1));
-  if (s.size > 0) std::memcpy(value, s.data, s.size);  // an empty value's data may be null
-  lengths_[i] = s.shape[dim_];
+  uint8_t* value = values[i].Reserve(std::max<size_t>(size, 1));
+  if (size > 0) std::memcpy(value, data, size);  // an empty value's data may be null
+  lengths[i] = bytes_only ? static_cast<int64_t>(size) : shape[dim];
+  return absl::OkStatus();
+}
+
+absl::Status Batch::Keep(int64_t i, const Sample& s) {
+  if (absl::Status st = main().Keep(i, s.kind, s.shape, s.sample_rate, s.data, s.size); !st.ok())
+    return st;
+  for (size_t c = 1; c < columns_.size(); ++c) {
+    Column& column = columns_[c];
+    const StoredField* f = s.FindField(column.field.name);
+    if (f == nullptr) {
+      return absl::InternalError(absl::StrCat("the record has no field '", column.field.name, "'"));
+    }
+    absl::Status st =
+        column.Keep(i, f->kind, f->shape, f->sample_rate,
+                    reinterpret_cast<const uint8_t*>(f->bytes.data()), f->bytes.size());
+    if (!st.ok()) {
+      return absl::Status(st.code(),
+                          absl::StrCat("field '", column.field.name, "': ", st.message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -141,12 +177,7 @@ std::vector<SampleError> Batch::Compact() {
       continue;
     }
     if (out != i) {
-      if (ragged_) {
-        std::swap(values_[out], values_[i]);
-        lengths_[out] = lengths_[i];
-      } else {
-        std::memmove(slot(out), slot(i), sample_bytes_);
-      }
+      for (Column& c : columns_) c.Move(out, i);
       indices_[out] = indices_[i];
       positions_[out] = positions_[i];
       copies_[out] = copies_[i];
@@ -163,8 +194,19 @@ std::vector<SampleError> Batch::Compact() {
   hashes_.resize(out);
   remote_.resize(out);
   ok_.assign(out, 1);
-  if (ragged_) lengths_.resize(out);
+  for (Column& c : columns_) {
+    if (c.ragged) c.lengths.resize(out);
+  }
   return errors;
+}
+
+void Batch::Column::Move(size_t to, size_t from) {
+  if (ragged) {
+    std::swap(values[to], values[from]);
+    lengths[to] = lengths[from];
+  } else {
+    std::memmove(slot(to), slot(from), sample_bytes);
+  }
 }
 
 namespace {
@@ -181,14 +223,8 @@ void MoveFront(std::vector<T>& v, int64_t n, std::vector<T>& to) {
 void Batch::TakeFront(Batch* donor, int64_t n) {
   if (n <= 0) return;
   const size_t have = indices_.size(), left = donor->indices_.size() - n;
-  if (ragged_) {
-    for (int64_t i = 0; i < n; ++i) std::swap(values_[have + i], donor->values_[i]);
-    std::rotate(donor->values_.begin(), donor->values_.begin() + n,
-                donor->values_.begin() + n + left);
-    MoveFront(donor->lengths_, n, lengths_);
-  } else {
-    std::memcpy(slot(have), donor->slot(0), n * sample_bytes_);
-    std::memmove(donor->slot(0), donor->slot(n), left * sample_bytes_);
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    columns_[c].TakeFront(&donor->columns_[c], have, n, left);
   }
   end_position_ = donor->positions_[n - 1] + 1;
   MoveFront(donor->indices_, n, indices_);
@@ -200,40 +236,61 @@ void Batch::TakeFront(Batch* donor, int64_t n) {
   MoveFront(donor->ok_, n, ok_);
 }
 
+void Batch::Column::TakeFront(Column* donor, size_t have, int64_t n, size_t left) {
+  if (ragged) {
+    for (int64_t i = 0; i < n; ++i) std::swap(values[have + i], donor->values[i]);
+    std::rotate(donor->values.begin(), donor->values.begin() + n, donor->values.begin() + n + left);
+    MoveFront(donor->lengths, n, lengths);
+  } else {
+    std::memcpy(slot(have), donor->slot(0), n * sample_bytes);
+    std::memmove(donor->slot(0), donor->slot(n), left * sample_bytes);
+  }
+}
+
 absl::Status Batch::Pad() {
-  if (!ragged_) return absl::OkStatus();
-  // Each value is runs_ runs of its length x unit_ floats, padded to the
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    absl::Status st = columns_[c].Pad(indices_.size());
+    if (!st.ok() && c > 0) {
+      return absl::Status(st.code(),
+                          absl::StrCat("field '", columns_[c].field.name, "': ", st.message()));
+    }
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Batch::Column::Pad(size_t n) {
+  if (!ragged || bytes_only) return absl::OkStatus();
+  // Each value is `runs` runs of its length x `unit` floats, padded to the
   // longest's.
-  const size_t n = indices_.size();
   int64_t longest = 0, total = 0;
-  for (const int64_t length : lengths_) {
+  for (const int64_t length : lengths) {
     longest = std::max(longest, length);
     total += length;
   }
-  sample_shape_ = sample_type_.shape;
-  sample_shape_[dim_] = longest;
-  const size_t unit_bytes = unit_ * sizeof(float);
-  const size_t run_bytes = static_cast<size_t>(longest) * unit_bytes;
-  sample_bytes_ = runs_ * run_bytes;
-  padding_bytes_ =
-      runs_ * unit_bytes * static_cast<size_t>(longest * static_cast<int64_t>(n) - total);
+  sample_shape = field.type.shape;
+  sample_shape[dim] = longest;
+  const size_t unitbytes = unit * sizeof(float);
+  const size_t run_bytes = static_cast<size_t>(longest) * unitbytes;
+  sample_bytes = runs * run_bytes;
+  padding_bytes = runs * unitbytes * static_cast<size_t>(longest * static_cast<int64_t>(n) - total);
   uint8_t* out = nullptr;
   try {
-    out = storage_.Reserve(std::max<size_t>(sample_bytes_ * n, 1));
+    out = storage.Reserve(std::max<size_t>(sample_bytes * n, 1));
   } catch (const std::bad_alloc&) {
-    const size_t bytes = sample_bytes_ * n;
-    sample_bytes_ = 0;
-    padding_bytes_ = 0;
-    lengths_.clear();
+    const size_t bytes = sample_bytes * n;
+    sample_bytes = 0;
+    padding_bytes = 0;
+    lengths.clear();
     return absl::ResourceExhaustedError(
         absl::StrCat("a batch of ", n, " values padded to the longest (", longest, ") needs ",
                      bytes, " bytes, more than can be had"));
   }
   for (size_t i = 0; i < n; ++i) {
-    const size_t have = static_cast<size_t>(lengths_[i]) * unit_bytes;
-    const uint8_t* in = values_[i].data();
-    for (size_t r = 0; r < runs_; ++r) {
-      uint8_t* run = out + i * sample_bytes_ + r * run_bytes;
+    const size_t have = static_cast<size_t>(lengths[i]) * unitbytes;
+    const uint8_t* in = values[i].data();
+    for (size_t r = 0; r < runs; ++r) {
+      uint8_t* run = out + i * sample_bytes + r * run_bytes;
       if (have > 0) std::memcpy(run, in + r * have, have);
       std::memset(run + have, 0, run_bytes - have);
     }
@@ -247,10 +304,29 @@ int64_t Batch::remote_samples() const {
   return n;
 }
 
-Shape Batch::shape() const {
+Shape Batch::field_shape(int f) const {
   Shape s = {size()};
-  s.insert(s.end(), sample_shape_.begin(), sample_shape_.end());
+  if (columns_[f].bytes_only) return s;
+  s.insert(s.end(), columns_[f].sample_shape.begin(), columns_[f].sample_shape.end());
   return s;
+}
+
+size_t Batch::padding_bytes() const {
+  size_t n = 0;
+  for (const Column& c : columns_) n += c.padding_bytes;
+  return n;
+}
+
+size_t Batch::bytes() const {
+  size_t n = 0;
+  for (const Column& c : columns_) {
+    if (!c.bytes_only) {
+      n += c.sample_bytes * indices_.size();
+      continue;
+    }
+    for (size_t i = 0; i < indices_.size(); ++i) n += static_cast<size_t>(c.lengths[i]);
+  }
+  return n;
 }
 
 }  // namespace prepflow

@@ -16,6 +16,12 @@
 // depends only on which samples it holds, so it is the same at any thread
 // count or placement.
 //
+// Records of several fields (Pipeline::fields) make one column per field:
+// the working field's (the last stage's, whose slot is the last op's sink)
+// is the batch's value as above, the others are columns beside it, each
+// fixed, ragged (padded on its own), or bytes (a carried member, kept per
+// sample). A sample's outcome is its whole record's.
+//
 // Thread-safety: between Reset() and the last Finish*(), distinct slots may be
 // written from distinct threads; everything else needs external
 // synchronisation (the Loader's).
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "pipeline/core/sample.h"
 #include "pipeline/core/value_type.h"
@@ -47,11 +54,23 @@ std::string WhyNotBatchable(const ValueType& type);
 // The one dimension of `type` that varies; -1 when none or several do.
 int VaryingDim(const ValueType& type);
 
+// A field of the records a batch holds: its name in the record (Sample's
+// stored fields), the key batches give it, and its values' type.
+struct BatchField {
+  std::string name;
+  std::string key;
+  ValueType type;
+};
+
 class Batch {
  public:
+  // A batch of records: fields[0] is the working field's (see above).
+  // REQUIRES: each field's type is batchable or encoded bytes.
+  Batch(std::vector<BatchField> fields, int64_t capacity, HostAllocator allocator = {});
   // REQUIRES: WhyNotBatchable(sample_type) is "", capacity >= 1. `allocator`: where the
   // samples' storage comes from (e.g. page-locked memory for GPU copies).
   Batch(const ValueType& sample_type, int64_t capacity, HostAllocator allocator = {});
+  ~Batch();
 
   // Prepares the batch for the samples `indices` (at most capacity()), and
   // with data echoing which copy of each it is (empty: every one copy 0).
@@ -61,13 +80,14 @@ class Batch {
              absl::Span<const uint32_t> copies = {}, int echo = 1, int64_t first_position = 0);
 
   // Where slot i's value goes. REQUIRES: !ragged().
-  uint8_t* slot(int64_t i) { return storage_.data() + i * sample_bytes_; }
+  uint8_t* slot(int64_t i) { return main().slot(i); }
   // Values vary in length: Keep copies them, Compact pads them.
-  bool ragged() const { return ragged_; }
+  bool ragged() const { return main().ragged; }
   // Makes `s`'s value slot i's: a fixed batch checks that it fills the slot
   // (and copies it there unless Pipeline::Run's sink left it there); a
-  // ragged one checks it against the type and copies it. Internal when the
-  // value does not fit (a bug or a forged worker answer).
+  // ragged one checks it against the type and copies it; a record's other
+  // fields go to their columns alike. Internal when a value does not fit or
+  // a field is missing (a bug or a forged worker answer).
   absl::Status Keep(int64_t i, const Sample& s);
   int64_t index_at(int64_t i) const { return indices_[i]; }
   uint32_t copy_at(int64_t i) const { return copies_[i]; }
@@ -104,17 +124,33 @@ class Batch {
   int64_t size() const { return static_cast<int64_t>(indices_.size()); }
   int64_t capacity() const { return capacity_; }
   // [size(), sample dims...] (ragged: padded, after Compact).
-  Shape shape() const;
+  Shape shape() const { return field_shape(0); }
   // Ragged, after Compact: each sample's length along the dimension that
   // varies, before padding; empty for a fixed batch.
-  const std::vector<int64_t>& lengths() const { return lengths_; }
-  // Ragged, after Pad: the bytes of the batch that are padding.
-  size_t padding_bytes() const { return padding_bytes_; }
-  const ValueType& sample_type() const { return sample_type_; }
-  size_t sample_bytes() const { return sample_bytes_; }
-  const uint8_t* data() const { return storage_.data(); }
-  size_t bytes() const { return sample_bytes_ * indices_.size(); }
-  const float* floats() const { return reinterpret_cast<const float*>(storage_.data()); }
+  const std::vector<int64_t>& lengths() const { return main().lengths; }
+  // Ragged, after Pad: the bytes of the batch that are padding (every
+  // field's).
+  size_t padding_bytes() const;
+  const ValueType& sample_type() const { return main().field.type; }
+  size_t sample_bytes() const { return main().sample_bytes; }
+  const uint8_t* data() const { return main().storage.data(); }
+  // The delivered bytes: every field's.
+  size_t bytes() const;
+  const float* floats() const { return reinterpret_cast<const float*>(data()); }
+
+  // A record's fields, 0 the working one (the accessors above are its).
+  int num_fields() const { return static_cast<int>(columns_.size()); }
+  const BatchField& field(int f) const { return columns_[f].field; }
+  bool field_ragged(int f) const { return columns_[f].ragged; }
+  // [size(), dims...] of field f (padded, after Pad); bytes fields: [size()].
+  Shape field_shape(int f) const;
+  const uint8_t* field_data(int f) const { return columns_[f].storage.data(); }
+  const std::vector<int64_t>& field_lengths(int f) const { return columns_[f].lengths; }
+  // A bytes field's value of sample i. REQUIRES: field f holds encoded bytes.
+  absl::string_view field_bytes(int f, int64_t i) const {
+    return absl::string_view(reinterpret_cast<const char*>(columns_[f].values[i].data()),
+                             static_cast<size_t>(columns_[f].lengths[i]));
+  }
   const std::vector<int64_t>& indices() const { return indices_; }
   const std::vector<uint32_t>& copies() const { return copies_; }
   const std::vector<int64_t>& labels() const { return labels_; }
@@ -124,29 +160,45 @@ class Batch {
   const std::vector<float>& soft_labels() const { return soft_labels_; }
   // For batch ops: the samples as mutable floats, and the soft labels to
   // write (sized [size(), num_classes]).
-  float* mutable_floats() { return reinterpret_cast<float*>(storage_.data()); }
+  float* mutable_floats() { return reinterpret_cast<float*>(columns_[0].storage.data()); }
   float* ResetSoftLabels(int64_t num_classes);
   const std::vector<uint64_t>& hashes() const { return hashes_; }
   // Delivered samples that ran (partly) on a worker.
   int64_t remote_samples() const;
-  const uint8_t* sample(int64_t i) const { return storage_.data() + i * sample_bytes_; }
+  const uint8_t* sample(int64_t i) const { return main().storage.data() + i * sample_bytes(); }
 
  private:
+  // One field's values.
+  struct Column {
+    Column(BatchField f, int64_t capacity, HostAllocator allocator);
+    uint8_t* slot(int64_t i) { return storage.data() + i * sample_bytes; }
+    // Slot i's value: checked against the type and kept.
+    absl::Status Keep(int64_t i, ValueKind kind, const Shape& shape, int sample_rate,
+                      const uint8_t* data, size_t size);
+    void Move(size_t to, size_t from);  // Compact's step
+    void TakeFront(Column* donor, size_t have, int64_t n, size_t left);
+    absl::Status Pad(size_t n);
+
+    BatchField field;
+    bool ragged;          // values kept per slot: variable lengths, or bytes
+    bool bytes_only;      // encoded bytes, never padded
+    size_t sample_bytes;  // ragged: the padded value's, after Pad
+    Shape sample_shape;   // ragged: the padded value's, after Pad
+    Buffer storage;
+    // Ragged: the dimension that varies, the floats before it (runs) and
+    // after it (per unit of length); each slot's own value until Pad.
+    int dim = -1;
+    size_t runs = 1, unit = 1;
+    std::vector<Buffer> values;
+    std::vector<int64_t> lengths;  // ragged: per slot, then per delivered sample
+    size_t padding_bytes = 0;
+  };
+  Column& main() { return columns_[0]; }
+  const Column& main() const { return columns_[0]; }
   bool Finish();
 
-  ValueType sample_type_;
   int64_t capacity_;
-  bool ragged_;
-  size_t sample_bytes_;  // ragged: the padded value's, after Compact
-  Shape sample_shape_;   // ragged: the padded value's, after Compact
-  Buffer storage_;
-  // Ragged: the dimension that varies, the floats before it (runs) and
-  // after it (per unit of length); each slot's own value until Pad.
-  int dim_ = -1;
-  size_t runs_ = 1, unit_ = 1;
-  std::vector<Buffer> values_;
-  std::vector<int64_t> lengths_;  // ragged: per slot, then per delivered sample
-  size_t padding_bytes_ = 0;
+  std::vector<Column> columns_;
   uint64_t epoch_ = 0;
   int64_t number_ = 0;
   std::vector<int64_t> indices_;

@@ -14,16 +14,38 @@
 
 namespace prepflow {
 
+namespace {
+
+void UpdateInt64(XXH3_state_t* state, uint64_t v) {
+  uint8_t bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<uint8_t>(v >> (8 * i));
+  XXH3_64bits_update(state, bytes, sizeof(bytes));
+}
+
+void Start(XXH3_state_t* state, int64_t index, int64_t label, const void* data, size_t size) {
+  XXH3_64bits_reset(state);
+  UpdateInt64(state, static_cast<uint64_t>(index));
+  UpdateInt64(state, static_cast<uint64_t>(label));
+  XXH3_64bits_update(state, data, size);
+}
+
+}  // namespace
+
 uint64_t SampleHash(int64_t index, int64_t label, const void* data, size_t size) {
   XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  uint8_t header[16];
-  for (int i = 0; i < 8; ++i) {
-    header[i] = static_cast<uint8_t>(static_cast<uint64_t>(index) >> (8 * i));
-    header[8 + i] = static_cast<uint8_t>(static_cast<uint64_t>(label) >> (8 * i));
+  Start(&state, index, label, data, size);
+  return XXH3_64bits_digest(&state);
+}
+
+uint64_t RecordHash(const Sample& s) {
+  XXH3_state_t state;
+  Start(&state, s.index, s.label, s.data, s.size);
+  for (const StoredField& f : s.fields) {
+    UpdateInt64(&state, f.name.size());
+    XXH3_64bits_update(&state, f.name.data(), f.name.size());
+    UpdateInt64(&state, f.bytes.size());
+    XXH3_64bits_update(&state, f.bytes.data(), f.bytes.size());
   }
-  XXH3_64bits_update(&state, header, sizeof(header));
-  XXH3_64bits_update(&state, data, size);
   return XXH3_64bits_digest(&state);
 }
 

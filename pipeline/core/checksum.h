@@ -5,6 +5,11 @@
 // int64 LE] followed by the sample's output bytes. The checksum is the sum of
 // SampleHash over every delivered sample, mod 2^64, printed as 16 hex digits.
 // (Python: xxhash.xxh3_64(struct.pack('<qq', i, label) + t.tobytes()).)
+//
+// A record of several fields (Sample::fields) hashes its working value as
+// above and then, in the stored fields' order (names in byte order), each
+// field's name and bytes, each preceded by its length as int64 LE: one
+// XXH3-64 over [index, label, value, (len(name), name, len(bytes), bytes)...].
 #ifndef PREPFLOW_PIPELINE_CORE_CHECKSUM_H_
 #define PREPFLOW_PIPELINE_CORE_CHECKSUM_H_
 
@@ -13,9 +18,14 @@
 #include <cstdint>
 #include <string>
 
+#include "pipeline/core/sample.h"
+
 namespace prepflow {
 
 uint64_t SampleHash(int64_t index, int64_t label, const void* data, size_t size);
+// SampleHash of `s`'s working value, extended over its stored fields (the
+// same as SampleHash for a sample of one field).
+uint64_t RecordHash(const Sample& s);
 
 // Thread-safe, order-independent accumulator.
 class Checksum {

@@ -71,4 +71,22 @@ const char* ValueKindName(ValueKind kind) {
   return "?";
 }
 
+const StoredField* Sample::FindField(const std::string& name) const {
+  const auto it =
+      std::lower_bound(fields.begin(), fields.end(), name,
+                       [](const StoredField& f, const std::string& n) { return f.name < n; });
+  return it != fields.end() && it->name == name ? &*it : nullptr;
+}
+
+void Sample::StoreField(StoredField field) {
+  const auto it =
+      std::lower_bound(fields.begin(), fields.end(), field.name,
+                       [](const StoredField& f, const std::string& n) { return f.name < n; });
+  if (it != fields.end() && it->name == field.name) {
+    *it = std::move(field);
+  } else {
+    fields.insert(it, std::move(field));
+  }
+}
+
 }  // namespace prepflow

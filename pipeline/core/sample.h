@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 
@@ -99,6 +100,17 @@ struct ImageView {
   }
 };
 
+// A field of a record other than the one its stages are working on: its
+// value, owned (see Sample::fields).
+struct StoredField {
+  std::string name;
+  ValueKind kind = ValueKind::kEncoded;
+  Shape shape;
+  ImageView view;
+  int sample_rate = 0;
+  std::string bytes;
+};
+
 struct Sample {
   // Identity: these never change as stages run.
   uint64_t epoch = 0;
@@ -126,12 +138,28 @@ struct Sample {
   Shape shape;
   ImageView view;       // kImage only (a stack's is its images' whole view)
   int sample_rate = 0;  // kAudio only, in Hz
+  // A record of several fields (a WebDataset sample's image and audio, a
+  // carried caption): the value above is the one the stages are working
+  // on, these are the others, in byte order of their names. Empty for a
+  // pipeline of one field. Pipeline::Run swaps values in and out.
+  std::vector<StoredField> fields;
 
   // An image's (or each stacked image's) height and width.
   int height() const { return static_cast<int>(shape[shape.size() - 3]); }
   int width() const { return static_cast<int>(shape[shape.size() - 2]); }
   // How many images a kImage value holds: 1, or a stack's n.
   int images() const { return shape.size() == 4 ? static_cast<int>(shape[0]) : 1; }
+  // The bytes of the whole record: this value and every stored field.
+  size_t record_bytes() const {
+    size_t n = size;
+    for (const StoredField& f : fields) n += f.bytes.size();
+    return n;
+  }
+  // The stored field `name`; null when there is none.
+  const StoredField* FindField(const std::string& name) const;
+  // Keeps `field` among the stored ones, in name order (replacing one of
+  // the same name).
+  void StoreField(StoredField field);
 };
 
 }  // namespace prepflow

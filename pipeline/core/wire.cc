@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "pipeline/core/record.h"
 
 namespace prepflow {
 namespace {
@@ -68,10 +69,10 @@ absl::Status ExpectedBytes(const proto::SampleValue& value, const Shape& shape, 
   return absl::OkStatus();
 }
 
-}  // namespace
-
-void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
-  switch (s.kind) {
+// Writes a value's metadata (and `data` unless null) into `out`.
+void SetValue(ValueKind kind, const Shape& shape, const ImageView& view, int sample_rate,
+              const void* data, size_t size, proto::SampleValue* out) {
+  switch (kind) {
     case ValueKind::kEncoded:
       out->set_kind(proto::SampleValue::KIND_ENCODED);
       break;
@@ -85,29 +86,110 @@ void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
       out->set_kind(proto::SampleValue::KIND_AUDIO);
       break;
   }
-  out->set_sample_rate(s.kind == ValueKind::kAudio ? s.sample_rate : 0);
+  out->set_sample_rate(kind == ValueKind::kAudio ? sample_rate : 0);
   out->clear_shape();
-  for (int64_t d : s.shape) out->add_shape(d);
-  if (include_data) {
-    out->set_data(s.data, s.size);
+  for (int64_t d : shape) out->add_shape(d);
+  if (data != nullptr) {
+    out->set_data(data, size);
   } else {
     out->clear_data();
   }
   out->clear_view();
-  if (s.kind == ValueKind::kImage) {
+  if (kind == ValueKind::kImage) {
     proto::ImageView* v = out->mutable_view();
-    v->set_source_width(s.view.source_width);
-    v->set_source_height(s.view.source_height);
-    v->set_scale_denom(s.view.scale_denom);
-    v->set_x0(s.view.x0);
-    v->set_y0(s.view.y0);
-    if (s.view.has_crop) {
+    v->set_source_width(view.source_width);
+    v->set_source_height(view.source_height);
+    v->set_scale_denom(view.scale_denom);
+    v->set_x0(view.x0);
+    v->set_y0(view.y0);
+    if (view.has_crop) {
       v->set_has_crop(true);
-      v->set_crop_x(s.view.crop_x);
-      v->set_crop_y(s.view.crop_y);
-      v->set_crop_width(s.view.crop_width);
-      v->set_crop_height(s.view.crop_height);
+      v->set_crop_x(view.crop_x);
+      v->set_crop_y(view.crop_y);
+      v->set_crop_width(view.crop_width);
+      v->set_crop_height(view.crop_height);
     }
+  }
+}
+
+// Checks `value` against the `data_size` bytes that carry it and reads its
+// kind, shape, view and rate.
+absl::Status ParseValue(const proto::SampleValue& value, size_t data_size, ValueKind* kind,
+                        Shape* shape, ImageView* view, int* sample_rate) {
+  *shape = Shape(value.shape().begin(), value.shape().end());
+  size_t expected = 0;
+  if (absl::Status st = ExpectedBytes(value, *shape, data_size, kind, &expected); !st.ok()) {
+    return st;
+  }
+  if (expected == kOverflow) {
+    return absl::InvalidArgumentError("sample value: shape has more elements than memory holds");
+  }
+  if (data_size != expected) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample value: data has ", data_size, " bytes, shape needs ", expected));
+  }
+  if (*kind == ValueKind::kEncoded) *shape = Shape{static_cast<int64_t>(expected)};
+  *view = ImageView();
+  *sample_rate = *kind == ValueKind::kAudio ? value.sample_rate() : 0;
+  if (*kind == ValueKind::kImage) {
+    const proto::ImageView& v = value.view();
+    view->source_width = v.source_width();
+    view->source_height = v.source_height();
+    view->scale_denom = v.scale_denom() > 0 ? v.scale_denom() : 1;
+    view->x0 = v.x0();
+    view->y0 = v.y0();
+    view->has_crop = v.has_crop();
+    view->crop_x = v.crop_x();
+    view->crop_y = v.crop_y();
+    view->crop_width = v.crop_width();
+    view->crop_height = v.crop_height();
+    if (view->source_width <= 0 || view->source_height <= 0) {
+      view->source_width = static_cast<int>((*shape)[shape->size() - 2]);
+      view->source_height = static_cast<int>((*shape)[shape->size() - 3]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A record's other fields from `value` into `s.fields`.
+absl::Status FieldsFromWire(const proto::SampleValue& value, Sample& s) {
+  s.fields.clear();
+  if (value.fields_size() > kMaxRecordFields) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sample value: ", value.fields_size(), " fields; a record has at most ", kMaxRecordFields));
+  }
+  for (const proto::NamedValue& named : value.fields()) {
+    if (absl::Status st = CheckFieldName(named.name()); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("sample value: field ", st.message()));
+    }
+    const proto::SampleValue& v = named.value();
+    if (v.fields_size() > 0 || s.FindField(named.name()) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sample value: field '", named.name(), "' is named twice or holds fields of its own"));
+    }
+    StoredField f;
+    f.name = named.name();
+    absl::Status st = ParseValue(v, v.data().size(), &f.kind, &f.shape, &f.view, &f.sample_rate);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("field '", f.name, "': ", st.message()));
+    }
+    f.bytes = v.data();
+    s.StoreField(std::move(f));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void ToWire(const Sample& s, proto::SampleValue* out, bool include_data) {
+  SetValue(s.kind, s.shape, s.view, s.sample_rate, include_data ? s.data : nullptr, s.size, out);
+  if (include_data && s.data == nullptr) out->set_data("");
+  out->clear_fields();
+  for (const StoredField& f : s.fields) {
+    proto::NamedValue* named = out->add_fields();
+    named->set_name(f.name);
+    SetValue(f.kind, f.shape, f.view, f.sample_rate, f.bytes.data(), f.bytes.size(),
+             named->mutable_value());
   }
 }
 
@@ -120,46 +202,19 @@ absl::Status FromWire(const proto::SampleValue& value, absl::Span<const absl::st
                       Workspace& ws, Sample& s) {
   size_t data_size = 0;
   for (absl::string_view piece : data) data_size += piece.size();
-  Shape shape(value.shape().begin(), value.shape().end());
-  size_t expected = 0;
-  if (absl::Status st = ExpectedBytes(value, shape, data_size, &s.kind, &expected); !st.ok()) {
+  if (absl::Status st = ParseValue(value, data_size, &s.kind, &s.shape, &s.view, &s.sample_rate);
+      !st.ok()) {
     return st;
   }
-  if (expected == kOverflow) {
-    return absl::InvalidArgumentError("sample value: shape has more elements than memory holds");
-  }
-  if (data_size != expected) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sample value: data has ", data_size, " bytes, shape needs ", expected));
-  }
+  if (absl::Status st = FieldsFromWire(value, s); !st.ok()) return st;
   Buffer* buf = s.kind == ValueKind::kEncoded ? &ws.encoded : ws.ScratchFor(nullptr);
-  s.data = buf->Reserve(expected);
+  s.data = buf->Reserve(data_size);
   uint8_t* dst = s.data;
   for (absl::string_view piece : data) {
     std::memcpy(dst, piece.data(), piece.size());
     dst += piece.size();
   }
-  s.size = expected;
-  s.shape = s.kind == ValueKind::kEncoded ? Shape{static_cast<int64_t>(expected)} : shape;
-  s.view = ImageView();
-  s.sample_rate = s.kind == ValueKind::kAudio ? value.sample_rate() : 0;
-  if (s.kind == ValueKind::kImage) {
-    const proto::ImageView& v = value.view();
-    s.view.source_width = v.source_width();
-    s.view.source_height = v.source_height();
-    s.view.scale_denom = v.scale_denom() > 0 ? v.scale_denom() : 1;
-    s.view.x0 = v.x0();
-    s.view.y0 = v.y0();
-    s.view.has_crop = v.has_crop();
-    s.view.crop_x = v.crop_x();
-    s.view.crop_y = v.crop_y();
-    s.view.crop_width = v.crop_width();
-    s.view.crop_height = v.crop_height();
-    if (s.view.source_width <= 0 || s.view.source_height <= 0) {
-      s.view.source_width = s.width();
-      s.view.source_height = s.height();
-    }
-  }
+  s.size = data_size;
   return absl::OkStatus();
 }
 

@@ -24,11 +24,14 @@ namespace prepflow {
 // The largest reply a worker sends for one item, and so the most bytes one
 // item may hold: well under protobuf's 2 GiB message limit.
 inline constexpr int64_t kMaxReplyBytes = int64_t{1} << 30;
+// The most fields a record's value may carry on the wire.
+inline constexpr int kMaxRecordFields = 64;
 
 // Writes the value `sample` holds into `out` (its identity is not included:
-// index, label and epoch travel in the enclosing message).
-// With include_data false only the metadata is written (the caller sends the
-// bytes separately).
+// index, label and epoch travel in the enclosing message), and a record's
+// other fields, whole, in SampleValue.fields.
+// With include_data false only the working value's metadata is written (the
+// caller sends its bytes separately).
 void ToWire(const Sample& sample, proto::SampleValue* out, bool include_data = true);
 
 // Makes `sample` hold the value in `value`, copying the bytes into a buffer of

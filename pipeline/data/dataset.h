@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pipeline/core/sample.h"
+#include "pipeline/core/workspace.h"
 #include "pipeline/data/byte_source.h"
 #include "pipeline/data/read_ahead.h"
 #include "proto/pipeline.pb.h"
@@ -98,6 +99,15 @@ class Dataset {
   // read of an object). Errors as Read's. By default the whole sample.
   virtual absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
                                 uint64_t* whole) const;
+  // Whether samples are records of named members (WebDataset), whose
+  // members a pipeline's fields may name.
+  virtual bool has_members() const { return false; }
+  // Reads member `field` of sample i into `out` (`*size` bytes): a
+  // WebDataset member by its extension after the key ("jpg", "left.png";
+  // alternatives "jpg;png", the first present), "" the media as Read does.
+  // NotFound naming the sample and the field where it has none.
+  virtual absl::Status ReadMember(int64_t i, const std::string& field, Buffer* out,
+                                  size_t* size) const;
   // The file extension of sample i's image, lower case, without the dot.
   virtual std::string Extension(int64_t i) const = 0;
   // Starts reading `indices` ahead of their Read where reads wait on the
@@ -164,6 +174,13 @@ class Dataset {
   // the sources its reads use go.
   std::unique_ptr<ReadAhead> read_ahead_;
 };
+
+// Reads sample s.index's record for a pipeline of `fields`
+// (Pipeline::fields): the first field's bytes as the sample's value (in
+// ws.encoded), the others as its stored fields, encoded. `*bytes`: what was
+// read. Errors as ReadMember's.
+absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& fields,
+                        Workspace& ws, Sample& s, size_t* bytes);
 
 // Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar
 // file or a folder holding .tar files, else ImageFolder. Errors: NotFound

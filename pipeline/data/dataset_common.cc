@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/text.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/data/datasets.h"
 
@@ -100,6 +101,45 @@ absl::Status Dataset::ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t*
   (void)max_bytes;
   if (absl::Status s = Read(i, out, size); !s.ok()) return s;
   *whole = *size;
+  return absl::OkStatus();
+}
+
+absl::Status Dataset::ReadMember(int64_t i, const std::string& field, Buffer* out,
+                                 size_t* size) const {
+  if (field.empty()) return Read(i, out, size);
+  return absl::NotFoundError(absl::StrCat(SamplePath(i), ": has no member '", SafeText(field),
+                                          "' (", format(),
+                                          " samples are one file; records of several fields "
+                                          "come from WebDataset shards)"));
+}
+
+absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& fields,
+                        Workspace& ws, Sample& s, size_t* bytes) {
+  *bytes = 0;
+  s.fields.clear();
+  size_t size = 0;
+  if (absl::Status st = dataset.ReadMember(s.index, fields[0], &ws.encoded, &size); !st.ok()) {
+    return st;
+  }
+  *bytes += size;
+  s.kind = ValueKind::kEncoded;
+  s.data = ws.encoded.data();
+  s.size = size;
+  s.shape = {static_cast<int64_t>(size)};
+  s.sample_rate = 0;
+  s.view = ImageView();
+  // The other members go through a scratch buffer, whose contents the first
+  // stage's output will replace anyway.
+  for (size_t f = 1; f < fields.size(); ++f) {
+    Buffer* buf = ws.ScratchFor(s.data);
+    if (absl::Status st = dataset.ReadMember(s.index, fields[f], buf, &size); !st.ok()) return st;
+    *bytes += size;
+    StoredField stored;
+    stored.name = fields[f];
+    stored.shape = {static_cast<int64_t>(size)};
+    stored.bytes.assign(reinterpret_cast<const char*>(buf->data()), size);
+    s.StoreField(std::move(stored));
+  }
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "base/text.h"
 #include "pipeline/data/datasets.h"
 #include "pipeline/data/pack.h"
@@ -77,6 +78,30 @@ class WebDataset : public Dataset {
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(SamplePath(i), ": ", s.message()));
     return absl::OkStatus();
   }
+  bool has_members() const override { return true; }
+  absl::Status ReadMember(int64_t i, const std::string& field, Buffer* out,
+                          size_t* size) const override {
+    const Entry& e = samples_[i];
+    if (field.empty() || !e.error.ok()) return Read(i, out, size);
+    for (absl::string_view alternative : absl::StrSplit(field, ';')) {
+      const auto id = ext_ids_.find(absl::AsciiStrToLower(alternative));
+      if (id == ext_ids_.end()) continue;
+      if (id->second == e.media_ext) return Read(i, out, size);
+      for (uint32_t m = 0; m < e.members; ++m) {
+        const Member& member = members_[e.first_member + m];
+        if (member.ext != id->second) continue;
+        const std::string path = absl::StrCat(SamplePath(i), "[", exts_[member.ext], "]");
+        if (absl::Status s = CheckSize(member.size, path); !s.ok()) return s;
+        *size = member.size;
+        const absl::Status s = shards_[e.shard]->ReadAt(
+            member.offset, member.size, out->Reserve(std::max<uint64_t>(member.size, 1)));
+        if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+        return absl::OkStatus();
+      }
+    }
+    return absl::NotFoundError(absl::StrCat(SamplePath(i), ": the sample has no member '",
+                                            SafeText(field), "' (a field the pipeline reads)"));
+  }
   absl::Status ReadHead(int64_t i, size_t max_bytes, Buffer* out, size_t* size,
                         uint64_t* whole) const override {
     const Entry& e = samples_[i];
@@ -116,7 +141,40 @@ class WebDataset : public Dataset {
     // end of a truncated shard, a corrupt header): reading it fails with this,
     // so the job skips it or stops, as configured, and the rest is usable.
     absl::Status error;
+    // Its other members (members_[first_member, + members)) and its media's
+    // extension, for pipelines that read fields (ReadMember).
+    size_t first_member = 0;
+    uint32_t members = 0;
+    uint16_t media_ext = kNoExt;
   };
+  // A member other than the media, a label or a class name: where it lies,
+  // and its extension (an index into exts_).
+  struct Member {
+    uint64_t offset = 0, size = 0;
+    uint16_t ext = 0;
+  };
+  static constexpr uint16_t kNoExt = 0xffff;
+  // Distinct member extensions a dataset may have (a crafted shard of
+  // millions of names must not grow the table without bound): members
+  // past them are not readable as fields, and a warning says so.
+  static constexpr size_t kMaxExtensions = 4096;
+
+  // The id of extension `ext` (lower case), interned; kNoExt past the limit.
+  uint16_t ExtId(const std::string& ext) {
+    const auto it = ext_ids_.find(ext);
+    if (it != ext_ids_.end()) return it->second;
+    if (exts_.size() >= kMaxExtensions) {
+      if (!too_many_exts_) {
+        warnings_.push_back(absl::StrCat("more than ", kMaxExtensions,
+                                         " member extensions; members with others are not "
+                                         "readable as fields"));
+      }
+      too_many_exts_ = true;
+      return kNoExt;
+    }
+    exts_.push_back(ext);
+    return ext_ids_[ext] = static_cast<uint16_t>(exts_.size() - 1);
+  }
 
   struct OpenedShard {
     absl::Status status;
@@ -214,6 +272,8 @@ class WebDataset : public Dataset {
     int64_t label = -1;
     std::string class_name;  // from key.class
     std::string text;        // from key.txt
+    std::string media_ext;
+    std::vector<std::pair<std::string, Member>> others;  // by extension
     absl::Status error;
     std::string error_member;
 
@@ -224,8 +284,14 @@ class WebDataset : public Dataset {
       const std::string format = last == std::string::npos ? ext : ext.substr(last + 1);
       if ((IsImageExtension(format) || IsAudioExtension(format)) && !has_media) {
         media = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
+        media_ext = ext;
         has_media = true;
-      } else if (IsClassNameMember(m.name)) {
+        return;
+      }
+      if (!IsLabelMember(m.name) && !IsClassNameMember(m.name)) {
+        others.emplace_back(ext, Member{m.offset, m.size, 0});
+      }
+      if (IsClassNameMember(m.name)) {
         class_name = m.text;
       } else if (IsTranscriptMember(m.name) && error.ok()) {
         text = m.text;
@@ -253,6 +319,14 @@ class WebDataset : public Dataset {
       labels_.push_back(-1);
       sample_texts_.emplace_back();
     } else if (p->has_media) {
+      p->media.media_ext = ExtId(p->media_ext);
+      p->media.first_member = members_.size();
+      for (auto& [ext, member] : p->others) {
+        member.ext = ExtId(ext);
+        if (member.ext == kNoExt) continue;
+        members_.push_back(member);
+        ++p->media.members;
+      }
       samples_.push_back(p->media);
       labels_.push_back(p->label);
       sample_texts_.push_back(std::move(p->text));
@@ -329,6 +403,10 @@ class WebDataset : public Dataset {
 
   std::vector<std::unique_ptr<ByteSource>> shards_;
   std::vector<Entry> samples_;
+  std::vector<Member> members_;
+  std::vector<std::string> exts_;
+  absl::flat_hash_map<std::string, uint16_t> ext_ids_;
+  bool too_many_exts_ = false;
   std::map<int64_t, std::string> class_names_;  // while opening
   bool class_names_conflict_ = false;
   std::vector<std::string> sample_texts_;  // while opening: per sample, "" where none

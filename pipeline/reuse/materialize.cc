@@ -43,6 +43,14 @@ std::string StagesText(const proto::PipelineSpec& spec) {
   return names.empty() ? "(none)" : absl::StrJoin(names, " -> ");
 }
 
+// Records of several fields are not materialized yet: one stored value per
+// sample is what the format holds.
+absl::Status NoRecords() {
+  return absl::UnimplementedError(
+      "materializing a pipeline of several fields (Stage.field, carry) is not supported yet; "
+      "cache its values instead (--cache)");
+}
+
 }  // namespace
 
 absl::Status CheckEncoding(const std::string& encoding) {
@@ -144,6 +152,7 @@ absl::StatusOr<proto::Materialized> Materialize(
     const Dataset& dataset, const Pipeline& pipeline, const proto::PipelineSpec& spec,
     const MaterializeOptions& options, const std::function<void(const PackStats&)>& progress) {
   if (absl::Status s = CheckEncoding(options.encoding); !s.ok()) return s;
+  if (pipeline.record()) return NoRecords();
   const int upto = options.upto >= 0 ? options.upto : pipeline.CacheBoundary();
   if (upto > pipeline.num_stages()) {
     return absl::InvalidArgumentError(absl::StrCat("--upto ", upto, ": past the last boundary (",
@@ -254,6 +263,7 @@ void MeasureMaterialized(const Pipeline& p, const Sample& at, double prefix_cpu,
 absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
     const Dataset& dataset, const Pipeline& p, const std::vector<int64_t>& indices,
     const std::vector<std::string>& encodings, const std::function<void(int64_t)>& progress) {
+  if (p.record()) return NoRecords();
   std::vector<Strategy> out(1);  // the source
   for (int k = 1; k <= p.CacheBoundary(); ++k) {
     for (const std::string& e : encodings) {

@@ -134,7 +134,11 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
     if transform is not None:
         if pipeline is not None:
             raise ValueError("pass either pipeline or transform, not both")
+        if isinstance(transform, dict):
+            return _record_text(transform, "transform")
         return transforms.to_pipeline_text(transform)
+    if isinstance(pipeline, dict):
+        return _record_text(pipeline, "pipeline")
     if pipeline is None:
         raise ValueError("give transform= (your torchvision Compose) or pipeline= (a preset "
                          "such as 'imagenet-train', prepflow.ops objects or pipeline text): "
@@ -149,9 +153,39 @@ def _pipeline_text(pipeline, transform, batch_ops=()):
     return transforms.to_pipeline_text(pipeline)  # a torchvision transform given as pipeline
 
 
+def _record_text(mapping, option):
+    """Pipeline text for records of several fields: `mapping` is {field:
+    stages}, each a list of prepflow.ops objects or (transform=) a
+    torchvision or torchaudio transform, run on the record's member of that
+    name ("jpg", "flac", "jpg;png"); a field mapped to None is carried to the
+    batch untouched, as its bytes."""
+    stages, carry = [], []
+    for field, value in mapping.items():
+        if value is None:
+            carry.append(field)
+            continue
+        if isinstance(value, ops.Op):
+            value = [value]
+        if isinstance(value, (list, tuple)) and all(isinstance(s, ops.Op) for s in value):
+            found = list(value)
+        else:
+            try:
+                found = transforms.to_stages(value)
+            except ValueError as e:
+                raise ValueError(f"{option}[{field!r}]: {e}") from None
+        stages.extend(s.on(field) for s in found)
+    if not stages:
+        raise ValueError(f"{option}: no field has stages (a field mapped to None is only "
+                         "carried)")
+    return ops.pipeline_text(stages, name="record", carry=carry)
+
+
 def _delivery(source):
     """transforms.Delivery for a torchvision transform translated whole;
     None for ops, text, a preset, or one that ends in Python's tail."""
+    if isinstance(source, dict):  # the output is the last field's
+        fields = [v for v in source.values() if v is not None]
+        return _delivery(fields[-1]) if fields else None
     if source is None or isinstance(source, (str, os.PathLike, ops.Op)) or (
             isinstance(source, (list, tuple)) and all(isinstance(x, ops.Op) for x in source)):
         return None
@@ -350,6 +384,10 @@ class Loader:
         pipeline, transform, tail = self._split_tail(pipeline, transform, batch_ops,
                                                      python_tail)
         self._delivery = delivery if tail is None else None
+        source = transform if transform is not None else pipeline
+        # A record's other fields' (the output's is _delivery).
+        self._field_delivery = {k: _delivery(v) for k, v in source.items()
+                                if v is not None} if isinstance(source, dict) else {}
         pipeline = _pipeline_text(pipeline, transform, batch_ops)
         self._options = dict(given, data=os.fsencode(data), pipeline=pipeline,
                              metrics_port=-1 if metrics_port is None else metrics_port)
@@ -412,6 +450,9 @@ class Loader:
         if torch is None:
             raise ValueError("python_tail: needs torch (Debian: python3-torch)")
         source = transform if transform is not None else pipeline
+        if isinstance(source, dict):
+            raise ValueError("python_tail: a pipeline of several fields (a dict) runs in "
+                             "prepflow alone; apply the untranslatable part after the loader")
         if source is None or isinstance(source, (str, os.PathLike, ops.Op)) or (
                 isinstance(source, (list, tuple)) and
                 all(isinstance(x, ops.Op) for x in source)):
@@ -606,8 +647,8 @@ class Loader:
         for images: asked of the core once, not per batch."""
         if self._record_kind is None:  # False: images
             field, texts = self._core.field, self._core.has_texts
-            images = field == "image" and not texts
-            self._record_kind = False if images else (field, texts, bool(self._core.classes))
+            images = field == "image" and not texts and self._core.num_fields == 1
+            self._record_kind = False if images else (field, texts, self._core.has_labels)
         return self._record_kind or None
 
     def _fields(self, b, values, labels, lengths=None, tail=False):
@@ -630,12 +671,38 @@ class Loader:
                 if self._device is not None:
                     lengths = lengths.to(self._device, non_blocking=True)
             fields[field + "_lengths"] = lengths
+        self._other_fields(b, fields)
         if classes:
             fields["label"] = labels
         if texts:
             fields["text"] = b.texts
         fields["index"] = list(b.indices)
         return fields
+
+    def _other_fields(self, b, fields):
+        """A record's fields beside the pipeline's output into `fields`: a
+        tensor (and `<key>_lengths` where lengths vary), or a list of bytes
+        for a carried member."""
+        for f, (key, kind) in enumerate(b.field_kinds):
+            if f == 0:
+                continue
+            if kind == "bytes":
+                fields[key] = b.field_bytes(f)
+                continue
+            if self._as_numpy:
+                value, lengths = b.field_numpy(f), b.field_lengths_numpy(f)
+            else:
+                value = _torch_dlpack.from_dlpack(b.field_dlpack(f))
+                lengths = b.field_lengths_dlpack(f)
+                lengths = None if lengths is None else _torch_dlpack.from_dlpack(lengths)
+                if self._device is not None:
+                    value = value.to(self._device, non_blocking=True)
+                    if lengths is not None:
+                        lengths = lengths.to(self._device, non_blocking=True)
+            delivery = self._field_delivery.get(key)
+            fields[key] = delivery(value) if delivery is not None else value
+            if lengths is not None:
+                fields[key + "_lengths"] = lengths
 
     # -- iteration -----------------------------------------------------------
 

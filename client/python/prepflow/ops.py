@@ -14,6 +14,7 @@ the short form ("nearest"). Values are checked by the same code that checks
 pipeline files, when the loader is created; an unknown field is a TypeError
 here, listing the op's fields.
 """
+import copy
 import math
 
 from . import _prepflow
@@ -26,8 +27,13 @@ class Op:
 
     name = None  # set on each generated class
     schema = None
+    # The field of a record the stage works on ("jpg", "flac"; None: the
+    # sample's media): Op(..., field="flac"), or a pipeline given as a dict.
+    field = None
 
-    def __init__(self, **fields):
+    def __init__(self, *, field=None, **fields):
+        if field is not None:
+            self.field = _check_field(field, type(self).__name__)
         known = {f["name"]: f for f in self.schema["fields"]}
         for key in fields:
             if key not in known:
@@ -43,15 +49,31 @@ class Op:
         """The stage as pipeline text: 'color_jitter { brightness: [0.6, 1.4] }'."""
         return self._text
 
+    def on(self, field):
+        """The same stage, working on record field `field`."""
+        out = copy.copy(self)
+        out.field = _check_field(field, type(self).__name__)
+        return out
+
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
-        return f"{type(self).__name__}({args})"
+        args = [f"{k}={v!r}" for k, v in self.fields.items()]
+        if self.field is not None:
+            args.append(f"field={self.field!r}")
+        return f"{type(self).__name__}({', '.join(args)})"
 
     def __eq__(self, other):
-        return isinstance(other, Op) and self.text() == other.text()
+        return isinstance(other, Op) and (self.text(), self.field) == (other.text(), other.field)
 
     def __hash__(self):
-        return hash(self.text())
+        return hash((self.text(), self.field))
+
+
+def _check_field(field, where):
+    if not isinstance(field, str) or not field or len(field) > 64 or not all(
+            c.isascii() and (c.isalnum() or c in "._-;") for c in field):
+        raise ValueError(f"{where}: field: {field!r} is not a field name (1-64 letters, digits "
+                         "and . _ - ; as 'jpg;png')")
+    return field
 
 
 def _scalar_text(kind, value, field, where):
@@ -99,15 +121,19 @@ def _field_text(field, value, where):
     return f"{field['name']}: {_scalar_text(kind, value, field, where)}"
 
 
-def pipeline_text(stages, name=None):
+def pipeline_text(stages, name=None, carry=()):
     """Pipeline text for a sequence of Op objects; batch ops (MixupCutmix) go
-    to `batch_stages`, run on the trainer after batching."""
+    to `batch_stages`, run on the trainer after batching. `carry`: record
+    fields carried to the batch untouched."""
     lines = [f'name: "{name}"'] if name else []
     for stage in stages:
         if not isinstance(stage, Op):
             raise TypeError(f"expected prepflow.ops objects, got {stage!r}")
-        field = "batch_stages" if stage.schema["batch"] else "stages"
-        lines.append("%s { %s }" % (field, stage.text()))
+        kind = "batch_stages" if stage.schema["batch"] else "stages"
+        on = f' field: "{stage.field}"' if stage.field is not None else ""
+        lines.append("%s { %s%s }" % (kind, stage.text(), on))
+    for field in carry:
+        lines.append(f'carry: "{_check_field(field, "carry")}"')
     return "\n".join(lines) + "\n"
 
 

@@ -126,7 +126,21 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
       const proto::Spectrogram& m = stage.spectrogram();
       const int hop = HopLength(m.n_fft(), m.win_length(), m.hop_length());
       const double channels = in.shape[0] >= 0 ? in.shape[0] : decode.max_audio_channels;
-      return sizeof(float) * (m.n_fft() / 2 + 1) * (samples / hop + channels);
+      return sizeof(float) * (m.complex() ? 2 : 1) * (m.n_fft() / 2 + 1) *
+             (samples / hop + channels);
+    }
+    case proto::Stage::kTimeStretch: {  // ceil(frames / rate) of each bin's frames
+      const proto::TimeStretch& t = stage.time_stretch();
+      const double rate = t.fixed_rate() > 0 ? t.fixed_rate() : t.rate_min();
+      return rate > 0 ? bound * (1 + 1 / rate) : -1;
+    }
+    case proto::Stage::kMagnitude:
+      return bound / 2;
+    case proto::Stage::kMelScale: {  // n_mels bands for each n_stft bins
+      const int64_t bins = in.shape.size() >= 2 ? in.shape[in.shape.size() - 2] : -1;
+      return bins > 0
+                 ? bound * std::max(1.0, stage.mel_scale().n_mels() / static_cast<double>(bins))
+                 : -1;
     }
     case proto::Stage::kKaldiFbank: {  // at most length / shift + 1 frames of one channel
       const proto::KaldiFbank& f = stage.kaldi_fbank();

@@ -624,6 +624,43 @@ TEST(AudioOps, EveryCutOfAnMfccRecipeGivesTheSameBytes) {
   ExpectEveryCutSame(*p, Encode(Interleaved(1, 16000), 1, 16000, kWav16), {1, 13, 81});
 }
 
+// cedar's frequency-domain recipe: a complex spectrogram stretched by a rate
+// drawn per sample, to power, masked, onto the mel scale.
+TEST(AudioOps, EveryCutOfAStretchRecipeGivesTheSameBytes) {
+  auto p = MakePipeline(
+      "stages { decode_audio {} } stages { spectrogram { n_fft: 256 complex: true } } "
+      "stages { time_stretch { fixed_rate: 1.25 } } stages { magnitude {} } "
+      "stages { time_masking { time_mask_param: 5 } } "
+      "stages { mel_scale { n_mels: 32 sample_rate: 16000 } }",
+      7);
+  // 1 + 16000 / 128 = 126 frames, stretched to ceil(126 / 1.25) = 101.
+  ExpectEveryCutSame(*p, Encode(Interleaved(1, 16000), 1, 16000, kWav16), {1, 32, 101});
+}
+
+// Pipeline::Create's status for `decode_audio` then `stages` (text that
+// may close and open stages itself).
+absl::Status CreateAfterDecodeAudio(const std::string& stages) {
+  auto spec = LoadPipelineSpec(
+      absl::StrCat("stages { decode_audio {} } stages { downmix {} } ", "stages { ", stages, " }"));
+  if (!spec.ok()) return spec.status();
+  return Pipeline::Create(*spec, PipelineOptions()).status();
+}
+
+// The stretch ops refuse what they cannot take, naming it.
+TEST(AudioOps, StretchOpsCheckTheirInput) {
+  EXPECT_THAT(CreateAfterDecodeAudio("time_stretch { fixed_rate: 1.2 }").message(),
+              HasSubstr("complex spectrogram"));
+  EXPECT_THAT(CreateAfterDecodeAudio("spectrogram { complex: true } } "
+                                     "stages { time_stretch { rate_min: 2 rate_max: 1 }")
+                  .message(),
+              HasSubstr("rate_min <= rate_max"));
+  EXPECT_THAT(CreateAfterDecodeAudio("spectrogram {} } stages { magnitude {}").message(),
+              HasSubstr("complex tensor"));
+  EXPECT_THAT(
+      CreateAfterDecodeAudio("spectrogram {} } stages { mel_scale { sample_rate: 0 }").message(),
+      HasSubstr("sample_rate"));
+}
+
 // Pre-emphasis is y[n] = x[n] - c x[n-1] in float32, the first frame kept,
 // per channel; the DCT's first orthonormal coefficient is the mean of the
 // bands x sqrt(n_mels), and it refuses to keep more than there are.

@@ -187,6 +187,17 @@ constexpr char kSpectrogram[] = R"pb(
   stages { amplitude_to_db {} }
 )pb";
 
+// cedar's frequency-domain stretch: a complex spectrogram stretched, to
+// power, masked and onto the mel scale.
+constexpr char kStretch[] = R"pb(
+  stages { decode_audio {} }
+  stages { spectrogram { n_fft: 256 complex: true } }
+  stages { time_stretch { rate_min: 0.8 rate_max: 1.25 } }
+  stages { magnitude {} }
+  stages { time_masking { time_mask_param: 4 } }
+  stages { mel_scale { n_mels: 32 sample_rate: 16000 } }
+)pb";
+
 constexpr char kMfcc[] = R"pb(
   stages { decode_audio {} }
   stages { time_shift { max_seconds: 0.05 rollover: true } }
@@ -205,6 +216,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
                      : name == "speech"      ? kSpeech
                      : name == "mfcc"        ? kMfcc
                      : name == "spectrogram" ? kSpectrogram
+                     : name == "stretch"     ? kStretch
                                              : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -218,7 +230,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
   for (const char* name :
-       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram"}) {
+       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram", "stretch"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

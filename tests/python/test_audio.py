@@ -302,6 +302,55 @@ class Parity(unittest.TestCase):
             8, iid_masks=True)])  # a sample is 3-D: torchaudio draws one mask either way
         self.assertEqual(masks[-1].text(), "frequency_masking { freq_mask_param: 8 }")
 
+    def test_time_stretch_magnitude_and_mel_scale_are_torchaudios(self):
+        # cedar's frequency-domain stretch: complex STFT -> phase vocoder ->
+        # |z|^2 -> mel. Each op against torchaudio on the same input.
+        base = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
+                ops.Spectrogram(n_fft=512, complex=True)]
+        spectra, _, _ = run(base, batch_size=1)
+        worst_mag = worst_z = 0.0
+        for rate in (0.8, 1.25):
+            got, _, _ = run(base + [ops.TimeStretch(fixed_rate=rate)], batch_size=1)
+            stretch = torchaudio.transforms.TimeStretch(n_freq=257, fixed_rate=rate)
+            for z, g in zip(spectra, got):
+                ref = stretch(torch.view_as_complex(torch.from_numpy(z.copy())))
+                self.assertEqual(g.shape[:-1], tuple(ref.shape))
+                peak = float(ref.abs().max())
+                worst_mag = max(worst_mag, float(np.abs(np.hypot(g[..., 0], g[..., 1]) -
+                                                        ref.abs().numpy()).max()) / peak)
+                worst_z = max(worst_z, float(np.abs(g - torch.view_as_real(ref).numpy()).max())
+                              / peak)
+        self.assertLess(worst_mag, 1e-5)
+        self.assertLess(worst_z, 5e-4)
+        power, _, _ = run(base + [ops.Magnitude()], batch_size=1)
+        mels, _, _ = run(base + [ops.Magnitude(), ops.MelScale(n_mels=64, sample_rate=16000)],
+                         batch_size=1)
+        scale = torchaudio.transforms.MelScale(64, 16000, n_stft=257)
+        worst_mel = 0.0
+        for z, p, m in zip(spectra, power, mels):
+            ref = torch.view_as_complex(torch.from_numpy(z.copy())).abs().pow(2).numpy()
+            self.assertLessEqual(np.abs(p - ref).max(), 1e-6 * np.abs(ref).max() + 1e-30,
+                                 np.abs(p - ref).max() / np.abs(ref).max())
+            want = scale(torch.from_numpy(p.copy())).numpy()
+            peak = np.maximum(want.max(axis=-2, keepdims=True), 1e-30)
+            worst_mel = max(worst_mel, float((np.abs(m - want) / peak).max()))
+        self.assertLess(worst_mel, 5e-5)
+        print("time_stretch: magnitude %.3g, complex %.3g of the peak; mel_scale %.3g" %
+              (worst_mag, worst_z, worst_mel), file=sys.stderr)
+        # And translated from torchaudio (ops.Magnitude where torchaudio's
+        # users write spec.abs().pow(2)); a rate per call does not translate.
+        seq = [torchaudio.transforms.Spectrogram(n_fft=512, power=None),
+               torchaudio.transforms.TimeStretch(n_freq=257, fixed_rate=1.25), ops.Magnitude(),
+               torchaudio.transforms.MelScale(64, 16000, n_stft=257)]
+        loader = prepflow.Loader(ROOT, transform=[torchaudio.transforms.Resample(16000, 16000)]
+                                 + seq, batch_size=2, shuffle=False)
+        batch = next(iter(loader))
+        self.assertEqual(tuple(batch["audio"].shape[:3]), (2, 1, 64))
+        loader.close()
+        with self.assertRaisesRegex(ValueError, "fixed_rate"):
+            prepflow.Loader(ROOT, transform=[torchaudio.transforms.TimeStretch(n_freq=257)],
+                            batch_size=2)
+
     def test_what_does_not_translate_runs_in_the_python_tail(self):
         # prepflow's part: decode, downmix, resample; the tail (from Fade on)
         # gets each waveform at its own length, and its outputs (which vary
@@ -367,8 +416,8 @@ class Parity(unittest.TestCase):
         self.assertEqual([s.text() for s in masks[2:]],
                          ["frequency_masking { freq_mask_param: 8 }",
                           "time_masking { time_mask_param: 10 p: 0.5 }"])
-        for bad, why in ((torchaudio.transforms.TimeStretch(), "no phase vocoder"),
-                         (torchaudio.transforms.Spectrogram(power=None), "complex"),
+        for bad, why in ((torchaudio.transforms.TimeStretch(), "fixed_rate"),
+                         (torchaudio.transforms.Spectrogram(normalized=True), "normalized"),
                          (torchaudio.transforms.MelSpectrogram(center=False), "center")):
             with self.assertRaisesRegex(ValueError, "cannot translate %s.*%s"
                                         % (type(bad).__name__, why)):

@@ -15,14 +15,15 @@ checks. `Resample` converts from each file's own rate (torchaudio assumes
 audio has (torchaudio for `sample_rate`): the same where the files are at
 the rates the transforms name, which a preceding Resample makes sure of.
 """
+import math
+
 from . import ops
 
 # The transforms that translate, by class name.
 AUDIO_TRANSLATED = ("Resample", "Spectrogram", "MelSpectrogram", "AmplitudeToDB", "MFCC", "FrequencyMasking",
-                    "TimeMasking", "Vol", "Preemphasis")
+                    "TimeMasking", "Vol", "Preemphasis", "TimeStretch", "MelScale")
 
 _NOT_NATIVE = {
-    "TimeStretch": "prepflow has no phase vocoder yet",
     "SlidingWindowCmn": "prepflow has per-utterance CMVN (ops.UtteranceCmvn), not a sliding "
                         "window",
 }
@@ -55,7 +56,6 @@ def _check_stft(spec, op, more=()):
     import torch
     why = [(spec.pad != 0, "pad"), (spec.normalized, "normalized"), (not spec.center, "center"),
            (spec.pad_mode != "reflect", "pad_mode"), (not spec.onesided, "onesided"),
-           (spec.power is None, "power=None (a complex spectrogram)"),
            (not torch.equal(spec.window, torch.hann_window(spec.win_length)), "window_fn")]
     for bad, field in why + list(more):
         if bad:
@@ -64,9 +64,35 @@ def _check_stft(spec, op, more=()):
 
 
 def _spectrogram(t):
+    """Spectrogram; with power=None the complex spectrum, as [..., 2] (what
+    torch.view_as_real gives)."""
     _check_stft(t, "spectrogram")
+    if t.power is None:
+        return [ops.Spectrogram(n_fft=int(t.n_fft), win_length=int(t.win_length),
+                                hop_length=int(t.hop_length), complex=True)]
     return [ops.Spectrogram(n_fft=int(t.n_fft), win_length=int(t.win_length),
                             hop_length=int(t.hop_length), power=float(t.power))]
+
+
+def _time_stretch(t):
+    """TimeStretch with its fixed_rate (a rate per call does not translate:
+    ops.TimeStretch(rate_min=..., rate_max=...) draws one per sample). Its
+    complex output is [..., 2] (torch.view_as_real); torchaudio's users take
+    its magnitude in Python, prepflow's with ops.Magnitude() in the list."""
+    if t.fixed_rate is None:
+        raise Untranslatable("no fixed_rate (the rate is given per call); use "
+                             "prepflow.ops.TimeStretch(rate_min=..., rate_max=...) for a rate "
+                             "drawn per sample")
+    hop = float(t.phase_advance[-1, 0]) / math.pi  # linspace(0, pi * hop, bins)
+    return [ops.TimeStretch(hop_length=int(round(hop)), fixed_rate=float(t.fixed_rate))]
+
+
+def _mel_scale(t):
+    if t.norm not in (None, "slaney") or t.mel_scale not in ("htk", "slaney"):
+        raise Untranslatable("norm and mel_scale: None/'slaney' and 'htk'/'slaney'")
+    return [ops.MelScale(n_mels=int(t.n_mels), sample_rate=int(t.sample_rate),
+                         f_min=float(t.f_min), f_max=float(t.f_max),
+                         slaney_scale=t.mel_scale == "slaney", slaney_norm=t.norm == "slaney")]
 
 
 def _mel_spectrogram(t):
@@ -123,7 +149,8 @@ _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
                 "Spectrogram": _spectrogram,
                 "AmplitudeToDB": _amplitude_to_db, "FrequencyMasking": _masking,
                 "TimeMasking": _masking, "Vol": _vol, "MFCC": _mfcc,
-                "Preemphasis": _preemphasis}
+                "Preemphasis": _preemphasis, "TimeStretch": _time_stretch,
+                "MelScale": _mel_scale}
 
 
 def _translate(t):

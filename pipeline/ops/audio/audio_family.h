@@ -17,6 +17,9 @@ void RegisterAudioOps(OpRegistry* registry);
 // feature_ops.cc's (speed_perturb, vol, kaldi_fbank, utterance_cmvn,
 // transpose): RegisterAudioOps calls it, last.
 void RegisterAudioFeatureOps(OpRegistry* registry);
+// stretch_ops.cc's (time_stretch, magnitude, mel_scale): RegisterAudioOps
+// calls it after its own.
+void RegisterAudioStretchOps(OpRegistry* registry);
 
 }  // namespace prepflow
 

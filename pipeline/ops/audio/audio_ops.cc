@@ -290,34 +290,42 @@ class SpectrogramOp : public Op {
     if (!stft.ok()) return stft.status();
     auto op = std::make_unique<SpectrogramOp>();
     op->stft_ = *std::move(stft);
+    op->complex_ = p.complex();
     return op;
   }
 
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectAudio(in); !s.ok()) return s;
     const int64_t frames = in.shape[1] >= 0 ? stft_->Frames(in.shape[1]) : -1;
+    if (complex_) return ValueType{ValueKind::kTensor, {in.shape[0], stft_->bins(), frames, 2}};
     return ValueType{ValueKind::kTensor, {in.shape[0], stft_->bins(), frames}};
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     const int64_t channels = s.shape[0], length = s.shape[1], frames = stft_->Frames(length);
     const int bins = stft_->bins();
-    auto* out =
-        reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * bins * frames + 1));
+    const int parts = complex_ ? 2 : 1;  // floats per value
+    auto* out = reinterpret_cast<float*>(
+        ctx.Output(s.data, sizeof(float) * channels * bins * frames * parts + 1));
     thread_local std::vector<float> scratch;
     for (int64_t c = 0; c < channels; ++c) {
-      if (absl::Status st =
-              stft_->Apply(Samples(s) + c * length, length, out + c * bins * frames, &scratch);
-          !st.ok()) {
-        return st;
-      }
+      const float* x = Samples(s) + c * length;
+      float* y = out + c * bins * frames * parts;
+      absl::Status st = complex_ ? stft_->ApplyComplex(x, length, y, &scratch)
+                                 : stft_->Apply(x, length, y, &scratch);
+      if (!st.ok()) return st;
     }
-    SetTensor(s, out, {channels, bins, frames});
+    if (complex_) {
+      SetTensor(s, out, {channels, bins, frames, 2});
+    } else {
+      SetTensor(s, out, {channels, bins, frames});
+    }
     return absl::OkStatus();
   }
 
  private:
   std::shared_ptr<const Stft> stft_;
+  bool complex_ = false;
 };
 
 // -------------------------------------------------------------- time_shift
@@ -512,6 +520,7 @@ void RegisterAudioOps(OpRegistry* registry) {
   RegisterAudioFeatureOps(registry);
   registry->Register(Stage::kSpectrogram, FactoryOf<SpectrogramOp>());
   registry->Register(Stage::kTimeShift, FactoryOf<TimeShiftOp>());
+  RegisterAudioStretchOps(registry);
 }
 
 }  // namespace prepflow

@@ -37,16 +37,14 @@ double MelToHz(double m, bool slaney) {
   return m >= min_log_mel ? min_log_hz * std::exp(logstep * (m - min_log_mel)) : f_sp * m;
 }
 
-// torch.linspace(a, b, n)[i] in float32: from the start for the first half,
-// from the end for the rest, as torch's kernel computes it.
-float Linspace(double a, double b, int n, int i) {
+}  // namespace
+
+float TorchLinspace(double a, double b, int n, int i) {
   if (n == 1) return static_cast<float>(a);
   const auto fa = static_cast<float>(a), fb = static_cast<float>(b);
   const float step = (fb - fa) / static_cast<float>(n - 1);
   return i < n / 2 ? fa + step * static_cast<float>(i) : fb - step * static_cast<float>(n - 1 - i);
 }
-
-}  // namespace
 
 void* ThreadRealFft(int n) {
   struct Free {
@@ -97,18 +95,17 @@ absl::StatusOr<std::shared_ptr<const Stft>> Stft::Make(int n_fft, int given_win,
 
 Stft::~Stft() { kiss_fft_free(cfg_); }
 
-absl::Status Stft::Apply(const float* x, int64_t length, float* out,
-                         std::vector<float>* scratch) const {
+absl::StatusOr<float*> Stft::Pad(const float* x, int64_t length,
+                                 std::vector<float>* scratch) const {
   const int half = n_fft_ / 2;
   if (length <= half) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "mel_spectrogram: %d samples are too few for reflect padding of %d (n_fft / 2)", length,
-        half));
+        "spectrogram: %d samples are too few for reflect padding of %d (n_fft / 2)", length, half));
   }
-  // Reflect-padded signal, then the FFT's input and output (complex).
+  // Reflect-padded signal, then room for the complex FFT's input and output
+  // (5 n_fft + 2), or for four windowed frames and their spectra
+  // (4 (n_fft + bins) = 6 n_fft + 4).
   const int64_t padded = length + 2 * half;
-  // Room for the complex FFT's input and output (5 n_fft + 2), or for four
-  // windowed frames and their spectra (4 (n_fft + bins) = 6 n_fft + 4).
   scratch->resize(static_cast<size_t>(padded) + 6 * static_cast<size_t>(n_fft_) + 4);
   float* p = scratch->data();
   for (int64_t i = 0; i < padded; ++i) {
@@ -117,30 +114,58 @@ absl::Status Stft::Apply(const float* x, int64_t length, float* out,
     if (j >= length) j = 2 * (length - 1) - j;
     p[i] = x[j];
   }
-  float* real = p + padded;
-  auto* in = reinterpret_cast<kiss_fft_cpx*>(real + n_fft_);
-  kiss_fft_cpx* spectrum = in + n_fft_;
+  return p;
+}
+
+void Stft::FrameSpectrum(const float* frame, float* work, void* out) const {
+  auto* spectrum = static_cast<kiss_fft_cpx*>(out);
+  if (n_fft_ % 2 == 0) {
+    for (int k = 0; k < n_fft_; ++k) work[k] = frame[k] * window_[k];
+    kiss_fftr(static_cast<kiss_fftr_cfg>(ThreadRealFft(n_fft_)), work, spectrum);
+  } else {
+    auto* in = reinterpret_cast<kiss_fft_cpx*>(work);
+    for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
+    kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);
+  }
+}
+
+absl::Status Stft::Apply(const float* x, int64_t length, float* out,
+                         std::vector<float>* scratch) const {
+  absl::StatusOr<float*> p = Pad(x, length, scratch);
+  if (!p.ok()) return p.status();
+  float* work = *p + length + 2 * (n_fft_ / 2);
+  auto* spectrum = reinterpret_cast<kiss_fft_cpx*>(work + 3 * n_fft_);
   const int64_t frames = Frames(length);
   const int bins = this->bins();
   if (lanes_ != nullptr) {
-    ApplyLanes(p, frames, out, real);
+    ApplyLanes(*p, frames, out, work);
     return absl::OkStatus();
   }
   for (int64_t t = 0; t < frames; ++t) {
-    const float* frame = p + t * hop_;
-    if (n_fft_ % 2 == 0) {
-      for (int k = 0; k < n_fft_; ++k) real[k] = frame[k] * window_[k];
-      kiss_fftr(static_cast<kiss_fftr_cfg>(ThreadRealFft(n_fft_)), real, spectrum);
-    } else {
-      for (int k = 0; k < n_fft_; ++k) in[k] = {frame[k] * window_[k], 0.0f};
-      kiss_fft(static_cast<kiss_fft_cfg>(cfg_), in, spectrum);
-    }
+    FrameSpectrum(*p + t * hop_, work, spectrum);
     for (int b = 0; b < bins; ++b) {
       // spec.abs().pow(power): |z| as hypot, then the power (2: a square).
       const float mag = std::hypot(spectrum[b].r, spectrum[b].i);
       out[b * frames + t] = power_ == 2   ? mag * mag
                             : power_ == 1 ? mag
                                           : std::pow(mag, static_cast<float>(power_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stft::ApplyComplex(const float* x, int64_t length, float* out,
+                                std::vector<float>* scratch) const {
+  absl::StatusOr<float*> p = Pad(x, length, scratch);
+  if (!p.ok()) return p.status();
+  float* work = *p + length + 2 * (n_fft_ / 2);
+  auto* spectrum = reinterpret_cast<kiss_fft_cpx*>(work + 3 * n_fft_);
+  const int64_t frames = Frames(length);
+  for (int64_t t = 0; t < frames; ++t) {
+    FrameSpectrum(*p + t * hop_, work, spectrum);
+    for (int b = 0; b < bins(); ++b) {
+      out[2 * (b * frames + t)] = spectrum[b].r;
+      out[2 * (b * frames + t) + 1] = spectrum[b].i;
     }
   }
   return absl::OkStatus();
@@ -191,11 +216,11 @@ absl::StatusOr<std::vector<float>> MelFilterbank(int bins, int sample_rate, cons
   const double m_min = HzToMel(o.f_min, o.slaney_scale), m_max = HzToMel(f_max, o.slaney_scale);
   std::vector<float> f_pts(n + 2);
   for (int i = 0; i < n + 2; ++i) {
-    f_pts[i] = static_cast<float>(MelToHz(Linspace(m_min, m_max, n + 2, i), o.slaney_scale));
+    f_pts[i] = static_cast<float>(MelToHz(TorchLinspace(m_min, m_max, n + 2, i), o.slaney_scale));
   }
   std::vector<float> fb(static_cast<size_t>(bins) * n);
   for (int f = 0; f < bins; ++f) {
-    const float freq = Linspace(0, sample_rate / 2, bins, f);
+    const float freq = TorchLinspace(0, sample_rate / 2, bins, f);
     for (int m = 0; m < n; ++m) {
       const float down = (-1.0f * (f_pts[m] - freq)) / (f_pts[m + 1] - f_pts[m]);
       const float up = (f_pts[m + 2] - freq) / (f_pts[m + 2] - f_pts[m + 1]);

@@ -50,9 +50,21 @@ class Stft {
   // (torchaudio's [freq, time]); `scratch` is resized as needed. InvalidArgument when reflect
   // padding cannot work (length <= n_fft / 2).
   absl::Status Apply(const float* x, int64_t length, float* out, std::vector<float>* scratch) const;
+  // The complex spectrum instead, [bins, Frames(length), 2] (real,
+  // imaginary; torch.view_as_real of torch.stft's), through KISS FFT at any
+  // size. Errors as Apply's.
+  absl::Status ApplyComplex(const float* x, int64_t length, float* out,
+                            std::vector<float>* scratch) const;
 
  private:
   Stft() = default;
+  // Reflect-pads `x` into scratch (room after it for the FFT's buffers);
+  // the padded signal. InvalidArgument when it cannot be.
+  absl::StatusOr<float*> Pad(const float* x, int64_t length, std::vector<float>* scratch) const;
+  // The spectrum of the frame at `frame` (n_fft samples) into `spectrum`
+  // (bins complex values, as kiss_fft_cpx), with `work` room for 3 n_fft + 2
+  // floats.
+  void FrameSpectrum(const float* frame, float* work, void* spectrum) const;
   // The frames' spectra four at a time (LaneRealFft), for a power-of-two
   // n_fft: `p` is the padded signal, `scratch` room for 4 x (n_fft + bins).
   void ApplyLanes(const float* p, int64_t frames, float* out, float* scratch) const;
@@ -65,6 +77,10 @@ class Stft {
   void* cfg_ = nullptr;                       // kiss_fft_cfg, for an odd n_fft
   std::shared_ptr<const LaneRealFft> lanes_;  // a power-of-two n_fft
 };
+
+// torch.linspace(a, b, n)[i] in float32: from the start for the first half,
+// from the end for the rest, as torch's kernel computes it.
+float TorchLinspace(double a, double b, int n, int i);
 
 // torchaudio.functional.melscale_fbanks: [bins, n_mels], row-major.
 struct MelOptions {

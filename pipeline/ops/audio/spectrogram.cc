@@ -131,44 +131,33 @@ void Stft::FrameSpectrum(const float* frame, float* work, void* out) const {
 
 absl::Status Stft::Apply(const float* x, int64_t length, float* out,
                          std::vector<float>* scratch) const {
-  absl::StatusOr<float*> p = Pad(x, length, scratch);
-  if (!p.ok()) return p.status();
-  float* work = *p + length + 2 * (n_fft_ / 2);
-  auto* spectrum = reinterpret_cast<kiss_fft_cpx*>(work + 3 * n_fft_);
   const int64_t frames = Frames(length);
-  const int bins = this->bins();
   if (lanes_ != nullptr) {
-    ApplyLanes(*p, frames, out, work);
+    absl::StatusOr<float*> p = Pad(x, length, scratch);
+    if (!p.ok()) return p.status();
+    ApplyLanes(*p, frames, out, *p + length + 2 * (n_fft_ / 2));
     return absl::OkStatus();
   }
-  for (int64_t t = 0; t < frames; ++t) {
-    FrameSpectrum(*p + t * hop_, work, spectrum);
-    for (int b = 0; b < bins; ++b) {
+  return ForEachSpectrum(x, length, scratch, [&](int64_t t, const float* z) {
+    for (int b = 0; b < bins(); ++b) {
       // spec.abs().pow(power): |z| as hypot, then the power (2: a square).
-      const float mag = std::hypot(spectrum[b].r, spectrum[b].i);
+      const float mag = std::hypot(z[2 * b], z[2 * b + 1]);
       out[b * frames + t] = power_ == 2   ? mag * mag
                             : power_ == 1 ? mag
                                           : std::pow(mag, static_cast<float>(power_));
     }
-  }
-  return absl::OkStatus();
+  });
 }
 
 absl::Status Stft::ApplyComplex(const float* x, int64_t length, float* out,
                                 std::vector<float>* scratch) const {
-  absl::StatusOr<float*> p = Pad(x, length, scratch);
-  if (!p.ok()) return p.status();
-  float* work = *p + length + 2 * (n_fft_ / 2);
-  auto* spectrum = reinterpret_cast<kiss_fft_cpx*>(work + 3 * n_fft_);
   const int64_t frames = Frames(length);
-  for (int64_t t = 0; t < frames; ++t) {
-    FrameSpectrum(*p + t * hop_, work, spectrum);
+  return ForEachSpectrum(x, length, scratch, [&](int64_t t, const float* z) {
     for (int b = 0; b < bins(); ++b) {
-      out[2 * (b * frames + t)] = spectrum[b].r;
-      out[2 * (b * frames + t) + 1] = spectrum[b].i;
+      out[2 * (b * frames + t)] = z[2 * b];
+      out[2 * (b * frames + t) + 1] = z[2 * b + 1];
     }
-  }
-  return absl::OkStatus();
+  });
 }
 
 float Stft::FromSquare(float square) const {

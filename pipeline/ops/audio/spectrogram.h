@@ -65,6 +65,21 @@ class Stft {
   // (bins complex values, as kiss_fft_cpx), with `work` room for 3 n_fft + 2
   // floats.
   void FrameSpectrum(const float* frame, float* work, void* spectrum) const;
+  // Calls f(t, z) for each frame t of x's STFT, z its bins as (real,
+  // imaginary) float pairs, through KISS FFT.
+  template <typename F>
+  absl::Status ForEachSpectrum(const float* x, int64_t length, std::vector<float>* scratch,
+                               F f) const {
+    absl::StatusOr<float*> p = Pad(x, length, scratch);
+    if (!p.ok()) return p.status();
+    float* work = *p + length + 2 * (n_fft_ / 2);
+    float* spectrum = work + 3 * n_fft_;
+    for (int64_t t = 0; t < Frames(length); ++t) {
+      FrameSpectrum(*p + t * hop_, work, spectrum);
+      f(t, static_cast<const float*>(spectrum));
+    }
+    return absl::OkStatus();
+  }
   // The frames' spectra four at a time (LaneRealFft), for a power-of-two
   // n_fft: `p` is the padded signal, `scratch` room for 4 x (n_fft + bins).
   void ApplyLanes(const float* p, int64_t frames, float* out, float* scratch) const;

@@ -166,6 +166,11 @@ absl::Status Loader::OpenData() {
         ") but --data ", SafeText(options_.dataset.path()), " is ", dataset_->format(),
         ", whose samples are one file; records of several fields come from WebDataset shards"));
   }
+  if (options_.max_batch_seconds > 0 && pipeline_->record()) {
+    return absl::InvalidArgumentError(
+        "--max-batch-seconds: batching by length reads each sample's media; records of several "
+        "fields are not batched by length yet (pad them: leave --max-batch-seconds unset)");
+  }
   if (options_.max_batch_seconds > 0) {
     absl::StatusOr<std::vector<double>> seconds = SampleSeconds(*dataset_);
     if (!seconds.ok()) return seconds.status();

@@ -190,6 +190,8 @@ class Records(unittest.TestCase):
     def test_fields_need_webdataset_shards(self):
         with self.assertRaisesRegex(Exception, "WebDataset"):
             prepflow.Loader(os.path.join(TMP, "demo"), pipeline=RECORD, batch_size=2)
+        with self.assertRaisesRegex(Exception, "not batched by length yet"):
+            prepflow.Loader(SHARD, pipeline=RECORD, batch_size=2, max_batch_seconds=10)
         with self.assertRaisesRegex(ValueError, "not a field name"):
             ops.Decode(field="a/b")
 

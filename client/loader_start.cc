@@ -145,10 +145,10 @@ absl::Status Loader::OpenData() {
   };
   if (m != nullptr) {
     if (absl::Status s = CheckMaterializedPrefix(*m, *pipeline_); !s.ok()) return bad_data(s);
-    if (pipeline_->record()) {
-      return bad_data(absl::InvalidArgumentError(
-          "materialized data holds one value per sample; this pipeline's records have several "
-          "fields"));
+    if (pipeline_->record() && m->encoding() != "raw") {
+      return bad_data(absl::InvalidArgumentError(absl::StrCat(
+          "materialized as ", m->encoding(),
+          " pictures, one image per sample; this pipeline's records have several fields")));
     }
   }
   auto dataset = OpenClientDataset(options_.dataset, options_.storage);
@@ -158,7 +158,7 @@ absl::Status Loader::OpenData() {
     if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) return bad_data(s);
   }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
-  if (pipeline_->record() && !dataset_->has_members()) {
+  if (pipeline_->record() && m == nullptr && !dataset_->has_members()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline ", pipeline_->name(), " reads fields (",
         absl::StrJoin(pipeline_->fields(), ", ",

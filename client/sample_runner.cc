@@ -79,7 +79,9 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   size_t size = 0;
   absl::Status status;
   try {
-    status = ReadRecord(dataset_, pipeline_.fields(), ws, s, &size);
+    // Materialized data holds the whole record in its one member.
+    status = materialized_ != nullptr ? ReadRecord(dataset_, {""}, ws, s, &size)
+                                      : ReadRecord(dataset_, pipeline_.fields(), ws, s, &size);
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("out of memory reading the sample");
   }

@@ -623,7 +623,10 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   }
   const int64_t t0 = ThreadCpuNanos(), wall0 = WallNanos();
   size_t size = 0;
-  absl::Status status = ReadRecord(job.dataset(), job.pipeline().fields(), ws, s, &size);
+  // Materialized data holds the whole record in its one member.
+  absl::Status status = job.spec().dataset().has_materialized()
+                            ? ReadRecord(job.dataset(), {""}, ws, s, &size)
+                            : ReadRecord(job.dataset(), job.pipeline().fields(), ws, s, &size);
   const int64_t read_nanos = ThreadCpuNanos() - t0;
   tally->reported_cpu_nanos += read_nanos;
   tally->read_wait_nanos += WallNanos() - wall0;

@@ -43,12 +43,13 @@ std::string StagesText(const proto::PipelineSpec& spec) {
   return names.empty() ? "(none)" : absl::StrJoin(names, " -> ");
 }
 
-// Records of several fields are not materialized yet: one stored value per
-// sample is what the format holds.
-absl::Status NoRecords() {
-  return absl::UnimplementedError(
-      "materializing a pipeline of several fields (Stage.field, carry) is not supported yet; "
-      "cache its values instead (--cache)");
+// Records of several fields are materialized raw (a record's value bytes
+// hold every field); a picture holds one image.
+absl::Status NoRecords(const std::string& encoding) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--encoding ", encoding,
+                   ": this pipeline's records have several fields (Stage.field, carry), which one "
+                   "picture cannot hold (use --encoding raw)"));
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ absl::StatusOr<proto::Materialized> Materialize(
     const Dataset& dataset, const Pipeline& pipeline, const proto::PipelineSpec& spec,
     const MaterializeOptions& options, const std::function<void(const PackStats&)>& progress) {
   if (absl::Status s = CheckEncoding(options.encoding); !s.ok()) return s;
-  if (pipeline.record()) return NoRecords();
+  if (pipeline.record() && options.encoding != "raw") return NoRecords(options.encoding);
   const int upto = options.upto >= 0 ? options.upto : pipeline.CacheBoundary();
   if (upto > pipeline.num_stages()) {
     return absl::InvalidArgumentError(absl::StrCat("--upto ", upto, ": past the last boundary (",
@@ -170,11 +171,9 @@ absl::StatusOr<proto::Materialized> Materialize(
     s.index = i;
     s.label = dataset.label(i);
     size_t size = 0;
-    if (absl::Status st = dataset.Read(i, &ws.encoded, &size); !st.ok()) return st;
-    s.kind = ValueKind::kEncoded;
-    s.data = ws.encoded.data();
-    s.size = size;
-    s.shape = {static_cast<int64_t>(size)};
+    if (absl::Status st = ReadRecord(dataset, pipeline.fields(), ws, s, &size); !st.ok()) {
+      return st;
+    }
     if (absl::Status st = pipeline.Run(0, upto, s, ws); !st.ok()) return st;
     if (absl::Status st = EncodeMaterialized(s, options.encoding, bytes, ext); !st.ok()) return st;
     // "000123.p<prefix fingerprint>.pfv": each member says which values it holds.
@@ -263,7 +262,11 @@ void MeasureMaterialized(const Pipeline& p, const Sample& at, double prefix_cpu,
 absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
     const Dataset& dataset, const Pipeline& p, const std::vector<int64_t>& indices,
     const std::vector<std::string>& encodings, const std::function<void(int64_t)>& progress) {
-  if (p.record()) return NoRecords();
+  if (p.record()) {
+    return absl::UnimplementedError(
+        "measuring materialization strategies of records of several fields is not supported "
+        "yet (prepflow materialize --encoding raw stores them)");
+  }
   std::vector<Strategy> out(1);  // the source
   for (int k = 1; k <= p.CacheBoundary(); ++k) {
     for (const std::string& e : encodings) {

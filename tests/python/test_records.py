@@ -161,6 +161,28 @@ class Records(unittest.TestCase):
             self.assertEqual(st["checksum"], st_local["checksum"])
             self.assertEqual(st["workers_alive"], 1)
 
+    def test_records_materialize_raw_and_resume_from_there(self):
+        # The deterministic prefix (speech decoded and resampled; the image
+        # still encoded: its decode is planned by the crop's draws) stored
+        # raw, each record's fields in one member; a loader on it runs the
+        # rest and gives the source's checksum.
+        pipeline = {"wav": SPEECH, "jpg": IMAGE, "json": None}
+        text = prepflow.ops.pipeline_text(
+            [s.on("wav") for s in SPEECH] + [s.on("jpg") for s in IMAGE], carry=["json"])
+        out = os.path.join(TMP, "materialized")
+        subprocess.run([BIN / "prepflow", "materialize", "--data", SHARD, "--pipeline", text,
+                        "--upto", "3", "--out", out, "--overwrite"], check=True,
+                       capture_output=True)
+        source, st_source = records(SHARD, pipeline)
+        stored, st_stored = records(out, pipeline)
+        self.assertEqual(st_stored["checksum"], st_source["checksum"])
+        self.assertEqual([r["json"] for r in stored], [r["json"] for r in source])
+        bad = subprocess.run([BIN / "prepflow", "materialize", "--data", SHARD, "--pipeline",
+                              text, "--upto", "3", "--encoding", "png", "--out", out + "-png"],
+                             capture_output=True, text=True)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("use --encoding raw", bad.stderr)
+
     def test_a_record_without_a_field_fails_its_sample(self):
         got, stats = records(GAPPY, RECORD, on_error="skip")
         self.assertEqual([r["index"] for r in got], [0, 1, 3, 4, 5, 6, 7])

@@ -80,7 +80,7 @@ absl::Status SampleRunner::Load(Sample& s, Workspace& ws, int* from) {
   absl::Status status;
   try {
     // Materialized data holds the whole record in its one member.
-    status = materialized_ != nullptr ? ReadRecord(dataset_, {""}, ws, s, &size)
+    status = materialized_ != nullptr ? ReadRecord(dataset_, MediaOnly(), ws, s, &size)
                                       : ReadRecord(dataset_, pipeline_.fields(), ws, s, &size);
   } catch (const std::bad_alloc&) {
     status = absl::ResourceExhaustedError("out of memory reading the sample");

@@ -316,7 +316,6 @@ absl::Status Pipeline::LayOutFields(const proto::PipelineSpec& spec) {
     fields_.push_back(carried);
   }
   field_types_.assign(1, std::vector<ValueType>(fields_.size(), {ValueKind::kEncoded, {-1}}));
-  types_.push_back(field_types_[0][0]);
   return absl::OkStatus();
 }
 
@@ -350,7 +349,6 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
   }
   field_types_.push_back(field_types_.back());
   field_types_.back()[f] = *type;
-  types_.push_back(*type);
   stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);
   random_.push_back(StageRandom(stage));
   plans_decode_.push_back((*op)->PlansDecode());
@@ -360,11 +358,11 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
 
 absl::Status Pipeline::CheckRecord(int k, const Sample& sample) const {
   const int working = working_field(k);
-  if (!types_[k].Admits(sample)) {
+  if (!boundary_type(k).Admits(sample)) {
     ValueType got{sample.kind, sample.shape};
     return absl::DataLossError(absl::StrCat("the value before stage ", k, " (", stage_names_[k],
                                             ") is ", got.DebugString(), "; the stage takes ",
-                                            types_[k].DebugString()));
+                                            boundary_type(k).DebugString()));
   }
   if (sample.fields.size() + 1 != fields_.size()) {
     return absl::DataLossError(absl::StrCat("the record before stage ", k, " has ",
@@ -374,13 +372,8 @@ absl::Status Pipeline::CheckRecord(int k, const Sample& sample) const {
   for (size_t f = 0; f < fields_.size(); ++f) {
     if (static_cast<int>(f) == working) continue;
     const StoredField* stored = sample.FindField(fields_[f]);
-    Sample view;
-    if (stored != nullptr) {
-      view.kind = stored->kind;
-      view.shape = stored->shape;
-      view.sample_rate = stored->sample_rate;
-    }
-    if (stored == nullptr || !field_types_[k][f].Admits(view)) {
+    if (stored == nullptr ||
+        !field_types_[k][f].Admits(stored->kind, stored->shape, stored->sample_rate)) {
       return absl::DataLossError(absl::StrCat("the record before stage ", k, " has no field ",
                                               FieldName(fields_[f]), " of ",
                                               field_types_[k][f].DebugString()));

@@ -45,8 +45,8 @@ class Pipeline {
   const std::vector<std::string>& stage_names() const { return stage_names_; }
   // The type of the value at boundary k (k = 0: encoded bytes; k =
   // num_stages(): the output).
-  const ValueType& boundary_type(int k) const { return types_[k]; }
-  const ValueType& output_type() const { return types_.back(); }
+  const ValueType& boundary_type(int k) const { return field_types_[k][working_field(k)]; }
+  const ValueType& output_type() const { return boundary_type(num_stages()); }
   // The name batches give the media field (""): "audio" when it decodes
   // audio, else "image".
   std::string field() const;
@@ -62,7 +62,7 @@ class Pipeline {
   // the stage before it (k = 0: stage 0's).
   int working_field(int k) const { return k == 0 ? stage_field_[0] : stage_field_[k - 1]; }
   // The type of field f at boundary k (encoded bytes before its first
-  // stage). boundary_type(k) is field_type(k, working_field(k)).
+  // stage); boundary_type(k) is the working field's.
   const ValueType& field_type(int k, int f) const { return field_types_[k][f]; }
   // The name batches give field f: field() for "", else its own.
   std::string FieldKey(int f) const;
@@ -134,7 +134,6 @@ class Pipeline {
   PipelineOptions options_;
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::string> stage_names_;
-  std::vector<ValueType> types_;                     // the working field's, by boundary
   std::vector<std::string> fields_;                  // see fields()
   std::vector<int> stage_field_;                     // by stage
   std::vector<std::vector<ValueType>> field_types_;  // by boundary, by field

@@ -625,7 +625,7 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
   size_t size = 0;
   // Materialized data holds the whole record in its one member.
   absl::Status status = job.spec().dataset().has_materialized()
-                            ? ReadRecord(job.dataset(), {""}, ws, s, &size)
+                            ? ReadRecord(job.dataset(), MediaOnly(), ws, s, &size)
                             : ReadRecord(job.dataset(), job.pipeline().fields(), ws, s, &size);
   const int64_t read_nanos = ThreadCpuNanos() - t0;
   tally->reported_cpu_nanos += read_nanos;

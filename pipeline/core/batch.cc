@@ -120,11 +120,8 @@ absl::Status Batch::Column::Keep(int64_t i, ValueKind kind, const Shape& shape, 
   }
   size_t elements = 1;
   for (int64_t d : shape) elements *= static_cast<size_t>(std::max<int64_t>(d, 0));
-  Sample view;
-  view.kind = kind;
-  view.shape = shape;
-  view.sample_rate = sample_rate;
-  if (!field.type.Admits(view) || (!bytes_only && size != elements * sizeof(float))) {
+  if (!field.type.Admits(kind, shape, sample_rate) ||
+      (!bytes_only && size != elements * sizeof(float))) {
     return absl::InternalError(
         absl::StrCat("the output (", size, " bytes) is not a value of ", field.type.DebugString()));
   }
@@ -250,11 +247,11 @@ void Batch::Column::TakeFront(Column* donor, size_t have, int64_t n, size_t left
 absl::Status Batch::Pad() {
   for (size_t c = 0; c < columns_.size(); ++c) {
     absl::Status st = columns_[c].Pad(indices_.size());
-    if (!st.ok() && c > 0) {
-      return absl::Status(st.code(),
-                          absl::StrCat("field '", columns_[c].field.name, "': ", st.message()));
+    if (!st.ok()) {
+      return c == 0 ? st
+                    : absl::Status(st.code(), absl::StrCat("field '", columns_[c].field.name,
+                                                           "': ", st.message()));
     }
-    if (!st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -13,13 +13,13 @@ bool ValueType::fixed() const {
   return true;
 }
 
-bool ValueType::Admits(const Sample& s) const {
-  if (s.kind != kind) return false;
-  if (kind == ValueKind::kAudio && sample_rate != 0 && s.sample_rate != sample_rate) return false;
+bool ValueType::Admits(ValueKind k, const Shape& s, int rate) const {
+  if (k != kind) return false;
+  if (kind == ValueKind::kAudio && sample_rate != 0 && rate != sample_rate) return false;
   if (kind == ValueKind::kEncoded) return true;
-  if (s.shape.size() != shape.size()) return false;
+  if (s.size() != shape.size()) return false;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (s.shape[i] < 0 || (shape[i] >= 0 && s.shape[i] != shape[i])) return false;
+    if (s[i] < 0 || (shape[i] >= 0 && s[i] != shape[i])) return false;
   }
   return true;
 }

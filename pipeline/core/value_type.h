@@ -25,7 +25,9 @@ struct ValueType {
   bool fixed() const;
   // Whether `s` holds a value of this type: the same kind, rank, and every
   // dimension this type fixes.
-  bool Admits(const Sample& s) const;
+  bool Admits(const Sample& s) const { return Admits(s.kind, s.shape, s.sample_rate); }
+  // The same for a value given by its parts (a record's stored field).
+  bool Admits(ValueKind kind, const Shape& shape, int sample_rate) const;
   // Bytes per sample when fixed(), else 0.
   size_t bytes() const;
   std::string DebugString() const;

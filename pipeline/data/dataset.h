@@ -181,6 +181,9 @@ class Dataset {
 // read. Errors as ReadMember's.
 absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& fields,
                         Workspace& ws, Sample& s, size_t* bytes);
+// {""}: the fields of a sample read whole as its media (materialized data,
+// whose one member holds a record).
+const std::vector<std::string>& MediaOnly();
 
 // Opens `spec.path` in `spec.format`; FORMAT_AUTO picks WebDataset for a .tar
 // file or a folder holding .tar files, else ImageFolder. Errors: NotFound

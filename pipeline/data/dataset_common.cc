@@ -113,6 +113,11 @@ absl::Status Dataset::ReadMember(int64_t i, const std::string& field, Buffer* ou
                                           "come from WebDataset shards)"));
 }
 
+const std::vector<std::string>& MediaOnly() {
+  static const auto* const kMedia = new std::vector<std::string>{""};
+  return *kMedia;
+}
+
 absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& fields,
                         Workspace& ws, Sample& s, size_t* bytes) {
   *bytes = 0;

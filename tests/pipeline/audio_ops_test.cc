@@ -656,6 +656,18 @@ TEST(AudioOps, StretchOpsCheckTheirInput) {
               HasSubstr("rate_min <= rate_max"));
   EXPECT_THAT(CreateAfterDecodeAudio("spectrogram {} } stages { magnitude {}").message(),
               HasSubstr("complex tensor"));
+  EXPECT_THAT(CreateAfterDecodeAudio("spectrogram { complex: true } } "
+                                     "stages { magnitude { power: 0 }")
+                  .message(),
+              HasSubstr("power"));
+  EXPECT_THAT(CreateAfterDecodeAudio("spectrogram { complex: true } } "
+                                     "stages { time_stretch { fixed_rate: 2 hop_length: -1 }")
+                  .message(),
+              HasSubstr("hop_length"));
+  EXPECT_THAT(CreateAfterDecodeAudio("spectrogram { complex: true } } "
+                                     "stages { time_stretch { fixed_rate: 1e9 }")
+                  .message(),
+              HasSubstr("rates in"));
   EXPECT_THAT(
       CreateAfterDecodeAudio("spectrogram {} } stages { mel_scale { sample_rate: 0 }").message(),
       HasSubstr("sample_rate"));

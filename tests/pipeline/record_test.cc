@@ -368,12 +368,53 @@ TEST(Records, ForgedRecordsAreRefused) {
   Workspace ws;
   Sample s;
   EXPECT_THAT(FromWire(value, ws, s).message(), HasSubstr("named twice"));
+  // A field holding fields of its own, a name no pipeline may give, and
+  // more fields than a record has.
+  {
+    proto::SampleValue nested = value;
+    nested.mutable_fields(0)->mutable_value()->add_fields()->set_name("x");
+    EXPECT_THAT(FromWire(nested, ws, s).message(), HasSubstr("holds fields of its own"));
+    proto::SampleValue bad_name = value;
+    bad_name.mutable_fields(0)->set_name("../etc");
+    EXPECT_THAT(FromWire(bad_name, ws, s).message(), HasSubstr("is not a field name"));
+    proto::SampleValue many = value;
+    many.clear_fields();
+    for (int i = 0; i <= kMaxRecordFields; ++i) {
+      proto::NamedValue* f = many.add_fields();
+      f->set_name(absl::StrCat("f", i));
+      f->mutable_value()->set_kind(proto::SampleValue::KIND_ENCODED);
+    }
+    EXPECT_THAT(FromWire(many, ws, s).message(), HasSubstr("a record has at most"));
+  }
   // A record without its image: refused before a stage reads it.
   value.mutable_fields()->RemoveLast();
   ASSERT_TRUE(FromWire(value, ws, s).ok());
   const absl::Status st = p->Run(0, p->num_stages(), s, ws);
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(st.message(), HasSubstr("fields"));
+}
+
+// A shard of a thousand kinds of member: extensions past the table's limit
+// are not readable as fields, with a warning, and the index stays bounded.
+TEST(Records, MemberExtensionsAreBounded) {
+  TempDir dir;
+  TarWriter w;
+  ASSERT_TRUE(w.Open(dir.Join("many.tar")).ok());
+  const std::vector<uint8_t> jpeg = Jpeg(8, 8);
+  ASSERT_TRUE(w.Add("k.jpg", jpeg.data(), jpeg.size()).ok());
+  for (int i = 0; i < 4200; ++i) {
+    ASSERT_TRUE(w.Add(absl::StrCat("k.e", i), "x", 1).ok());
+  }
+  ASSERT_TRUE(w.Close().ok());
+  auto ds = OpenShard(dir.Join("many.tar"));
+  ASSERT_NE(ds, nullptr);
+  ASSERT_EQ(ds->size(), 1);
+  ASSERT_EQ(ds->index_warnings().size(), 1u);
+  EXPECT_THAT(ds->index_warnings()[0], HasSubstr("member extensions"));
+  Buffer b;
+  size_t n = 0;
+  EXPECT_TRUE(ds->ReadMember(0, "e10", &b, &n).ok());
+  EXPECT_EQ(ds->ReadMember(0, "e4199", &b, &n).code(), absl::StatusCode::kNotFound);
 }
 
 TEST(Records, OneFieldDatasetsHaveNoMembers) {

@@ -308,6 +308,14 @@ class Parity(unittest.TestCase):
         base = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=16000),
                 ops.Spectrogram(n_fft=512, complex=True)]
         spectra, _, _ = run(base, batch_size=1)
+        # The complex spectrum is torch.stft's (view_as_real), on the same
+        # waveform.
+        waves, _, _ = run(base[:-1], batch_size=1)
+        stft = torchaudio.transforms.Spectrogram(n_fft=512, power=None)
+        for w, z in zip(waves, spectra):
+            want = torch.view_as_real(stft(torch.from_numpy(w.copy()))).numpy()
+            self.assertEqual(z.shape, want.shape)
+            self.assertLess(np.abs(z - want).max(), 1e-6 * np.abs(want).max())
         worst_mag = worst_z = 0.0
         for rate in (0.8, 1.25):
             got, _, _ = run(base + [ops.TimeStretch(fixed_rate=rate)], batch_size=1)

@@ -52,21 +52,22 @@ class TimeStretchOp : public Op {
  public:
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
     const proto::TimeStretch& p = stage.time_stretch();
-    auto op = std::make_unique<TimeStretchOp>();
-    op->hop_ = p.hop_length();
-    op->min_ = p.fixed_rate() > 0 ? p.fixed_rate() : p.rate_min();
-    op->max_ = p.fixed_rate() > 0 ? p.fixed_rate() : p.rate_max();
-    if (!(op->min_ >= kMinRate && op->min_ <= op->max_ && op->max_ <= kMaxRate)) {
+    const double min = p.fixed_rate() > 0 ? p.fixed_rate() : p.rate_min();
+    const double max = p.fixed_rate() > 0 ? p.fixed_rate() : p.rate_max();
+    if (!(min >= kMinRate && min <= max && max <= kMaxRate)) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "fixed_rate, or rate_min <= rate_max: rates in [%g, %g], got %g (or %g, %g)", kMinRate,
           kMaxRate, p.fixed_rate(), p.rate_min(), p.rate_max()));
     }
-    if (op->hop_ < 0 || op->hop_ > (1 << 16)) {
+    if (p.hop_length() < 0 || p.hop_length() > (1 << 16)) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("hop_length: must be 0 to 65536, got %d", op->hop_));
+          absl::StrFormat("hop_length: must be 0 to 65536, got %d", p.hop_length()));
     }
-    return op;
+    return std::make_unique<TimeStretchOp>(p.hop_length(), min, max);
   }
+
+  TimeStretchOp(int hop, double min, double max)
+      : min_(min), max_(max), advances_([hop](int bins) { return PhaseAdvance(hop, bins); }) {}
 
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectComplex(in); !s.ok()) return s;
@@ -90,12 +91,13 @@ class TimeStretchOp : public Op {
     const int64_t slices = Leading(s.shape, r - 3) * bins;
     auto* out =
         reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * 2 * slices * out_frames + 1));
-    const std::vector<float> advance = PhaseAdvance(static_cast<int>(bins));
-    std::vector<float> steps(static_cast<size_t>(out_frames));
-    for (int64_t i = 0; i < out_frames; ++i) steps[i] = static_cast<float>(rate * i);
+    absl::StatusOr<std::shared_ptr<const std::vector<float>>> advance =
+        advances_.Get(static_cast<int>(bins));
+    if (!advance.ok()) return advance.status();
     const float* in = audio::Samples(s);
     for (int64_t k = 0; k < slices; ++k) {
-      Vocode(in + 2 * k * frames, frames, steps, advance[k % bins], out + 2 * k * out_frames);
+      Vocode(in + 2 * k * frames, frames, rate, out_frames, (**advance)[k % bins],
+             out + 2 * k * out_frames);
     }
     Shape shape = s.shape;
     shape[r - 2] = out_frames;
@@ -104,27 +106,28 @@ class TimeStretchOp : public Op {
   }
 
  private:
-  // torch.linspace(0, pi * hop, bins): each bin's expected phase advance.
-  std::vector<float> PhaseAdvance(int bins) const {
-    const int hop = hop_ > 0 ? hop_ : (2 * (bins - 1)) / 2;
+  // torch.linspace(0, pi * hop, bins): each bin's expected phase advance
+  // (hop 0: n_fft / 2 with n_fft = 2 (bins - 1), torchaudio's default).
+  static absl::StatusOr<std::vector<float>> PhaseAdvance(int hop, int bins) {
+    if (hop == 0) hop = bins - 1;
     std::vector<float> out(bins);
     for (int b = 0; b < bins; ++b) out[b] = TorchLinspace(0, M_PI * hop, bins, b);
     return out;
   }
 
-  // One bin's frames [frames, 2] stretched to steps.size() frames, as
-  // functional.phase_vocoder: magnitudes interpolated between the frames
-  // each step falls between, phases advanced by each pair's difference
-  // (wrapped about the expected advance) and accumulated (in double, as
-  // torch.cumsum on the CPU).
-  static void Vocode(const float* in, int64_t frames, const std::vector<float>& steps,
-                     float advance, float* out) {
+  // One bin's frames [frames, 2] stretched to `steps` frames at `rate`, as
+  // functional.phase_vocoder: step i at float(rate x i) (torch.arange),
+  // magnitudes interpolated between the frames it falls between, phases
+  // advanced by each pair's difference (wrapped about the expected advance)
+  // and accumulated (in double, as torch.cumsum on the CPU).
+  static void Vocode(const float* in, int64_t frames, double rate, int64_t steps, float advance,
+                     float* out) {
     auto at = [&](int64_t t, int part) { return t < frames ? in[2 * t + part] : 0.0f; };
     constexpr auto kTwoPi = static_cast<float>(2 * M_PI);
     double acc = std::atan2(at(0, 1), at(0, 0));
     float previous = 0;  // phase[i - 1]
-    for (size_t i = 0; i < steps.size(); ++i) {
-      const float step = steps[i];
+    for (int64_t i = 0; i < steps; ++i) {
+      const auto step = static_cast<float>(rate * i);
       const auto t0 = static_cast<int64_t>(step), t1 = static_cast<int64_t>(step + 1.0f);
       const float re0 = at(t0, 0), im0 = at(t0, 1), re1 = at(t1, 0), im1 = at(t1, 1);
       if (i > 0) acc += previous;
@@ -139,8 +142,9 @@ class TimeStretchOp : public Op {
     }
   }
 
-  int hop_ = 0;
   double min_ = 1, max_ = 1;
+  // The phase advance per spectrogram size (one, in practice).
+  audio::PerRate<std::vector<float>> advances_;
 };
 
 // --------------------------------------------------------------- magnitude

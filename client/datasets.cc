@@ -1,6 +1,8 @@
 #include "client/datasets.h"
 
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -28,6 +30,26 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
     options.store = CurlObjectStore::Create(*std::move(storage));
   }
   return OpenDataset(spec, options);
+}
+
+OpDataOpener ClientOpDataOpener(const RemoteReadOptions& remote) {
+  return [remote](const std::string& path) -> absl::StatusOr<std::unique_ptr<OpData>> {
+    proto::DatasetSpec spec;
+    spec.set_path(path);
+    absl::StatusOr<std::unique_ptr<Dataset>> dataset = OpenClientDataset(spec, remote);
+    if (!dataset.ok()) return dataset.status();
+    return AsOpData(*std::move(dataset));
+  };
+}
+
+std::string SharedPath(const std::string& path) {
+  char real[PATH_MAX], cwd[PATH_MAX];
+  if (IsUrl(path)) return path;
+  if (realpath(path.c_str(), real) != nullptr) return real;
+  if (!path.empty() && path[0] != '/' && getcwd(cwd, sizeof(cwd)) != nullptr) {
+    return absl::StrCat(cwd, "/", path);
+  }
+  return path;
 }
 
 namespace {

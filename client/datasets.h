@@ -23,6 +23,15 @@ namespace prepflow {
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
                                                            const RemoteReadOptions& remote);
 
+// How ops open their data on the trainer (PipelineOptions::open_data):
+// OpenClientDataset of each path, format auto.
+OpDataOpener ClientOpDataOpener(const RemoteReadOptions& remote);
+
+// A local path as workers see it on shared storage: its real path, or made
+// absolute as written where it names no file (a shard pattern); URLs as
+// they are.
+std::string SharedPath(const std::string& path);
+
 // When `spec` names a materialized dataset (a materialized.pbtxt beside its
 // shards: in the folder or prefix, or in the folder of its shard or pattern),
 // sets spec->materialized from it. Errors: DataLoss for a manifest that does

@@ -26,6 +26,7 @@
 #include "pipeline/core/record.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/ops/batch_ops.h"
+#include "pipeline/ops/builtin_ops.h"
 #include "pipeline/reuse/materialize.h"
 #include "spdlog/spdlog.h"
 
@@ -193,6 +194,11 @@ absl::Status Loader::OpenPipeline() {
   popts.decode.max_jpeg_scans = options_.max_jpeg_scans;
   popts.decode.max_audio_seconds = options_.max_audio_seconds;
   popts.decode.max_audio_channels = options_.max_audio_channels;
+  popts.open_data = ClientOpDataOpener(options_.storage);
+  // Workers open the ops' data (a noise set) at the paths they see.
+  for (proto::Stage& stage : *options_.pipeline.mutable_stages()) {
+    for (std::string* path : MutableDataPaths(&stage)) *path = SharedPath(*path);
+  }
   auto pipeline = Pipeline::Create(options_.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = *std::move(pipeline);
@@ -273,16 +279,8 @@ proto::JobOpen Loader::JobOpenMessage() const {
   // Workers see the dataset on shared storage under the same absolute path
   // (a shard pattern names no file: it is made absolute as written), or
   // read it from the URL for themselves.
-  const std::string& path = options_.dataset.path();
-  char real[PATH_MAX], cwd[PATH_MAX];
-  if (IsUrl(path)) {
-    // as it is
-  } else if (realpath(path.c_str(), real) != nullptr) {
-    open.mutable_dataset()->set_path(real);
-  } else if (!path.empty() && path[0] != '/' && getcwd(cwd, sizeof(cwd)) != nullptr) {
-    open.mutable_dataset()->set_path(absl::StrCat(cwd, "/", path));
-  }
-  *open.mutable_pipeline() = options_.pipeline;
+  open.mutable_dataset()->set_path(SharedPath(options_.dataset.path()));
+  *open.mutable_pipeline() = options_.pipeline;  // its data paths made shared by OpenPipeline
   open.set_seed(options_.seed);
   open.set_max_pixels(options_.max_pixels);
   open.set_max_jpeg_scans(options_.max_jpeg_scans);

@@ -347,6 +347,10 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
                           where(), type->DebugString(), pixels, options_.decode.max_pixels));
     }
   }
+  // Last: what an op loads (a noise set) is loaded only for a valid stage.
+  if (absl::Status st = (*op)->Open({options_.open_data, &options_.decode}); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(where(), st.message()));
+  }
   field_types_.push_back(field_types_.back());
   field_types_.back()[f] = *type;
   stage_names_.push_back(stage.op_case() == proto::Stage::OP_NOT_SET ? "?" : name);

@@ -28,6 +28,10 @@ namespace prepflow {
 struct PipelineOptions {
   uint64_t seed = 0;
   DecodeOptions decode;
+  // How ops open data beside the samples (add_noise's noise set): as the
+  // job's dataset is opened (pipeline/data's OpDataOpenerFor). Null: a
+  // pipeline with such an op is refused (FailedPrecondition).
+  OpDataOpener open_data;
 };
 
 class Pipeline {

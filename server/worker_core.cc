@@ -17,8 +17,8 @@
 #include "pipeline/core/profiler.h"
 #include "pipeline/core/wire.h"
 #include "pipeline/core/working_memory.h"
-#include "pipeline/ops/plugins.h"
 #include "pipeline/reuse/materialize.h"
+#include "server/runnable_prefix.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -126,35 +126,6 @@ void WorkerCore::RefuseStream(const absl::Status& status, const std::string& pee
   // name): escaped, so no job writes raw bytes or lines into this log.
   spdlog::warn("refused a job stream from {}: {}", SafeText(peer), SafeText(status.ToString()));
 }
-
-namespace {
-
-// The job's pipeline up to its first custom op whose plugin this worker
-// lacks (all of it when none): the worker runs those stages and says in
-// `*unavailable` why it stops there; items cut past it are refused.
-proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, std::string* unavailable) {
-  proto::PipelineSpec runnable = open.pipeline();
-  if (const int missing = FirstMissingOp(runnable, unavailable); missing >= 0) {
-    // A record keeps its fields: those only the dropped stages work on
-    // ride along encoded, as they would up to the cut.
-    std::vector<std::string> kept;
-    for (int i = 0; i < missing; ++i) kept.push_back(runnable.stages(i).field());
-    kept.insert(kept.end(), runnable.carry().begin(), runnable.carry().end());
-    for (int i = missing; i < runnable.stages_size(); ++i) {
-      const std::string& field = runnable.stages(i).field();
-      if (field.empty() || std::find(kept.begin(), kept.end(), field) != kept.end()) continue;
-      kept.push_back(field);
-      runnable.add_carry(field);
-    }
-    runnable.mutable_stages()->DeleteSubrange(missing, runnable.stages_size() - missing);
-    runnable.clear_batch_stages();  // the trainer's, never run here
-    spdlog::info("job {}: {}; running stages [0, {}) only", SafeText(open.job_id()),
-                 SafeText(*unavailable), missing);
-  }
-  return runnable;
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
                                                                const std::string& client,
@@ -268,7 +239,9 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
       open.max_audio_seconds() > 0 ? open.max_audio_seconds() : options_.max_audio_seconds_limit;
   popts.decode.max_audio_channels =
       open.max_audio_channels() > 0 ? open.max_audio_channels() : options_.max_audio_channels_limit;
-  auto pipeline = Pipeline::Create(RunnablePrefix(open, &job->unavailable_), popts);
+  popts.open_data = OpDataOpenerFor(JobDatasets(options_, held_ahead_));
+  auto pipeline =
+      Pipeline::Create(RunnablePrefix(open, popts.open_data, &job->unavailable_), popts);
   if (!pipeline.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job open: pipeline: ", pipeline.status().message()));

@@ -35,6 +35,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   PipelineOptions popts;
   popts.seed = pf.seed;
   popts.decode.max_pixels = pf.max_pixels;
+  popts.open_data = ClientOpDataOpener(RemoteReadOptions());
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
   auto dataset = OpenClientDataset(dspec, RemoteReadOptions());

@@ -25,7 +25,9 @@ absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(
   }
   out.spec = *std::move(spec);
   if (absl::Status s = ApplyFidelityFlag(fidelity, &out.spec); !s.ok()) return s;
-  auto built = Pipeline::Create(out.spec, options);
+  PipelineOptions with_data = options;
+  with_data.open_data = ClientOpDataOpener(RemoteReadOptions());
+  auto built = Pipeline::Create(out.spec, with_data);
   if (!built.ok()) return built.status();
   out.pipeline = *std::move(built);
   proto::DatasetSpec dspec;

@@ -55,6 +55,35 @@ struct StageContext {
     if (last && sink != nullptr && n == sink_bytes) return sink;
     return ws->ScratchFor(in)->Reserve(n);
   }
+  // The same for an op that still reads `also` (its own scratch) as it writes.
+  uint8_t* Output(const void* in, const void* also, size_t n) const {
+    if (last && sink != nullptr && n == sink_bytes) return sink;
+    return ws->ScratchFor(in, also)->Reserve(n);
+  }
+};
+
+// Data an op reads beside the samples (add_noise's noise set), opened by
+// whoever builds the pipeline as its samples are.
+class OpData {
+ public:
+  virtual ~OpData() = default;
+  virtual int64_t size() const = 0;
+  // Where item i comes from, for messages.
+  virtual std::string Where(int64_t i) const = 0;
+  // Reads item i's bytes into `out` (`*size` of them); errors name it.
+  virtual absl::Status Read(int64_t i, Buffer* out, size_t* size) const = 0;
+};
+
+// Opens the dataset at `path` (a folder, manifest, shards or URL) as the
+// job's own data is opened: on a worker below its --data-root, URLs as it
+// allows.
+using OpDataOpener =
+    std::function<absl::StatusOr<std::unique_ptr<OpData>>(const std::string& path)>;
+
+// What Op::Open is given when a pipeline is built.
+struct OpEnvironment {
+  OpDataOpener open_data;                 // null: no data can be opened here
+  const DecodeOptions* decode = nullptr;  // the pipeline's limits
 };
 
 class Op {
@@ -73,6 +102,11 @@ class Op {
 
   // Called once by the pipeline: the op that consumes this op's output.
   virtual void SetConsumer(const Op* next, int next_stage) {}
+
+  // Called once by the pipeline after the op is built, before any Apply:
+  // ops that read data beside the samples open and load it here. Errors
+  // name what failed (FailedPrecondition where `env` cannot open data).
+  virtual absl::Status Open(const OpEnvironment& env) { return absl::OkStatus(); }
 };
 
 using OpFactory = std::function<absl::StatusOr<std::unique_ptr<Op>>(const proto::Stage&)>;

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "pipeline/core/op.h"
 #include "pipeline/core/sample.h"
 #include "pipeline/core/workspace.h"
 #include "pipeline/data/byte_source.h"
@@ -200,6 +201,13 @@ const std::vector<std::string>& MediaOnly();
 // options.url_prefixes is PermissionDenied naming it.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
                                                      const DatasetOptions& options = {});
+
+// A dataset as an op's data (Op::Open): its samples' bytes, by index.
+std::unique_ptr<OpData> AsOpData(std::unique_ptr<Dataset> dataset);
+
+// How ops open their data (PipelineOptions::open_data): OpenDataset of the
+// path (format auto) with `options`, so a worker's confinement holds.
+OpDataOpener OpDataOpenerFor(DatasetOptions options);
 
 // Parses "auto" | "imagefolder" | "wds" (also "webdataset"). The error quotes
 // `name`; the caller adds its option's name.

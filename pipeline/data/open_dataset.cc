@@ -446,4 +446,36 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
   return ds;
 }
 
+namespace {
+
+class DatasetOpData : public OpData {
+ public:
+  explicit DatasetOpData(std::unique_ptr<Dataset> dataset) : dataset_(std::move(dataset)) {}
+  int64_t size() const override { return dataset_->size(); }
+  std::string Where(int64_t i) const override { return dataset_->SamplePath(i); }
+  absl::Status Read(int64_t i, Buffer* out, size_t* size) const override {
+    return dataset_->Read(i, out, size);
+  }
+
+ private:
+  std::unique_ptr<Dataset> dataset_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpData> AsOpData(std::unique_ptr<Dataset> dataset) {
+  return std::make_unique<DatasetOpData>(std::move(dataset));
+}
+
+OpDataOpener OpDataOpenerFor(DatasetOptions options) {
+  return [options = std::move(options)](
+             const std::string& path) -> absl::StatusOr<std::unique_ptr<OpData>> {
+    proto::DatasetSpec spec;
+    spec.set_path(path);
+    absl::StatusOr<std::unique_ptr<Dataset>> dataset = OpenDataset(spec, options);
+    if (!dataset.ok()) return dataset.status();
+    return AsOpData(*std::move(dataset));
+  };
+}
+
 }  // namespace prepflow

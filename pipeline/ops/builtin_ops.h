@@ -21,6 +21,12 @@ const OpRegistry& BuiltinOps();
 // Registers every built-in op: one per field of proto::Stage (OpSchemas()).
 void RegisterBuiltinOps(OpRegistry* registry);
 
+// The data a stage's ops open beside the samples (add_noise's `path`, in
+// compositions too): what a worker checks it may read before it runs the
+// stage, and what a client makes absolute for workers to see.
+std::vector<std::string*> MutableDataPaths(proto::Stage* stage);
+std::vector<std::string> DataPaths(const proto::Stage& stage);
+
 }  // namespace prepflow
 
 #endif  // PREPFLOW_PIPELINE_OPS_BUILTIN_OPS_H_

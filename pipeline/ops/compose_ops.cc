@@ -65,6 +65,13 @@ class ComposeOp : public Op {
 
   int size() const { return static_cast<int>(inner_.size()); }
 
+  absl::Status Open(const OpEnvironment& env) override {
+    for (size_t j = 0; j < inner_.size(); ++j) {
+      if (absl::Status s = inner_[j]->Open(env); !s.ok()) return Prefixed(names_[j], s);
+    }
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<ValueType> InnerType(int j, const ValueType& in) const {
     absl::StatusOr<ValueType> out = inner_[j]->OutputType(in);
     if (!out.ok()) return Prefixed(names_[j], out.status());

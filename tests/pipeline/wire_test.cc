@@ -198,6 +198,13 @@ constexpr char kStretch[] = R"pb(
   stages { mel_scale { n_mels: 32 sample_rate: 16000 } }
 )pb";
 
+// Noise from a set (built with data access; its every cut runs on real
+// workers in tests/python/test_noise.py).
+constexpr char kNoise[] = R"pb(
+  stages { decode_audio {} }
+  stages { add_noise { path: "noise" } }
+)pb";
+
 constexpr char kMfcc[] = R"pb(
   stages { decode_audio {} }
   stages { time_shift { max_seconds: 0.05 rollover: true } }
@@ -217,6 +224,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
                      : name == "mfcc"        ? kMfcc
                      : name == "spectrogram" ? kSpectrogram
                      : name == "stretch"     ? kStretch
+                     : name == "noise"       ? kNoise
                                              : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -230,7 +238,8 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
   for (const char* name :
-       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram", "stretch"}) {
+       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram", "stretch",
+        "noise"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

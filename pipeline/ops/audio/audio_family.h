@@ -20,6 +20,8 @@ void RegisterAudioFeatureOps(OpRegistry* registry);
 // stretch_ops.cc's (time_stretch, magnitude, mel_scale): RegisterAudioOps
 // calls it after its own.
 void RegisterAudioStretchOps(OpRegistry* registry);
+// noise_ops.cc's (add_noise): RegisterAudioOps calls it, after the stretch ops.
+void RegisterAudioNoiseOps(OpRegistry* registry);
 
 }  // namespace prepflow
 

@@ -521,6 +521,7 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kSpectrogram, FactoryOf<SpectrogramOp>());
   registry->Register(Stage::kTimeShift, FactoryOf<TimeShiftOp>());
   RegisterAudioStretchOps(registry);
+  RegisterAudioNoiseOps(registry);
 }
 
 }  // namespace prepflow

@@ -179,9 +179,10 @@ constexpr char kSpeech[] = R"pb(
   stages { transpose {} }
 )pb";
 
-// MFCC's steps, after a shift and beside a plain spectrogram.
+// MFCC's steps, after a shift and beside a plain spectrogram (of trimmed audio).
 constexpr char kSpectrogram[] = R"pb(
   stages { decode_audio {} }
+  stages { vad { both_ends: true } }
   stages { time_shift {} }
   stages { spectrogram { n_fft: 256 } }
   stages { amplitude_to_db {} }
@@ -237,9 +238,8 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
-  for (const char* name :
-       {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc", "spectrogram", "stretch",
-        "noise"}) {
+  for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc",
+                           "spectrogram", "stretch", "noise"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

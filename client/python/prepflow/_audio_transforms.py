@@ -21,7 +21,7 @@ from . import ops
 
 # The transforms that translate, by class name.
 AUDIO_TRANSLATED = ("Resample", "Spectrogram", "MelSpectrogram", "AmplitudeToDB", "MFCC", "FrequencyMasking",
-                    "TimeMasking", "Vol", "Preemphasis", "TimeStretch", "MelScale")
+                    "TimeMasking", "Vol", "Preemphasis", "TimeStretch", "MelScale", "Vad")
 
 _NOT_NATIVE = {
     "SlidingWindowCmn": "prepflow has per-utterance CMVN (ops.UtteranceCmvn), not a sliding "
@@ -145,12 +145,27 @@ def _vol(t):
     return [ops.Vol(gain=float(t.gain), gain_type=kind)]
 
 
+_VAD_FIELDS = ("trigger_level", "trigger_time", "search_time", "allowed_gap", "pre_trigger_time",
+               "boot_time", "noise_up_time", "noise_down_time", "noise_reduction_amount",
+               "measure_freq", "measure_smooth_time", "hp_filter_freq", "lp_filter_freq",
+               "hp_lifter_freq", "lp_lifter_freq")
+
+
+def _vad(t):
+    """transforms.Vad: its detector at the audio's own rate (torchaudio's is
+    `sample_rate`), trimming the front only, as it does."""
+    fields = {name: float(getattr(t, name)) for name in _VAD_FIELDS}
+    if t.measure_duration is not None:
+        fields["measure_duration"] = float(t.measure_duration)
+    return [ops.Vad(**fields)]
+
+
 _TRANSLATORS = {"Resample": _resample, "MelSpectrogram": _mel_spectrogram,
                 "Spectrogram": _spectrogram,
                 "AmplitudeToDB": _amplitude_to_db, "FrequencyMasking": _masking,
                 "TimeMasking": _masking, "Vol": _vol, "MFCC": _mfcc,
                 "Preemphasis": _preemphasis, "TimeStretch": _time_stretch,
-                "MelScale": _mel_scale}
+                "MelScale": _mel_scale, "Vad": _vad}
 
 
 def _translate(t):

@@ -22,6 +22,8 @@ void RegisterAudioFeatureOps(OpRegistry* registry);
 void RegisterAudioStretchOps(OpRegistry* registry);
 // noise_ops.cc's (add_noise): RegisterAudioOps calls it, after the stretch ops.
 void RegisterAudioNoiseOps(OpRegistry* registry);
+// vad.cc's (vad): RegisterAudioOps calls it, after the noise ops.
+void RegisterAudioVadOps(OpRegistry* registry);
 
 }  // namespace prepflow
 

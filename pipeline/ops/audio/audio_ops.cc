@@ -522,6 +522,7 @@ void RegisterAudioOps(OpRegistry* registry) {
   registry->Register(Stage::kTimeShift, FactoryOf<TimeShiftOp>());
   RegisterAudioStretchOps(registry);
   RegisterAudioNoiseOps(registry);
+  RegisterAudioVadOps(registry);
 }
 
 }  // namespace prepflow

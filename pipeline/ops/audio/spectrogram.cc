@@ -14,15 +14,6 @@ namespace {
 
 constexpr int kMaxFft = 1 << 16;
 
-// torch.hann_window(n) (periodic): hamming_window(n + 1, alpha = beta = 0.5)
-// without its last point, in float32: cos(k * 2pi / n) scaled.
-std::vector<float> HannWindow(int n) {
-  std::vector<float> w(n);
-  const auto step = static_cast<float>(2 * M_PI / n);
-  for (int k = 0; k < n; ++k) w[k] = 0.5f - 0.5f * std::cos(static_cast<float>(k) * step);
-  return w;
-}
-
 double HzToMel(double f, bool slaney) {
   if (!slaney) return 2595.0 * std::log10(1.0 + f / 700.0);
   const double f_sp = 200.0 / 3, min_log_hz = 1000.0, min_log_mel = min_log_hz / f_sp;
@@ -38,6 +29,13 @@ double MelToHz(double m, bool slaney) {
 }
 
 }  // namespace
+
+std::vector<float> HannWindow(int n) {
+  std::vector<float> w(n);
+  const auto step = static_cast<float>(2 * M_PI / n);
+  for (int k = 0; k < n; ++k) w[k] = 0.5f - 0.5f * std::cos(static_cast<float>(k) * step);
+  return w;
+}
 
 float TorchLinspace(double a, double b, int n, int i) {
   if (n == 1) return static_cast<float>(a);

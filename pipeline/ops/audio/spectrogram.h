@@ -28,6 +28,10 @@ namespace prepflow {
 // own, made once per size and freed when the thread ends.
 void* ThreadRealFft(int n);
 
+// torch.hann_window(n) (periodic): hamming_window(n + 1, alpha = beta = 0.5)
+// without its last point, in float32: cos(k * 2pi / n) scaled.
+std::vector<float> HannWindow(int n);
+
 // torchaudio's sizes where a field is left 0 (or below): the window n_fft
 // long, the hop half the window (at least 1).
 inline int WindowLength(int n_fft, int win_length) { return win_length > 0 ? win_length : n_fft; }

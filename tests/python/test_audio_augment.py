@@ -1,7 +1,8 @@
-"""add_noise from Python: the mix against the reference formula
-(torchaudio.functional.add_noise of torchaudio 2.0, written out below: Debian's
-0.13 has none), on speech made here by espeak-ng and noise made by sox; and on
-workers, that can read the noise set below their data root or cannot.
+"""add_noise and vad from Python, on speech made here by espeak-ng and noise
+made by sox: the mix against the reference formula (torchaudio.functional.
+add_noise of torchaudio 2.0, written out below: Debian's 0.13 has none), on
+workers that can read the noise set below their data root or cannot; and
+vad's cut against torchaudio's transforms.Vad.
 """
 import os
 import pathlib
@@ -33,6 +34,21 @@ NOISE = [("white", "whitenoise", 4, 16000), ("pink", "pinknoise", 0.3, 16000),
          ("brown", "brownnoise", 4, 8000)]
 
 
+def speak(root, ext, effects):
+    """Each of WORDS spoken by espeak-ng, through sox with `effects` (output
+    options, then effects), as root/<class>/<n>.<ext>."""
+    for n, (cls, words, voice, wpm) in enumerate(WORDS):
+        folder = pathlib.Path(root, cls)
+        folder.mkdir(parents=True, exist_ok=True)
+        raw = folder / ("%d-raw.wav" % n)
+        subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), words],
+                       check=True, capture_output=True)
+        out = str(folder / ("%d.%s" % (n, ext)))
+        subprocess.run(["sox", str(raw), *effects[:2], out, *effects[2:]], check=True,
+                       capture_output=True)
+        raw.unlink()
+
+
 def setUpModule():
     global TMP, SPEECH, NOISE_SET
     TMP = tempfile.mkdtemp(prefix="prepflow-noise-")
@@ -40,15 +56,7 @@ def setUpModule():
     NOISE_SET = os.path.join(TMP, "noise")
     if not TOOLS:
         return
-    for n, (cls, words, voice, wpm) in enumerate(WORDS):
-        folder = pathlib.Path(SPEECH, cls)
-        folder.mkdir(parents=True, exist_ok=True)
-        raw = folder / ("%d-raw.wav" % n)
-        subprocess.run(["espeak-ng", "-v", voice, "-s", str(wpm), "-w", str(raw), words],
-                       check=True, capture_output=True)
-        subprocess.run(["sox", str(raw), "-r", "16000", str(folder / ("%d.flac" % n))],
-                       check=True, capture_output=True)
-        raw.unlink()
+    speak(SPEECH, "flac", ["-r", "16000"])
     for name, colour, seconds, rate in NOISE:
         folder = pathlib.Path(NOISE_SET, name)
         folder.mkdir(parents=True)
@@ -160,6 +168,80 @@ class AddNoise(unittest.TestCase):
     def test_a_missing_set_is_named(self):
         with self.assertRaisesRegex(Exception, "add_noise.*path: noise set.*nowhere"):
             run(self.BASE + [ops.AddNoise(path=os.path.join(TMP, "nowhere"))])
+
+
+@unittest.skipIf(torchaudio is None or not TOOLS,
+                 "needs torchaudio (python3-torchaudio), espeak-ng and sox")
+class Vad(unittest.TestCase):
+    ROOTS = {16000: None, 22050: None}  # rate: the folder of speech at it
+
+    @classmethod
+    def setUpClass(cls):
+        for rate in cls.ROOTS:
+            cls.ROOTS[rate] = os.path.join(TMP, "padded-%d" % rate)
+            # 1.5 s of silence before the words and 1 s after.
+            speak(cls.ROOTS[rate], "wav", ["-r", str(rate), "pad", "1.5", "1"])
+
+    def trimmed(self, rate, *stages, **kw):
+        """Each clip at `rate` through decode_audio, downmix, resample (to its
+        own rate: no change, but the batch's rate is known) and `stages`; the
+        stats kept."""
+        pipeline = [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=rate), *stages]
+        loader = prepflow.Loader(self.ROOTS[rate], pipeline=pipeline,
+                                 batch_size=1, shuffle=False, as_numpy=True, **kw)
+        out = [batch.images[0] for batch in loader.batches()]
+        self.stats = loader.stats()
+        loader.close()
+        return out
+
+    def test_the_cut_is_torchaudios(self):
+        for rate in self.ROOTS:
+            self.check_cut(rate)
+
+    def check_cut(self, rate):
+        files = sorted(str(p) for p in pathlib.Path(self.ROOTS[rate]).glob("*/*.wav"))
+        got = self.trimmed(rate, ops.Vad())
+        both = self.trimmed(rate, ops.Vad(both_ends=True))
+        self.assertEqual(len(got), len(files))
+        for path, front, ends in zip(files, got, both):
+            wave, sr = torchaudio.load(path)
+            want = torchaudio.transforms.Vad(sample_rate=sr)(wave)
+            # The silence before the speech is gone, and what is kept is the clip's.
+            self.assertLess(want.shape[-1], wave.shape[-1] - sr, path)
+            self.assertEqual(front.shape, tuple(want.shape), path)
+            self.assertTrue(np.array_equal(front, want.numpy()), path)
+            flip = torchaudio.transforms.Vad(sample_rate=sr)
+            want_both = flip(want.flip(-1)).flip(-1)
+            self.assertLess(want_both.shape[-1], want.shape[-1] - sr // 2, path)
+            self.assertEqual(ends.shape, tuple(want_both.shape), path)
+            self.assertTrue(np.array_equal(ends, want_both.numpy()), path)
+
+    def test_a_torchaudio_vad_translates(self):
+        sequential = torch.nn.Sequential(torchaudio.transforms.Resample(16000, 16000),
+                                         torchaudio.transforms.Vad(sample_rate=16000,
+                                                                   trigger_level=6.0))
+        root = self.ROOTS[16000]
+        loader = prepflow.Loader(root, transform=sequential, batch_size=1, shuffle=False,
+                                 as_numpy=True)
+        got = [batch.images[0] for batch in loader.batches()]
+        loader.close()
+        files = sorted(str(p) for p in pathlib.Path(root).glob("*/*.wav"))
+        self.assertEqual(len(got), len(files))
+        for path, value in zip(files, got):
+            wave, sr = torchaudio.load(path)
+            want = torchaudio.transforms.Vad(sample_rate=sr, trigger_level=6.0)(wave)
+            self.assertTrue(np.array_equal(value, want.numpy()), path)
+
+    def test_a_worker_gives_the_local_values(self):
+        stages = [ops.Vad(both_ends=True), ops.Resample(rate=16000)]
+        local = self.trimmed(22050, *stages)
+        checksum = self.stats["checksum"]
+        with testdata.Worker(BIN, TMP) as worker:
+            for offload in ("remote", "cut=3", "cut=4"):
+                remote = self.trimmed(22050, *stages, offload=offload, workers=[worker.address])
+                self.assertEqual(self.stats["checksum"], checksum, offload)
+                self.assertEqual(self.stats["remote_images"], len(WORDS), offload)
+                self.assertTrue(all(np.array_equal(x, y) for x, y in zip(local, remote)))
 
 
 if __name__ == "__main__":

@@ -348,7 +348,8 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
     }
   }
   // Last: what an op loads (a noise set) is loaded only for a valid stage.
-  if (absl::Status st = (*op)->Open({options_.open_data, &options_.decode}); !st.ok()) {
+  const OpEnvironment env{options_.open_data, &options_.decode, options_.max_data_bytes};
+  if (absl::Status st = (*op)->Open(env); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat(where(), st.message()));
   }
   field_types_.push_back(field_types_.back());

@@ -32,6 +32,8 @@ struct PipelineOptions {
   // job's dataset is opened (pipeline/data's OpDataOpenerFor). Null: a
   // pipeline with such an op is refused (FailedPrecondition).
   OpDataOpener open_data;
+  // What one op may hold of the data it loads (OpEnvironment::max_data_bytes).
+  int64_t max_data_bytes = 0;
 };
 
 class Pipeline {

@@ -240,6 +240,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
   popts.decode.max_audio_channels =
       open.max_audio_channels() > 0 ? open.max_audio_channels() : options_.max_audio_channels_limit;
   popts.open_data = OpDataOpenerFor(JobDatasets(options_, held_ahead_));
+  popts.max_data_bytes = options_.max_memory_bytes / 4;  // a noise set, whatever the job asks
   auto pipeline =
       Pipeline::Create(RunnablePrefix(open, popts.open_data, &job->unavailable_), popts);
   if (!pipeline.ok()) {

@@ -84,6 +84,9 @@ using OpDataOpener =
 struct OpEnvironment {
   OpDataOpener open_data;                 // null: no data can be opened here
   const DecodeOptions* decode = nullptr;  // the pipeline's limits
+  // The most bytes one op may hold of what it loads (0: as the op's own
+  // parameters say): a worker's share of its memory, whatever a job asks.
+  int64_t max_data_bytes = 0;
 };
 
 class Op {

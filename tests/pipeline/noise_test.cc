@@ -194,6 +194,21 @@ TEST_F(AddNoiseTest, BadParametersAndDataAreRefusedNamingThem) {
   auto big = Make("max_bytes: 40000");
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(big.status().message(), HasSubstr("stage 1 (add_noise): max_bytes: noise set"));
+  // A worker's limit for an op's data holds whatever max_bytes says.
+  {
+    proto::PipelineSpec spec;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        absl::StrCat("stages { decode_audio {} } stages { add_noise { path: '", dir_.Join("noise"),
+                     "' max_bytes: 1000000000 } }"),
+        &spec));
+    PipelineOptions options;
+    options.open_data = OpDataOpenerFor({});
+    options.max_data_bytes = 40000;
+    auto capped = Pipeline::Create(spec, options);
+    EXPECT_EQ(capped.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(capped.status().message(), HasSubstr("more than 40000 bytes"));
+    EXPECT_THAT(capped.status().message(), HasSubstr("--max-memory-bytes"));
+  }
   // A clip that is not audio is named.
   testing::WriteFile(dir_.Join("noise/hum/zz-broken.wav"), {'R', 'I', 'F', 'F', 1, 2, 3});
   auto broken = Make("");

@@ -117,6 +117,7 @@ TEST(Vad, BadParametersAreNamed) {
       {"vad { trigger_time: nan }", "trigger_time: must be"},
       {"vad { hp_lifter_freq: 0 }", "hp_lifter_freq"},
       {"vad { measure_duration: 2 }", "measure_duration: must be 0 to 1"},
+      {"vad { measure_freq: 100 measure_duration: 0.5 }", "overlap 50-fold"},
   });
   // Bands that are empty at the audio's rate fail the sample, naming it.
   auto p = MakePipeline("stages { decode_audio {} } stages { vad { hp_lifter_freq: 4000 } }");

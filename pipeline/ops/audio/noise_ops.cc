@@ -141,6 +141,8 @@ class AddNoiseOp : public Op {
   }
 
   proto::AddNoise params_;
+  int64_t limit_ = 0;  // max_bytes, or less where the environment says
+  std::string limit_name_ = "max_bytes";
   std::shared_ptr<const NoiseClips> native_;  // as decoded (mono)
   int native_rate_ = 0;                       // every clip's, or 0 when they differ
   int64_t native_bytes_ = 0;
@@ -161,6 +163,11 @@ absl::Status AddNoiseOp::Open(const OpEnvironment& env) {
   if ((*data)->size() == 0) {
     return absl::InvalidArgumentError(absl::StrCat("path: noise set ", path, " holds no audio"));
   }
+  limit_ = params_.max_bytes();
+  if (env.max_data_bytes > 0 && env.max_data_bytes < limit_) {
+    limit_ = env.max_data_bytes;
+    limit_name_ = "this worker's limit for an op's data (a quarter of its --max-memory-bytes)";
+  }
   Buffer bytes, decoded, scratch;
   auto clips = std::make_shared<NoiseClips>();
   for (int64_t i = 0; i < (*data)->size(); ++i) {
@@ -174,10 +181,10 @@ absl::Status AddNoiseOp::Open(const OpEnvironment& env) {
                           absl::StrCat("path: noise clip ", (*data)->Where(i), ": ", st.message()));
     }
     native_bytes_ += static_cast<int64_t>(sizeof(float)) * a.frames;
-    if (native_bytes_ > params_.max_bytes()) {
+    if (native_bytes_ > limit_) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "max_bytes: noise set ", path, " decodes to more than ", params_.max_bytes(),
-          " bytes (float32 mono) by ", (*data)->Where(i), "; raise max_bytes or use less noise"));
+          "max_bytes: noise set ", path, " decodes to more than ", limit_, " bytes (float32 mono, ",
+          limit_name_, ") by ", (*data)->Where(i), "; use less noise, or raise max_bytes"));
     }
     clips->push_back(std::make_shared<const NoiseClip>(MixDown(a)));
     native_rate_ = i == 0 || native_rate_ == a.sample_rate ? a.sample_rate : 0;
@@ -201,10 +208,10 @@ absl::StatusOr<NoiseClips> AddNoiseOp::Resampled(int rate) const {
              k->OutputFrames(static_cast<int64_t>(clip->samples.size()));
     kernels.push_back(*std::move(k));
   }
-  if (bytes > params_.max_bytes()) {
+  if (bytes > limit_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "add_noise: max_bytes: noise set ", params_.path(), " at ", rate,
-        " Hz beside its own rate takes ", bytes, " bytes, over max_bytes ", params_.max_bytes()));
+        " Hz beside its own rate takes ", bytes, " bytes, over ", limit_, " (", limit_name_, ")"));
   }
   NoiseClips out;
   auto kernel = kernels.begin();

@@ -83,6 +83,14 @@ class VadOp : public Op {
             absl::StrFormat("%s: must be %g to %g, got %g", name, lo, hi, v));
       }
     }
+    // The work per second of audio grows with the measurements' overlap.
+    const double overlap =
+        (p.measure_duration() > 0 ? p.measure_duration() : 2 / p.measure_freq()) * p.measure_freq();
+    if (overlap > kMaxOverlap) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "measure_duration: measurements overlap %g-fold at measure_freq %g; at most %g", overlap,
+          p.measure_freq(), kMaxOverlap));
+    }
     for (double f :
          {p.hp_filter_freq(), p.lp_filter_freq(), p.hp_lifter_freq(), p.lp_lifter_freq()}) {
       if (!(f > 0 && f <= kMaxAudioRate)) {
@@ -127,6 +135,8 @@ class VadOp : public Op {
                     int64_t from, int64_t to, bool reversed) const;
   double Measure(const VadSetup& v, VadChannel& ch, int64_t index, int boot_count) const;
   int MeasuresToFlush(const VadSetup& v, const VadChannel& ch, int index) const;
+
+  static constexpr double kMaxOverlap = 4;
 
   proto::Vad params_;
   audio::PerRate<VadSetup> setups_{[this](int rate) { return Setup(rate); }};

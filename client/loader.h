@@ -127,6 +127,10 @@ class Loader {
   Loader() = default;
   absl::Status Init(const LoaderOptions& options);
   absl::Status OpenPipeline();
+  // The field whose audio batching by length measures: "" the media, or a
+  // record's first field that decodes audio; InvalidArgument where none does
+  // or the records were materialized.
+  absl::StatusOr<std::string> LengthField(bool materialized) const;
   // The data's materialization (from its manifest), or null.
   const proto::Materialized* Materialized() const {
     return options_.dataset.has_materialized() ? &options_.dataset.materialized() : nullptr;

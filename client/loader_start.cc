@@ -167,13 +167,10 @@ absl::Status Loader::OpenData() {
         ") but --data ", SafeText(options_.dataset.path()), " is ", dataset_->format(),
         ", whose samples are one file; records of several fields come from WebDataset shards"));
   }
-  if (options_.max_batch_seconds > 0 && pipeline_->record()) {
-    return absl::InvalidArgumentError(
-        "--max-batch-seconds: batching by length reads each sample's media; records of several "
-        "fields are not batched by length yet (pad them: leave --max-batch-seconds unset)");
-  }
   if (options_.max_batch_seconds > 0) {
-    absl::StatusOr<std::vector<double>> seconds = SampleSeconds(*dataset_);
+    absl::StatusOr<std::string> field = LengthField(m != nullptr);
+    if (!field.ok()) return field.status();
+    absl::StatusOr<std::vector<double>> seconds = SampleSeconds(*dataset_, *field);
     if (!seconds.ok()) return seconds.status();
     seconds_ = *std::move(seconds);
   }
@@ -185,6 +182,23 @@ absl::Status Loader::OpenData() {
   }
   batch_ops_ = *std::move(batch_ops);
   return OpenCache();
+}
+
+absl::StatusOr<std::string> Loader::LengthField(bool materialized) const {
+  const Pipeline& p = *pipeline_;
+  if (!p.record()) return std::string();
+  if (materialized) {
+    return absl::InvalidArgumentError(
+        "--max-batch-seconds: materialized records are one member per sample; their lengths "
+        "are not known before decoding (pad them: leave --max-batch-seconds unset)");
+  }
+  for (int i = 0; i < p.num_stages(); ++i) {
+    if (p.stage_name(i) == "decode_audio") return p.fields()[p.stage_field(i)];
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--max-batch-seconds: batching by length measures a field's audio, and no field of "
+      "pipeline ",
+      p.name(), " decodes audio (decode_audio)"));
 }
 
 absl::Status Loader::OpenPipeline() {

@@ -19,9 +19,15 @@ constexpr size_t kHeadBytes = 64 << 10;
 
 // Sample i's length from its first bytes where its header holds it, else
 // from the whole file.
-absl::StatusOr<double> Seconds(const Dataset& dataset, int64_t i, Buffer* bytes) {
+absl::StatusOr<double> Seconds(const Dataset& dataset, int64_t i, const std::string& field,
+                               Buffer* bytes) {
   size_t size = 0;
   uint64_t whole = 0;
+  if (!field.empty()) {  // a shard's member: its bytes are at hand
+    absl::Status read = dataset.ReadMember(i, field, bytes, &size);
+    if (!read.ok()) return read;
+    return AudioSeconds(bytes->data(), size);
+  }
   // MP3 and Ogg say their length only in their stream: one read, whole.
   const std::string ext = dataset.Extension(i);
   const bool stream = ext == "mp3" || ext == "ogg" || ext == "oga" || ext == "opus";
@@ -42,12 +48,13 @@ absl::StatusOr<double> Seconds(const Dataset& dataset, int64_t i, Buffer* bytes)
 
 }  // namespace
 
-absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset) {
+absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset,
+                                                  const std::string& field) {
   const int64_t n = dataset.size();
   std::vector<double> seconds(static_cast<size_t>(n), -1);
   int64_t unknown = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (dataset.has_durations()) seconds[i] = dataset.duration(i);
+    if (dataset.has_durations() && field.empty()) seconds[i] = dataset.duration(i);
     unknown += seconds[i] < 0;
   }
   if (unknown == 0) return seconds;
@@ -58,7 +65,7 @@ absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset) {
   int64_t done = 0, unreadable = 0, last_log = WallNanos();
   for (int64_t i = 0; i < n; ++i) {
     if (seconds[i] >= 0) continue;
-    absl::StatusOr<double> s = Seconds(dataset, i, &bytes);
+    absl::StatusOr<double> s = Seconds(dataset, i, field, &bytes);
     if (absl::IsUnavailable(s.status()) || absl::IsDeadlineExceeded(s.status())) return s.status();
     if (!s.ok() && ++unreadable <= 3) {
       spdlog::warn("batching by length: {}: {}; counted as 0 s", SafeText(dataset.SamplePath(i)),

@@ -9,6 +9,7 @@
 #ifndef PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_
 #define PREPFLOW_CLIENT_SAMPLE_LENGTHS_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -16,10 +17,12 @@
 
 namespace prepflow {
 
-// Seconds per sample. A file whose header does not read counts as 0 s (it
-// fails when decoded, as --on-error says) and is logged; an outage of the
-// storage is an error, as for any read.
-absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset);
+// Seconds per sample: of its media, or of its member `field` (a record's
+// audio field: read whole). A file whose header does not read counts as 0 s
+// (it fails when decoded, as --on-error says) and is logged; an outage of
+// the storage is an error, as for any read.
+absl::StatusOr<std::vector<double>> SampleSeconds(const Dataset& dataset,
+                                                  const std::string& field = "");
 
 }  // namespace prepflow
 

@@ -209,11 +209,37 @@ class Records(unittest.TestCase):
         self.assertEqual(len(batch["json"]), 4)
         loader.close()
 
+    def test_records_batch_by_the_length_of_their_audio(self):
+        # Each batch's samples x its longest clip stays within the budget (a
+        # longer clip alone), every record comes once, and each field is what
+        # padded batches of three give.
+        padded, _ = records(SHARD, RECORD)
+        budget = 2.0  # clips of 0.5-1.2 s: two at most, where batch_size allows three
+        loader = prepflow.Loader(SHARD, pipeline=RECORD, batch_size=3, shuffle=True, seed=5,
+                                 as_numpy=True, max_batch_seconds=budget)
+        seen, batches = [], 0
+        for batch in loader:
+            n = len(batch["index"])
+            longest = int(batch["wav_lengths"].max()) / 16000
+            self.assertTrue(n == 1 or n * longest <= budget + 1e-3, (n, longest))
+            for i, index in enumerate(batch["index"]):
+                want = padded[index]
+                self.assertTrue(np.array_equal(batch["jpg"][i], want["jpg"]), index)
+                wav = batch["wav"][i][..., :int(batch["wav_lengths"][i])]
+                self.assertTrue(np.array_equal(wav, want["wav"]), index)
+                self.assertEqual(batch["json"][i], want["json"])
+            seen.extend(batch["index"])
+            batches += 1
+        loader.close()
+        self.assertEqual(sorted(seen), list(range(len(WORDS))))
+        self.assertGreaterEqual(batches, len(WORDS) // 2)
+
     def test_fields_need_webdataset_shards(self):
         with self.assertRaisesRegex(Exception, "WebDataset"):
             prepflow.Loader(os.path.join(TMP, "demo"), pipeline=RECORD, batch_size=2)
-        with self.assertRaisesRegex(Exception, "not batched by length yet"):
-            prepflow.Loader(SHARD, pipeline=RECORD, batch_size=2, max_batch_seconds=10)
+        with self.assertRaisesRegex(Exception, "no field of pipeline .* decodes audio"):
+            prepflow.Loader(SHARD, pipeline={"jpg": IMAGE, "json": None}, batch_size=2,
+                            max_batch_seconds=10)
         with self.assertRaisesRegex(ValueError, "not a field name"):
             ops.Decode(field="a/b")
 

@@ -16,6 +16,10 @@ Recipes:
   cedar        the issue's recipe (b): MP3 48 kHz -> resample to 16 kHz ->
                MelSpectrogram(128) -> AmplitudeToDB -> the masks, whole
                clips padded to the batch's longest, with lengths.
+  augment      FLAC 16 kHz -> Vad at both ends (torch: Vad, flip, Vad, flip)
+               -> noise from a set of 8 sox-made clips at an SNR in [0, 15]
+               dB (torch: torchaudio 2.0's add_noise formula on a random
+               window) -> MelSpectrogram(80) -> AmplitudeToDB, padded.
 
 The torch side is a Dataset doing torchaudio.load and the same torchaudio
 functions (resamplers built once per rate pair, as a user would cache them;
@@ -52,7 +56,34 @@ from prepflow import ops
 
 RATE, MELS, BUDGET, WINDOW = 16000, 128, 200.0, 1000
 VOICES = ["en", "en+f3", "en-us", "en+m3", "en+f2"]
-FORMATS = {"kws": None, "librispeech": ("flac", 16000, 1), "cedar": ("mp3", 48000, 2)}
+FORMATS = {"kws": None, "librispeech": ("flac", 16000, 1), "cedar": ("mp3", 48000, 2),
+           "augment": ("flac", 16000, 1)}
+COLOURS = ["whitenoise", "pinknoise", "brownnoise", "tpdfnoise"]
+
+
+def make_noise(root):
+    """8 clips of 1-8 s of sox's noise colours at 16 kHz, in root/noise/sox/
+    (a noise set is class folders, as MUSAN's)."""
+    folder = pathlib.Path(root, "noise", "sox")
+    folder.mkdir(parents=True)
+    for i in range(8):
+        subprocess.run(["sox", "-n", "-r", "16000", "-b", "16", str(folder / ("%d.wav" % i)),
+                        "synth", str(1 + i), COLOURS[i % 4], "vol", "0.3"], check=True,
+                       capture_output=True)
+    return str(pathlib.Path(root))
+
+
+def add_noise(wave, noise, snr_db):
+    """A random window of a random clip at snr_db (torchaudio 2.0's formula)."""
+    clip = noise[int(torch.randint(len(noise), ()))]
+    n = wave.shape[-1]
+    tiled = clip.repeat(1, n // clip.shape[-1] + 2)
+    first = int(torch.randint(max(clip.shape[-1] - n, 0) + 1 if clip.shape[-1] >= n
+                              else clip.shape[-1], ()))
+    window = tiled[:, first:first + n]
+    ratio = wave.pow(2).sum(-1) / window.pow(2).sum(-1)
+    scale = 10 ** ((10 * torch.log10(ratio) - snr_db) / 20)
+    return wave + scale.unsqueeze(-1) * window
 
 
 def make_clips(root, n, fmt, rate, channels, long):
@@ -82,6 +113,13 @@ class TorchaudioClips(Dataset):
             torchaudio.transforms.MelSpectrogram(RATE, n_fft=400, n_mels=MELS),
             torchaudio.transforms.AmplitudeToDB(top_db=80))
         self.masks = masks()
+        if recipe == "augment":
+            noise_dir = pathlib.Path(root).parent / "noise"
+            self.noise = [torchaudio.load(str(f))[0] for f in sorted(noise_dir.glob("*/*.wav"))]
+            self.vad = torchaudio.transforms.Vad(RATE)
+            self.mel80 = torch.nn.Sequential(
+                torchaudio.transforms.MelSpectrogram(RATE, n_fft=400, n_mels=80),
+                torchaudio.transforms.AmplitudeToDB(top_db=80))
 
     def __len__(self):
         return len(self.files)
@@ -102,6 +140,10 @@ class TorchaudioClips(Dataset):
             feats = kaldi.fbank(wave, num_mel_bins=80, sample_frequency=sr)
             feats = (feats - feats.mean(0)).T
             return self.masks(feats.unsqueeze(0))[0]
+        if self.recipe == "augment":
+            wave = self.vad(self.vad(wave).flip(-1)).flip(-1)
+            wave = add_noise(wave, self.noise, float(torch.rand(())) * 15)
+            return self.mel80(wave)
         wave = self.resample(wave, sr, RATE)
         if self.recipe == "kws":
             wave = torch.nn.functional.pad(wave, (0, max(0, RATE - wave.shape[1])))[:, :RATE]
@@ -157,8 +199,13 @@ def run_torch(root, recipe, epochs, batch):
     return n / (time.process_time() - start)
 
 
-def prepflow_pipeline(recipe):
+def prepflow_pipeline(recipe, root):
     spec = [ops.FrequencyMasking(freq_mask_param=27), ops.TimeMasking(time_mask_param=40)]
+    if recipe == "augment":
+        noise = str(pathlib.Path(root).parent / "noise")
+        return [ops.DecodeAudio(), ops.Downmix(), ops.Resample(rate=RATE),
+                ops.Vad(both_ends=True), ops.AddNoise(path=noise, snr_min=0, snr_max=15),
+                ops.MelSpectrogram(n_fft=400, n_mels=80), ops.AmplitudeToDb(top_db=80)]
     if recipe == "librispeech":
         return [ops.DecodeAudio(), ops.Downmix(), ops.SpeedPerturb(factors=[0.9, 1.0, 1.1]),
                 ops.KaldiFbank(num_mel_bins=80), ops.UtteranceCmvn(dim=0), ops.Transpose()] + spec
@@ -170,7 +217,7 @@ def prepflow_pipeline(recipe):
 def run_prepflow(root, recipe, epochs, batch):
     start = time.process_time()
     by_length = {"max_batch_seconds": BUDGET} if recipe == "librispeech" else {}
-    loader = prepflow.Loader(root, pipeline=prepflow_pipeline(recipe), batch_size=batch,
+    loader = prepflow.Loader(root, pipeline=prepflow_pipeline(recipe, root), batch_size=batch,
                              threads=1, epochs=epochs, **by_length)
     n = 0
     for record in loader:
@@ -191,8 +238,10 @@ def main():
     torch.set_num_threads(1)
     fmt = FORMATS[args.recipe] or {"mp3": ("mp3", 48000, 2),
                                    "flac": ("flac", 16000, 1)}[args.format]
-    tmp = tempfile.mkdtemp(prefix="prepflow-audio-bench-")
+    top = tempfile.mkdtemp(prefix="prepflow-audio-bench-")
+    tmp = str(pathlib.Path(top, "data"))
     try:
+        make_noise(top)
         make_clips(tmp, args.clips, *fmt, long=args.recipe == "librispeech")
         ratios, ours, theirs = [], [], []
         for _ in range(args.rounds):
@@ -205,7 +254,7 @@ def main():
                           "torchaudio_clips_per_cpu_s": round(statistics.median(theirs), 1),
                           "ratio_per_core": statistics.median(ratios), "ratios": ratios}))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -2,14 +2,14 @@
 // before the first voice activity, and with both_ends what comes after the
 // last.
 //
-// The detector is functional.vad's loop as torchaudio 0.13 writes it: a ring
-// of the last samples per channel; every measure period, a windowed FFT of
-// the latest measure_len samples, smoothed spectra, an adaptive noise
-// estimate taken off, and the power of the cepstrum's lifted band as the
-// measure; its exponential mean against trigger_level. Its float32 steps
-// are torch's (Python scalars rounded to float32 where torch rounds them);
-// the FFTs are LaneRealFft's, whose floats differ from pocketfft's by
-// rounding only.
+// The detector is functional.vad's loop as torchaudio 0.13 writes it: every
+// measure period, a windowed FFT of the measure_len samples before it (what
+// its ring of samples holds), smoothed spectra, an adaptive noise estimate
+// taken off, and the power of the cepstrum's lifted band as the measure;
+// its exponential mean against trigger_level. Its float32 steps are
+// torch's (Python scalars rounded to float32 where torch rounds them); the
+// FFTs are LaneRealFft's, four measurements at a time, whose floats differ
+// from pocketfft's by rounding only.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -48,8 +48,23 @@ struct VadSetup {
 
 // One channel's state in the loop.
 struct VadChannel {
-  std::vector<float> samples, spectrum, noise, measures;
+  std::vector<float> spectrum, noise, measures;
   float mean = 0;
+};
+
+// The frames an op reads: [from, to) of channel c, forwards or backwards.
+struct VadInput {
+  const float* x = nullptr;
+  int64_t frames = 0;  // per channel in x
+  int64_t from = 0, to = 0;
+  bool reversed = false;
+  int64_t length() const { return to - from; }
+  // Frame p of channel c (p < length()); 0 before the first, as the ring
+  // torchaudio keeps starts zeroed.
+  float At(int64_t c, int64_t p) const {
+    if (p < 0) return 0.0f;
+    return x[c * frames + (reversed ? to - 1 - p : from + p)];
+  }
 };
 
 // A window of `n` constant 2 / sqrt(norm) times torch.hann_window(n), in
@@ -115,10 +130,10 @@ class VadOp : public Op {
     if (!setup.ok()) return setup.status();
     const int64_t channels = s.shape[0], frames = s.shape[1];
     const float* in = Samples(s);
-    const int64_t first = FirstKept(**setup, in, channels, frames, 0, frames, false);
-    const int64_t end = params_.both_ends()
-                            ? frames - FirstKept(**setup, in, channels, frames, first, frames, true)
-                            : frames;
+    const int64_t first = FirstKept(**setup, channels, {in, frames, 0, frames, false});
+    const int64_t end = params_.both_ends() ? frames - FirstKept(**setup, channels,
+                                                                 {in, frames, first, frames, true})
+                                            : frames;
     const int64_t kept = std::max<int64_t>(end - first, 0);
     if (kept == frames) return absl::OkStatus();
     auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * channels * kept + 1));
@@ -131,9 +146,9 @@ class VadOp : public Op {
 
  private:
   absl::StatusOr<VadSetup> Setup(int rate) const;
-  int64_t FirstKept(const VadSetup& v, const float* x, int64_t channels, int64_t frames,
-                    int64_t from, int64_t to, bool reversed) const;
-  double Measure(const VadSetup& v, VadChannel& ch, int64_t index, int boot_count) const;
+  int64_t FirstKept(const VadSetup& v, int64_t channels, const VadInput& in) const;
+  void Measure(const VadSetup& v, const VadInput& in, int64_t c, int64_t k0, int count,
+               VadChannel& ch, double* meas) const;
   int MeasuresToFlush(const VadSetup& v, const VadChannel& ch, int index) const;
 
   static constexpr double kMaxOverlap = 4;
@@ -182,46 +197,47 @@ absl::StatusOr<VadSetup> VadOp::Setup(int rate) const {
   return v;
 }
 
-// functional.vad's loop over x's frames [from, to) (backwards with
-// `reversed`): how many of them come before what it keeps.
-int64_t VadOp::FirstKept(const VadSetup& v, const float* x, int64_t channels, int64_t frames,
-                         int64_t from, int64_t to, bool reversed) const {
-  const int64_t length = to - from;
+// functional.vad's loop over the input's frames: how many of them come
+// before what it keeps. Measurement k is taken at frame measure_len - 1 +
+// k * period, of the measure_len frames before it; four of them at a time
+// per channel (their spectra are independent of the state), then each in
+// order across the channels, as torchaudio's loop takes them.
+int64_t VadOp::FirstKept(const VadSetup& v, int64_t channels, const VadInput& in) const {
   std::vector<VadChannel> state(static_cast<size_t>(channels));
   for (VadChannel& ch : state) {
-    ch.samples.assign(static_cast<size_t>(v.ring), 0.0f);
     ch.spectrum.assign(static_cast<size_t>(v.dft), 0.0f);
     ch.noise.assign(static_cast<size_t>(v.dft), 0.0f);
     ch.measures.assign(static_cast<size_t>(v.measures), 0.0f);
   }
   const auto trigger_level = static_cast<float>(params_.trigger_level());
-  int64_t timer = v.measure_len, index = 0, pos = 0, flushed = 0;
-  int boot_count = 0, measure_index = 0, flush = 0;
-  bool triggered = false;
-  while (pos < length && !triggered) {
-    --timer;
-    const int64_t t = reversed ? to - 1 - pos : from + pos;
+  auto at = [&](int64_t k) { return v.measure_len - 1 + k * v.period; };
+  std::vector<double> meas(static_cast<size_t>(channels * LaneRealFft::kLanes));
+  int flush = 0;
+  for (int64_t k0 = 0;; k0 += LaneRealFft::kLanes) {
+    int count = 0;
+    while (count < LaneRealFft::kLanes && at(k0 + count) < in.length()) ++count;
+    if (count == 0) break;
     for (int64_t c = 0; c < channels; ++c) {
-      VadChannel& ch = state[c];
-      ch.samples[index] = x[c * frames + t];
-      if (timer != 0) continue;
-      const double meas = Measure(v, ch, (index + v.ring - v.measure_len) % v.ring, boot_count);
-      ch.measures[measure_index] = static_cast<float>(meas);
-      ch.mean = ch.mean * v.trigger_mult + static_cast<float>(meas * (1.0 - v.trigger_mult_exact));
-      triggered = triggered || ch.mean >= trigger_level;
-      if (triggered)
-        flush = std::min(std::max(flush, MeasuresToFlush(v, ch, measure_index)), v.measures);
+      Measure(v, in, c, k0, count, state[c], &meas[c * LaneRealFft::kLanes]);
     }
-    ++pos;
-    if (++index == v.ring) index = 0;
-    if (timer == 0) {
-      timer = v.period;
-      measure_index = (measure_index + 1) % v.measures;
-      if (boot_count >= 0) boot_count = boot_count == v.boot_max ? -1 : boot_count + 1;
+    for (int j = 0; j < count; ++j) {
+      const int index = static_cast<int>((k0 + j) % v.measures);
+      bool triggered = false;
+      for (int64_t c = 0; c < channels; ++c) {
+        VadChannel& ch = state[c];
+        const double m = meas[c * LaneRealFft::kLanes + j];
+        ch.measures[index] = static_cast<float>(m);
+        ch.mean = ch.mean * v.trigger_mult + static_cast<float>(m * (1.0 - v.trigger_mult_exact));
+        triggered = triggered || ch.mean >= trigger_level;
+        if (triggered) flush = std::min(std::max(flush, MeasuresToFlush(v, ch, index)), v.measures);
+      }
+      if (triggered) {
+        const int64_t flushed = int64_t{v.measures - flush} * v.period;
+        return std::max<int64_t>(at(k0 + j) + 1 - v.ring + flushed, 0);
+      }
     }
-    if (triggered) flushed = int64_t{v.measures - flush} * v.period;
   }
-  return std::max<int64_t>(pos - v.ring + flushed, 0);
+  return std::max<int64_t>(in.length() - v.ring, 0);
 }
 
 // The measurements back from the trigger to keep: the earliest at or over
@@ -240,37 +256,53 @@ int VadOp::MeasuresToFlush(const VadSetup& v, const VadChannel& ch, int index) c
   return std::min(n - 1, j_zero);  // Python's loop variable ends at n - 1
 }
 
-// functional.vad's _measure: the lifted cepstrum's mean power, in dB-ish
-// units above -21, of the measure_len samples from ring index `index`.
-double VadOp::Measure(const VadSetup& v, VadChannel& ch, int64_t index, int boot_count) const {
-  thread_local std::vector<float> buf, power;
-  buf.assign(static_cast<size_t>(v.dft), 0.0f);
-  power.resize(static_cast<size_t>(v.dft / 2 + 1));
-  for (int64_t i = 0; i < v.measure_len; ++i) {
-    buf[i] = ch.samples[(index + i) % v.ring] * v.spectrum_window[i];
+// functional.vad's _measure for measurements [k0, k0 + count) of channel
+// c, in order (each smooths the channel's spectra): the lifted cepstrum's
+// mean power, as dB-ish units above -21, into meas[0, count).
+void VadOp::Measure(const VadSetup& v, const VadInput& in, int64_t c, int64_t k0, int count,
+                    VadChannel& ch, double* meas) const {
+  constexpr int kLanes = LaneRealFft::kLanes;
+  thread_local std::vector<float> bufs[kLanes], powers[kLanes];
+  const float* frames[kLanes];
+  float* power[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    bufs[j].assign(static_cast<size_t>(v.dft), 0.0f);
+    powers[j].resize(static_cast<size_t>(v.dft / 2 + 1));
+    frames[j] = bufs[j].data();
+    power[j] = powers[j].data();
   }
-  const float* frames[1] = {buf.data()};
-  float* powers[1] = {power.data()};
-  v.spectrum_fft->Power(frames, 1, powers);
-  const double m = boot_count >= 0 ? boot_count / (1.0 + boot_count) : double{v.smooth_mult};
-  const auto mult = static_cast<float>(m), rest = static_cast<float>(1 - m);
+  for (int j = 0; j < count; ++j) {
+    const int64_t start = v.measure_len - 1 + (k0 + j) * v.period - v.measure_len;
+    for (int64_t i = 0; i < v.measure_len; ++i) {
+      bufs[j][i] = in.At(c, start + i) * v.spectrum_window[i];
+    }
+  }
+  v.spectrum_fft->Power(frames, count, power);
   const auto reduction = static_cast<float>(params_.noise_reduction_amount());
-  std::vector<float>& lifted = buf;  // reused: the cepstrum's input, dft / 2 long
-  std::fill(lifted.begin(), lifted.end(), 0.0f);
-  for (int k = v.spectrum_start; k < v.spectrum_end; ++k) {
-    ch.spectrum[k] = ch.spectrum[k] * mult + std::sqrt(power[k]) * rest;
-    const float d = ch.spectrum[k] * ch.spectrum[k];
-    const float up = boot_count >= 0 ? 0.0f : d > ch.noise[k] ? v.up_mult : v.down_mult;
-    ch.noise[k] = ch.noise[k] * up + d * (1 - up);
-    lifted[k] = std::sqrt(std::max(0.0f, d - reduction * ch.noise[k])) *
-                v.cepstrum_window[k - v.spectrum_start];
+  for (int j = 0; j < count; ++j) {
+    const int64_t k = k0 + j;
+    const int boot = k <= v.boot_max ? static_cast<int>(k) : -1;
+    const double m = boot >= 0 ? boot / (1.0 + boot) : double{v.smooth_mult};
+    const auto mult = static_cast<float>(m), rest = static_cast<float>(1 - m);
+    std::vector<float>& lifted = bufs[j];  // reused: the cepstrum's input
+    std::fill(lifted.begin(), lifted.end(), 0.0f);
+    for (int b = v.spectrum_start; b < v.spectrum_end; ++b) {
+      ch.spectrum[b] = ch.spectrum[b] * mult + std::sqrt(powers[j][b]) * rest;
+      const float d = ch.spectrum[b] * ch.spectrum[b];
+      const float up = boot >= 0 ? 0.0f : d > ch.noise[b] ? v.up_mult : v.down_mult;
+      ch.noise[b] = ch.noise[b] * up + d * (1 - up);
+      lifted[b] = std::sqrt(std::max(0.0f, d - reduction * ch.noise[b])) *
+                  v.cepstrum_window[b - v.spectrum_start];
+    }
   }
-  v.cepstrum_fft->Power(frames, 1, powers);
-  float sum = 0;
-  for (int k = v.cepstrum_start; k < v.cepstrum_end; ++k) sum += power[k];
-  const double result =
-      sum > 0 ? std::log(double{sum} / (v.cepstrum_end - v.cepstrum_start)) : -HUGE_VAL;
-  return std::max(0.0, 21 + result);
+  v.cepstrum_fft->Power(frames, count, power);
+  for (int j = 0; j < count; ++j) {
+    float sum = 0;
+    for (int b = v.cepstrum_start; b < v.cepstrum_end; ++b) sum += powers[j][b];
+    const double result =
+        sum > 0 ? std::log(double{sum} / (v.cepstrum_end - v.cepstrum_start)) : -HUGE_VAL;
+    meas[j] = std::max(0.0, 21 + result);
+  }
 }
 
 }  // namespace

@@ -54,6 +54,10 @@ packages=(
   # Audio features' FFT: KISS FFT (no planner or CPU dispatch, so the same
   # floats on every worker).
   libkissfft-dev
+  # Video: FFmpeg's libraries demux and decode; the tests make clips with the
+  # ffmpeg tool from generated pictures, and PyAV (the same libraries) is the
+  # reference.
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg python3-av
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

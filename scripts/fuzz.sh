@@ -6,13 +6,13 @@
 # bug, keep the file. Prints one JSON line per target (runs, execs/s,
 # corpus size, crashes).
 #
-#   scripts/fuzz.sh [SECONDS=60] [TARGET...]     targets: decode wire job tar audio manifest
+#   scripts/fuzz.sh [SECONDS=60] [TARGET...]     targets: decode wire job tar audio manifest video
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(decode wire job tar audio manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(decode wire job tar audio manifest video)
 
 scripts/setup.sh --no-build  # installs clang and libclang-rt-14-dev among the rest
 build=build-fuzz

@@ -1,0 +1,49 @@
+// Fuzz target: arbitrary bytes as a video file through ProbeVideo
+// (libavformat's MP4, Matroska/WebM and AVI demuxers over the bytes, behind
+// prepflow's limits). Whatever the bytes, the result is a VideoInfo or an
+// error Status; never a crash, a hang, a file opened, or memory read out of
+// bounds.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "pipeline/ops/video/video_probe.h"
+#include "tests/fuzz/fuzz_seeds.h"
+
+namespace {
+
+// What `ffmpeg <args> <file>` writes, read back.
+std::string Made(const std::string& dir, const std::string& args, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  const std::string command = "ffmpeg -loglevel error -y " + args + " '" + path + "'";
+  if (std::system(command.c_str()) != 0) std::abort();
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path);
+  return bytes;
+}
+
+}  // namespace
+
+// Seeds (tiny clips the ffmpeg tool makes): H.264 with AAC in MP4, VP9 in
+// WebM, MJPEG in AVI, and the MP4 cut short.
+void WriteSeeds(const std::string& dir) {
+  const std::string video = "-f lavfi -i testsrc2=size=32x24:rate=5 -t 0.6 ";
+  const std::string mp4 =
+      Made(dir, video + "-f lavfi -i sine -t 0.6 -c:v libx264 -c:a aac -shortest", "x.mp4");
+  prepflow::fuzz::WriteSeed(dir, "mp4", mp4);
+  prepflow::fuzz::WriteSeed(dir, "mp4-truncated", mp4.substr(0, mp4.size() / 2));
+  prepflow::fuzz::WriteSeed(dir, "webm", Made(dir, video + "-c:v libvpx-vp9", "x.webm"));
+  prepflow::fuzz::WriteSeed(dir, "avi", Made(dir, video + "-c:v mjpeg", "x.avi"));
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  prepflow::VideoLimits limits;
+  limits.max_pixels = 1 << 20;
+  (void)prepflow::ProbeVideo(data, size, limits);
+  return 0;
+}

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,18 @@ inline void RunOnBytes(const Pipeline& pipeline, const uint8_t* data, size_t siz
   s.size = size;
   s.shape = {static_cast<int64_t>(size)};
   (void)pipeline.Run(0, pipeline.num_stages(), s, *ws);
+}
+
+// The bytes of the file at `path`, which is then removed (a seed made on
+// disk by a tool).
+inline std::string TakeFile(const std::string& path) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::filesystem::remove(path);
+  return bytes;
 }
 
 // A folder of the target's own under /tmp ("prepflow-fuzz-<name>-XXXXXX"),

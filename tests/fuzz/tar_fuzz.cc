@@ -29,10 +29,7 @@ std::string Shard(const std::string& dir,
     if (!w.Add(name, data.data(), data.size()).ok()) std::abort();
   }
   if (!w.Close().ok()) std::abort();
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(path);
-  return bytes;
+  return prepflow::fuzz::TakeFile(path);
 }
 
 }  // namespace

@@ -21,10 +21,7 @@ std::string Made(const std::string& dir, const std::string& args, const std::str
   const std::string path = dir + "/" + name;
   const std::string command = "ffmpeg -loglevel error -y " + args + " '" + path + "'";
   if (std::system(command.c_str()) != 0) std::abort();
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::filesystem::remove(path);
-  return bytes;
+  return prepflow::fuzz::TakeFile(path);
 }
 
 }  // namespace

@@ -182,6 +182,22 @@ TEST_F(AddNoiseTest, ClipsAreResampledToTheWaveformsRate) {
   EXPECT_NEAR(10 * std::log10(speech / noise), 3, 1e-3);
 }
 
+// Every rate's resampled copy counts in one total with the decoded set:
+// 50800 bytes decoded, 25400 more at 8 kHz, then 38100 more at 12 kHz is
+// over max_bytes 90000, though the decoded set and either copy alone fit
+// (and the sample fails, naming it).
+TEST_F(AddNoiseTest, ResampledCopiesCountInOneTotal) {
+  WriteWav(dir_.Join("speech8k.wav"), 1, 8000, 3000, Speech);
+  WriteWav(dir_.Join("speech12k.wav"), 1, 12000, 3000, Speech);
+  auto p = Make("max_bytes: 90000");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(RunPipeline(**p, ReadFile(dir_.Join("speech8k.wav")), 1).status.ok());
+  auto over = RunPipeline(**p, ReadFile(dir_.Join("speech12k.wav")), 1).status;
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(over.message(), HasSubstr("at 12000 Hz takes 38100 bytes more"));
+  EXPECT_THAT(over.message(), HasSubstr("beside the 76200 it holds, over 90000 (max_bytes)"));
+}
+
 TEST_F(AddNoiseTest, BadParametersAndDataAreRefusedNamingThem) {
   ExpectSpecErrors({
       {"add_noise {}", "path: name the noise set"},

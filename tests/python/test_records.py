@@ -192,6 +192,10 @@ class Records(unittest.TestCase):
         self.assertIn("has no member 'wav'", stats["first_errors"][0]["error"])
         with self.assertRaisesRegex(Exception, "has no member 'wav'"):
             records(GAPPY, RECORD, on_error="fail")
+        # Batched by length: the record without audio counts as 0 s when the
+        # lengths are read, then fails as it does padded.
+        by_length, _ = records(GAPPY, RECORD, on_error="skip", max_batch_seconds=2.0)
+        self.assertEqual(sorted(r["index"] for r in by_length), [0, 1, 3, 4, 5, 6, 7])
 
     def test_transforms_translate_per_field(self):
         transform = {

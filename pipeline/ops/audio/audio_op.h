@@ -57,6 +57,17 @@ inline void SetTensor(Sample& s, float* data, Shape shape) {
   s.sample_rate = 0;
 }
 
+// out[t] = the mean of in's `channels` rows at frame t: a float32 sum in
+// channel order divided by their number (waveform.mean(0)).
+inline void ChannelMean(const float* in, int64_t channels, int64_t frames, float* out) {
+  const auto n = static_cast<float>(channels);
+  for (int64_t t = 0; t < frames; ++t) {
+    float sum = 0;
+    for (int64_t c = 0; c < channels; ++c) sum += in[c * frames + t];
+    out[t] = sum / n;
+  }
+}
+
 // out[i] = f(in[i]) over every float of the value, into the op's output;
 // the value's kind and shape stay.
 template <typename F>

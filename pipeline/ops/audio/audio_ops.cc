@@ -76,13 +76,7 @@ class DownmixOp : public Op {
     const int64_t channels = s.shape[0], frames = s.shape[1];
     if (channels == 1) return absl::OkStatus();
     auto* out = reinterpret_cast<float*>(ctx.Output(s.data, sizeof(float) * frames));
-    const float* in = Samples(s);
-    const auto n = static_cast<float>(channels);
-    for (int64_t t = 0; t < frames; ++t) {
-      float sum = 0;
-      for (int64_t c = 0; c < channels; ++c) sum += in[c * frames + t];
-      out[t] = sum / n;
-    }
+    audio::ChannelMean(Samples(s), channels, frames, out);
     SetAudio(s, out, 1, frames, s.sample_rate);
     return absl::OkStatus();
   }

@@ -6,6 +6,7 @@
 // only draws and mixes, so a sample's result is the same wherever it runs:
 // the same bytes decode, mix down and resample to the same floats.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -33,20 +34,31 @@ struct NoiseClip {
 };
 using NoiseClips = std::vector<std::shared_ptr<const NoiseClip>>;
 
-// Every channel of `a` summed in order and divided by their number, as
-// downmix (waveform.mean(0)) does.
+// `a` mixed down to mono as downmix does (one channel stays as it is).
 NoiseClip MixDown(const DecodedAudio& a) {
   NoiseClip clip;
   clip.rate = a.sample_rate;
   clip.samples.resize(static_cast<size_t>(a.frames));
-  const auto n = static_cast<float>(a.channels);
-  for (int64_t t = 0; t < a.frames; ++t) {
-    float sum = 0;
-    for (int c = 0; c < a.channels; ++c) sum += a.data[c * a.frames + t];
-    clip.samples[t] = a.channels == 1 ? sum : sum / n;
-  }
+  audio::ChannelMean(a.data, a.channels, a.frames, clip.samples.data());
   return clip;
 }
+
+// The set at a rate other than its clips' own, its bytes counted in the
+// op's total from when it is made until it is dropped (PerRate keeps one
+// per rate, and drops a copy made twice or past its count).
+struct ResampledClips {
+  NoiseClips clips;
+  std::atomic<int64_t>* held = nullptr;
+  int64_t bytes = 0;
+
+  ResampledClips() = default;
+  ResampledClips(ResampledClips&& o) noexcept
+      : clips(std::move(o.clips)), held(o.held), bytes(std::exchange(o.bytes, 0)) {}
+  ResampledClips& operator=(ResampledClips&&) = delete;
+  ~ResampledClips() {
+    if (held != nullptr) held->fetch_sub(bytes);
+  }
+};
 
 class AddNoiseOp : public Op {
  public:
@@ -90,7 +102,8 @@ class AddNoiseOp : public Op {
     if (params_.p() < 1 && !(rng.Uniform() < params_.p())) return absl::OkStatus();
     const int64_t pick = rng.UniformInt(0, static_cast<int64_t>(native_->size()) - 1);
     const double snr = rng.Uniform(params_.snr_min(), params_.snr_max());
-    absl::StatusOr<std::shared_ptr<const NoiseClips>> at_rate = Clips(s.sample_rate);
+    std::shared_ptr<const ResampledClips> keep;
+    absl::StatusOr<const NoiseClips*> at_rate = Clips(s.sample_rate, &keep);
     if (!at_rate.ok()) return at_rate.status();
     const std::vector<float>& clip = (**at_rate)[pick]->samples;
     const auto length = static_cast<int64_t>(clip.size());
@@ -110,12 +123,16 @@ class AddNoiseOp : public Op {
   static constexpr double kMaxSnr = 200;
 
   // The set with every clip at `rate`: the clips as decoded where they are
-  // at it, the others resampled.
-  absl::StatusOr<std::shared_ptr<const NoiseClips>> Clips(int rate) const {
-    if (rate == native_rate_) return native_;
-    return at_rate_.Get(rate);
+  // at it, the others resampled (kept alive by `keep`).
+  absl::StatusOr<const NoiseClips*> Clips(int rate,
+                                          std::shared_ptr<const ResampledClips>* keep) const {
+    if (rate == native_rate_) return native_.get();
+    absl::StatusOr<std::shared_ptr<const ResampledClips>> made = at_rate_.Get(rate);
+    if (!made.ok()) return made.status();
+    *keep = *std::move(made);
+    return &(*keep)->clips;
   }
-  absl::StatusOr<NoiseClips> Resampled(int rate) const;
+  absl::StatusOr<ResampledClips> Resampled(int rate) const;
 
   // out = x + scale * window per channel, where scale makes the channel's
   // energy over the window's `snr` dB: 10^((10 log10(Es / En) - snr) / 20).
@@ -146,7 +163,10 @@ class AddNoiseOp : public Op {
   std::shared_ptr<const NoiseClips> native_;  // as decoded (mono)
   int native_rate_ = 0;                       // every clip's, or 0 when they differ
   int64_t native_bytes_ = 0;
-  audio::PerRate<NoiseClips> at_rate_{[this](int rate) { return Resampled(rate); }};
+  // What the set holds at every rate (native_bytes_ and each resampled
+  // set's), within limit_. Before at_rate_: its sets count out into it.
+  mutable std::atomic<int64_t> held_{0};
+  audio::PerRate<ResampledClips> at_rate_{[this](int rate) { return Resampled(rate); }};
 };
 
 absl::Status AddNoiseOp::Open(const OpEnvironment& env) {
@@ -190,12 +210,13 @@ absl::Status AddNoiseOp::Open(const OpEnvironment& env) {
     native_rate_ = i == 0 || native_rate_ == a.sample_rate ? a.sample_rate : 0;
   }
   native_ = std::move(clips);
+  held_ = native_bytes_;
   return absl::OkStatus();
 }
 
-absl::StatusOr<NoiseClips> AddNoiseOp::Resampled(int rate) const {
+absl::StatusOr<ResampledClips> AddNoiseOp::Resampled(int rate) const {
   std::vector<ResampleKernel> kernels;  // one per clip at another rate, in order
-  int64_t bytes = native_bytes_;
+  int64_t bytes = 0;
   for (const auto& clip : *native_) {
     if (clip->rate == rate) continue;
     absl::StatusOr<ResampleKernel> k = ResampleKernel::Make(clip->rate, rate, ResampleParams());
@@ -208,16 +229,20 @@ absl::StatusOr<NoiseClips> AddNoiseOp::Resampled(int rate) const {
              k->OutputFrames(static_cast<int64_t>(clip->samples.size()));
     kernels.push_back(*std::move(k));
   }
-  if (bytes > limit_) {
+  // Taken before the work: every rate's copy counts in one total.
+  if (const int64_t before = held_.fetch_add(bytes); before + bytes > limit_) {
+    held_.fetch_sub(bytes);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "add_noise: max_bytes: noise set ", params_.path(), " at ", rate,
-        " Hz beside its own rate takes ", bytes, " bytes, over ", limit_, " (", limit_name_, ")"));
+        "add_noise: max_bytes: noise set ", params_.path(), " at ", rate, " Hz takes ", bytes,
+        " bytes more beside the ", before, " it holds, over ", limit_, " (", limit_name_, ")"));
   }
-  NoiseClips out;
+  ResampledClips out;
+  out.held = &held_;
+  out.bytes = bytes;
   auto kernel = kernels.begin();
   for (const auto& clip : *native_) {
     if (clip->rate == rate) {
-      out.push_back(clip);
+      out.clips.push_back(clip);
       continue;
     }
     auto made = std::make_shared<NoiseClip>();
@@ -225,7 +250,7 @@ absl::StatusOr<NoiseClips> AddNoiseOp::Resampled(int rate) const {
     const auto frames = static_cast<int64_t>(clip->samples.size());
     made->samples.resize(static_cast<size_t>(kernel->OutputFrames(frames)));
     kernel->Apply(clip->samples.data(), frames, made->samples.data());
-    out.push_back(std::move(made));
+    out.clips.push_back(std::move(made));
     ++kernel;
   }
   return out;

@@ -203,15 +203,18 @@ absl::StatusOr<VadSetup> VadOp::Setup(int rate) const {
 // per channel (their spectra are independent of the state), then each in
 // order across the channels, as torchaudio's loop takes them.
 int64_t VadOp::FirstKept(const VadSetup& v, int64_t channels, const VadInput& in) const {
-  std::vector<VadChannel> state(static_cast<size_t>(channels));
+  thread_local std::vector<VadChannel> state;  // reused: no allocation per sample
+  thread_local std::vector<double> meas;
+  state.resize(static_cast<size_t>(channels));
+  meas.resize(static_cast<size_t>(channels * LaneRealFft::kLanes));
   for (VadChannel& ch : state) {
+    ch.mean = 0;
     ch.spectrum.assign(static_cast<size_t>(v.dft), 0.0f);
     ch.noise.assign(static_cast<size_t>(v.dft), 0.0f);
     ch.measures.assign(static_cast<size_t>(v.measures), 0.0f);
   }
   const auto trigger_level = static_cast<float>(params_.trigger_level());
   auto at = [&](int64_t k) { return v.measure_len - 1 + k * v.period; };
-  std::vector<double> meas(static_cast<size_t>(channels * LaneRealFft::kLanes));
   int flush = 0;
   for (int64_t k0 = 0;; k0 += LaneRealFft::kLanes) {
     int count = 0;

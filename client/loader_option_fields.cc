@@ -183,6 +183,13 @@ Rows DataRows() {
                       "decoding, and what is decoded)"),
       IntOption<O>("max_audio_channels", "max-audio-channels", &O::max_audio_channels, 1, 65535,
                    "refuse audio with more channels than this"),
+      DoubleOption<O>("max_video_seconds", "max-video-seconds", &O::max_video_seconds, 0,
+                      kMaxVideoSeconds, true,
+                      "refuse videos longer than this (their header's claim, checked before "
+                      "decoding)"),
+      IntOption<O>("max_video_frames", "max-video-frames", &O::max_video_frames, 1, kIntMax,
+                   "fail a clip that needs more frames decoded than this (from the keyframe "
+                   "before it to its last frame)"),
       BoolOption<O>("shuffle", "shuffle", &O::shuffle,
                     "shuffle each epoch (--no-shuffle: dataset order)"),
       BoolOption<O>("drop_last", "drop-last", &O::drop_last, "drop each epoch's last short batch"),

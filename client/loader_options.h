@@ -105,6 +105,8 @@ struct LoaderOptions {
   int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions
   double max_audio_seconds = DecodeOptions().max_audio_seconds;
   int max_audio_channels = DecodeOptions().max_audio_channels;
+  double max_video_seconds = DecodeOptions().max_video_seconds;
+  int max_video_frames = DecodeOptions().max_video_frames;
   // Of resizing stages that name none (proto::Fidelity): exact gives
   // torchvision's bytes; fast decodes JPEGs at a scale when shrinking.
   proto::Fidelity fidelity = proto::FIDELITY_EXACT;

@@ -208,6 +208,8 @@ absl::Status Loader::OpenPipeline() {
   popts.decode.max_jpeg_scans = options_.max_jpeg_scans;
   popts.decode.max_audio_seconds = options_.max_audio_seconds;
   popts.decode.max_audio_channels = options_.max_audio_channels;
+  popts.decode.max_video_seconds = options_.max_video_seconds;
+  popts.decode.max_video_frames = options_.max_video_frames;
   popts.open_data = ClientOpDataOpener(options_.storage);
   // Workers open the ops' data (a noise set) at the paths they see.
   for (proto::Stage& stage : *options_.pipeline.mutable_stages()) {
@@ -300,6 +302,8 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_max_jpeg_scans(options_.max_jpeg_scans);
   open.set_max_audio_seconds(options_.max_audio_seconds);
   open.set_max_audio_channels(options_.max_audio_channels);
+  open.set_max_video_seconds(options_.max_video_seconds);
+  open.set_max_video_frames(options_.max_video_frames);
   open.set_dataset_size(dataset_->size());
   open.set_dataset_fingerprint(dataset_->fingerprint());
   open.set_max_items_in_flight(options_.max_items_per_worker);

@@ -25,6 +25,7 @@
 #include "pipeline/ops/audio/spectrogram.h"
 #include "pipeline/ops/builtin_ops.h"
 #include "pipeline/ops/compose_ops.h"
+#include "pipeline/ops/per_frame.h"
 #include "pipeline/ops/plugins.h"
 
 namespace prepflow {
@@ -203,6 +204,12 @@ std::vector<uint64_t> PrefixFingerprints(const proto::PipelineSpec& given,
       break;
     }
   }
+  for (const proto::Stage& stage : spec.stages()) {
+    if (stage.has_decode_video()) {
+      absl::StrAppend(&bytes, ",video:", decode.max_video_seconds, ",", decode.max_video_frames);
+      break;
+    }
+  }
   // Carried fields are part of every value (image pipelines carry none and
   // keep their fingerprints).
   for (const std::string& carried : spec.carry()) absl::StrAppend(&bytes, ",carry:", carried);
@@ -277,6 +284,12 @@ absl::StatusOr<std::unique_ptr<Pipeline>> Pipeline::Create(const proto::Pipeline
     return absl::InvalidArgumentError(
         "max_audio_seconds, max_audio_channels: must be positive (seconds at most a day)");
   }
+  if (!(options.decode.max_video_seconds > 0 &&
+        options.decode.max_video_seconds <= kMaxVideoSeconds) ||
+      options.decode.max_video_frames <= 0) {
+    return absl::InvalidArgumentError(
+        "max_video_seconds, max_video_frames: must be positive (seconds at most a day)");
+  }
   if (absl::Status st = p->LayOutFields(spec); !st.ok()) return st;
   for (int i = 0; i < spec.stages_size(); ++i) {
     if (absl::Status st = p->AddStage(spec.stages(i), i); !st.ok()) return st;
@@ -325,7 +338,15 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
   auto op = BuiltinOps().Create(stage);
   if (!op.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), op.status().message()));
   const int f = stage_field_[i];
-  auto type = (*op)->OutputType(field_types_.back()[f]);
+  const ValueType& in = field_types_.back()[f];
+  auto type = (*op)->OutputType(in);
+  // An op of one frame takes a clip frame by frame.
+  if (!type.ok() && IsClip(in)) {
+    if (auto per_frame = PerFrameOutputType(**op, in); per_frame.ok()) {
+      type = per_frame;
+      op = ApplyPerFrame(*std::move(op));
+    }
+  }
   if (!type.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(where(), type.status().message()));
   }
@@ -519,6 +540,8 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
     } else if (t.kind == ValueKind::kAudio) {
       bound = AudioBound(t, options_.decode);
     } else {
+      // An image, or a clip's frames together (decode_video and the ops
+      // applied frame by frame hold a clip to it), within --max-pixels.
       const int64_t pixels =
           options_.decode.max_pixels * 3 * (t.kind == ValueKind::kTensor ? 4 : 1);
       bound = feature_bounds_[k][f] >= 0 ? std::min(pixels, feature_bounds_[k][f]) : pixels;

@@ -127,6 +127,41 @@ void WorkerCore::RefuseStream(const absl::Status& status, const std::string& pee
   spdlog::warn("refused a job stream from {}: {}", SafeText(peer), SafeText(status.ToString()));
 }
 
+namespace {
+
+// InvalidArgument unless 0 <= value <= limit (NaN is not within): a job may
+// ask a worker for less than its flag allows, not more.
+template <typename T>
+absl::Status WithinLimit(const char* field, T value, T limit, const char* flag) {
+  if (value >= 0 && value <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "job open: ", field, " ", value, " is outside [0, ", limit, "] (this worker's ", flag, ")"));
+}
+
+}  // namespace
+
+absl::Status WorkerCore::CheckJobLimits(const proto::JobOpen& open) const {
+  const WorkerOptions& o = options_;
+  for (absl::Status s : {
+           WithinLimit("max_pixels", open.max_pixels(), o.max_pixels_limit, "--max-pixels"),
+           WithinLimit("max_jpeg_scans", open.max_jpeg_scans(), o.max_jpeg_scans_limit,
+                       "--max-jpeg-scans"),
+           WithinLimit("max_audio_seconds", open.max_audio_seconds(), o.max_audio_seconds_limit,
+                       "--max-audio-seconds"),
+           WithinLimit("max_audio_channels", open.max_audio_channels(), o.max_audio_channels_limit,
+                       "--max-audio-channels"),
+           WithinLimit("max_video_seconds", open.max_video_seconds(), o.max_video_seconds_limit,
+                       "--max-video-seconds"),
+           WithinLimit("max_video_frames", open.max_video_frames(), o.max_video_frames_limit,
+                       "--max-video-frames"),
+           WithinLimit("dataset.max_file_bytes", open.dataset().max_file_bytes(),
+                       o.max_file_bytes_limit, "--max-file-bytes"),
+       }) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobOpen& open,
                                                                const std::string& client,
                                                                proto::JobOpened* opened,
@@ -135,35 +170,7 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::OpenJob(const proto::JobO
     RefuseStream(s, client);
     return s;
   };
-  if (open.max_pixels() < 0 || open.max_pixels() > options_.max_pixels_limit) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: max_pixels ", open.max_pixels(), " is outside [0, ",
-                     options_.max_pixels_limit, "] (this worker's --max-pixels)")));
-  }
-  if (open.max_jpeg_scans() < 0 || open.max_jpeg_scans() > options_.max_jpeg_scans_limit) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: max_jpeg_scans ", open.max_jpeg_scans(), " is outside [0, ",
-                     options_.max_jpeg_scans_limit, "] (this worker's --max-jpeg-scans)")));
-  }
-  // NaN fails both comparisons: checked as "not within".
-  if (!(open.max_audio_seconds() >= 0 &&
-        open.max_audio_seconds() <= options_.max_audio_seconds_limit)) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: max_audio_seconds ", open.max_audio_seconds(), " is outside [0, ",
-                     options_.max_audio_seconds_limit, "] (this worker's --max-audio-seconds)")));
-  }
-  if (open.max_audio_channels() < 0 ||
-      open.max_audio_channels() > options_.max_audio_channels_limit) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: max_audio_channels ", open.max_audio_channels(), " is outside [0, ",
-                     options_.max_audio_channels_limit, "] (this worker's --max-audio-channels)")));
-  }
-  if (const int64_t b = open.dataset().max_file_bytes();
-      b < 0 || b > options_.max_file_bytes_limit) {
-    return refuse(absl::InvalidArgumentError(
-        absl::StrCat("job open: dataset.max_file_bytes ", b, " is outside [0, ",
-                     options_.max_file_bytes_limit, "] (this worker's --max-file-bytes)")));
-  }
+  if (absl::Status s = CheckJobLimits(open); !s.ok()) return refuse(s);
   if (open.world_size() < 0 || open.rank() < 0 || open.rank() >= std::max(1, open.world_size())) {
     return refuse(absl::InvalidArgumentError(absl::StrCat(
         "job open: rank ", open.rank(), " is outside [0, world_size ", open.world_size(), ")")));
@@ -239,6 +246,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
       open.max_audio_seconds() > 0 ? open.max_audio_seconds() : options_.max_audio_seconds_limit;
   popts.decode.max_audio_channels =
       open.max_audio_channels() > 0 ? open.max_audio_channels() : options_.max_audio_channels_limit;
+  popts.decode.max_video_seconds =
+      open.max_video_seconds() > 0 ? open.max_video_seconds() : options_.max_video_seconds_limit;
+  popts.decode.max_video_frames =
+      open.max_video_frames() > 0 ? open.max_video_frames() : options_.max_video_frames_limit;
   popts.open_data = OpDataOpenerFor(JobDatasets(options_, held_ahead_));
   popts.max_data_bytes = options_.max_memory_bytes / 4;  // a noise set, whatever the job asks
   auto pipeline =

@@ -60,6 +60,8 @@ struct WorkerOptions {
   int max_jpeg_scans_limit = kDefaultMaxJpegScans;  // likewise
   double max_audio_seconds_limit = DecodeOptions().max_audio_seconds;  // likewise
   int max_audio_channels_limit = DecodeOptions().max_audio_channels;   // likewise
+  double max_video_seconds_limit = DecodeOptions().max_video_seconds;  // likewise
+  int max_video_frames_limit = DecodeOptions().max_video_frames;       // likewise
   int64_t max_file_bytes_limit = kDefaultMaxFileBytes;  // likewise: one sample's read
   // What the worker holds for jobs, in bytes; 0: half of the memory this
   // process may use. Half of it bounds finished results, counted from the
@@ -259,6 +261,9 @@ class WorkerCore {
   // Builds a new job for `open` (validated limits), without touching the
   // open jobs. `unavailable`: see RunnablePrefix.
   absl::StatusOr<std::shared_ptr<WorkerJob>> BuildJob(const proto::JobOpen& open);
+  // InvalidArgument, naming the flag, where a job asks for more than this
+  // worker's limits (--max-pixels, --max-video-frames, ...).
+  absl::Status CheckJobLimits(const proto::JobOpen& open) const;
   // The open job `open.job_id()` names, or null; PermissionDenied when it
   // was opened by another `identity`, FailedPrecondition when it is open
   // with other options.

@@ -95,6 +95,12 @@ struct WorkerFlags {
              "longest audio a job may decode, in seconds; a job may ask for less");
     f.Int("max-audio-channels", &options.max_audio_channels_limit,
           "most channels audio a job decodes may have; a job may ask for less");
+    f.Double("max-video-seconds", &options.max_video_seconds_limit,
+             "longest video a job may decode from, in seconds (its header's claim); a job may "
+             "ask for less");
+    f.Int("max-video-frames", &options.max_video_frames_limit,
+          "most frames one clip may need decoded (from the keyframe before it); a job may "
+          "ask for less");
     f.Int("grace-seconds", &grace_seconds, "on SIGTERM, time to finish in-flight items");
     f.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
     f.String("scheduler", &scheduler,
@@ -155,12 +161,16 @@ struct WorkerFlags {
         !(options.max_audio_seconds_limit > 0 &&
           options.max_audio_seconds_limit <= kMaxAudioSeconds) ||
         options.max_audio_channels_limit < 1 || options.max_audio_channels_limit > 65535 ||
-        options.max_file_bytes_limit < 1 || options.max_memory_bytes < 0 ||
-        options.echo_bytes < 0 || max_message_bytes < 1024 || server.port < 0 ||
-        !(server.idle_connection_seconds >= 1) || !(options.min_reindex_seconds >= 0)) {
+        !(options.max_video_seconds_limit > 0 &&
+          options.max_video_seconds_limit <= kMaxVideoSeconds) ||
+        options.max_video_frames_limit < 1 || options.max_file_bytes_limit < 1 ||
+        options.max_memory_bytes < 0 || options.echo_bytes < 0 || max_message_bytes < 1024 ||
+        server.port < 0 || !(server.idle_connection_seconds >= 1) ||
+        !(options.min_reindex_seconds >= 0)) {
       return "--max-streams, --max-streams-per-client, --max-item-samples, --max-pixels, "
-             "--max-jpeg-scans, --max-file-bytes must be positive, --max-audio-seconds in (0, "
-             "86400], --max-audio-channels 1 to 65535, --max-memory-bytes and "
+             "--max-jpeg-scans, --max-file-bytes, --max-video-frames must be positive, "
+             "--max-audio-seconds and --max-video-seconds in (0, 86400], "
+             "--max-audio-channels 1 to 65535, --max-memory-bytes and "
              "--echo-bytes >= 0, "
              "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
              "--port >= 0";

@@ -361,6 +361,19 @@ class PyLoader {
                    exposer_->GetListeningPorts()[0], loader_->job_id());
     }
   }
+  // The loader's threads may wait for the GIL as they stop (a library
+  // calling back into Python: PyAV's log callback, where the user imported
+  // av, takes it for FFmpeg's error messages): it is released while they
+  // are joined, or they and this thread would wait for each other.
+  ~PyLoader() {
+    exposer_.reset();  // no longer scraping the loader
+    metrics_.reset();
+    py::gil_scoped_release release;
+    loader_.reset();
+  }
+  PyLoader(const PyLoader&) = delete;
+  PyLoader& operator=(const PyLoader&) = delete;
+
   // The port /metrics is served on; -1 without metrics.
   int metrics_port() const {
     return exposer_ != nullptr ? static_cast<int>(exposer_->GetListeningPorts()[0]) : -1;

@@ -53,7 +53,16 @@ struct DecodeOptions {
   // no op may make audio longer than max_audio_seconds at kMaxAudioRate.
   double max_audio_seconds = 600;
   int max_audio_channels = 2;
+  // Video (decode_video): a file whose header claims more seconds is
+  // refused before anything is decoded; a clip that needs more frames
+  // decoded (from the keyframe before it to its last frame) fails, so a
+  // tiny file that decodes to millions of frames costs at most this many.
+  double max_video_seconds = 3600;
+  int max_video_frames = 1000;
 };
+
+// The longest --max-video-seconds may be: a day.
+inline constexpr double kMaxVideoSeconds = 86400;
 
 // The longest --max-audio-seconds may be: a day.
 inline constexpr double kMaxAudioSeconds = 86400;

@@ -63,12 +63,14 @@ FieldSchema FieldOf(const FieldDescriptor& f) {
 OpSchema OpOf(const FieldDescriptor& stage_field, bool batch) {
   const Descriptor& m = *stage_field.message_type();
   const proto::OpDoc& doc = m.options().GetExtension(proto::op);
-  // An audio op names torchaudio's equivalent where an image op names torchvision's.
-  const std::string& reference = doc.torchvision().empty() ? doc.torchaudio() : doc.torchvision();
+  // An audio op names torchaudio's equivalent where an image op names
+  // torchvision's; a video op what it matches elsewhere.
+  const std::string& other = doc.torchaudio().empty() ? doc.reference() : doc.torchaudio();
+  const std::string& reference = doc.torchvision().empty() ? other : doc.torchvision();
   OpSchema op{stage_field.name(), doc.summary(), reference, doc.input(), doc.output(),
               doc.parity(),       doc.random(),  batch,     {}};
   for (int i = 0; i < m.field_count(); ++i) op.fields.push_back(FieldOf(*m.field(i)));
-  op.audio_reference = doc.torchvision().empty() && !doc.torchaudio().empty();
+  op.other_reference = doc.torchvision().empty() && !other.empty();
   return op;
 }
 
@@ -175,7 +177,7 @@ std::string OpsText() {
         &out, op.name, "  (", op.input, " -> ", op.output, op.random ? "; random" : "",
         op.torchvision.empty()
             ? ""
-            : absl::StrCat(op.audio_reference ? "; " : "; torchvision ", op.torchvision),
+            : absl::StrCat(op.other_reference ? "; " : "; torchvision ", op.torchvision),
         ")\n", Wrapped(op.summary, "    ", 100));
     for (const FieldSchema& f : op.fields) {
       absl::StrAppend(

@@ -41,8 +41,8 @@ struct OpSchema {
   bool random = false;  // draws random numbers
   bool batch = false;   // a batch op (proto::BatchStage), run on the trainer after batching
   std::vector<FieldSchema> fields;
-  // `torchvision` names torchaudio's (or another audio library's) op.
-  bool audio_reference = false;
+  // `torchvision` names another library's op (torchaudio's, PyAV's).
+  bool other_reference = false;
 };
 
 // Every op of proto::Stage, then every batch op of proto::BatchStage, in

@@ -11,11 +11,12 @@ Workspace::Workspace(WorkingMemory* memory) : meter(std::make_unique<MemoryMeter
   decoder.set_meter(meter.get());
   encoded.set_meter(meter.get());
   for (Buffer& b : scratch) b.set_meter(meter.get());
+  for (Buffer& b : clips) b.set_meter(meter.get());
 }
 
 void Workspace::EndSample() {
   if (meter == nullptr || !meter->past_share()) return;
-  Buffer* buffers[] = {&encoded, &scratch[0], &scratch[1], &scratch[2]};
+  Buffer* buffers[] = {&encoded, &scratch[0], &scratch[1], &scratch[2], &clips[0], &clips[1]};
   std::sort(std::begin(buffers), std::end(buffers),
             [](const Buffer* a, const Buffer* b) { return a->capacity() > b->capacity(); });
   for (Buffer* b : buffers) {

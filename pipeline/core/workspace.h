@@ -31,6 +31,10 @@ struct Workspace {
   ImageDecoder decoder;
   Buffer encoded;
   Buffer scratch[3];
+  // Where an op applied frame by frame to a clip (pipeline/ops/per_frame.h)
+  // gathers its frames: two, so that one holds its input clip while the
+  // next clip is written, the scratch buffers left to the op it wraps.
+  Buffer clips[2];
 
   // A scratch buffer that does not hold `in` (the op's input).
   Buffer* ScratchFor(const void* in) {

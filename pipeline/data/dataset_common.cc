@@ -207,6 +207,14 @@ bool detail::IsAudioExtension(const std::string& ext) {
   return false;
 }
 
+bool detail::IsVideoExtension(const std::string& ext) {
+  static const char* const kExts[] = {"mp4", "m4v", "mov", "webm", "mkv", "avi"};
+  for (const char* e : kExts) {
+    if (ext == e) return true;
+  }
+  return false;
+}
+
 void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
                                  const DatasetOptions& options) {
   if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();

@@ -71,6 +71,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetS
 bool IsImageExtension(const std::string& ext);
 // Whether it is one decode_audio reads (wav flac ogg opus mp3).
 bool IsAudioExtension(const std::string& ext);
+// Whether it is a container decode_video reads (mp4 m4v mov webm mkv avi).
+bool IsVideoExtension(const std::string& ext);
 std::string LowerExtension(const std::string& name);
 
 // An errno as a Status: its code, and "`what`: strerror".

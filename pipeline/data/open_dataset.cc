@@ -39,6 +39,7 @@ namespace {
 using detail::ErrnoStatus;
 using detail::IsAudioExtension;
 using detail::IsImageExtension;
+using detail::IsVideoExtension;
 using detail::LowerExtension;
 using detail::OpenConfined;
 using detail::ReadFile;
@@ -94,12 +95,11 @@ class ImageFolderDataset : public Dataset {
       return absl::NotFoundError(absl::StrCat("no class folders in ", root,
                                               " (ImageFolder expects root/<class>/<image>)"));
     }
-    Files audio;
+    Files audio, video;
     for (size_t c = 0; c < class_dirs.size(); ++c) {
       ds->classes_.push_back(class_dirs[c].name);
-      if (absl::Status s = ds->AddClass(class_dirs[c], static_cast<int64_t>(c), &audio); !s.ok()) {
-        return s;
-      }
+      const int64_t label = static_cast<int64_t>(c);
+      if (absl::Status s = ds->AddClass(class_dirs[c], label, &audio, &video); !s.ok()) return s;
     }
     if (ds->paths_.empty()) {
       ds->paths_ = std::move(audio.paths);
@@ -111,10 +111,15 @@ class ImageFolderDataset : public Dataset {
                                              " have no line in a .trans.txt; their text is empty"));
       }
     }
+    if (ds->paths_.empty()) {  // videos, as UCF101's and Kinetics' folders hold them
+      ds->paths_ = std::move(video.paths);
+      ds->labels_ = std::move(video.labels);
+    }
     if (ds->paths_.empty()) {
       return absl::NotFoundError(
-          absl::StrCat("no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp) or "
-                       "audio files (.wav .flac .ogg .opus .mp3) under ",
+          absl::StrCat("no image files (.jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp), "
+                       "audio files (.wav .flac .ogg .opus .mp3) or videos (.mp4 .m4v .mov "
+                       ".webm .mkv .avi) under ",
                        root));
     }
     return ds;
@@ -129,8 +134,9 @@ class ImageFolderDataset : public Dataset {
   };
 
   // Adds the image files below class folder `dir` with `label`, and keeps
-  // its audio files in `audio` (the samples of a folder with no images).
-  absl::Status AddClass(const DirEntry& dir, int64_t label, Files* audio) {
+  // its audio files in `audio` (the samples of a folder with no images) and
+  // its videos in `video` (those of a folder with neither).
+  absl::Status AddClass(const DirEntry& dir, int64_t label, Files* audio, Files* video) {
     const std::string& root = root_;
     // os.walk visits directories; torchvision sorts the (dir, files) tuples
     // by directory path and each directory's files by name. Unlike os.walk
@@ -189,6 +195,9 @@ class ImageFolderDataset : public Dataset {
           const auto t = transcripts.find(f.substr(0, f.size() - ext.size() - 1));
           audio->texts.push_back(t != transcripts.end() ? t->second : "");
           audio->transcribed += t != transcripts.end();
+        } else if (IsVideoExtension(ext)) {
+          video->paths.push_back(absl::StrCat(dir.path, "/", f));
+          video->labels.push_back(label);
         }
       }
     }

@@ -282,7 +282,8 @@ class WebDataset : public Dataset {
       // The last part names the format ("p<tag>.pfv", "left.jpg").
       const size_t last = ext.rfind('.');
       const std::string format = last == std::string::npos ? ext : ext.substr(last + 1);
-      if ((IsImageExtension(format) || IsAudioExtension(format)) && !has_media) {
+      if ((IsImageExtension(format) || IsAudioExtension(format) || IsVideoExtension(format)) &&
+          !has_media) {
         media = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
         media_ext = ext;
         has_media = true;

@@ -7,6 +7,7 @@
 #include "pipeline/ops/compose_ops.h"
 #include "pipeline/ops/image/image_family.h"
 #include "pipeline/ops/plugins.h"
+#include "pipeline/ops/video/video_family.h"
 
 namespace prepflow {
 
@@ -23,6 +24,7 @@ void RegisterBuiltinOps(OpRegistry* registry) {
   RegisterImageOps(registry);
   RegisterComposeOps(registry);
   RegisterAudioOps(registry);
+  RegisterVideoOps(registry);
   // Ops of plugins (--plugin), looked up by name when a stage is built.
   registry->Register(proto::Stage::kCustom,
                      [](const proto::Stage& stage) { return CreatePluginOp(stage.custom()); });

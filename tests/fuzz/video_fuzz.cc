@@ -1,14 +1,17 @@
-// Fuzz target: arbitrary bytes as a video file through ProbeVideo
-// (libavformat's MP4, Matroska/WebM and AVI demuxers over the bytes, behind
-// prepflow's limits). Whatever the bytes, the result is a VideoInfo or an
-// error Status; never a crash, a hang, a file opened, or memory read out of
-// bounds.
+// Fuzz target: arbitrary bytes as a video file through ProbeVideo and,
+// where a header reads, VideoReader::DecodeClip (libavformat's MP4,
+// Matroska/WebM and AVI demuxers and the decoders behind them, behind
+// prepflow's limits). Whatever the bytes, the result is a VideoInfo and
+// frames or an error Status; never a crash, a hang, a file opened, or
+// memory read or written out of bounds.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
+#include "pipeline/ops/video/video_decode.h"
 #include "pipeline/ops/video/video_probe.h"
 #include "tests/fuzz/fuzz_seeds.h"
 
@@ -17,7 +20,7 @@ namespace {
 // What `ffmpeg <args> <file>` writes, read back.
 std::string Made(const std::string& dir, const std::string& args, const std::string& name) {
   const std::string path = dir + "/" + name;
-  const std::string command = "ffmpeg -loglevel error -y " + args + " '" + path + "'";
+  const std::string command = "ffmpeg -nostdin -loglevel error -y " + args + " '" + path + "'";
   if (std::system(command.c_str()) != 0) std::abort();
   return prepflow::fuzz::TakeFile(path);
 }
@@ -39,6 +42,13 @@ void WriteSeeds(const std::string& dir) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   prepflow::VideoLimits limits;
   limits.max_pixels = 1 << 20;
+  limits.max_frames = 64;
   (void)prepflow::ProbeVideo(data, size, limits);
+  auto reader = prepflow::VideoReader::Open(data, size, limits);
+  if (!reader.ok()) return 0;
+  // Two frames from the middle (a seek) where the header gives a duration.
+  std::vector<uint8_t> out((*reader)->frame_bytes() * 2);
+  const double start = (*reader)->info().seconds / 2;
+  (void)(*reader)->DecodeClip({start, 0.1, 2}, out.data());
   return 0;
 }

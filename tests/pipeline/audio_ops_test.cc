@@ -26,6 +26,7 @@
 namespace prepflow {
 namespace {
 
+using ::prepflow::testing::ExpectEveryCutSame;
 using ::prepflow::testing::MakePipeline;
 using ::prepflow::testing::RunPipeline;
 using ::testing::HasSubstr;
@@ -552,39 +553,6 @@ TEST(AudioOps, FeaturesAreBoundedByTheAudioTheyAreMadeFrom) {
       "stages { decode_audio {} } stages { downmix {} } stages { kaldi_fbank { num_mel_bins: 80 } "
       "}");
   EXPECT_EQ(any_rate->MaxBytesAt(3, 0), DecodeOptions().max_pixels * 3 * 4);
-}
-
-// Runs `p` on `wav` split at every cut, the value crossing the wire, and
-// expects the bytes and shape of a run in one piece.
-void ExpectEveryCutSame(const Pipeline& p, const std::vector<uint8_t>& wav,
-                        const std::vector<int64_t>& shape) {
-  const int n = p.num_stages();
-  auto reference = RunPipeline(p, wav, 3, 1);
-  ASSERT_TRUE(reference.status.ok()) << reference.status;
-  ASSERT_EQ(std::vector<int64_t>(reference.shape.begin(), reference.shape.end()), shape);
-  for (int cut = 1; cut < n; ++cut) {
-    Workspace remote, local;
-    Sample s;
-    s.index = 3;
-    s.epoch = 1;
-    s.data = remote.encoded.Reserve(wav.size());
-    std::memcpy(s.data, wav.data(), wav.size());
-    s.size = wav.size();
-    s.shape = {static_cast<int64_t>(wav.size())};
-    ASSERT_TRUE(p.Run(0, cut, s, remote).ok());
-    proto::SampleValue value;
-    ToWire(s, &value);
-    proto::SampleValue received;
-    ASSERT_TRUE(received.ParseFromString(value.SerializeAsString()));
-    Sample t;
-    t.index = 3;
-    t.epoch = 1;
-    ASSERT_TRUE(FromWire(received, local, t).ok());
-    EXPECT_EQ(t.sample_rate, s.sample_rate);
-    ASSERT_TRUE(p.Run(cut, n, t, local).ok()) << cut;
-    ASSERT_EQ(t.size, reference.bytes.size());
-    EXPECT_EQ(0, std::memcmp(t.data, reference.bytes.data(), t.size)) << "cut " << cut;
-  }
 }
 
 TEST(AudioOps, EveryCutGivesTheSameBytes) {

@@ -380,7 +380,7 @@ TEST(MultiCrop, CropsAreTorchvisionsInItsOrder) {
   }
 }
 
-TEST(MultiCrop, OnlyNormalizeTakesTheStack) {
+TEST(MultiCrop, OpsAfterTheCropsTakeEachWithOneDraw) {
   auto p = MakePipeline(
       "stages { decode {} } stages { ten_crop { size: 2 } } "
       "stages { normalize { mean: [0, 0, 0] std: [1, 1, 1] } }");
@@ -391,9 +391,21 @@ TEST(MultiCrop, OnlyNormalizeTakesTheStack) {
   const float* t = reinterpret_cast<const float*>(out.bytes.data()) + 12;
   EXPECT_THAT(std::vector<float>(t, t + 4),
               ElementsAreArray({1 / 255.f, 2 / 255.f, 1 / 255.f, 2 / 255.f}));
+  // An image op takes the stack crop by crop (pipeline/ops/per_frame.h):
+  // flipped, crop 1's red reads 2, 1.
+  auto flipped = MakePipeline(
+      "stages { decode {} } stages { five_crop { size: 2 } } "
+      "stages { random_horizontal_flip { p: 1 } }");
+  out = RunPipeline(*flipped, CoordinatePng(3, 3));
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_THAT(out.shape, ElementsAreArray({5, 2, 2, 3}));
+  EXPECT_EQ(out.bytes[12 + 0], 2);
+  EXPECT_EQ(out.bytes[12 + 3], 1);
+  // A stack of each crop is refused.
   proto::PipelineSpec spec;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      "stages { decode {} } stages { five_crop { size: 2 } } stages { color_jitter {} }", &spec));
+      "stages { decode {} } stages { five_crop { size: 2 } } stages { five_crop { size: 1 } }",
+      &spec));
   EXPECT_THAT(Pipeline::Create(spec, PipelineOptions()).status().message(),
               HasSubstr("expects one image but gets a stack of them, uint8 image [5, 2, 2, 3]"));
 }

@@ -31,7 +31,7 @@ class VideoProbeTest : public ::testing::Test {
   std::vector<uint8_t> Make(const std::string& args, const std::string& name) {
     const std::string out = dir_.Join(name);
     const std::string command =
-        absl::StrCat("ffmpeg -loglevel error -y ", args, " '", out, "' > /dev/null 2>&1");
+        absl::StrCat("ffmpeg -nostdin -loglevel error -y ", args, " '", out, "' > /dev/null 2>&1");
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     return ReadFile(out);
   }

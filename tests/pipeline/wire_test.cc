@@ -206,6 +206,14 @@ constexpr char kNoise[] = R"pb(
   stages { add_noise { path: "noise" } }
 )pb";
 
+// The video ops (every cut: tests/pipeline/video_ops_test.cc).
+constexpr char kVideo[] = R"pb(
+  stages { decode_video { frames: 8 } }
+  stages { uniform_temporal_subsample { frames: 4 } }
+  stages { random_resized_crop { size: 32 } }
+  stages { normalize {} }
+)pb";
+
 constexpr char kMfcc[] = R"pb(
   stages { decode_audio {} }
   stages { time_shift { max_seconds: 0.05 rollover: true } }
@@ -226,6 +234,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
                      : name == "spectrogram" ? kSpectrogram
                      : name == "stretch"     ? kStretch
                      : name == "noise"       ? kNoise
+                     : name == "video"       ? kVideo
                                              : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -239,7 +248,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
   for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc",
-                           "spectrogram", "stretch", "noise"}) {
+                           "spectrogram", "stretch", "noise", "video"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

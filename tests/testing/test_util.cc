@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "opencv2/core.hpp"
 #include "opencv2/imgcodecs.hpp"
+#include "pipeline/core/wire.h"
 #include "pipeline/data/synthetic.h"
 
 namespace prepflow::testing {
@@ -219,6 +220,37 @@ std::vector<uint8_t> TarWithWrappingMember(const std::vector<uint8_t>& jpeg) {
   tar.insert(tar.end(), wrap.begin(), wrap.end());
   tar.resize(tar.size() + 1024, 0);
   return tar;
+}
+
+void ExpectEveryCutSame(const Pipeline& p, const std::vector<uint8_t>& bytes,
+                        const std::vector<int64_t>& shape) {
+  const int n = p.num_stages();
+  auto reference = RunPipeline(p, bytes, 3, 1);
+  ASSERT_TRUE(reference.status.ok()) << reference.status;
+  ASSERT_EQ(std::vector<int64_t>(reference.shape.begin(), reference.shape.end()), shape);
+  for (int cut = 1; cut < n; ++cut) {
+    Workspace remote, local;
+    Sample s;
+    s.index = 3;
+    s.epoch = 1;
+    s.data = remote.encoded.Reserve(bytes.size());
+    std::memcpy(s.data, bytes.data(), bytes.size());
+    s.size = bytes.size();
+    s.shape = {static_cast<int64_t>(bytes.size())};
+    ASSERT_TRUE(p.Run(0, cut, s, remote).ok());
+    proto::SampleValue value;
+    ToWire(s, &value);
+    proto::SampleValue received;
+    ASSERT_TRUE(received.ParseFromString(value.SerializeAsString()));
+    Sample t;
+    t.index = 3;
+    t.epoch = 1;
+    ASSERT_TRUE(FromWire(received, local, t).ok());
+    EXPECT_EQ(t.sample_rate, s.sample_rate);
+    ASSERT_TRUE(p.Run(cut, n, t, local).ok()) << cut;
+    ASSERT_EQ(t.size, reference.bytes.size());
+    EXPECT_EQ(0, std::memcmp(t.data, reference.bytes.data(), t.size)) << "cut " << cut;
+  }
 }
 
 }  // namespace prepflow::testing

@@ -77,6 +77,12 @@ struct SpecError {
 // Expects CreateAfterDecode(stage) to fail with each message.
 void ExpectSpecErrors(std::initializer_list<SpecError> cases);
 
+// Runs `p` on `bytes` (as sample 3 of epoch 1) split at every cut, the
+// value crossing the wire, and expects the bytes and shape of a run in one
+// piece (`shape`).
+void ExpectEveryCutSame(const Pipeline& p, const std::vector<uint8_t>& bytes,
+                        const std::vector<int64_t>& shape);
+
 // A pipeline from text-format stages; fails the test on error.
 std::unique_ptr<Pipeline> MakePipeline(const std::string& text, uint64_t seed = 0,
                                        DecodeOptions decode = DecodeOptions());

@@ -550,7 +550,8 @@ def _translate(transform):
     items = _flatten(transform)
     if any(_audio.is_torchaudio(t) for t in items):
         return _audio.to_stages(items), Delivery()
-    stages, out = [ops.Decode()], Delivery()
+    stages, items = _decoder(items)
+    out = Delivery()
     for i, t in enumerate(items):
         try:
             if isinstance(t, ops.Op):
@@ -565,6 +566,16 @@ def _translate(transform):
                 f"Python") from None
     _end(stages, out)
     return stages, out
+
+
+def _decoder(items):
+    """(stages, items): the stage a translation starts from and the items
+    after it. A clip's transforms start from a prepflow decode_video op given
+    first ([ops.DecodeVideo(frames=16, stride=4), T.Resize(256), ...]: each
+    transform then runs on every frame with one draw); others from decode."""
+    if items and isinstance(items[0], ops.Op) and items[0].name in ("decode", "decode_video"):
+        return [items[0]], items[1:]
+    return [ops.Decode()], items
 
 
 def _end(stages, out):
@@ -585,7 +596,8 @@ def split(transform):
     if any(_audio.is_torchaudio(t) for t in items):
         stages, tail = _audio.split(items)
         return stages, _Compose(tail) if tail else None
-    stages, out = [ops.Decode()], Delivery()
+    stages, items = _decoder(items)
+    out = Delivery()
     pending = out.pending
     for i, t in enumerate(items):
         if isinstance(t, ops.Op):

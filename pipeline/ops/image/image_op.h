@@ -32,9 +32,9 @@ namespace prepflow::detail {
 inline absl::Status ExpectImage(const ValueType& in, bool stacks = false) {
   if (in.kind == ValueKind::kImage && (in.shape.size() == 3 || stacks)) return absl::OkStatus();
   if (in.kind == ValueKind::kImage) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expects one image but gets a stack of them, ", in.DebugString(),
-        " (five_crop and ten_crop make stacks, which only normalize takes: put it before them)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expects one image but gets a stack of them, ", in.DebugString(),
+                     " (five_crop and ten_crop make a stack of one image; they take no stack)"));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("expects an image (put a decode stage before it) but gets ", in.DebugString()));

@@ -24,6 +24,7 @@ struct VideoLimits {
   int64_t max_pixels = int64_t{1} << 26;  // width x height of a frame
   double max_seconds = 3600;              // a video's duration
   int max_streams = 16;                   // streams in the container
+  int max_frames = 1000;                  // frames decoded for one clip (video_decode.h)
 };
 
 struct VideoInfo {

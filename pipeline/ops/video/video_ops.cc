@@ -1,0 +1,222 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pipeline/ops/video/video_decode.h"
+#include "pipeline/ops/video/video_family.h"
+
+namespace prepflow {
+namespace {
+
+using proto::Stage;
+
+// The most frames a clip may be asked for (--max-video-frames bounds what a
+// clip decodes; this bounds the spec).
+constexpr int kMaxClipFrames = 4096;
+
+// ------------------------------------------------------------ decode_video
+
+class DecodeVideoOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const proto::DecodeVideo& p = stage.decode_video();
+    auto op = std::unique_ptr<DecodeVideoOp>(new DecodeVideoOp(p));
+    if (op->frames_ < 1 || op->frames_ > kMaxClipFrames) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, op->frames_));
+    }
+    if (op->stride_ < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stride: must be positive, got ", op->stride_));
+    }
+    // (Defaults are filled into a spec: a stride of 1 is no stride.)
+    if (!(p.fps() >= 0 && p.fps() <= 1000) || (p.fps() > 0 && op->stride_ != 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("fps: must be in [0, 1000] and not set with a stride, got %g", p.fps()));
+    }
+    if (!(p.start() >= 0 && p.start() <= kMaxVideoSeconds) ||
+        (p.start() > 0 && p.sampler() != proto::DecodeVideo::SAMPLER_START)) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("start: must be in [0, %g] seconds, with sampler SAMPLER_START, got %g",
+                          kMaxVideoSeconds, p.start()));
+    }
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (in.kind != ValueKind::kEncoded) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("expects encoded bytes but gets ", in.DebugString()));
+    }
+    return ValueType{ValueKind::kImage, {frames_, -1, -1, 3}};
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    static const DecodeOptions kDefaults;
+    const DecodeOptions& options = ctx.decode != nullptr ? *ctx.decode : kDefaults;
+    VideoLimits limits;
+    limits.max_pixels = options.max_pixels;
+    limits.max_seconds = options.max_video_seconds;
+    limits.max_frames = options.max_video_frames;
+    auto reader = VideoReader::Open(s.data, s.size, limits);
+    if (!reader.ok()) return reader.status();
+    const VideoInfo& info = (*reader)->info();
+    auto clip = Clip(info, ctx.Rng(s));
+    if (!clip.ok()) return clip.status();
+    const size_t frame = (*reader)->frame_bytes();
+    // A clip is one value: its frames together within --max-pixels.
+    const double pixels = static_cast<double>(info.width) * info.height * frames_;
+    if (pixels > static_cast<double>(options.max_pixels)) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "video: a clip of %d frames of %dx%d is %.0f pixels, over the limit of %d "
+          "(--max-pixels)",
+          frames_, info.width, info.height, pixels, options.max_pixels));
+    }
+    uint8_t* out = ctx.Output(s.data, frame * frames_);
+    if (absl::Status st = (*reader)->DecodeClip(*clip, out); !st.ok()) return st;
+    s.kind = ValueKind::kImage;
+    s.data = out;
+    s.size = frame * frames_;
+    s.shape = {frames_, info.height, info.width, 3};
+    s.view = ImageView::Whole(info.width, info.height);
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit DecodeVideoOp(const proto::DecodeVideo& p)
+      : frames_(p.has_frames() ? p.frames() : 16),
+        stride_(p.has_stride() ? p.stride() : 1),
+        fps_(p.fps()),
+        sampler_(p.sampler()),
+        start_(p.start()) {}
+
+  // The clip's times in `info`'s video: its step from fps or the stride at
+  // the header's rate, its start as the sampler says, among the starts
+  // whose last frame is still shown (0 where the duration is not given).
+  absl::StatusOr<ClipTimes> Clip(const VideoInfo& info, SampleRng rng) const {
+    ClipTimes clip;
+    clip.frames = frames_;
+    if (fps_ > 0) {
+      clip.step = 1 / fps_;
+    } else if (info.fps > 0) {
+      clip.step = stride_ / info.fps;
+    } else {
+      return absl::InvalidArgumentError(
+          "video: the header gives no frame rate to stride by; set decode_video's fps");
+    }
+    const double shown = info.fps > 0 ? 1 / info.fps : 0;  // the last frame's time on screen
+    const double last = std::max(0.0, info.seconds - shown - clip.step * (frames_ - 1));
+    switch (sampler_) {
+      case proto::DecodeVideo::SAMPLER_CENTER:
+        clip.start = last / 2;
+        break;
+      case proto::DecodeVideo::SAMPLER_START:
+        clip.start = start_;
+        break;
+      default:
+        clip.start = rng.Uniform(0, last);
+        break;
+    }
+    return clip;
+  }
+
+  int frames_;
+  int stride_;
+  double fps_;
+  proto::DecodeVideo::Sampler sampler_;
+  double start_;
+};
+
+// ---------------------------------------------- uniform_temporal_subsample
+
+// A clip: a stack of frames [T, H, W, 3], or a tensor [T, ...].
+absl::Status ExpectClip(const ValueType& in) {
+  if ((in.kind == ValueKind::kImage && in.shape.size() == 4) ||
+      (in.kind == ValueKind::kTensor && in.shape.size() >= 2)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "expects a clip (frames [T, H, W, 3] from decode_video, or a tensor [T, ...]) but gets ",
+      in.DebugString()));
+}
+
+class UniformTemporalSubsampleOp : public Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    const int keep = stage.uniform_temporal_subsample().frames();
+    if (keep < 1 || keep > kMaxClipFrames) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, keep));
+    }
+    return std::unique_ptr<Op>(new UniformTemporalSubsampleOp(keep));
+  }
+
+  absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
+    if (absl::Status s = ExpectClip(in); !s.ok()) return s;
+    ValueType out = in;
+    out.shape[0] = keep_;
+    return out;
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int64_t frames = s.shape[0];
+    if (frames < 1) return absl::InvalidArgumentError("uniform_temporal_subsample: an empty clip");
+    const size_t per = s.size / frames;
+    const std::vector<int64_t> indices = UniformTemporalIndices(frames, keep_);
+    uint8_t* out = ctx.Output(s.data, per * keep_);
+    for (int i = 0; i < keep_; ++i) std::memcpy(out + per * i, s.data + per * indices[i], per);
+    s.data = out;
+    s.size = per * keep_;
+    s.shape[0] = keep_;
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit UniformTemporalSubsampleOp(int keep) : keep_(keep) {}
+
+  int keep_;
+};
+
+}  // namespace
+
+std::vector<int64_t> UniformTemporalIndices(int64_t frames, int64_t keep) {
+  std::vector<int64_t> out(keep, 0);
+  if (keep == 1) return out;
+  const float end = static_cast<float>(frames - 1);
+  const float step = end / static_cast<float>(keep - 1);
+  const int64_t half = keep / 2;
+  // torch's scalar kernel, built for AVX2 (so its a + b * c are fused).
+  auto at = [&](int64_t i) {
+    return i < half ? std::fma(step, static_cast<float>(i), 0.0f)
+                    : std::fma(-step, static_cast<float>(keep - i - 1), end);
+  };
+  std::vector<float> v(keep);
+  int64_t i = 0;
+  // Its vector kernel: two vectors of eight lanes at a time, each lane
+  // base + k * step rounded twice; the rest by the scalar kernel.
+  constexpr int kLanes = 8;
+  for (; i + 2 * kLanes <= keep; i += 2 * kLanes) {
+    for (int64_t b = i; b < i + 2 * kLanes; b += kLanes) {
+      const float base = at(b);
+      for (int k = 0; k < kLanes; ++k) {
+        const volatile float offset = static_cast<float>(k) * step;
+        v[b + k] = base + offset;
+      }
+    }
+  }
+  for (; i < keep; ++i) v[i] = at(i);
+  for (int64_t j = 0; j < keep; ++j) {
+    out[j] = static_cast<int64_t>(std::clamp(v[j], 0.0f, end));
+  }
+  return out;
+}
+
+void RegisterVideoOps(OpRegistry* registry) {
+  registry->Register(Stage::kDecodeVideo, FactoryOf<DecodeVideoOp>());
+  registry->Register(Stage::kUniformTemporalSubsample, FactoryOf<UniformTemporalSubsampleOp>());
+}
+
+}  // namespace prepflow

@@ -12,7 +12,9 @@ with PyAV, draws the clip's start over the starts where it fits, seeks to
 the keyframe before it, decodes until the clip's last frame and converts only
 the frames the clip shows (to_ndarray rgb24), then runs the transforms on the
 clip tensor as PyTorchVideo does (ShortSideScale's bilinear interpolate, a
-crop, a flip, Normalize); DataLoader(num_workers=0), one torch thread.
+crop, a flip, Normalize); and the same through torchvision.io.read_video
+(start_pts/end_pts in seconds: it seeks, decodes the span and converts every
+frame in it; every 4th kept). DataLoader(num_workers=0), one torch thread.
 prepflow has threads=1 (its resize is Pillow's antialiased filter, which costs
 more than interpolate's). "Per core" is clips per CPU-second of the process
 from creating the loader to its last batch; rounds alternate, ratios are per
@@ -38,6 +40,7 @@ import time
 import av
 import torch
 import torch.nn.functional as F
+import torchvision
 from torch.utils.data import DataLoader, Dataset
 
 import prepflow
@@ -58,6 +61,22 @@ def make_videos(root, n, size):
         subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
                         source, "-t", "10", "-c:v", "libx264", "-g", "60", "-pix_fmt", "yuv420p",
                         str(folder / ("%03d.mp4" % i))], check=True, stdin=subprocess.DEVNULL)
+
+
+def transform(clip):
+    """[T, H, W, 3] uint8 -> [T, 3, 224, 224] float32, as PyTorchVideo's
+    ShortSideScale, a random crop, a flip and Normalize."""
+    x = clip.permute(0, 3, 1, 2).float() / 255
+    h, w = x.shape[-2:]
+    scale = SHORT / min(h, w)
+    x = F.interpolate(x, size=(round(h * scale), round(w * scale)), mode="bilinear",
+                      align_corners=False)
+    top = random.randint(0, x.shape[-2] - CROP)
+    left = random.randint(0, x.shape[-1] - CROP)
+    x = x[..., top:top + CROP, left:left + CROP]
+    if random.random() < 0.5:
+        x = x.flip(-1)
+    return (x - MEAN) / STD
 
 
 class PyAVClips(Dataset):
@@ -90,22 +109,32 @@ class PyAVClips(Dataset):
             while len(chosen) < FRAMES:
                 chosen.append(held)
             clip = torch.stack([torch.from_numpy(f.to_ndarray(format="rgb24")) for f in chosen])
-        x = clip.permute(0, 3, 1, 2).float() / 255  # [T, C, H, W]
-        h, w = x.shape[-2:]
-        scale = SHORT / min(h, w)
-        x = F.interpolate(x, size=(round(h * scale), round(w * scale)), mode="bilinear",
-                          align_corners=False)
-        top = random.randint(0, x.shape[-2] - CROP)
-        left = random.randint(0, x.shape[-1] - CROP)
-        x = x[..., top:top + CROP, left:left + CROP]
-        if random.random() < 0.5:
-            x = x.flip(-1)
-        return (x - MEAN) / STD, 0
+        return transform(clip), 0
 
 
-def run_torch(root, epochs):
+class ReadVideoClips(PyAVClips):
+    """The same clip through torchvision.io.read_video (PyAV): it seeks and
+    decodes the clip's span, and converts every frame in it."""
+
+    def __getitem__(self, i):
+        with av.open(self.files[i]) as container:
+            stream = container.streams.video[0]
+            fps = float(stream.average_rate)
+            seconds = float(stream.duration * stream.time_base)
+        span = STRIDE * (FRAMES - 1) / fps
+        start = random.uniform(0, max(0.0, seconds - 1 / fps - span))
+        frames, _, _ = torchvision.io.read_video(self.files[i], start_pts=start,
+                                                 end_pts=start + span, pts_unit="sec",
+                                                 output_format="THWC")
+        clip = frames[::STRIDE][:FRAMES]
+        if clip.shape[0] < FRAMES:
+            clip = torch.cat([clip, clip[-1:].expand(FRAMES - clip.shape[0], -1, -1, -1)])
+        return transform(clip), 0
+
+
+def run_torch(root, epochs, dataset=PyAVClips):
     start = time.process_time()
-    loader = DataLoader(PyAVClips(root), batch_size=BATCH, shuffle=True, num_workers=0)
+    loader = DataLoader(dataset(root), batch_size=BATCH, shuffle=True, num_workers=0)
     n = 0
     for _ in range(epochs):
         for clips, _ in loader:
@@ -139,17 +168,21 @@ def main():
     try:
         root = pathlib.Path(tmp, "videos")
         make_videos(root, args.videos, args.size)
-        ours, theirs, ratios = [], [], []
+        ours, theirs, read_video, ratios, read_ratios = [], [], [], [], []
         for _ in range(args.rounds):
             ours.append(run_prepflow(root, args.epochs))
             theirs.append(run_torch(root, args.epochs))
+            read_video.append(run_torch(root, args.epochs, ReadVideoClips))
             ratios.append(ours[-1] / theirs[-1])
+            read_ratios.append(ours[-1] / read_video[-1])
         print(json.dumps({"benchmark": "video", "recipe": "kinetics", "videos": args.videos,
                           "size": args.size, "rounds": args.rounds,
                           "prepflow_clips_per_cpu_s": round(statistics.median(ours), 2),
                           "pyav_torch_clips_per_cpu_s": round(statistics.median(theirs), 2),
+                          "read_video_clips_per_cpu_s": round(statistics.median(read_video), 2),
                           "ratio_median": round(statistics.median(ratios), 2),
-                          "ratios": [round(r, 2) for r in ratios]}))
+                          "ratios": [round(r, 2) for r in ratios],
+                          "ratio_vs_read_video_median": round(statistics.median(read_ratios), 2)}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -14,31 +14,18 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_util.h"
+#include "tests/testing/ffmpeg_test.h"
 
 namespace prepflow {
 namespace {
 
 using ::prepflow::testing::ReadFile;
-using ::prepflow::testing::TempDir;
 using ::testing::HasSubstr;
 
-class VideoDecodeTest : public ::testing::Test {
+class VideoDecodeTest : public testing::FfmpegTest {
  protected:
-  void SetUp() override {
-    if (std::system("ffmpeg -version > /dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "needs the ffmpeg tool (scripts/setup.sh installs it)";
-    }
-  }
-
   void Run(const std::string& command) {
     ASSERT_EQ(std::system((command + " > /dev/null 2>&1").c_str()), 0) << command;
-  }
-
-  // Encodes `name` with ffmpeg `args`; its bytes.
-  std::vector<uint8_t> Make(const std::string& args, const std::string& name) {
-    Run(absl::StrCat("ffmpeg -nostdin -loglevel error -y ", args, " '", dir_.Join(name), "'"));
-    return ReadFile(dir_.Join(name));
   }
 
   // Every frame of `name` as ffmpeg decodes it, RGB24, in presentation order.
@@ -93,8 +80,6 @@ class VideoDecodeTest : public ::testing::Test {
           << "clip frame " << i << " should be frame " << want[i];
     }
   }
-
-  TempDir dir_;
 };
 
 // 2 s at 25 fps, a keyframe every 12 frames and two B-frames between
@@ -152,6 +137,21 @@ TEST_F(VideoDecodeTest, WebmVp9AndAviMjpegDecodeAsFfmpegDoes) {
   const std::vector<uint8_t> avi =
       Make("-f lavfi -i testsrc2=size=98x62:rate=15 -t 1 -c:v mjpeg -q:v 3", "clip.avi");
   ExpectFrames(avi, Reference("clip.avi"), {0.2, 1 / 15.0, 3}, {3, 4, 5});
+}
+
+// A full-range clip (MJPEG's yuvj420p) and then a limited-range one of the
+// same size on the same thread: each in its own colours (libswscale's cached
+// context would keep the first's range for the second).
+TEST_F(VideoDecodeTest, AFullRangeClipLeavesTheNextClipsColoursAlone) {
+  const std::string size = "-f lavfi -i testsrc2=size=96x64:rate=10 -t 1 ";
+  const std::vector<uint8_t> avi = Make(size + "-c:v mjpeg -q:v 3", "full.avi");
+  const std::vector<uint8_t> mp4 = Make(size + "-c:v libx264 -pix_fmt yuv420p", "limited.mp4");
+  const std::vector<uint8_t> avi_reference = Reference("full.avi");
+  const std::vector<uint8_t> mp4_reference = Reference("limited.mp4");
+  for (int round = 0; round < 2; ++round) {
+    ExpectFrames(avi, avi_reference, {0.3, 0.1, 2}, {3, 4});
+    ExpectFrames(mp4, mp4_reference, {0.3, 0.1, 2}, {3, 4});
+  }
 }
 
 // Frames at uneven times (a half-second gap after frame 10): a clip reads

@@ -13,6 +13,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "pipeline/ops/video/video_family.h"
+#include "tests/testing/ffmpeg_test.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -20,30 +21,12 @@ namespace {
 
 using ::prepflow::testing::ExpectEveryCutSame;
 using ::prepflow::testing::MakePipeline;
-using ::prepflow::testing::ReadFile;
 using ::prepflow::testing::RunPipeline;
-using ::prepflow::testing::TempDir;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-class VideoOpsTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (std::system("ffmpeg -version > /dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "needs the ffmpeg tool (scripts/setup.sh installs it)";
-    }
-  }
-
-  std::vector<uint8_t> Make(const std::string& args, const std::string& name) {
-    const std::string command = absl::StrCat("ffmpeg -nostdin -loglevel error -y ", args, " '",
-                                             dir_.Join(name), "' > /dev/null 2>&1");
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    return ReadFile(dir_.Join(name));
-  }
-
-  TempDir dir_;
-};
+using VideoOpsTest = testing::FfmpegTest;
 
 // The indices torch 1.13 gives (torch.linspace(0, T - 1, n).long()), where
 // float32 rounding puts them off the exact ones.

@@ -10,40 +10,21 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/test_util.h"
+#include "tests/testing/ffmpeg_test.h"
 
 namespace prepflow {
 namespace {
 
-using ::prepflow::testing::ReadFile;
-using ::prepflow::testing::TempDir;
 using ::testing::HasSubstr;
 
-class VideoProbeTest : public ::testing::Test {
+class VideoProbeTest : public testing::FfmpegTest {
  protected:
-  void SetUp() override {
-    if (std::system("ffmpeg -version > /dev/null 2>&1") != 0) {
-      GTEST_SKIP() << "needs the ffmpeg tool (scripts/setup.sh installs it)";
-    }
-  }
-
-  // Runs ffmpeg with `args` writing `name` in the temporary folder; its bytes.
-  std::vector<uint8_t> Make(const std::string& args, const std::string& name) {
-    const std::string out = dir_.Join(name);
-    const std::string command =
-        absl::StrCat("ffmpeg -nostdin -loglevel error -y ", args, " '", out, "' > /dev/null 2>&1");
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    return ReadFile(out);
-  }
-
   std::vector<uint8_t> Mp4WithAudio() {
     return Make(
         "-f lavfi -i testsrc2=size=320x240:rate=25 -f lavfi -i sine=frequency=440 -t 2 "
         "-c:v libx264 -pix_fmt yuv420p -c:a aac",
         "clip.mp4");
   }
-
-  TempDir dir_;
 };
 
 TEST_F(VideoProbeTest, AnMp4SaysItsCodecSizeRateDurationAndFrames) {

@@ -76,17 +76,8 @@ def files():
 
 
 def run(pipeline, batch_size=3, **kw):
-    """Every sample's output in dataset order, as arrays (padded as its batch
-    was), and the loader's stats."""
-    loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=batch_size, shuffle=False,
-                             as_numpy=True, **kw)
-    out, labels = [], []
-    for batch in loader.batches():
-        out.extend(batch.images)
-        labels.extend(batch.labels)
-    stats = loader.stats()
-    loader.close()
-    return out, labels, stats
+    """Every sample's output in dataset order (testdata.run_loader)."""
+    return testdata.run_loader(ROOT, pipeline, batch_size, **kw)
 
 
 def bound(path):

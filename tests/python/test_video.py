@@ -107,15 +107,8 @@ def shown_at(frames, t):
 
 
 def run(pipeline, batch_size=1, **kw):
-    loader = prepflow.Loader(ROOT, pipeline=pipeline, batch_size=batch_size, shuffle=False,
-                             as_numpy=True, **kw)
-    out, labels = [], []
-    for batch in loader.batches():
-        out.extend(batch.images)
-        labels.extend(batch.labels)
-    stats = loader.stats()
-    loader.close()
-    return out, labels, stats
+    """Every sample's output in dataset order (testdata.run_loader)."""
+    return testdata.run_loader(ROOT, pipeline, batch_size, **kw)
 
 
 @unittest.skipIf(av is None or not FFMPEG, "needs PyAV (python3-av) and ffmpeg")

@@ -42,3 +42,19 @@ class Worker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def run_loader(root, pipeline, batch_size, **kw):
+    """Every sample's output of a prepflow.Loader over `root` in dataset
+    order, as arrays (padded as its batch was), their labels, and the
+    loader's stats."""
+    import prepflow  # here: the module's other helpers need no build
+    loader = prepflow.Loader(root, pipeline=pipeline, batch_size=batch_size, shuffle=False,
+                             as_numpy=True, **kw)
+    out, labels = [], []
+    for batch in loader.batches():
+        out.extend(batch.images)
+        labels.extend(batch.labels)
+    stats = loader.stats()
+    loader.close()
+    return out, labels, stats

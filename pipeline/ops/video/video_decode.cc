@@ -36,14 +36,33 @@ using PacketPtr = std::unique_ptr<AVPacket, FreePacket>;
 using CodecPtr = std::unique_ptr<AVCodecContext, FreeCodec>;
 
 // This thread's libswscale context, kept from frame to frame and clip to clip
-// (sws_getCachedContext makes a new one only when the frames change), and
-// the padded rows it converts into.
+// while the frames' format and size stay the same, and the padded rows it
+// converts into. (Not sws_getCachedContext: a context made for a full-range
+// format, yuvj420p, records it as yuv420p at full range, and would be reused
+// for limited-range yuv420p frames after it.)
 struct ThreadScaler {
   ~ThreadScaler() {
     sws_freeContext(context);
     av_free(rows);
   }
+
+  // The context for `frame`, made anew when its format or size changes.
+  SwsContext* For(const AVFrame& frame) {
+    const auto f = static_cast<AVPixelFormat>(frame.format);
+    if (context == nullptr || f != format || frame.width != width || frame.height != height) {
+      sws_freeContext(context);
+      context = sws_getContext(frame.width, frame.height, f, frame.width, frame.height,
+                               AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
+      format = f;
+      width = frame.width;
+      height = frame.height;
+    }
+    return context;
+  }
+
   SwsContext* context = nullptr;
+  AVPixelFormat format = AV_PIX_FMT_NONE;
+  int width = 0, height = 0;
   uint8_t* rows = nullptr;
   size_t capacity = 0;
 };
@@ -58,10 +77,8 @@ constexpr int kRowAlign = 64;
 absl::Status ToRgb(const AVFrame& frame, uint8_t* dst) {
   thread_local ThreadScaler scaler;
   const auto format = static_cast<AVPixelFormat>(frame.format);
-  scaler.context =
-      sws_getCachedContext(scaler.context, frame.width, frame.height, format, frame.width,
-                           frame.height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
-  if (scaler.context == nullptr) {
+  SwsContext* context = scaler.For(frame);
+  if (context == nullptr) {
     const char* name = av_get_pix_fmt_name(format);
     return absl::InvalidArgumentError(absl::StrFormat(
         "video: frames in pixel format %s do not convert to RGB", name != nullptr ? name : "?"));
@@ -81,7 +98,7 @@ absl::Status ToRgb(const AVFrame& frame, uint8_t* dst) {
   }
   uint8_t* planes[4] = {out, nullptr, nullptr, nullptr};
   int strides[4] = {padded, 0, 0, 0};
-  sws_scale(scaler.context, frame.data, frame.linesize, 0, frame.height, planes, strides);
+  sws_scale(context, frame.data, frame.linesize, 0, frame.height, planes, strides);
   if (out != dst) {
     for (int y = 0; y < frame.height; ++y) {
       std::memcpy(dst + static_cast<size_t>(packed) * y, out + static_cast<size_t>(padded) * y,

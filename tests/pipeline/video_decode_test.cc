@@ -199,6 +199,19 @@ TEST_F(VideoDecodeTest, FramesDecodedAreBoundedFromTheKeyframeBefore) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Frames no time of the clip shows, and that no other frame refers to
+// (x264's non-reference B-frames), are not decoded: a clip spanning 2 s of a
+// stream with one keyframe decodes well under its 50 frames, the same bytes.
+TEST_F(VideoDecodeTest, FramesNoTimeShowsAreSkippedWhereNothingRefersToThem) {
+  const std::vector<uint8_t> mp4 =
+      Make("-f lavfi -i testsrc2=size=64x48:rate=25 -t 2 -c:v libx264 -g 250 -bf 3", "b.mp4");
+  const std::vector<uint8_t> reference = Reference("b.mp4");
+  VideoLimits limits;
+  limits.max_frames = 36;
+  ExpectFrames(mp4, reference, {0, 0.5, 4}, {0, 12, 25, 37}, limits);
+  ExpectFrames(mp4, reference, {0.04, 0.04, 3}, {1, 2, 3}, limits);
+}
+
 // A stream damaged after its header: the clip decodes or fails as DataLoss,
 // never anything worse (ASan and the fuzz target watch the rest).
 TEST_F(VideoDecodeTest, DamagedStreamsFailTheClipOrDecode) {

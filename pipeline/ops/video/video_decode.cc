@@ -118,6 +118,7 @@ class FramePicker {
 
   bool done() const { return next_ == times_.size(); }
   double first_time() const { return times_[0]; }
+  const std::vector<double>& times() const { return times_; }
   bool empty() const { return held_ == nullptr; }
 
   // A decoded frame at time t: the times before it were showing the frame
@@ -210,6 +211,13 @@ struct VideoReader::State {
   // Positions the demuxer at the keyframe at or before `target` (kFromStart:
   // the start); sets *seeked when it went anywhere but the start.
   absl::Status Seek(int64_t target, bool* seeked);
+  // Reads the stream's packets from where the demuxer stands to the first
+  // that shows after `last` seconds (or the end); *key_dts: the first's dts.
+  absl::Status ReadAhead(double last, std::vector<PacketPtr>* packets, int64_t* key_dts);
+  // Which of `packets` hold a frame some time of `times` shows; empty where
+  // that cannot be told (a packet without a timestamp).
+  std::vector<bool> Shown(const std::vector<PacketPtr>& packets,
+                          const std::vector<double>& times) const;
   // Decodes from `target` into `picker`: false when the keyframe found
   // shows after the clip's first time (*key_dts: its packet's dts).
   absl::StatusOr<bool> DecodeFrom(int64_t target, FramePicker& picker, int64_t* key_dts);
@@ -289,34 +297,78 @@ absl::StatusOr<bool> VideoReader::State::Receive(AVCodecContext* codec, AVFrame*
   }
 }
 
+absl::Status VideoReader::State::ReadAhead(double last, std::vector<PacketPtr>* packets,
+                                           int64_t* key_dts) {
+  // Packets come in decode order: once one decodes (dts) after the clip's
+  // last time, every later one shows after it; without a dts, a packet
+  // shown after it may still be followed by earlier frames (B-frames), as
+  // many as a codec reorders.
+  constexpr int kReorder = 16;
+  int after = 0;
+  *key_dts = AV_NOPTS_VALUE;
+  while (after < kReorder) {
+    PacketPtr packet(av_packet_alloc());
+    if (packet == nullptr) return absl::ResourceExhaustedError("video: out of memory");
+    const int r = av_read_frame(demuxer.format(), packet.get());
+    read_any = true;
+    if (r == AVERROR_EOF) return absl::OkStatus();
+    if (r < 0) {
+      return absl::DataLossError(
+          absl::StrFormat("video: the container does not read (%s)", video::AvError(r)));
+    }
+    if (packet->stream_index != stream->index) continue;
+    if (*key_dts == AV_NOPTS_VALUE) *key_dts = packet->dts;
+    if (packet->dts != AV_NOPTS_VALUE && Time(packet->dts) > last + kTimeSlack) after = kReorder;
+    if (packet->pts != AV_NOPTS_VALUE && Time(packet->pts) > last + kTimeSlack) ++after;
+    packets->push_back(std::move(packet));
+    if (static_cast<int64_t>(packets->size()) > limits.max_frames + kReorder) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("video: the clip needs more than %d frames decoded (--max-video-frames)",
+                          limits.max_frames));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<bool> VideoReader::State::Shown(const std::vector<PacketPtr>& packets,
+                                            const std::vector<double>& times) const {
+  for (const PacketPtr& p : packets) {
+    if (p->pts == AV_NOPTS_VALUE) return {};  // no telling: every packet decodes
+  }
+  std::vector<bool> shown(packets.size(), false);
+  for (double t : times) {
+    // The latest frame at or before t; the earliest where none is.
+    int best = -1, first = -1;
+    for (size_t i = 0; i < packets.size(); ++i) {
+      const int64_t pts = packets[i]->pts;
+      if (first < 0 || pts < packets[first]->pts) first = static_cast<int>(i);
+      if (Time(pts) <= t + kTimeSlack && (best < 0 || pts > packets[best]->pts)) {
+        best = static_cast<int>(i);
+      }
+    }
+    if (best >= 0 || first >= 0) shown[best >= 0 ? best : first] = true;
+  }
+  return shown;
+}
+
 absl::StatusOr<bool> VideoReader::State::DecodeFrom(int64_t target, FramePicker& picker,
                                                     int64_t* key_dts) {
   bool seeked = false;
   if (absl::Status s = Seek(target, &seeked); !s.ok()) return s;
   auto codec = OpenCodec(*stream);
   if (!codec.ok()) return codec.status();
-  PacketPtr packet(av_packet_alloc());
   FramePtr frame(av_frame_alloc());
-  if (packet == nullptr || frame == nullptr) {
-    return absl::ResourceExhaustedError("video: out of memory");
-  }
-  *key_dts = AV_NOPTS_VALUE;
+  if (frame == nullptr) return absl::ResourceExhaustedError("video: out of memory");
+  std::vector<PacketPtr> packets;
+  if (absl::Status s = ReadAhead(picker.times().back(), &packets, key_dts); !s.ok()) return s;
+  // Frames no time of the clip shows need not be decoded, where nothing
+  // refers to them: the decoder skips those (non-reference frames), and the
+  // frames shown are the same bytes.
+  const std::vector<bool> shown = Shown(packets, picker.times());
   bool check_first = seeked;
-  while (!picker.done()) {
-    const int r = av_read_frame(demuxer.format(), packet.get());
-    read_any = true;
-    if (r == AVERROR_EOF) break;
-    if (r < 0) {
-      return absl::DataLossError(
-          absl::StrFormat("video: the container does not read (%s)", video::AvError(r)));
-    }
-    if (packet->stream_index != stream->index) {
-      av_packet_unref(packet.get());
-      continue;
-    }
-    if (*key_dts == AV_NOPTS_VALUE) *key_dts = packet->dts;
-    const int sent = avcodec_send_packet(codec->get(), packet.get());
-    av_packet_unref(packet.get());
+  for (size_t i = 0; i < packets.size() && !picker.done(); ++i) {
+    (*codec)->skip_frame = shown.empty() || shown[i] ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+    const int sent = avcodec_send_packet(codec->get(), packets[i].get());
     if (sent < 0) {
       return absl::DataLossError(
           absl::StrFormat("video: a packet does not decode (%s)", video::AvError(sent)));

@@ -256,6 +256,21 @@ TEST_F(WorkerCoreTest, MalformedJobsAreRefusedWithTheField) {
   EXPECT_THAT(core_->OpenJob(long_audio, "client-a", &opened).status().message(),
               HasSubstr("max_audio_channels 3 is outside [0, 2]"));
 
+  // The video limits likewise.
+  proto::JobOpen long_video = Open(root_ + "/data");
+  long_video.set_max_video_seconds(3601);
+  EXPECT_THAT(core_->OpenJob(long_video, "client-a", &opened).status().message(),
+              HasSubstr("max_video_seconds 3601 is outside [0, 3600] (this worker's "
+                        "--max-video-seconds)"));
+  long_video.set_max_video_seconds(std::nan(""));
+  EXPECT_EQ(core_->OpenJob(long_video, "client-a", &opened).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  long_video.set_max_video_seconds(0);
+  long_video.set_max_video_frames(-1);
+  EXPECT_THAT(core_->OpenJob(long_video, "client-a", &opened).status().message(),
+              HasSubstr("max_video_frames -1 is outside [0, 1000] (this worker's "
+                        "--max-video-frames)"));
+
   proto::JobOpen too_big = Open(root_ + "/data");
   too_big.set_max_pixels(int64_t{1} << 40);
   EXPECT_THAT(core_->OpenJob(too_big, "client-a", &opened).status().message(),

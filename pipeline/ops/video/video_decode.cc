@@ -11,7 +11,6 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavutil/frame.h>
-#include <libavutil/mem.h>
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 }
@@ -36,15 +35,11 @@ using PacketPtr = std::unique_ptr<AVPacket, FreePacket>;
 using CodecPtr = std::unique_ptr<AVCodecContext, FreeCodec>;
 
 // This thread's libswscale context, kept from frame to frame and clip to clip
-// while the frames' format and size stay the same, and the padded rows it
-// converts into. (Not sws_getCachedContext: a context made for a full-range
-// format, yuvj420p, records it as yuv420p at full range, and would be reused
-// for limited-range yuv420p frames after it.)
+// while the frames' format and size stay the same. (Not sws_getCachedContext: a context made for a
+// full-range format, yuvj420p, records it as yuv420p at full range, and would be reused for
+// limited-range yuv420p frames after it.)
 struct ThreadScaler {
-  ~ThreadScaler() {
-    sws_freeContext(context);
-    av_free(rows);
-  }
+  ~ThreadScaler() { sws_freeContext(context); }
 
   // The context for `frame`, made anew when its format or size changes.
   SwsContext* For(const AVFrame& frame) {
@@ -63,8 +58,6 @@ struct ThreadScaler {
   SwsContext* context = nullptr;
   AVPixelFormat format = AV_PIX_FMT_NONE;
   int width = 0, height = 0;
-  uint8_t* rows = nullptr;
-  size_t capacity = 0;
 };
 
 // libswscale's SIMD converters write whole blocks of pixels: into rows
@@ -73,8 +66,9 @@ struct ThreadScaler {
 // are left unwritten.
 constexpr int kRowAlign = 64;
 
-// `frame` as RGB24 into `dst` (rows packed), as PyAV's to_ndarray("rgb24").
-absl::Status ToRgb(const AVFrame& frame, uint8_t* dst) {
+// `frame` as RGB24 into `dst` (rows packed), as PyAV's to_ndarray("rgb24");
+// `rows` holds the padded rows where they are needed.
+absl::Status ToRgb(const AVFrame& frame, uint8_t* dst, Buffer* rows) {
   thread_local ThreadScaler scaler;
   const auto format = static_cast<AVPixelFormat>(frame.format);
   SwsContext* context = scaler.For(frame);
@@ -86,16 +80,7 @@ absl::Status ToRgb(const AVFrame& frame, uint8_t* dst) {
   const int packed = frame.width * 3;
   const int padded = (packed + kRowAlign - 1) / kRowAlign * kRowAlign;
   uint8_t* out = dst;
-  if (padded != packed) {
-    const size_t bytes = static_cast<size_t>(padded) * frame.height + kRowAlign;
-    if (bytes > scaler.capacity) {
-      av_free(scaler.rows);
-      scaler.rows = static_cast<uint8_t*>(av_malloc(bytes));
-      scaler.capacity = scaler.rows != nullptr ? bytes : 0;
-      if (scaler.rows == nullptr) return absl::ResourceExhaustedError("video: out of memory");
-    }
-    out = scaler.rows;
-  }
+  if (padded != packed) out = rows->Reserve(static_cast<size_t>(padded) * frame.height);
   uint8_t* planes[4] = {out, nullptr, nullptr, nullptr};
   int strides[4] = {padded, 0, 0, 0};
   sws_scale(context, frame.data, frame.linesize, 0, frame.height, planes, strides);
@@ -112,9 +97,13 @@ absl::Status ToRgb(const AVFrame& frame, uint8_t* dst) {
 // arrive in presentation order, converting each chosen frame once.
 class FramePicker {
  public:
-  FramePicker(std::vector<double> times, uint8_t* out, size_t frame_bytes,
+  FramePicker(std::vector<double> times, uint8_t* out, size_t frame_bytes, Buffer* rows,
               std::vector<double>* shown)
-      : times_(std::move(times)), out_(out), frame_bytes_(frame_bytes), shown_(shown) {}
+      : times_(std::move(times)),
+        out_(out),
+        frame_bytes_(frame_bytes),
+        rows_(rows),
+        shown_(shown) {}
 
   bool done() const { return next_ == times_.size(); }
   double first_time() const { return times_[0]; }
@@ -152,7 +141,7 @@ class FramePicker {
     const uint64_t id = frame == held_.get() ? held_id_ : 0;
     if (next_ > 0 && id != 0 && id == written_id_) {
       std::memcpy(dst, dst - frame_bytes_, frame_bytes_);
-    } else if (absl::Status s = ToRgb(*frame, dst); !s.ok()) {
+    } else if (absl::Status s = ToRgb(*frame, dst, rows_); !s.ok()) {
       return s;
     }
     written_id_ = id;
@@ -164,6 +153,7 @@ class FramePicker {
   std::vector<double> times_;
   uint8_t* out_;
   size_t frame_bytes_;
+  Buffer* rows_;
   std::vector<double>* shown_;
   size_t next_ = 0;  // the first time not yet resolved
   FramePtr held_;    // the last frame decoded
@@ -387,7 +377,7 @@ absl::StatusOr<bool> VideoReader::State::DecodeFrom(int64_t target, FramePicker&
 }
 
 absl::Status VideoReader::DecodeClip(const ClipTimes& clip, uint8_t* out,
-                                     std::vector<double>* shown) {
+                                     std::vector<double>* shown, Buffer* rows) {
   const double end = clip.start + clip.step * clip.frames;
   if (clip.frames <= 0 || !(clip.start >= 0) || !(clip.step >= 0) || !std::isfinite(end)) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -402,13 +392,14 @@ absl::Status VideoReader::DecodeClip(const ClipTimes& clip, uint8_t* out,
   for (int i = 0; i < clip.frames; ++i) times[i] = clip.start + clip.step * i;
   State& s = *state_;
   s.decoded = 0;
+  Buffer own_rows;
   // Past the end the seek finds the last keyframe; the bound keeps the tick count in range.
   const double ticks = std::min(clip.start, info_.seconds + 1) / s.seconds_per_tick;
   int64_t target =
       clip.start > 0 && ticks < 4e18 ? s.origin + static_cast<int64_t>(ticks) : kFromStart;
   for (;;) {
     if (shown != nullptr) shown->clear();
-    FramePicker picker(times, out, frame_bytes(), shown);
+    FramePicker picker(times, out, frame_bytes(), rows != nullptr ? rows : &own_rows, shown);
     int64_t key_dts = AV_NOPTS_VALUE;
     auto done = s.DecodeFrom(target, picker, &key_dts);
     if (!done.ok() || *done) return done.status();

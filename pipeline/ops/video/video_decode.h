@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "pipeline/core/sample.h"
 #include "pipeline/ops/video/video_probe.h"
 
 namespace prepflow {
@@ -54,11 +55,13 @@ class VideoReader {
 
   // Decodes `clip` into `out`: frame i at out + i * frame_bytes(), rows
   // packed. `shown`, if given, gets each frame's timestamp (seconds from the
-  // first frame). InvalidArgument for a clip that is no clip (no frames,
-  // negative or non-finite times); DataLoss for a stream that does not
-  // decode; ResourceExhausted past max_frames.
-  absl::Status DecodeClip(const ClipTimes& clip, uint8_t* out,
-                          std::vector<double>* shown = nullptr);
+  // first frame); `rows` (a workspace's, so that it is counted) holds one
+  // frame in rows padded for the converter where the width needs it (null:
+  // a buffer of the call's own). InvalidArgument for a clip that is no clip
+  // (no frames, negative or non-finite times); DataLoss for a stream that
+  // does not decode; ResourceExhausted past max_frames.
+  absl::Status DecodeClip(const ClipTimes& clip, uint8_t* out, std::vector<double>* shown = nullptr,
+                          Buffer* rows = nullptr);
 
  private:
   struct State;

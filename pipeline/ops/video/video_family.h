@@ -23,6 +23,8 @@ void RegisterVideoOps(OpRegistry* registry);
 // on AVX2 CPUs (halves from each end, eight lanes at a time), clamped and
 // truncated, as PyTorchVideo's UniformTemporalSubsample.
 std::vector<int64_t> UniformTemporalIndices(int64_t frames, int64_t keep);
+// Its i-th index alone (what the op copies, with nothing allocated).
+int64_t UniformTemporalIndex(int64_t frames, int64_t keep, int64_t i);
 
 }  // namespace prepflow
 

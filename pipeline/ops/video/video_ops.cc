@@ -76,7 +76,9 @@ class DecodeVideoOp : public Op {
           frames_, info.width, info.height, pixels, options.max_pixels));
     }
     uint8_t* out = ctx.Output(s.data, frame * frames_);
-    if (absl::Status st = (*reader)->DecodeClip(*clip, out); !st.ok()) return st;
+    // The padded rows in the third scratch buffer: counted, and kept.
+    Buffer* rows = ctx.ws->ScratchFor(s.data, out);
+    if (absl::Status st = (*reader)->DecodeClip(*clip, out, nullptr, rows); !st.ok()) return st;
     s.kind = ValueKind::kImage;
     s.data = out;
     s.size = frame * frames_;
@@ -165,9 +167,10 @@ class UniformTemporalSubsampleOp : public Op {
     const int64_t frames = s.shape[0];
     if (frames < 1) return absl::InvalidArgumentError("uniform_temporal_subsample: an empty clip");
     const size_t per = s.size / frames;
-    const std::vector<int64_t> indices = UniformTemporalIndices(frames, keep_);
     uint8_t* out = ctx.Output(s.data, per * keep_);
-    for (int i = 0; i < keep_; ++i) std::memcpy(out + per * i, s.data + per * indices[i], per);
+    for (int i = 0; i < keep_; ++i) {
+      std::memcpy(out + per * i, s.data + per * UniformTemporalIndex(frames, keep_, i), per);
+    }
     s.data = out;
     s.size = per * keep_;
     s.shape[0] = keep_;
@@ -182,35 +185,32 @@ class UniformTemporalSubsampleOp : public Op {
 
 }  // namespace
 
-std::vector<int64_t> UniformTemporalIndices(int64_t frames, int64_t keep) {
-  std::vector<int64_t> out(keep, 0);
-  if (keep == 1) return out;
+int64_t UniformTemporalIndex(int64_t frames, int64_t keep, int64_t i) {
+  if (keep == 1) return 0;
   const float end = static_cast<float>(frames - 1);
   const float step = end / static_cast<float>(keep - 1);
-  const int64_t half = keep / 2;
   // torch's scalar kernel, built for AVX2 (so its a + b * c are fused).
-  auto at = [&](int64_t i) {
-    return i < half ? std::fma(step, static_cast<float>(i), 0.0f)
-                    : std::fma(-step, static_cast<float>(keep - i - 1), end);
+  auto at = [&](int64_t k) {
+    return k < keep / 2 ? std::fma(step, static_cast<float>(k), 0.0f)
+                        : std::fma(-step, static_cast<float>(keep - k - 1), end);
   };
-  std::vector<float> v(keep);
-  int64_t i = 0;
-  // Its vector kernel: two vectors of eight lanes at a time, each lane
-  // base + k * step rounded twice; the rest by the scalar kernel.
-  constexpr int kLanes = 8;
-  for (; i + 2 * kLanes <= keep; i += 2 * kLanes) {
-    for (int64_t b = i; b < i + 2 * kLanes; b += kLanes) {
-      const float base = at(b);
-      for (int k = 0; k < kLanes; ++k) {
-        const volatile float offset = static_cast<float>(k) * step;
-        v[b + k] = base + offset;
-      }
-    }
+  // Its vector kernel takes two vectors of eight lanes at a time, each lane
+  // base + k * step rounded twice; the rest goes to the scalar kernel.
+  constexpr int64_t kLanes = 8;
+  float v;
+  if (i < keep / (2 * kLanes) * (2 * kLanes)) {
+    const int64_t base = i / kLanes * kLanes;
+    const volatile float offset = static_cast<float>(i - base) * step;
+    v = at(base) + offset;
+  } else {
+    v = at(i);
   }
-  for (; i < keep; ++i) v[i] = at(i);
-  for (int64_t j = 0; j < keep; ++j) {
-    out[j] = static_cast<int64_t>(std::clamp(v[j], 0.0f, end));
-  }
+  return static_cast<int64_t>(std::clamp(v, 0.0f, end));
+}
+
+std::vector<int64_t> UniformTemporalIndices(int64_t frames, int64_t keep) {
+  std::vector<int64_t> out(keep);
+  for (int64_t i = 0; i < keep; ++i) out[i] = UniformTemporalIndex(frames, keep, i);
   return out;
 }
 

@@ -26,6 +26,7 @@ generated photograph panned with zoompan.
 
     PYTHONPATH=build/python taskset -c 0 /usr/bin/python3 bench/video_bench.py \\
         --videos 24 --size 640x360 --rounds 3
+    PYTHONPATH=build/python /usr/bin/python3 bench/video_bench.py --videos 24 --make DIR
 """
 import argparse
 import json
@@ -162,7 +163,13 @@ def main():
     ap.add_argument("--size", default="640x360")
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--make", metavar="DIR",
+                    help="only make the videos in class folders under DIR (for "
+                         "scripts/bench_offload.sh PIPELINE=bench/video_kinetics.pbtxt)")
     args = ap.parse_args()
+    if args.make:
+        make_videos(pathlib.Path(args.make), args.videos, args.size)
+        return
     torch.set_num_threads(1)
     tmp = tempfile.mkdtemp(prefix="prepflow-video-bench-")
     try:

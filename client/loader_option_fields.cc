@@ -1,6 +1,7 @@
 // LoaderOptions as rows (base/options.h): every option of a Loader, once.
 // The command line (prepflow run, demo), the Python binding and
 // docs/options.md walk this table; defaults are LoaderOptions' initializers.
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -107,8 +108,8 @@ OptionField<O> FormatOption() {
       "format", "format", ParseDatasetFormat,
       [](O& o, proto::DatasetSpec::Format format) { o.dataset.set_format(format); },
       [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); },
-      "auto | imagefolder | wds | manifest (auto: .tar shards are wds, a .json or .jsonl file a "
-      "manifest, a folder an imagefolder)");
+      "auto | imagefolder | wds | manifest (auto: .tar shards are wds, a .json, .jsonl or .csv "
+      "file a manifest, a folder an imagefolder)");
 }
 
 OptionField<O> OffloadOption() {
@@ -190,6 +191,13 @@ Rows DataRows() {
       IntOption<O>("max_video_frames", "max-video-frames", &O::max_video_frames, 1, kIntMax,
                    "fail a clip that needs more frames decoded than this (from the keyframe "
                    "before it to its last frame)"),
+      IntOptionVia<O>(
+          "clips_per_video", "clips-per-video",
+          [](const O& o) { return std::max(1, o.dataset.clips_per_video()); },
+          [](O& o, int64_t x) { o.dataset.set_clips_per_video(static_cast<int>(x)); }, 1,
+          kMaxClipsPerVideo,
+          "read each video as this many samples, clip k of N (decode_video's SAMPLER_UNIFORM "
+          "spaces them evenly; its other samplers draw each on its own)"),
       BoolOption<O>("shuffle", "shuffle", &O::shuffle,
                     "shuffle each epoch (--no-shuffle: dataset order)"),
       BoolOption<O>("drop_last", "drop-last", &O::drop_last, "drop each epoch's last short batch"),

@@ -136,8 +136,7 @@ void SampleRunner::RunSample(int thread, Batch* batch, int64_t slot) {
   Workspace& ws = *workspaces_[thread];
   Sample s;
   s.epoch = batch->epoch();
-  s.index = batch->index_at(slot);
-  s.label = dataset_.label(s.index);
+  dataset_.Describe(batch->index_at(slot), s);
   s.copy = batch->copy_at(slot);
   s.echo_at = echo_.at;
   int from = 0;
@@ -275,8 +274,9 @@ void SampleRunner::RunSuffix(int thread, Batch* batch, int64_t slot, int cut,
   const proto::SampleResult& r = answer->message.result().samples(sample);
   Sample s;
   s.epoch = batch->epoch();
-  s.index = r.index();
+  s.index = r.index();  // checked against the item's
   s.label = r.label();
+  s.window = dataset_.window(s.index);
   s.copy = batch->copy_at(slot);
   s.echo_at = echo_.at;
   const int64_t cpu = ThreadCpuNanos();

@@ -98,6 +98,13 @@ bool StageRandom(const proto::Stage& stage) {
     }
     return true;  // unknown here: assume the worst
   }
+  if (stage.op_case() == proto::Stage::kDecodeVideo) {
+    // A clip placed by its window alone (centred, from a start, clip k of
+    // N) draws nothing: caches and materialized data may keep it.
+    const proto::DecodeVideo& v = stage.decode_video();
+    return v.sampler() == proto::DecodeVideo::SAMPLER_RANDOM ||
+           v.max_stride() > (v.has_stride() ? v.stride() : 1);
+  }
   const OpSchema* schema = FindOpSchema(OpRegistry::OpName(stage.op_case()));
   return schema == nullptr || schema->random;
 }

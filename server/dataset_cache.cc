@@ -25,7 +25,8 @@ absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset, ui
 absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(const proto::DatasetSpec& spec,
                                                                  uint64_t fingerprint,
                                                                  int64_t size) {
-  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()));
+  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n",
+                                       spec.clips_per_video());
   if (std::optional<absl::StatusOr<std::shared_ptr<const Dataset>>> found =
           Lookup(key, spec, fingerprint, size)) {
     return *std::move(found);

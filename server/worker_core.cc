@@ -704,8 +704,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     out->set_label(dataset.label(index));
     Sample s;
     s.epoch = item.epoch();
-    s.index = index;
-    s.label = dataset.label(index);
+    dataset.Describe(index, s);
     s.copy = item.copies_size() > 0 ? item.copies(i) : 0;
     s.echo_at = job.spec().echo_at();
     // What the sample took past the thread's share goes back when it ends.

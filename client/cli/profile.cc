@@ -50,8 +50,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   const int64_t t0 = WallNanos();
   for (size_t i = 0; i < order.size(); ++i) {
     Sample s;
-    s.index = order[i];
-    s.label = (*dataset)->label(s.index);
+    (*dataset)->Describe(order[i], s);
     const int64_t c0 = ThreadCpuNanos();
     size_t size = 0;
     absl::Status st = ReadRecord(**dataset, (*pipeline)->fields(), ws, s, &size);

@@ -111,11 +111,23 @@ struct StoredField {
   std::string bytes;
 };
 
+// The part of a sample's media its dataset names: a manifest line's start
+// and end times, and which of a video's clips it is (--clips-per-video).
+// decode_video samples its clip within it.
+struct MediaWindow {
+  double start = 0;  // seconds from the media's start
+  double end = -1;   // seconds; < 0: the media's end
+  int32_t clip = 0;  // clip `clip` of `clips`
+  int32_t clips = 1;
+};
+
 struct Sample {
-  // Identity: these never change as stages run.
+  // Identity: these never change as stages run (Dataset::Describe sets
+  // them from the dataset).
   uint64_t epoch = 0;
   int64_t index = 0;
   int64_t label = -1;
+  MediaWindow window;
   // Data echoing: which copy of the sample this is (0: the sample itself),
   // and the stage from which the copy draws its own random numbers (stages
   // before it draw copy 0's, so the value they make is the same for every

@@ -36,6 +36,8 @@
 namespace prepflow {
 
 inline constexpr int64_t kDefaultMaxFileBytes = int64_t{256} << 20;
+// The most samples a video may be read as (--clips-per-video).
+inline constexpr int kMaxClipsPerVideo = 100;
 
 struct DatasetOptions {
   // When set, the dataset must lie below this folder and every file is opened
@@ -79,6 +81,16 @@ class Dataset {
   // seconds (< 0: unknown). REQUIRES (duration): has_durations().
   bool has_durations() const { return !durations_.empty(); }
   double duration(int64_t i) const { return durations_[i]; }
+  // Which part of its media sample i is (a manifest's start and end, a
+  // video's clip k of N); the whole media, one clip, by default.
+  MediaWindow window(int64_t i) const { return windows_.empty() ? MediaWindow() : windows_[i]; }
+  bool has_windows() const { return !windows_.empty(); }
+  // Sets s's index, label and window: sample i's identity.
+  void Describe(int64_t i, Sample& s) const {
+    s.index = i;
+    s.label = labels_[i];
+    s.window = window(i);
+  }
   // Class names (ImageFolder); empty for WebDataset.
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& root() const { return root_; }
@@ -167,8 +179,9 @@ class Dataset {
   std::string root_;
   std::vector<std::string> classes_;
   std::vector<int64_t> labels_;
-  std::vector<std::string> texts_;  // empty, or one per sample
-  std::vector<double> durations_;   // empty, or one per sample
+  std::vector<std::string> texts_;    // empty, or one per sample
+  std::vector<double> durations_;     // empty, or one per sample
+  std::vector<MediaWindow> windows_;  // empty, or one per sample
   std::vector<std::string> warnings_;
   std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
   // Remote data's reads ahead. A subclass resets it in its destructor, before
@@ -182,6 +195,11 @@ class Dataset {
 // read. Errors as ReadMember's.
 absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& fields,
                         Workspace& ws, Sample& s, size_t* bytes);
+// Each of `inner`'s samples as `clips` samples (sample i is clip i % clips
+// of inner sample i / clips): a video dataset read --clips-per-video times.
+// `clips` 1 gives `inner` back.
+std::unique_ptr<Dataset> ClipsOf(std::unique_ptr<Dataset> inner, int clips);
+
 // {""}: the fields of a sample read whole as its media (materialized data,
 // whose one member holds a record).
 const std::vector<std::string>& MediaOnly();

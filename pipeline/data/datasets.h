@@ -36,6 +36,8 @@ struct DatasetSetup {
   static void Identify(Dataset* ds, uint64_t fingerprint, const std::string& location);
   // Remote data: reads ahead with `options` (none when options.requests is 0).
   static void ReadAheadFor(Dataset* ds, const ReadAheadOptions& options);
+  // `from`'s index with each sample `clips` times, clip k of N (clips.cc).
+  static void Expand(Dataset* to, const Dataset& from, int clips);
 };
 
 // How a WebDataset reaches its shards.

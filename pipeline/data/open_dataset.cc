@@ -352,7 +352,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
     const bool wds =
         !shards.empty() || (S_ISDIR(st.st_mode) ? HasTarFiles(path) : absl::EndsWith(path, ".tar"));
     const bool manifest =
-        !S_ISDIR(st.st_mode) && (absl::EndsWith(path, ".json") || absl::EndsWith(path, ".jsonl"));
+        !S_ISDIR(st.st_mode) && (absl::EndsWith(path, ".json") || absl::EndsWith(path, ".jsonl") ||
+                                 absl::EndsWith(path, ".csv"));
     format = wds        ? proto::DatasetSpec::FORMAT_WEBDATASET
              : manifest ? proto::DatasetSpec::FORMAT_MANIFEST
                         : proto::DatasetSpec::FORMAT_IMAGEFOLDER;
@@ -367,7 +368,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
     if (!S_ISDIR(st.st_mode)) return detail::OpenManifest(path, configure);
     if (confine_fd >= 0) close(confine_fd);
     return absl::FailedPreconditionError(
-        absl::StrCat("dataset ", path, " is a folder, not a manifest (a .jsonl file)"));
+        absl::StrCat("dataset ", path, " is a folder, not a manifest (a .jsonl or .csv file)"));
   }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
@@ -423,6 +424,13 @@ uint64_t Fingerprint(const Dataset& ds) {
     XXH3_64bits_update(&state, &label, sizeof(label));
     XXH3_64bits_update(&state, extent, sizeof(extent));
     if (ds.has_texts()) XXH3_64bits_update(&state, ds.text(i).c_str(), ds.text(i).size() + 1);
+    if (ds.has_windows()) {
+      const MediaWindow w = ds.window(i);
+      const double times[2] = {w.start, w.end};
+      const int32_t clip[2] = {w.clip, w.clips};
+      XXH3_64bits_update(&state, times, sizeof(times));
+      XXH3_64bits_update(&state, clip, sizeof(clip));
+    }
   }
   return XXH3_64bits_digest(&state);
 }
@@ -437,11 +445,17 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
   if (spec.max_file_bytes() < 0) {
     return absl::InvalidArgumentError("--max-file-bytes: must be >= 0 (0: the default)");
   }
+  if (spec.clips_per_video() < 0 || spec.clips_per_video() > kMaxClipsPerVideo) {
+    return absl::InvalidArgumentError(absl::StrCat("--clips-per-video: must be in [0, ",
+                                                   kMaxClipsPerVideo, "], got ",
+                                                   spec.clips_per_video()));
+  }
   auto configure = [&](Dataset* ds) { detail::DatasetSetup::Limit(ds, spec, options); };
   absl::StatusOr<std::unique_ptr<Dataset>> ds =
       IsUrl(path) ? detail::OpenRemoteDataset(spec, path, options, configure)
                   : OpenLocal(spec, path, options, configure);
   if (!ds.ok()) return ds;
+  *ds = ClipsOf(*std::move(ds), spec.clips_per_video());
   std::string location = path;
   if (!IsUrl(path)) {  // a brace pattern is no file: made absolute only
     char* real = realpath(path.c_str(), nullptr);

@@ -252,6 +252,13 @@ absl::StatusOr<PackStats> PackWebDataset(const Dataset& dataset, const PackOptio
   if (options.samples_per_shard <= 0) {
     return absl::InvalidArgumentError("--shard-samples: must be positive");
   }
+  if (!options.make && dataset.has_windows()) {
+    // (Materializing decodes each window's clip first; the bytes alone
+    // would lose them.)
+    return absl::FailedPreconditionError(
+        "the dataset's samples are parts of videos (start and end times, --clips-per-video), "
+        "which shards of whole files cannot keep: pack the videos, and keep the manifest");
+  }
   if (absl::Status s = PrepareOutput(options.out_dir, options.overwrite); !s.ok()) return s;
   PackStats stats;
   ShardWriter shard;

@@ -22,6 +22,7 @@ Sample FrameOf(const Sample& s, int64_t t, size_t bytes) {
   f.epoch = s.epoch;
   f.index = s.index;
   f.label = s.label;
+  f.window = s.window;
   f.copy = s.copy;
   f.echo_at = s.echo_at;
   f.source_version = s.source_version;

@@ -168,8 +168,7 @@ absl::StatusOr<proto::Materialized> Materialize(
   const auto& finished = options.pack.finished;
   pack.make = [&](int64_t i, Workspace& ws, std::string* bytes, std::string* ext) {
     Sample s;
-    s.index = i;
-    s.label = dataset.label(i);
+    dataset.Describe(i, s);
     size_t size = 0;
     if (absl::Status st = ReadRecord(dataset, pipeline.fields(), ws, s, &size); !st.ok()) {
       return st;
@@ -281,8 +280,7 @@ absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
   for (int64_t done = 0; done < static_cast<int64_t>(indices.size()); ++done) {
     const int64_t i = indices[done];
     Sample s;
-    s.index = i;
-    s.label = dataset.label(i);
+    dataset.Describe(i, s);
     size_t size = 0;
     int64_t t0 = ThreadCpuNanos();
     absl::Status status = dataset.Read(i, &ws.encoded, &size);
@@ -294,8 +292,7 @@ absl::StatusOr<std::vector<Strategy>> MeasureStrategies(
       std::memcpy(d, bytes.data(), bytes.size());
       x.epoch = 0;
       x.view = ImageView();
-      x.index = i;
-      x.label = dataset.label(i);
+      dataset.Describe(i, x);
       x.kind = ValueKind::kEncoded;
       x.data = d;
       x.size = bytes.size();

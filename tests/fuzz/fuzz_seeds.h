@@ -90,6 +90,7 @@ inline void OpenAndReadAll(const std::string& dir, const std::string& file,
     (void)(*ds)->SamplePath(i);
     if ((*ds)->has_texts()) (void)(*ds)->text(i);
     if ((*ds)->has_durations()) (void)(*ds)->duration(i);
+    (void)(*ds)->window(i);
   }
 }
 

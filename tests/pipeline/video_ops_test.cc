@@ -125,6 +125,96 @@ TEST_F(VideoOpsTest, SamplersPlaceTheClip) {
   EXPECT_GT(starts.size(), 4u);
 }
 
+// The ramp of SamplersPlaceTheClip: frame k of 50 has luma 16 + 4k.
+class TemporalOpsTest : public VideoOpsTest {
+ protected:
+  void SetUp() override {
+    VideoOpsTest::SetUp();
+    if (IsSkipped()) return;
+    ramp_ = Make(
+        "-f lavfi -i color=c=black:size=32x32:rate=25 -t 2 -vf geq=lum='16+4*N':cb=128:cr=128 "
+        "-c:v libx264 -qp 0 -pix_fmt yuv444p",
+        "ramp.mkv");
+  }
+
+  static std::vector<int> Frames(const testing::Output& out) {
+    std::vector<int> frames;
+    const size_t bytes = out.bytes.size() / out.shape[0];
+    for (int64_t t = 0; t < out.shape[0]; ++t) {
+      frames.push_back(static_cast<int>(std::lround(out.bytes[bytes * t] * 219.0 / 255 / 4)));
+    }
+    return frames;
+  }
+
+  std::vector<uint8_t> ramp_;
+};
+
+TEST_F(TemporalOpsTest, RandomTemporalCropKeepsConsecutiveFramesFromARandomStart) {
+  // Frames 5 to 24, then 6 consecutive ones of them.
+  auto p = MakePipeline(
+      "stages { decode_video { frames: 20 sampler: SAMPLER_START start: 0.21 } } "
+      "stages { random_temporal_crop { frames: 6 } }",
+      9);
+  std::set<int> firsts;
+  for (int64_t index = 0; index < 12; ++index) {
+    auto out = RunPipeline(*p, ramp_, index);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    const std::vector<int> f = Frames(out);
+    ASSERT_EQ(f.size(), 6u);
+    EXPECT_GE(f[0], 5);
+    EXPECT_LE(f[5], 24);
+    for (int t = 1; t < 6; ++t) EXPECT_EQ(f[t], f[0] + t);
+    firsts.insert(f[0]);
+  }
+  EXPECT_GT(firsts.size(), 4u);
+  auto longer = MakePipeline(
+      "stages { decode_video { frames: 4 } } stages { random_temporal_crop { frames: 5 } }");
+  EXPECT_THAT(RunPipeline(*longer, ramp_).status.message(),
+              HasSubstr("random_temporal_crop: a clip of 4 frames is shorter than frames: 5"));
+}
+
+TEST_F(TemporalOpsTest, NormalizePutsAClipsChannelsFirst) {
+  const char* decode = "stages { decode_video { frames: 5 sampler: SAMPLER_CENTER } } ";
+  auto nchw = MakePipeline(absl::StrCat(decode, "stages { normalize {} }"));
+  auto cnhw = MakePipeline(absl::StrCat(decode, "stages { normalize { layout: LAYOUT_CNHW } }"));
+  auto a = RunPipeline(*nchw, ramp_);
+  auto b = RunPipeline(*cnhw, ramp_);
+  ASSERT_TRUE(a.status.ok() && b.status.ok()) << b.status;
+  EXPECT_THAT(a.shape, ElementsAre(5, 3, 32, 32));
+  EXPECT_THAT(b.shape, ElementsAre(3, 5, 32, 32));
+  ASSERT_EQ(a.bytes.size(), b.bytes.size());
+  const size_t plane = 32 * 32 * sizeof(float);
+  for (int t = 0; t < 5; ++t) {
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_TRUE(std::equal(a.bytes.begin() + (t * 3 + c) * plane,
+                             a.bytes.begin() + (t * 3 + c + 1) * plane,
+                             b.bytes.begin() + (c * 5 + t) * plane))
+          << "frame " << t << " channel " << c;
+    }
+  }
+  auto every = MakePipeline(
+      "stages { decode_video { frames: 8 } } stages { random_temporal_crop { frames: 4 } } "
+      "stages { random_crop { size: 24 } } stages { normalize { layout: LAYOUT_CNHW } }",
+      4);
+  ExpectEveryCutSame(*every, ramp_, {3, 4, 24, 24});
+}
+
+// Caches and materialized data keep values up to the first stage that
+// draws: a clip placed by its window draws nothing.
+TEST(VideoCaching, OnlyARandomClipDraws) {
+  const char* after =
+      " } } stages { resize { shorter_side: 64 } } stages { random_crop { size: 56 } }";
+  for (const auto& [decode, boundary] : std::vector<std::pair<std::string, int>>{
+           {"sampler: SAMPLER_CENTER", 2},
+           {"sampler: SAMPLER_UNIFORM stride: 2 max_stride: 2", 2},
+           {"sampler: SAMPLER_START start: 1", 2},
+           {"sampler: SAMPLER_RANDOM", 0},
+           {"sampler: SAMPLER_CENTER max_stride: 3", 0}}) {
+    auto p = MakePipeline(absl::StrCat("stages { decode_video { ", decode, after));
+    EXPECT_EQ(p->CacheBoundary(), boundary) << decode;
+  }
+}
+
 TEST_F(VideoOpsTest, SpecsAndLimitsAreNamed) {
   struct Bad {
     const char* stage;
@@ -134,6 +224,9 @@ TEST_F(VideoOpsTest, SpecsAndLimitsAreNamed) {
        {Bad{"decode_video { frames: 0 }", "frames:"}, Bad{"decode_video { stride: 0 }", "stride:"},
         Bad{"decode_video { fps: 10 stride: 2 }", "fps:"},
         Bad{"decode_video { start: 3 }", "start:"},
+        Bad{"decode_video { stride: 3 max_stride: 2 }", "max_stride:"},
+        Bad{"decode_video { fps: 5 max_stride: 2 }", "max_stride:"},
+        Bad{"decode_video {} } stages { random_temporal_crop { frames: 0 }", "frames:"},
         Bad{"decode_video {} } stages { uniform_temporal_subsample { frames: 0 }", "frames:"}}) {
     proto::PipelineSpec spec;
     ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(

@@ -209,9 +209,10 @@ constexpr char kNoise[] = R"pb(
 // The video ops (every cut: tests/pipeline/video_ops_test.cc).
 constexpr char kVideo[] = R"pb(
   stages { decode_video { frames: 8 } }
-  stages { uniform_temporal_subsample { frames: 4 } }
+  stages { uniform_temporal_subsample { frames: 6 } }
+  stages { random_temporal_crop { frames: 4 } }
   stages { random_resized_crop { size: 32 } }
-  stages { normalize {} }
+  stages { normalize { layout: LAYOUT_CNHW } }
 )pb";
 
 constexpr char kMfcc[] = R"pb(

@@ -1250,6 +1250,21 @@ class Translation(unittest.TestCase):
                 for t in (transform if isinstance(transform, list) else [transform]):
                     covered.add(type(t).__name__)
                     covered.update(type(x).__name__ for x in getattr(t, "transforms", []))
+        # torchvision's clip transforms, after a decode_video given first (their
+        # values against torchvision's: tests/python/test_video.py).
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torchvision.transforms._transforms_video as TV
+        decode = prepflow.ops.DecodeVideo(frames=8)
+        video = [TV.ToTensorVideo(), TV.RandomCropVideo(112), TV.CenterCropVideo((96, 80)),
+                 TV.RandomHorizontalFlipVideo(p=0.25), TV.NormalizeVideo([0.4] * 3, [0.2] * 3)]
+        stages = to_stages([decode] + video)
+        self.assertEqual(" ".join(s.text() for s in stages),
+                         "decode_video { frames: 8 } random_crop { size: 112 } center_crop { "
+                         "height: 96 width: 80 } random_horizontal_flip { p: 0.25 } normalize { "
+                         "mean: [0.4, 0.4, 0.4] std: [0.2, 0.2, 0.2] layout: LAYOUT_CNHW }")
+        covered.update(type(t).__name__ for t in video)
         self.assertEqual(covered, set(TRANSLATED))  # a case for every translated transform
 
     def test_an_untranslatable_transform_is_named_with_what_translates(self):

@@ -7,8 +7,10 @@ and AV1 in Matroska, at several sizes and frame rates, one of them variable.
 What must hold: decode_video's frames equal PyAV's to_ndarray('rgb24') of the
 frames shown at the clip's times, byte for byte; image ops after it apply
 to each frame with one draw (torchvision's Resize, CenterCrop and Normalize
-on each frame give the same floats); clips are the same at every cut on a
-real worker; batches are [B, T, C, H, W].
+on each frame give the same floats, and its _transforms_video classes on the
+clip); CSV manifests with start and end times and --clips-per-video place
+each clip as PyTorchVideo's uniform sampler does; clips are the same at every
+cut on a real worker; batches are [B, T, C, H, W], or [B, C, T, H, W].
 """
 import os
 import pathlib
@@ -185,8 +187,91 @@ class Transforms(unittest.TestCase):
             np.testing.assert_array_equal(clip, whole[indices])
 
 
+def write_manifest(name, start=0.3, end=1.7):
+    """A CSV manifest of the CFR videos, each labelled by its file's codec
+    class and read between start and end seconds."""
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write("path,label,start,end\n")
+        for video in files():
+            if not video.endswith("vfr.mkv"):
+                f.write(f"{video},{pathlib.Path(video).parent.name},{start},{end}\n")
+    return path
+
+
+@unittest.skipIf(av is None or not FFMPEG, "needs PyAV (python3-av) and ffmpeg")
+class Manifests(unittest.TestCase):
+    def test_clips_per_video_are_spaced_evenly_in_each_window(self):
+        start, end, count, stride, clips = 0.3, 1.7, 4, 2, 3
+        manifest = write_manifest("train.csv", start, end)
+        got, labels, _ = testdata.run_loader(
+            manifest, [ops.DecodeVideo(frames=count, stride=stride, sampler="SAMPLER_UNIFORM"),
+                       WHOLE], 3, clips_per_video=clips)
+        videos = [v for v in files() if not v.endswith("vfr.mkv")]
+        self.assertEqual(len(got), clips * len(videos))
+        self.assertEqual(labels, [0] * clips + [1] * clips * (len(videos) - 1))
+        for n, video in enumerate(videos):
+            with av.open(video) as container:
+                fps = float(container.streams.video[0].average_rate)
+            frames = pyav_frames(video)
+            step = stride / fps
+            # The last start whose final frame is still shown by the window's end.
+            last = start + max(0.0, end - start - 1 / fps - step * (count - 1))
+            for k in range(clips):
+                first = start + (last - start) * k / (clips - 1)
+                clip = got[n * clips + k]
+                for i in range(count):
+                    np.testing.assert_array_equal(clip[i], shown_at(frames, first + step * i),
+                                                  err_msg=f"{video} clip {k} frame {i}")
+
+    def test_torchvisions_video_transforms_translate(self):
+        if torch is None:
+            self.skipTest("needs torch")
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import torchvision.transforms._transforms_video as TV
+        start, fps, count = 0.2, 5.0, 3
+        mean, std = [0.43, 0.4, 0.39], [0.23, 0.22, 0.21]
+        decode = ops.DecodeVideo(frames=count, fps=fps, sampler="SAMPLER_START", start=start)
+        video = [TV.ToTensorVideo(), TV.CenterCropVideo(96), TV.RandomHorizontalFlipVideo(p=1.0),
+                 TV.NormalizeVideo(mean, std)]
+        loader = prepflow.Loader(ROOT, transform=[decode] + video, batch_size=5, shuffle=False)
+        clips, _ = next(iter(loader))
+        loader.close()
+        self.assertEqual(tuple(clips.shape), (5, 3, count, 96, 96))
+        reference = T.Compose(video)
+        for path, clip in zip(files(), clips):
+            frames = pyav_frames(path)
+            raw = torch.from_numpy(np.stack([shown_at(frames, start + i / fps)
+                                             for i in range(count)]))
+            torch.testing.assert_close(clip, reference(raw), rtol=0, atol=0, msg=path)
+        with self.assertRaisesRegex(ValueError, "RandomResizedCropVideo.*interpolate"):
+            prepflow.transforms.to_stages([decode, TV.ToTensorVideo(),
+                                           TV.RandomResizedCropVideo(64)])
+        with self.assertRaisesRegex(ValueError, "after ToTensorVideo"):
+            prepflow.transforms.to_stages([decode, TV.CenterCropVideo(64)])
+
+
 @unittest.skipIf(not FFMPEG, "needs ffmpeg")
 class Offload(unittest.TestCase):
+    def test_clips_of_a_manifest_on_a_worker_are_the_local_ones(self):
+        manifest = write_manifest("offload.csv")
+        pipeline = [ops.DecodeVideo(frames=8, stride=1, max_stride=3),
+                    ops.RandomTemporalCrop(frames=4), ops.RandomCrop(size=64),
+                    ops.Normalize(layout="cnhw")]
+        kw = dict(seed=5, clips_per_video=2)
+        local, _, st_local = testdata.run_loader(manifest, pipeline, 2, **kw)
+        self.assertEqual(local[0].shape, (3, 4, 64, 64))
+        with testdata.Worker(BIN, TMP) as worker:
+            for offload in ("remote", "cut=1", "cut=2"):
+                remote, _, st = testdata.run_loader(manifest, pipeline, 2, offload=offload,
+                                                    workers=[worker.address], **kw)
+                self.assertEqual(st["checksum"], st_local["checksum"], offload)
+                self.assertEqual(st["remote_images"], len(local), offload)
+                for a, b in zip(local, remote):
+                    np.testing.assert_array_equal(a, b, err_msg=offload)
+
     def test_every_cut_on_a_worker_gives_the_local_clips(self):
         pipeline = [ops.DecodeVideo(frames=6, stride=2), ops.RandomResizedCrop(size=48),
                     ops.RandomHorizontalFlip(), ops.Normalize()]

@@ -397,8 +397,20 @@ _NOT_NATIVE = {
     "Lambda": "prepflow cannot see into a Lambda",
 }
 
+# torchvision.transforms._transforms_video: clip transforms on [C, T, H, W]
+# float tensors after ToTensorVideo. Crops and flips move exact in front of
+# the normalize stage that ToTensorVideo (and NormalizeVideo) become, where
+# prepflow runs them on each frame with one draw.
+_VIDEO = {
+    "RandomCropVideo": lambda t: [ops.RandomCrop(**_size(t.size))],
+    "CenterCropVideo": lambda t: [ops.CenterCrop(**_size(t.crop_size))],
+    "RandomHorizontalFlipVideo": lambda t: [ops.RandomHorizontalFlip(p=float(t.p))],
+}
+
+
 # The torchvision transforms to_stages translates.
-TRANSLATED = sorted(["Compose"] + list(_TRANSLATORS) + list(_COMPOSITIONS))
+TRANSLATED = sorted(["Compose", "ToTensorVideo", "NormalizeVideo"] + list(_TRANSLATORS) +
+                    list(_COMPOSITIONS) + list(_VIDEO))
 
 
 def _composition(t, tensor):
@@ -479,11 +491,46 @@ def _torch():
     return torch
 
 
+def _is_video(t):
+    return type(t).__module__.endswith("_transforms_video")
+
+
+def _translate_video(t, stages):
+    """Appends (or places) a torchvision clip transform's stages."""
+    name = type(t).__name__
+    last = stages[-1] if stages else None
+    clip_tensor = last is not None and last.name == "normalize" and \
+        str(last.fields.get("layout", "")).upper().endswith("CNHW")
+    if name == "ToTensorVideo":
+        if last is not None and last.name == "normalize":
+            raise Untranslatable("the clip is already a tensor")
+        stages.append(ops.Normalize(mean=[0.0] * 3, std=[1.0] * 3, layout="LAYOUT_CNHW"))
+        return
+    if not clip_tensor:
+        raise Untranslatable("it takes a clip tensor [C, T, H, W]: put it after ToTensorVideo")
+    if name == "NormalizeVideo":
+        if last.fields["mean"] != [0.0] * 3 or last.fields["std"] != [1.0] * 3:
+            raise Untranslatable("the clip is normalized already")
+        stages[-1] = ops.Normalize(mean=_three(t.mean, "mean"), std=_three(t.std, "std"),
+                                   layout="LAYOUT_CNHW")
+        return
+    if name == "RandomResizedCropVideo":
+        raise Untranslatable("it resizes float frames with torch's interpolate (no antialias), "
+                             "which prepflow does not reproduce; T.RandomResizedCrop before "
+                             "ToTensorVideo resizes each frame as torchvision does an image")
+    if name not in _VIDEO:
+        raise Untranslatable("prepflow has no equivalent")
+    stages[-1:-1] = _VIDEO[name](t)
+
+
 def _translate_one(t, stages, out):
     """Appends t's stages, noting in `out` (a Delivery) what they leave to
     the loader."""
     pending = out.pending
     name = type(t).__name__
+    if _is_video(t):
+        _translate_video(t, stages)
+        return
     tensor = any(stage.name == "normalize" for stage in stages)
     crops = any(stage.name in ("five_crop", "ten_crop") for stage in stages)
     if crops and not tensor and _is_torchvision(t):

@@ -20,9 +20,15 @@ void RegisterImageOps(OpRegistry* registry);
 
 // The normalize kernel (exposed for tests and benchmarks): uint8 HWC RGB to
 // float32 CHW, (x / 255 - mean[c]) / std[c] in float32 exactly as torchvision's
-// ToTensor + Normalize compute it.
+// ToTensor + Normalize compute it; channel c's plane at out + c *
+// channel_stride (pixels: one CHW image; more: an image of a [3, n, h, w]
+// clip).
 void NormalizeHwcToChw(const uint8_t* in, size_t pixels, const float* mean, const float* std,
-                       float* out);
+                       float* out, size_t channel_stride);
+inline void NormalizeHwcToChw(const uint8_t* in, size_t pixels, const float* mean, const float* std,
+                              float* out) {
+  NormalizeHwcToChw(in, pixels, mean, std, out, pixels);
+}
 
 }  // namespace prepflow
 

@@ -25,10 +25,11 @@ namespace prepflow {
 // the AVX2 clone and the baseline produce identical bits, and both equal
 // torchvision's ToTensor + Normalize on the same uint8 input.
 PREPFLOW_CLONES void NormalizeHwcToChw(const uint8_t* __restrict in, size_t pixels,
-                                       const float* mean, const float* std, float* __restrict out) {
+                                       const float* mean, const float* std, float* __restrict out,
+                                       size_t channel_stride) {
   float* __restrict r = out;
-  float* __restrict g = out + pixels;
-  float* __restrict b = out + 2 * pixels;
+  float* __restrict g = out + channel_stride;
+  float* __restrict b = out + 2 * channel_stride;
   const float m0 = mean[0], m1 = mean[1], m2 = mean[2];
   const float s0 = std[0], s1 = std[1], s2 = std[2];
   for (size_t i = 0; i < pixels; ++i) {
@@ -567,6 +568,7 @@ class NormalizeOp : public Op {
           absl::StrCat("std: needs 3 values (R, G, B), got ", p.std_size()));
     }
     auto op = std::make_unique<NormalizeOp>();
+    op->channels_first_ = p.layout() == proto::Normalize::LAYOUT_CNHW;
     for (int c = 0; c < 3; ++c) {
       if (!(p.std(c) > 0) || !std::isfinite(p.mean(c))) {
         return absl::InvalidArgumentError(
@@ -586,13 +588,17 @@ class NormalizeOp : public Op {
   }
 
   // One CHW tensor per image: [n, 3, h, w] for a stack of n, as torchvision's
-  // Normalize takes [..., C, H, W].
+  // Normalize takes [..., C, H, W]; or channels first, [3, n, h, w].
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
     const size_t plane = static_cast<size_t>(s.height()) * s.width();
-    const size_t bytes = plane * 3 * s.images() * sizeof(float);
+    const size_t n = s.images();
+    const size_t bytes = plane * 3 * n * sizeof(float);
     float* out = reinterpret_cast<float*>(ctx.Output(s.data, bytes));
-    for (int i = 0; i < s.images(); ++i) {
-      NormalizeHwcToChw(s.data + i * plane * 3, plane, mean_, std_, out + i * plane * 3);
+    for (size_t i = 0; i < n; ++i) {
+      // The image's first channel, and the distance to its next.
+      float* at = channels_first_ ? out + i * plane : out + i * plane * 3;
+      NormalizeHwcToChw(s.data + i * plane * 3, plane, mean_, std_, at,
+                        channels_first_ ? plane * n : plane);
     }
     s.kind = ValueKind::kTensor;
     s.data = reinterpret_cast<uint8_t*>(out);
@@ -603,14 +609,16 @@ class NormalizeOp : public Op {
   }
 
  private:
-  // [h, w, 3] -> [3, h, w]; [n, h, w, 3] -> [n, 3, h, w].
-  static Shape TensorShape(const Shape& image) {
+  // [h, w, 3] -> [3, h, w]; [n, h, w, 3] -> [n, 3, h, w] (or [3, n, h, w]).
+  Shape TensorShape(const Shape& image) const {
     const size_t r = image.size();
+    if (channels_first_ && r == 4) return {3, image[0], image[1], image[2]};
     Shape out(image.begin(), image.end() - 3);
     out.insert(out.end(), {3, image[r - 3], image[r - 2]});
     return out;
   }
 
+  bool channels_first_ = false;
   float mean_[3];
   float std_[3];
 };

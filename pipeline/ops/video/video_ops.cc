@@ -37,6 +37,11 @@ class DecodeVideoOp : public Op {
       return absl::InvalidArgumentError(
           absl::StrFormat("fps: must be in [0, 1000] and not set with a stride, got %g", p.fps()));
     }
+    if (p.max_stride() != 0 && (p.max_stride() < op->stride_ || p.fps() > 0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "max_stride: must be 0 or at least stride (%d), and not set with fps, got %d",
+          op->stride_, p.max_stride()));
+    }
     if (!(p.start() >= 0 && p.start() <= kMaxVideoSeconds) ||
         (p.start() > 0 && p.sampler() != proto::DecodeVideo::SAMPLER_START)) {
       return absl::InvalidArgumentError(
@@ -64,7 +69,7 @@ class DecodeVideoOp : public Op {
     auto reader = VideoReader::Open(s.data, s.size, limits);
     if (!reader.ok()) return reader.status();
     const VideoInfo& info = (*reader)->info();
-    auto clip = Clip(info, ctx.Rng(s));
+    auto clip = Clip(info, s.window, ctx.Rng(s));
     if (!clip.ok()) return clip.status();
     const size_t frame = (*reader)->frame_bytes();
     // A clip is one value: its frames together within --max-pixels.
@@ -91,35 +96,53 @@ class DecodeVideoOp : public Op {
   explicit DecodeVideoOp(const proto::DecodeVideo& p)
       : frames_(p.has_frames() ? p.frames() : 16),
         stride_(p.has_stride() ? p.stride() : 1),
+        max_stride_(p.max_stride()),
         fps_(p.fps()),
         sampler_(p.sampler()),
         start_(p.start()) {}
 
   // The clip's times in `info`'s video: its step from fps or the stride at
-  // the header's rate, its start as the sampler says, among the starts
-  // whose last frame is still shown (0 where the duration is not given).
-  absl::StatusOr<ClipTimes> Clip(const VideoInfo& info, SampleRng rng) const {
+  // the header's rate (a stride drawn first for frame-rate jitter), its
+  // start as the sampler says within the sample's window, among the starts
+  // whose last frame is still shown (the window's start where the duration
+  // is not given).
+  absl::StatusOr<ClipTimes> Clip(const VideoInfo& info, const MediaWindow& window,
+                                 SampleRng rng) const {
     ClipTimes clip;
     clip.frames = frames_;
+    const int64_t stride = max_stride_ > stride_ ? rng.UniformInt(stride_, max_stride_) : stride_;
     if (fps_ > 0) {
       clip.step = 1 / fps_;
     } else if (info.fps > 0) {
-      clip.step = stride_ / info.fps;
+      clip.step = static_cast<double>(stride) / info.fps;
     } else {
       return absl::InvalidArgumentError(
           "video: the header gives no frame rate to stride by; set decode_video's fps");
     }
+    // The window, within the video where its duration is known.
+    const double from = window.start;
+    const bool known = info.seconds > 0;
+    if (known && from > 0 && from >= info.seconds) {
+      return absl::OutOfRangeError(
+          absl::StrFormat("video: the sample's window starts at %g s, past the video's end (%g s)",
+                          from, info.seconds));
+    }
+    double to = known ? info.seconds : from;
+    if (window.end >= 0) to = known ? std::min(window.end, info.seconds) : window.end;
     const double shown = info.fps > 0 ? 1 / info.fps : 0;  // the last frame's time on screen
-    const double last = std::max(0.0, info.seconds - shown - clip.step * (frames_ - 1));
+    const double last = from + std::max(0.0, to - from - shown - clip.step * (frames_ - 1));
     switch (sampler_) {
       case proto::DecodeVideo::SAMPLER_CENTER:
-        clip.start = last / 2;
+        clip.start = from + (last - from) / 2;
         break;
       case proto::DecodeVideo::SAMPLER_START:
-        clip.start = start_;
+        clip.start = from + start_;
+        break;
+      case proto::DecodeVideo::SAMPLER_UNIFORM:
+        clip.start = from + (last - from) * window.clip / std::max(window.clips - 1, 1);
         break;
       default:
-        clip.start = rng.Uniform(0, last);
+        clip.start = rng.Uniform(from, last);
         break;
     }
     return clip;
@@ -127,6 +150,7 @@ class DecodeVideoOp : public Op {
 
   int frames_;
   int stride_;
+  int max_stride_;
   double fps_;
   proto::DecodeVideo::Sampler sampler_;
   double start_;
@@ -145,17 +169,31 @@ absl::Status ExpectClip(const ValueType& in) {
       in.DebugString()));
 }
 
-class UniformTemporalSubsampleOp : public Op {
- public:
-  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
-    const int keep = stage.uniform_temporal_subsample().frames();
-    if (keep < 1 || keep > kMaxClipFrames) {
+// A clip of `keep` frames: frame i is the input's frame source(T, i).
+template <typename Source>
+absl::Status KeepFrames(const StageContext& ctx, Sample& s, int keep, const char* op,
+                        Source source) {
+  const int64_t frames = s.shape[0];
+  if (frames < 1) return absl::InvalidArgumentError(absl::StrCat(op, ": an empty clip"));
+  const size_t per = s.size / frames;
+  uint8_t* out = ctx.Output(s.data, per * keep);
+  for (int i = 0; i < keep; ++i) {
+    const int64_t from = source(frames, i);
+    if (from < 0) {
       return absl::InvalidArgumentError(
-          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, keep));
+          absl::StrFormat("%s: a clip of %d frames is shorter than frames: %d", op, frames, keep));
     }
-    return std::unique_ptr<Op>(new UniformTemporalSubsampleOp(keep));
+    std::memcpy(out + per * i, s.data + per * from, per);
   }
+  s.data = out;
+  s.size = per * keep;
+  s.shape[0] = keep;
+  return absl::OkStatus();
+}
 
+// The base of ops that keep `frames` frames of a clip.
+class TemporalOp : public Op {
+ public:
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectClip(in); !s.ok()) return s;
     ValueType out = in;
@@ -163,24 +201,55 @@ class UniformTemporalSubsampleOp : public Op {
     return out;
   }
 
-  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
-    const int64_t frames = s.shape[0];
-    if (frames < 1) return absl::InvalidArgumentError("uniform_temporal_subsample: an empty clip");
-    const size_t per = s.size / frames;
-    uint8_t* out = ctx.Output(s.data, per * keep_);
-    for (int i = 0; i < keep_; ++i) {
-      std::memcpy(out + per * i, s.data + per * UniformTemporalIndex(frames, keep_, i), per);
+ protected:
+  explicit TemporalOp(int keep) : keep_(keep) {}
+
+  static absl::StatusOr<int> Frames(int keep) {
+    if (keep < 1 || keep > kMaxClipFrames) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, keep));
     }
-    s.data = out;
-    s.size = per * keep_;
-    s.shape[0] = keep_;
-    return absl::OkStatus();
+    return keep;
+  }
+
+  int keep_;
+};
+
+class UniformTemporalSubsampleOp : public TemporalOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    absl::StatusOr<int> keep = Frames(stage.uniform_temporal_subsample().frames());
+    if (!keep.ok()) return keep.status();
+    return std::unique_ptr<Op>(new UniformTemporalSubsampleOp(*keep));
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    return KeepFrames(ctx, s, keep_, "uniform_temporal_subsample", [this](int64_t frames, int i) {
+      return UniformTemporalIndex(frames, keep_, i);
+    });
   }
 
  private:
-  explicit UniformTemporalSubsampleOp(int keep) : keep_(keep) {}
+  using TemporalOp::TemporalOp;
+};
 
-  int keep_;
+class RandomTemporalCropOp : public TemporalOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
+    absl::StatusOr<int> keep = Frames(stage.random_temporal_crop().frames());
+    if (!keep.ok()) return keep.status();
+    return std::unique_ptr<Op>(new RandomTemporalCropOp(*keep));
+  }
+
+  absl::Status Apply(const StageContext& ctx, Sample& s) const override {
+    const int64_t frames = s.shape[0];
+    const int64_t first = frames >= keep_ ? ctx.Rng(s).UniformInt(0, frames - keep_) : -1;
+    return KeepFrames(ctx, s, keep_, "random_temporal_crop",
+                      [first](int64_t, int i) { return first < 0 ? -1 : first + i; });
+  }
+
+ private:
+  using TemporalOp::TemporalOp;
 };
 
 }  // namespace
@@ -217,6 +286,7 @@ std::vector<int64_t> UniformTemporalIndices(int64_t frames, int64_t keep) {
 void RegisterVideoOps(OpRegistry* registry) {
   registry->Register(Stage::kDecodeVideo, FactoryOf<DecodeVideoOp>());
   registry->Register(Stage::kUniformTemporalSubsample, FactoryOf<UniformTemporalSubsampleOp>());
+  registry->Register(Stage::kRandomTemporalCrop, FactoryOf<RandomTemporalCropOp>());
 }
 
 }  // namespace prepflow

@@ -29,11 +29,7 @@ class VideoDataTest : public testing::FfmpegTest {
   void SetUp() override {
     FfmpegTest::SetUp();
     if (IsSkipped()) return;
-    // A frame's brightness tells which it is: frame k of 50 has luma 16 + 4k.
-    Make(
-        "-f lavfi -i color=c=black:size=32x32:rate=25 -t 2 -vf geq=lum='16+4*N':cb=128:cr=128 "
-        "-c:v libx264 -qp 0 -pix_fmt yuv444p",
-        "ramp.mkv");
+    MakeRamp();
   }
 
   std::string Write(const std::string& name, const std::string& text) {
@@ -59,13 +55,8 @@ class VideoDataTest : public testing::FfmpegTest {
     absl::Status st = ReadRecord(ds, pipeline.fields(), ws, s, &size);
     if (st.ok()) st = pipeline.Run(0, pipeline.num_stages(), s, ws);
     if (status != nullptr) *status = st;
-    std::vector<int> frames;
-    if (!st.ok()) return frames;
-    const size_t bytes = s.size / s.shape[0];
-    for (int64_t t = 0; t < s.shape[0]; ++t) {
-      frames.push_back(static_cast<int>(std::lround(s.data[bytes * t] * 219.0 / 255 / 4)));
-    }
-    return frames;
+    if (!st.ok()) return {};
+    return RampFrames(s.data, s.size, s.shape[0]);
   }
 };
 

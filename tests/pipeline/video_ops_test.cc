@@ -87,14 +87,9 @@ TEST_F(VideoOpsTest, EveryCutGivesTheSameClip) {
 
 TEST_F(VideoOpsTest, SamplersPlaceTheClip) {
   // A frame's brightness tells which it is: frame k of 50 has luma 16 + 4k.
-  const std::vector<uint8_t> ramp = Make(
-      "-f lavfi -i color=c=black:size=32x32:rate=25 -t 2 -vf geq=lum='16+4*N':cb=128:cr=128 "
-      "-c:v libx264 -qp 0 -pix_fmt yuv444p",
-      "ramp.mkv");
-  // The frame a clip's frame i is, from its red (limited-range luma to RGB).
+  const std::vector<uint8_t> ramp = MakeRamp();
   auto frame = [](const testing::Output& out, int i) {
-    const size_t bytes = out.bytes.size() / out.shape[0];
-    return static_cast<int>(std::lround(out.bytes[bytes * i] * 219.0 / 255 / 4));
+    return RampFrames(out.bytes.data(), out.bytes.size(), out.shape[0])[i];
   };
   // Four frames 0.2 s apart span 0.64 s of the 2 s: centred, the first is
   // at (2 - 0.04 - 0.6) / 2 = 0.68 s (frame 17).
@@ -131,19 +126,11 @@ class TemporalOpsTest : public VideoOpsTest {
   void SetUp() override {
     VideoOpsTest::SetUp();
     if (IsSkipped()) return;
-    ramp_ = Make(
-        "-f lavfi -i color=c=black:size=32x32:rate=25 -t 2 -vf geq=lum='16+4*N':cb=128:cr=128 "
-        "-c:v libx264 -qp 0 -pix_fmt yuv444p",
-        "ramp.mkv");
+    ramp_ = MakeRamp();
   }
 
   static std::vector<int> Frames(const testing::Output& out) {
-    std::vector<int> frames;
-    const size_t bytes = out.bytes.size() / out.shape[0];
-    for (int64_t t = 0; t < out.shape[0]; ++t) {
-      frames.push_back(static_cast<int>(std::lround(out.bytes[bytes * t] * 219.0 / 255 / 4)));
-    }
-    return frames;
+    return RampFrames(out.bytes.data(), out.bytes.size(), out.shape[0]);
   }
 
   std::vector<uint8_t> ramp_;

@@ -4,6 +4,7 @@
 #ifndef PREPFLOW_TESTS_TESTING_FFMPEG_TEST_H_
 #define PREPFLOW_TESTS_TESTING_FFMPEG_TEST_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -32,6 +33,26 @@ class FfmpegTest : public ::testing::Test {
         absl::StrCat("ffmpeg -nostdin -loglevel error -y ", args, " '", out, "' > /dev/null 2>&1");
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
     return ReadFile(out);
+  }
+
+  // A 2 s, 25 fps, 32x32 lossless H.264 clip whose frame k of 50 has luma
+  // 16 + 4k: a frame's brightness tells which it is (RampFrames).
+  std::vector<uint8_t> MakeRamp(const std::string& name = "ramp.mkv") {
+    return Make(
+        "-f lavfi -i color=c=black:size=32x32:rate=25 -t 2 -vf geq=lum='16+4*N':cb=128:cr=128 "
+        "-c:v libx264 -qp 0 -pix_fmt yuv444p",
+        name);
+  }
+
+  // Which ramp frame each of a clip's `frames` frames (RGB, `size` bytes in
+  // all) is, from its first red byte (limited-range luma to RGB).
+  static std::vector<int> RampFrames(const uint8_t* data, size_t size, int64_t frames) {
+    std::vector<int> out;
+    const size_t bytes = size / frames;
+    for (int64_t t = 0; t < frames; ++t) {
+      out.push_back(static_cast<int>(std::lround(data[bytes * t] * 219.0 / 255 / 4)));
+    }
+    return out;
   }
 
   TempDir dir_;

@@ -194,6 +194,18 @@ absl::Status KeepFrames(const StageContext& ctx, Sample& s, int keep, const char
 // The base of ops that keep `frames` frames of a clip.
 class TemporalOp : public Op {
  public:
+  explicit TemporalOp(int keep) : keep_(keep) {}
+
+  // A T of `keep` frames, checked.
+  template <typename T>
+  static absl::StatusOr<std::unique_ptr<Op>> Make(int keep) {
+    if (keep < 1 || keep > kMaxClipFrames) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, keep));
+    }
+    return std::unique_ptr<Op>(new T(keep));
+  }
+
   absl::StatusOr<ValueType> OutputType(const ValueType& in) const override {
     if (absl::Status s = ExpectClip(in); !s.ok()) return s;
     ValueType out = in;
@@ -202,25 +214,14 @@ class TemporalOp : public Op {
   }
 
  protected:
-  explicit TemporalOp(int keep) : keep_(keep) {}
-
-  static absl::StatusOr<int> Frames(int keep) {
-    if (keep < 1 || keep > kMaxClipFrames) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("frames: must be in [1, %d], got %d", kMaxClipFrames, keep));
-    }
-    return keep;
-  }
-
   int keep_;
 };
 
 class UniformTemporalSubsampleOp : public TemporalOp {
  public:
+  using TemporalOp::TemporalOp;
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
-    absl::StatusOr<int> keep = Frames(stage.uniform_temporal_subsample().frames());
-    if (!keep.ok()) return keep.status();
-    return std::unique_ptr<Op>(new UniformTemporalSubsampleOp(*keep));
+    return Make<UniformTemporalSubsampleOp>(stage.uniform_temporal_subsample().frames());
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
@@ -228,17 +229,13 @@ class UniformTemporalSubsampleOp : public TemporalOp {
       return UniformTemporalIndex(frames, keep_, i);
     });
   }
-
- private:
-  using TemporalOp::TemporalOp;
 };
 
 class RandomTemporalCropOp : public TemporalOp {
  public:
+  using TemporalOp::TemporalOp;
   static absl::StatusOr<std::unique_ptr<Op>> Create(const Stage& stage) {
-    absl::StatusOr<int> keep = Frames(stage.random_temporal_crop().frames());
-    if (!keep.ok()) return keep.status();
-    return std::unique_ptr<Op>(new RandomTemporalCropOp(*keep));
+    return Make<RandomTemporalCropOp>(stage.random_temporal_crop().frames());
   }
 
   absl::Status Apply(const StageContext& ctx, Sample& s) const override {
@@ -247,9 +244,6 @@ class RandomTemporalCropOp : public TemporalOp {
     return KeepFrames(ctx, s, keep_, "random_temporal_crop",
                       [first](int64_t, int i) { return first < 0 ? -1 : first + i; });
   }
-
- private:
-  using TemporalOp::TemporalOp;
 };
 
 }  // namespace

@@ -24,7 +24,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
   DatasetOptions options;
   options.read_ahead = remote.read_ahead;
   options.index_cache_dir = remote.index_cache_dir;
-  if (IsUrl(spec.path())) {
+  bool urls = IsUrl(spec.path());
+  for (const proto::MixSource& source : spec.mix()) urls |= IsUrl(source.path());
+  if (urls) {
     absl::StatusOr<ObjectStoreOptions> storage = StoreOptions(remote);
     if (!storage.ok()) return storage.status();
     options.store = CurlObjectStore::Create(*std::move(storage));
@@ -40,6 +42,14 @@ OpDataOpener ClientOpDataOpener(const RemoteReadOptions& remote) {
     if (!dataset.ok()) return dataset.status();
     return AsOpData(*std::move(dataset));
   };
+}
+
+OpFileReader ClientOpFileReader(const RemoteReadOptions& remote) {
+  DatasetOptions options;
+  if (absl::StatusOr<ObjectStoreOptions> storage = StoreOptions(remote); storage.ok()) {
+    options.store = CurlObjectStore::Create(*std::move(storage));
+  }
+  return OpFileReaderFor(std::move(options));
 }
 
 std::string SharedPath(const std::string& path) {

@@ -26,6 +26,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetS
 // How ops open their data on the trainer (PipelineOptions::open_data):
 // OpenClientDataset of each path, format auto.
 OpDataOpener ClientOpDataOpener(const RemoteReadOptions& remote);
+// How ops read one file on the trainer (PipelineOptions::read_file): local
+// paths, and URLs as `remote` reads them.
+OpFileReader ClientOpFileReader(const RemoteReadOptions& remote);
 
 // A local path as workers see it on shared storage: its real path, or made
 // absolute as written where it names no file (a shard pattern); URLs as

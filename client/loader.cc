@@ -199,14 +199,19 @@ Batch* Loader::StartBatch() {
       // and read storage again. The next epoch starts once the batches in
       // flight are complete (a pause of the pipeline's depth per epoch).
       if (next_epoch_ > options_.first_epoch && EpochStillLoading()) return nullptr;
+      order_copies_.clear();
       if (!seconds_.empty()) {
         PlanByLength(next_epoch_, &order_, &bounds_);
+      } else if (!mix_.sizes.empty()) {
+        order_ = MixOrder(mix_, options_.seed, static_cast<uint64_t>(next_epoch_), options_.shuffle,
+                          &order_copies_);
+        DealToRank(&order_, &order_copies_, options_.rank, options_.world_size,
+                   options_.rank_split);
       } else {
         order_ =
             EpochOrder(dataset_->size(), options_.seed, static_cast<uint64_t>(next_epoch_),
                        options_.shuffle, options_.rank, options_.world_size, options_.rank_split);
       }
-      order_copies_.clear();
       const int echo =
           epoch_echo_.count(next_epoch_) ? epoch_echo_[next_epoch_] : ChooseEpochEcho(next_epoch_);
       echo_now_ = echo;
@@ -468,7 +473,9 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
-  for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
+  if (batch->echo() > 1) {  // a mixture's repeats are copies too, not echoed ones
+    for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
+  }
   delivered_echo_ = batch->echo();
   bytes_ += batch->bytes();
   padding_bytes_ += batch->padding_bytes();

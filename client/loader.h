@@ -58,6 +58,7 @@
 #include "net/security.h"
 #include "pipeline/core/batch.h"
 #include "pipeline/core/checksum.h"
+#include "pipeline/core/epoch_order.h"
 #include "pipeline/data/dataset.h"
 #include "pipeline/pipeline.h"
 #include "pipeline/reuse/sample_cache.h"
@@ -149,6 +150,8 @@ class Loader {
   // The pipeline, the (materialized) dataset, the batch ops and the cache,
   // from options_.
   absl::Status OpenData();
+  // The mixture's plan from the opened sources and --mix's weights, checked.
+  absl::Status PlanMix();
   absl::Status StartRemote();
   // Unavailable for a job that asked for workers and has none usable after
   // StartRemote's wait, saying why (the workers', or the scheduler's).
@@ -228,6 +231,9 @@ class Loader {
   std::unique_ptr<SampleRunner> runner_;  // local samples and remote suffixes
   Checksum checksum_;
   int64_t samples_per_rank_ = 0;  // an epoch's samples without echoing
+  int64_t epoch_samples_ = 0;     // an epoch's samples, all ranks': the dataset's, or a mixture's
+  // A mixture (--mix): its plan; sizes empty when the data is one dataset.
+  MixPlan mix_;
   // Batching by length: each sample's seconds (empty: not by length), and
   // the batch counts of the epochs asked about.
   std::vector<double> seconds_;

@@ -2,10 +2,15 @@
 // The command line (prepflow run, demo), the Python binding and
 // docs/options.md walk this table; defaults are LoaderOptions' initializers.
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/flags.h"
+#include "base/text.h"
 #include "client/loader_options.h"
 #include "pipeline/core/rng.h"
 #include "pipeline/data/dataset.h"
@@ -35,6 +40,47 @@ const char* FormatName(proto::DatasetSpec::Format format) {
 const char* OnErrorName(OnError e) { return e == OnError::kFail ? "fail" : "skip"; }
 const char* RankSplitName(RankSplit s) {
   return s == RankSplit::kDrop ? "drop" : s == RankSplit::kUneven ? "uneven" : "pad";
+}
+
+// --mix text, "PATH:WEIGHT,PATH:WEIGHT,...": entries split at commas outside
+// braces (a shard pattern's {a,b}), each at its last colon (a URL's
+// scheme keeps its own).
+absl::StatusOr<std::vector<proto::MixSource>> ParseMix(const std::string& text) {
+  std::vector<std::string> entries(1);
+  int depth = 0;
+  for (char c : text) {
+    depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+    if (c == ',' && depth == 0) {
+      entries.emplace_back();
+    } else {
+      entries.back().push_back(c);
+    }
+  }
+  std::vector<proto::MixSource> out;
+  if (text.empty()) return out;
+  for (const std::string& e : entries) {
+    const size_t colon = e.rfind(':');
+    double weight = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtod(e.substr(colon + 1), &weight) || !(weight > 0) ||
+        !std::isfinite(weight)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", SafeText(e), "': expected PATH:WEIGHT, a weight > 0 (e.g. 'a.tar:0.7,b/:0.3')"));
+    }
+    proto::MixSource source;
+    source.set_path(e.substr(0, colon));
+    source.set_weight(weight);
+    out.push_back(std::move(source));
+  }
+  return out;
+}
+
+std::string MixText(const O& o) {
+  std::string text;
+  for (const proto::MixSource& s : o.dataset.mix()) {
+    absl::StrAppend(&text, text.empty() ? "" : ",", s.path(), ":", s.weight());
+  }
+  return text;
 }
 
 // A stage boundary: K >= 0, or "auto" (stored as -1).
@@ -213,6 +259,30 @@ Rows DataRows() {
   };
 }
 
+// A weighted mixture of datasets (docs/mixtures.md).
+Rows MixRows() {
+  return {
+      ParsedOption<O>(
+          "mix", "mix", ParseMix,
+          [](O& o, std::vector<proto::MixSource> sources) {
+            o.dataset.clear_mix();
+            for (proto::MixSource& s : sources) *o.dataset.add_mix() = std::move(s);
+          },
+          [](const O& o) -> OptionValue { return MixText(o); },
+          "a weighted mixture of datasets instead of --data: 'PATH:WEIGHT,PATH:WEIGHT' (each "
+          "next sample's source drawn by weight, the same at any thread count, placement and "
+          "cut; docs/mixtures.md)"),
+      IntOption<O>("mix_epoch_samples", "mix-epoch-samples", &O::mix_epoch_samples, 0,
+                   int64_t{1} << 40,
+                   "samples per epoch of a mixture, each source its share (0: the sum of the "
+                   "sources)"),
+      BoolOption<O>("mix_stop_at_first_end", "mix-stop-at-first-end", &O::mix_stop_at_first_end,
+                    "end each epoch of a mixture where its first source runs out (each epoch "
+                    "then starts every source anew); without it a source that runs out starts "
+                    "its own next epoch"),
+  };
+}
+
 Rows RankRows() {
   return {
       IntOption<O>("rank", "rank", &O::rank, 0, kIntMax,
@@ -322,7 +392,7 @@ Rows ReuseRows() {
 
 std::vector<OptionField<O>>* MakeTable() {
   auto* table = new Rows(DataRows());
-  for (Rows part : {RankRows(), OffloadRows(), TuningRows()}) {
+  for (Rows part : {MixRows(), RankRows(), OffloadRows(), TuningRows()}) {
     table->insert(table->end(), part.begin(), part.end());
   }
   AppendLifted(

@@ -85,6 +85,11 @@ struct LoaderOptions {
   // length together: bucket_window.
   double max_batch_seconds = 0;
   int64_t bucket_window = 1000;
+  // A mixture (dataset.mix, --mix): samples per mixture epoch (0: the sum
+  // of the sources), and whether an epoch ends where its first source runs
+  // out (else a source that runs out starts its own next epoch).
+  int64_t mix_epoch_samples = 0;
+  bool mix_stop_at_first_end = false;
   int rank = 0;
   int world_size = 1;
   // The training job, named alike on every rank: workers serve its ranks as

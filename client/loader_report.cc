@@ -66,7 +66,7 @@ LoaderStats Loader::Stats() const {
   st.storage.Add(runner_->RemoteStorage());
   // Against the split that deals every sample once: the repeats this rank
   // takes (pad), and what no rank takes (drop).
-  const int64_t n = dataset_->size();
+  const int64_t n = epoch_samples_;
   const int64_t once = RankSamples(n, options_.rank, options_.world_size, RankSplit::kUneven);
   if (options_.rank_split == RankSplit::kPad)
     st.padded_samples_per_epoch = samples_per_rank_ - once;

@@ -79,7 +79,13 @@ absl::Status Loader::Init(const LoaderOptions& given) {
                           ? options_.threads
                           : std::max(1, AvailableCpus() / std::max(1, options_.local_ranks));
   const int64_t size = dataset_->size();
-  samples_per_rank_ = RankSamples(size, options_.rank, options_.world_size, options_.rank_split);
+  epoch_samples_ = size;
+  if (!mix_.sizes.empty()) {
+    epoch_samples_ = 0;
+    for (int64_t c : MixCounts(mix_)) epoch_samples_ += c;
+  }
+  samples_per_rank_ =
+      RankSamples(epoch_samples_, options_.rank, options_.world_size, options_.rank_split);
   echo_cap_ = options_.echo_auto ? options_.max_echo : options_.echo;
   {
     absl::MutexLock lock(&mu_);
@@ -134,7 +140,7 @@ void Loader::MakeBatches() {
 
 absl::Status Loader::OpenData() {
   if (absl::Status s = OpenPipeline(); !s.ok()) return s;
-  if (!options_.dataset.has_materialized()) {
+  if (!options_.dataset.has_materialized() && options_.dataset.mix_size() == 0) {
     if (absl::Status s = FindMaterialized(&options_.dataset, options_.storage); !s.ok()) return s;
   }
   // Materialized data: its prefix must be the pipeline's (before the
@@ -159,6 +165,7 @@ absl::Status Loader::OpenData() {
     if (absl::Status s = CheckMaterializedSamples(*m, *dataset_); !s.ok()) return bad_data(s);
   }
   for (const std::string& w : dataset_->index_warnings()) spdlog::warn("{}", SafeText(w));
+  if (absl::Status s = PlanMix(); !s.ok()) return s;
   if (pipeline_->record() && m == nullptr && !dataset_->has_members()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pipeline ", pipeline_->name(), " reads fields (",
@@ -182,6 +189,33 @@ absl::Status Loader::OpenData() {
   }
   batch_ops_ = *std::move(batch_ops);
   return OpenCache();
+}
+
+absl::Status Loader::PlanMix() {
+  if (dataset_->mix_sizes().empty()) return absl::OkStatus();
+  mix_.sizes = dataset_->mix_sizes();
+  for (const proto::MixSource& source : options_.dataset.mix())
+    mix_.weights.push_back(source.weight());
+  mix_.epoch_samples = options_.mix_epoch_samples;
+  mix_.stop_at_first_end = options_.mix_stop_at_first_end;
+  if (std::string why = WhyNotMixable(mix_); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--mix: ", why));
+  }
+  // Not yet: a sample's copies in an epoch are the mixture's repeats.
+  if (options_.echo > 1 || options_.echo_auto) {
+    return absl::InvalidArgumentError("--echo: a mixture (--mix) is not echoed yet");
+  }
+  if (options_.max_batch_seconds > 0) {
+    return absl::InvalidArgumentError(
+        "--max-batch-seconds: a mixture (--mix) is not batched by length yet");
+  }
+  const std::vector<int64_t> counts = MixCounts(mix_);
+  for (size_t s = 0; s < counts.size(); ++s) {
+    spdlog::info("mixture: source {} ({}): {} samples, {} an epoch", s,
+                 SafeText(options_.dataset.mix(static_cast<int>(s)).path()), mix_.sizes[s],
+                 counts[s]);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Loader::LengthField(bool materialized) const {
@@ -211,9 +245,12 @@ absl::Status Loader::OpenPipeline() {
   popts.decode.max_video_seconds = options_.max_video_seconds;
   popts.decode.max_video_frames = options_.max_video_frames;
   popts.open_data = ClientOpDataOpener(options_.storage);
-  // Workers open the ops' data (a noise set) at the paths they see.
+  popts.read_file = ClientOpFileReader(options_.storage);
+  // Workers open the ops' data (a noise set, a tokenizer's model) at the
+  // paths they see.
   for (proto::Stage& stage : *options_.pipeline.mutable_stages()) {
     for (std::string* path : MutableDataPaths(&stage)) *path = SharedPath(*path);
+    for (std::string* path : MutableFilePaths(&stage)) *path = SharedPath(*path);
   }
   auto pipeline = Pipeline::Create(options_.pipeline, popts);
   if (!pipeline.ok()) return pipeline.status();
@@ -296,6 +333,9 @@ proto::JobOpen Loader::JobOpenMessage() const {
   // (a shard pattern names no file: it is made absolute as written), or
   // read it from the URL for themselves.
   open.mutable_dataset()->set_path(SharedPath(options_.dataset.path()));
+  for (proto::MixSource& source : *open.mutable_dataset()->mutable_mix()) {
+    source.set_path(SharedPath(source.path()));
+  }
   *open.mutable_pipeline() = options_.pipeline;  // its data paths made shared by OpenPipeline
   open.set_seed(options_.seed);
   open.set_max_pixels(options_.max_pixels);

@@ -376,7 +376,8 @@ absl::Status Pipeline::AddStage(const proto::Stage& stage, int i) {
     }
   }
   // Last: what an op loads (a noise set) is loaded only for a valid stage.
-  const OpEnvironment env{options_.open_data, &options_.decode, options_.max_data_bytes};
+  const OpEnvironment env{options_.open_data, &options_.decode, options_.max_data_bytes,
+                          options_.read_file};
   if (absl::Status st = (*op)->Open(env); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat(where(), st.message()));
   }
@@ -546,6 +547,12 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
       bound = static_cast<int64_t>(t.bytes());
     } else if (t.kind == ValueKind::kAudio) {
       bound = AudioBound(t, options_.decode);
+    } else if (t.kind == ValueKind::kTokens) {
+      // A tokenizer gives at most one id per byte of its text, and BOS and
+      // EOS.
+      bound = max_file_bytes > (std::numeric_limits<int64_t>::max() - 2) / 4
+                  ? std::numeric_limits<int64_t>::max()
+                  : 4 * (max_file_bytes + 2);
     } else {
       // An image, or a clip's frames together (decode_video and the ops
       // applied frame by frame hold a clip to it), within --max-pixels.

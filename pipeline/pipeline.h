@@ -32,6 +32,9 @@ struct PipelineOptions {
   // job's dataset is opened (pipeline/data's OpDataOpenerFor). Null: a
   // pipeline with such an op is refused (FailedPrecondition).
   OpDataOpener open_data;
+  // How ops read one file (a tokenizer's model), likewise (pipeline/data's
+  // OpFileReaderFor). Null: a pipeline with such an op is refused.
+  OpFileReader read_file;
   // What one op may hold of the data it loads (OpEnvironment::max_data_bytes).
   int64_t max_data_bytes = 0;
 };

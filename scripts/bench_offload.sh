@@ -13,7 +13,9 @@
 #   env: EPOCHS (16), BW_MBIT (unset), TELL_BW (0), CPU (0.5), ROUNDS (3),
 #        KILL_EPOCHS (40), KILL_AFTER (4), PIPELINE (imagenet-train; a preset or
 #        a pipeline file, e.g. bench/resnet50_v2.pbtxt: cut=K then sweeps K up
-#        to its stage count)
+#        to its stage count), TOP (unset: sweep every static split; else the
+#        static modes to compare with off and auto, space-separated, skipping
+#        the sweep, e.g. TOP="cut=4,remote_fraction=0.75 remote")
 # Needs root (network namespaces, cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +57,11 @@ run() {  # mode epochs -> JSON line (the log goes to $work/run.log)
     --offload "$1" --workers "$workers" --worker-timeout 60 ${tell_bw:+--bandwidth-mbps "$tell_bw"} \
     --json 2>"$work/run.log" | tail -n 1
 }
-modes=(off auto remote)
-for k in $(seq 1 "$stages"); do for f in 0.25 0.5 0.75 1; do modes+=("cut=$k,remote_fraction=$f"); done; done
+modes=(off auto)
+if [ -z "${TOP:-}" ]; then
+  modes+=(remote)
+  for k in $(seq 1 "$stages"); do for f in 0.25 0.5 0.75 1; do modes+=("cut=$k,remote_fraction=$f"); done; done
+fi
 for m in "${modes[@]}"; do
   echo "bench_offload: $m" >&2
   printf '%s\t%s\n' "$m" "$(run "$m" "$epochs")" >>"$work/results.tsv"
@@ -66,7 +71,7 @@ done
 # The sweep picks the leading static modes; one run each favours whichever got
 # lucky on this shared machine. So off, auto and the three best static modes
 # are run again, interleaved, ROUNDS times, and compared by their medians.
-top=$(python3 - "$work/results.tsv" <<'PY'
+top=${TOP:-$(python3 - "$work/results.tsv" <<'PY'
 import json, sys
 rate = {}
 for line in open(sys.argv[1]):
@@ -75,7 +80,7 @@ for line in open(sys.argv[1]):
 static = sorted((m for m in rate if m.startswith("cut=") or m == "remote"), key=rate.get)
 print(" ".join(static[-3:]))
 PY
-)
+)}
 for r in $(seq "$rounds"); do
   for m in off auto $top; do
     echo "bench_offload: round $r: $m" >&2

@@ -58,6 +58,11 @@ packages=(
   # ffmpeg tool from generated pictures, and PyAV (the same libraries) is the
   # reference.
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev ffmpeg python3-av
+  # Text: SentencePiece models (the library; spm_train makes the tests'
+  # models; python3-sentencepiece is the reference), ICU's Unicode classes
+  # for byte-level BPE's pre-tokenizer, and the regex module its reference
+  # implementation in the tests uses.
+  libsentencepiece-dev sentencepiece python3-sentencepiece libicu-dev python3-regex
 )
 # The test servers for remote data run on Node.js (tests/servers): Debian's,
 # unless a node and npm are already on the PATH (NodeSource's node bundles

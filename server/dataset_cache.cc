@@ -25,8 +25,11 @@ absl::Status Mismatch(const proto::DatasetSpec& spec, const Dataset& dataset, ui
 absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(const proto::DatasetSpec& spec,
                                                                  uint64_t fingerprint,
                                                                  int64_t size) {
-  const std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n",
-                                       spec.clips_per_video());
+  std::string key = absl::StrCat(spec.path(), "\n", static_cast<int>(spec.format()), "\n",
+                                 spec.clips_per_video());
+  for (const proto::MixSource& source : spec.mix()) {  // a mixture: its sources, in order
+    absl::StrAppend(&key, "\nmix:", source.path());
+  }
   if (std::optional<absl::StatusOr<std::shared_ptr<const Dataset>>> found =
           Lookup(key, spec, fingerprint, size)) {
     return *std::move(found);

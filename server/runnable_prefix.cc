@@ -16,8 +16,15 @@ namespace {
 // The first stage whose ops' data (a noise set) cannot be opened here, or
 // -1; `*why` says which and why.
 int FirstUnreadableData(const proto::PipelineSpec& spec, const OpDataOpener& open_data,
-                        std::string* why) {
+                        const OpFileReader& read_file, std::string* why) {
   for (int i = 0; i < spec.stages_size(); ++i) {
+    for (const std::string& path : FilePaths(spec.stages(i))) {
+      absl::StatusOr<std::string> file = read_file(path, /*max_bytes=*/-1);
+      if (file.ok()) continue;
+      *why = absl::StrCat("stage ", i, ": its file cannot be read here (", file.status().message(),
+                          ")");
+      return i;
+    }
     for (const std::string& path : DataPaths(spec.stages(i))) {
       absl::StatusOr<std::unique_ptr<OpData>> data = open_data(path);
       if (data.ok()) continue;
@@ -32,10 +39,10 @@ int FirstUnreadableData(const proto::PipelineSpec& spec, const OpDataOpener& ope
 // The stages before the first that cannot run here: a plugin's op not
 // loaded, or data not readable.
 int FirstUnrunnableStage(const proto::PipelineSpec& spec, const OpDataOpener& open_data,
-                         std::string* why) {
+                         const OpFileReader& read_file, std::string* why) {
   std::string data_why;
   const int missing = FirstMissingOp(spec, why);
-  const int unreadable = FirstUnreadableData(spec, open_data, &data_why);
+  const int unreadable = FirstUnreadableData(spec, open_data, read_file, &data_why);
   if (unreadable < 0 || (missing >= 0 && missing <= unreadable)) return missing;
   *why = data_why;
   return unreadable;
@@ -44,9 +51,10 @@ int FirstUnrunnableStage(const proto::PipelineSpec& spec, const OpDataOpener& op
 }  // namespace
 
 proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, const OpDataOpener& open_data,
-                                   std::string* unavailable) {
+                                   const OpFileReader& read_file, std::string* unavailable) {
   proto::PipelineSpec runnable = open.pipeline();
-  if (const int missing = FirstUnrunnableStage(runnable, open_data, unavailable); missing >= 0) {
+  if (const int missing = FirstUnrunnableStage(runnable, open_data, read_file, unavailable);
+      missing >= 0) {
     // A record keeps its fields: those only the dropped stages work on
     // ride along encoded, as they would up to the cut.
     std::vector<std::string> kept;

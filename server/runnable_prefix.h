@@ -1,7 +1,7 @@
 // What of a job's pipeline a worker runs: the stages before the first it
 // cannot, because the op is a plugin's not loaded here or the stage's data
-// (add_noise's noise set) is not readable here (outside --data-root, a URL
-// not allowed). The client keeps the rest on the trainer.
+// (add_noise's noise set, tokenize's model) is not readable here (outside
+// --data-root, a URL not allowed). The client keeps the rest on the trainer.
 //
 // Thread-safety: pure functions (the opener is called from the caller's thread).
 #ifndef PREPFLOW_SERVER_RUNNABLE_PREFIX_H_
@@ -19,7 +19,7 @@ namespace prepflow {
 // batch stages are dropped. `*unavailable` says why it stops there; empty
 // when it does not.
 proto::PipelineSpec RunnablePrefix(const proto::JobOpen& open, const OpDataOpener& open_data,
-                                   std::string* unavailable);
+                                   const OpFileReader& read_file, std::string* unavailable);
 
 }  // namespace prepflow
 

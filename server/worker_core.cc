@@ -251,9 +251,10 @@ absl::StatusOr<std::shared_ptr<WorkerJob>> WorkerCore::BuildJob(const proto::Job
   popts.decode.max_video_frames =
       open.max_video_frames() > 0 ? open.max_video_frames() : options_.max_video_frames_limit;
   popts.open_data = OpDataOpenerFor(JobDatasets(options_, held_ahead_));
+  popts.read_file = OpFileReaderFor(JobDatasets(options_, held_ahead_));
   popts.max_data_bytes = options_.max_memory_bytes / 4;  // a noise set, whatever the job asks
-  auto pipeline =
-      Pipeline::Create(RunnablePrefix(open, popts.open_data, &job->unavailable_), popts);
+  auto pipeline = Pipeline::Create(
+      RunnablePrefix(open, popts.open_data, popts.read_file, &job->unavailable_), popts);
   if (!pipeline.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("job open: pipeline: ", pipeline.status().message()));

@@ -36,6 +36,7 @@ absl::StatusOr<Profile> ProfileDataset(const ProfileFlags& pf) {
   popts.seed = pf.seed;
   popts.decode.max_pixels = pf.max_pixels;
   popts.open_data = ClientOpDataOpener(RemoteReadOptions());
+  popts.read_file = ClientOpFileReader(RemoteReadOptions());
   auto pipeline = Pipeline::Create(*spec, popts);
   if (!pipeline.ok()) return pipeline.status();
   auto dataset = OpenClientDataset(dspec, RemoteReadOptions());

@@ -16,7 +16,13 @@ int RunCommand(Console& console, int argc, char** argv) {
                 "throughput and the order-independent checksum.");
   rf.Register(flags, true);
   if (std::optional<int> exit = console.ParseFlags(flags, argc, argv)) return *exit;
-  if (rf.data.empty()) return console.UsageError("prepflow run: --data is required", flags);
+  const bool mix = rf.options.dataset.mix_size() > 0;
+  if (rf.data.empty() && !mix) {
+    return console.UsageError("prepflow run: --data (or --mix) is required", flags);
+  }
+  if (!rf.data.empty() && mix) {
+    return console.UsageError("prepflow run: --data and --mix: give one of them", flags);
+  }
   auto options = rf.ToOptions();
   if (!options.ok()) return console.Failure("run", options.status());
   RunOutcome outcome = ExecuteRun(console, "run", *options, rf.json, rf.metrics_port);

@@ -27,6 +27,7 @@ absl::StatusOr<DataAndPipeline> OpenDataAndPipeline(
   if (absl::Status s = ApplyFidelityFlag(fidelity, &out.spec); !s.ok()) return s;
   PipelineOptions with_data = options;
   with_data.open_data = ClientOpDataOpener(RemoteReadOptions());
+  with_data.read_file = ClientOpFileReader(RemoteReadOptions());
   auto built = Pipeline::Create(out.spec, with_data);
   if (!built.ok()) return built.status();
   out.pipeline = *std::move(built);

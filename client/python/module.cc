@@ -140,7 +140,22 @@ bool Floats(const ValueType& t) {
 
 DLDataType DTypeOf(const ValueType& t) {
   if (Floats(t)) return {kDLFloat, 32, 1};
+  if (t.kind == ValueKind::kTokens) return {kDLInt, 32, 1};
   return {kDLUInt, 8, 1};  // kImage: uint8 HWC
+}
+
+const char* DTypeName(const ValueType& t) {
+  return Floats(t) ? "float32" : t.kind == ValueKind::kTokens ? "int32" : "uint8";
+}
+
+// A NumPy array of values of type `t` at `data`, kept alive by `owner`.
+py::array ArrayOf(const ValueType& t, const std::vector<int64_t>& shape, const uint8_t* data,
+                  const py::capsule& owner) {
+  if (Floats(t)) return py::array_t<float>(shape, reinterpret_cast<const float*>(data), owner);
+  if (t.kind == ValueKind::kTokens) {
+    return py::array_t<int32_t>(shape, reinterpret_cast<const int32_t*>(data), owner);
+  }
+  return py::array_t<uint8_t>(shape, data, owner);
 }
 
 // A DLPack capsule ("dltensor") over `data`, owned by `view`.
@@ -198,11 +213,7 @@ class PyBatch {
   py::array images_numpy() const {
     auto* view = new BatchView{batch_, image_shape()};
     py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
-    const std::vector<int64_t>& shape = view->shape;
-    if (Floats(batch_->sample_type())) {
-      return py::array_t<float>(shape, batch_->floats(), owner);
-    }
-    return py::array_t<uint8_t>(shape, batch_->data(), owner);
+    return ArrayOf(batch_->sample_type(), view->shape, batch_->data(), owner);
   }
   py::array labels_numpy() const {
     const bool soft = batch_->num_classes() > 0;
@@ -238,11 +249,7 @@ class PyBatch {
     const Shape s = batch_->field_shape(CheckField(f));
     auto* view = new BatchView{batch_, {s.begin(), s.end()}};
     py::capsule owner(view, [](void* p) { delete static_cast<BatchView*>(p); });
-    if (Floats(batch_->field(f).type)) {
-      return py::array_t<float>(view->shape, reinterpret_cast<const float*>(batch_->field_data(f)),
-                                owner);
-    }
-    return py::array_t<uint8_t>(view->shape, batch_->field_data(f), owner);
+    return ArrayOf(batch_->field(f).type, view->shape, batch_->field_data(f), owner);
   }
   py::object field_lengths_dlpack(int f) const {
     if (!batch_->field_ragged(CheckField(f))) return py::none();
@@ -578,8 +585,7 @@ void BindBatch(py::module_& m) {
       .def_property_readonly("image_shape", &PyBatch::image_shape)
       .def_property_readonly("dtype",
                              [](const PyBatch& b) {
-                               return prepflow::python::Floats(b.batch()->sample_type()) ? "float32"
-                                                                                         : "uint8";
+                               return prepflow::python::DTypeName(b.batch()->sample_type());
                              })
       .def("images_dlpack", &PyBatch::images_dlpack)
       .def("labels_dlpack", &PyBatch::labels_dlpack)

@@ -14,7 +14,8 @@ std::string WhyNotBatchable(const ValueType& type) {
   const char* fix =
       "end it with a crop or a fixed-size resize (images), or make every dimension but one "
       "(time) fixed (audio: downmix; features: a fixed number of mels)";
-  if (type.kind != ValueKind::kTensor && type.kind != ValueKind::kAudio) {
+  if (type.kind != ValueKind::kTensor && type.kind != ValueKind::kAudio &&
+      type.kind != ValueKind::kTokens) {
     return absl::StrCat("its output (", type.DebugString(),
                         ") has no fixed shape, so samples cannot be batched; ", fix);
   }
@@ -121,7 +122,7 @@ absl::Status Batch::Column::Keep(int64_t i, ValueKind kind, const Shape& shape, 
   size_t elements = 1;
   for (int64_t d : shape) elements *= static_cast<size_t>(std::max<int64_t>(d, 0));
   if (!field.type.Admits(kind, shape, sample_rate) ||
-      (!bytes_only && size != elements * sizeof(float))) {
+      (!bytes_only && size != elements * ElementBytes(kind))) {
     return absl::InternalError(
         absl::StrCat("the output (", size, " bytes) is not a value of ", field.type.DebugString()));
   }
@@ -258,8 +259,8 @@ absl::Status Batch::Pad() {
 
 absl::Status Batch::Column::Pad(size_t n) {
   if (!ragged || bytes_only) return absl::OkStatus();
-  // Each value is `runs` runs of its length x `unit` floats, padded to the
-  // longest's.
+  // Each value is `runs` runs of its length x `unit` elements (floats,
+  // token ids), padded with zero bytes to the longest's.
   int64_t longest = 0, total = 0;
   for (const int64_t length : lengths) {
     longest = std::max(longest, length);
@@ -267,7 +268,7 @@ absl::Status Batch::Column::Pad(size_t n) {
   }
   sample_shape = field.type.shape;
   sample_shape[dim] = longest;
-  const size_t unitbytes = unit * sizeof(float);
+  const size_t unitbytes = unit * ElementBytes(field.type.kind);
   const size_t run_bytes = static_cast<size_t>(longest) * unitbytes;
   sample_bytes = runs * run_bytes;
   padding_bytes = runs * unitbytes * static_cast<size_t>(longest * static_cast<int64_t>(n) - total);

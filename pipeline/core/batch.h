@@ -8,9 +8,9 @@
 // batch's samples stay in the epoch order's order, each slot knowing its
 // position in it).
 //
-// Variable-length values (a float type with one dimension that varies:
-// audio [channels, frames], a spectrogram [mels, frames], Kaldi features
-// [frames, bins]) make a *ragged* batch:
+// Variable-length values (a float or token type with one dimension that
+// varies: audio [channels, frames], a spectrogram [mels, frames], Kaldi
+// features [frames, bins], token ids [n]) make a *ragged* batch:
 // each slot keeps its own value (Keep), and Compact() pads them with zeros to
 // the longest in the batch, recording each one's length. The padded batch
 // depends only on which samples it holds, so it is the same at any thread

@@ -42,13 +42,26 @@ std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool s
       std::swap(order[i], order[rng.UniformInt(0, i)]);
     }
   }
-  if (world_size <= 1 || n == 0) return order;
+  DealToRank(&order, nullptr, rank, world_size, split);
+  return order;
+}
+
+void DealToRank(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int rank,
+                int world_size, RankSplit split) {
+  const auto n = static_cast<int64_t>(order->size());
+  if (world_size <= 1 || n == 0) return;
+  const bool with_copies = copies != nullptr && !copies->empty();
   const int64_t dealt = DealtEntries(n, world_size, split);
   std::vector<int64_t> mine;
+  std::vector<uint32_t> my_copies;
   mine.reserve(static_cast<size_t>(dealt / world_size + 1));
   // Padding wraps around to the permutation's first entries.
-  for (int64_t i = rank; i < dealt; i += world_size) mine.push_back(order[i % n]);
-  return mine;
+  for (int64_t i = rank; i < dealt; i += world_size) {
+    mine.push_back((*order)[i % n]);
+    if (with_copies) my_copies.push_back((*copies)[i % n]);
+  }
+  *order = std::move(mine);
+  if (with_copies) *copies = std::move(my_copies);
 }
 
 void EchoOrder(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int factor,

@@ -5,6 +5,7 @@
 #define PREPFLOW_PIPELINE_CORE_EPOCH_ORDER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace prepflow {
@@ -33,6 +34,49 @@ std::vector<int64_t> EpochOrder(int64_t n, uint64_t seed, uint64_t epoch, bool s
                                 int world_size, RankSplit split = RankSplit::kUneven);
 // How many samples rank `rank` visits per epoch under `split`.
 int64_t RankSamples(int64_t n, int rank, int world_size, RankSplit split);
+
+// Deals an epoch's whole order (and its copies, when not empty) to rank
+// `rank` of `world_size` as EpochOrder does: every world_size-th entry from
+// `rank`, after `split` pads or cuts it.
+void DealToRank(std::vector<int64_t>* order, std::vector<uint32_t>* copies, int rank,
+                int world_size, RankSplit split);
+
+// A weighted mixture of datasets read as one (DatasetSpec.mix): source s's
+// i-th sample is the mixture's sample offset(s) + i, offset(s) the sizes of
+// the sources before it.
+struct MixPlan {
+  std::vector<int64_t> sizes;   // each source's samples (> 0)
+  std::vector<double> weights;  // each source's weight (> 0): a share of their sum
+  // Samples per mixture epoch (0: the sum of the sizes).
+  int64_t epoch_samples = 0;
+  // false: a source that has given all its samples starts its own next
+  // epoch, its order continuing across mixture epochs; true: a mixture
+  // epoch ends where the first source would run out (its length is the
+  // largest for which no source repeats), and every mixture epoch starts
+  // each source's own epoch anew (epoch_samples is not used).
+  bool stop_at_first_end = false;
+};
+
+// Why `plan` cannot be mixed ("" when it can): no sources, a size or weight
+// out of range, or a source so small for its share that a sample of it
+// would repeat more than kMaxCopies times in an epoch.
+std::string WhyNotMixable(const MixPlan& plan);
+
+// The samples each source gives per mixture epoch: its share of the epoch
+// rounded by largest remainders (ties to the earlier source), so that every
+// epoch holds the weights exactly, to within one sample.
+std::vector<int64_t> MixCounts(const MixPlan& plan);
+
+// Mixture epoch `epoch`'s order, all ranks': which source gives each next
+// sample is a shuffle of the epoch's counts from (seed, epoch) (without
+// `shuffle`, spread evenly: smooth weighted round-robin), and each source
+// gives its samples in its own epoch order (EpochOrder of its size, from a
+// seed of its own). `*copies` numbers a sample's appearances in the epoch
+// (0, 1, ...: a source smaller than its count repeats, each appearance
+// drawing its own random numbers). The same arguments give the same order.
+// REQUIRES: WhyNotMixable(plan) is "".
+std::vector<int64_t> MixOrder(const MixPlan& plan, uint64_t seed, uint64_t epoch, bool shuffle,
+                              std::vector<uint32_t>* copies);
 
 // Data echoing: expands `order` so that each sample appears `factor` times,
 // as copies 0 .. factor-1 (`*copies`, parallel to `*order`), spread by a

@@ -80,6 +80,13 @@ class OpData {
 using OpDataOpener =
     std::function<absl::StatusOr<std::unique_ptr<OpData>>(const std::string& path)>;
 
+// Reads the one file at `path` (a tokenizer's model) as the job's data is
+// read: on a worker below its --data-root, URLs as it allows. Over
+// `max_bytes` is ResourceExhausted naming the file; max_bytes < 0 only
+// checks that it can be read (and returns "").
+using OpFileReader =
+    std::function<absl::StatusOr<std::string>(const std::string& path, int64_t max_bytes)>;
+
 // What Op::Open is given when a pipeline is built.
 struct OpEnvironment {
   OpDataOpener open_data;                 // null: no data can be opened here
@@ -87,6 +94,7 @@ struct OpEnvironment {
   // The most bytes one op may hold of what it loads (0: as the op's own
   // parameters say): a worker's share of its memory, whatever a job asks.
   int64_t max_data_bytes = 0;
+  OpFileReader read_file;  // null: no file can be read here
 };
 
 class Op {

@@ -67,6 +67,8 @@ const char* ValueKindName(ValueKind kind) {
       return "tensor";
     case ValueKind::kAudio:
       return "audio";
+    case ValueKind::kTokens:
+      return "tokens";
   }
   return "?";
 }

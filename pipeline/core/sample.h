@@ -75,6 +75,7 @@ enum class ValueKind : uint8_t {
   kImage,    // uint8 HWC, 3 channels (RGB); or a stack of them, NHWC
   kTensor,   // float32, shape as given
   kAudio,    // float32 [channels, frames] at Sample::sample_rate
+  kTokens,   // int32 token ids [n] (a tokenized text)
 };
 const char* ValueKindName(ValueKind kind);
 
@@ -146,7 +147,7 @@ struct Sample {
   size_t size = 0;  // bytes
   // kEncoded: {size}; kImage: {h, w, 3}, or {n, h, w, 3} for a stack of n
   // images of one size (five_crop's crops); kTensor: dims; kAudio:
-  // {channels, frames}.
+  // {channels, frames}; kTokens: {n}.
   Shape shape;
   ImageView view;       // kImage only (a stack's is its images' whole view)
   int sample_rate = 0;  // kAudio only, in Hz

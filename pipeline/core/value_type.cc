@@ -5,6 +5,18 @@
 
 namespace prepflow {
 
+size_t ElementBytes(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kTensor:
+    case ValueKind::kAudio:
+      return sizeof(float);
+    case ValueKind::kTokens:
+      return sizeof(int32_t);
+    default:
+      return 1;
+  }
+}
+
 bool ValueType::fixed() const {
   if (kind == ValueKind::kEncoded) return false;
   for (int64_t d : shape) {
@@ -26,16 +38,17 @@ bool ValueType::Admits(ValueKind k, const Shape& s, int rate) const {
 
 size_t ValueType::bytes() const {
   if (!fixed()) return 0;
-  size_t n = kind == ValueKind::kTensor || kind == ValueKind::kAudio ? sizeof(float) : 1;
+  size_t n = ElementBytes(kind);
   for (int64_t d : shape) n *= static_cast<size_t>(d);
   return n;
 }
 
 std::string ValueType::DebugString() const {
   if (kind == ValueKind::kEncoded) return "encoded bytes";
-  const char* name = kind == ValueKind::kImage   ? "uint8 image ["
-                     : kind == ValueKind::kAudio ? "float32 audio ["
-                                                 : "float32 tensor [";
+  const char* name = kind == ValueKind::kImage    ? "uint8 image ["
+                     : kind == ValueKind::kAudio  ? "float32 audio ["
+                     : kind == ValueKind::kTokens ? "int32 tokens ["
+                                                  : "float32 tensor [";
   return absl::StrCat(name,
                       absl::StrJoin(shape, ", ",
                                     [](std::string* out, int64_t d) {

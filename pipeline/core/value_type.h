@@ -13,6 +13,10 @@
 
 namespace prepflow {
 
+// The bytes of one element of a value of `kind` (1 for encoded bytes and
+// images, 4 for float32 tensors, audio and int32 tokens).
+size_t ElementBytes(ValueKind kind);
+
 // The static type of a stage-boundary value; -1 marks a dimension that
 // varies from sample to sample.
 struct ValueType {

@@ -62,6 +62,13 @@ absl::Status ExpectedBytes(const proto::SampleValue& value, const Shape& shape, 
       }
       *expected = ShapeBytes(shape, sizeof(float));
       break;
+    case proto::SampleValue::KIND_TOKENS:
+      *kind = ValueKind::kTokens;
+      if (shape.size() != 1 || shape[0] < 0 || shape[0] > (int64_t{1} << 32)) {
+        return absl::InvalidArgumentError("sample value: tokens need shape [n]");
+      }
+      *expected = ShapeBytes(shape, sizeof(int32_t));
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("sample value: unknown kind ", static_cast<int>(value.kind())));
@@ -84,6 +91,9 @@ void SetValue(ValueKind kind, const Shape& shape, const ImageView& view, int sam
       break;
     case ValueKind::kAudio:
       out->set_kind(proto::SampleValue::KIND_AUDIO);
+      break;
+    case ValueKind::kTokens:
+      out->set_kind(proto::SampleValue::KIND_TOKENS);
       break;
   }
   out->set_sample_rate(kind == ValueKind::kAudio ? sample_rate : 0);

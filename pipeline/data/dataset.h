@@ -38,6 +38,8 @@ namespace prepflow {
 inline constexpr int64_t kDefaultMaxFileBytes = int64_t{256} << 20;
 // The most samples a video may be read as (--clips-per-video).
 inline constexpr int kMaxClipsPerVideo = 100;
+// The most sources a mixture (DatasetSpec.mix) holds.
+inline constexpr int kMaxMixSources = 1024;
 
 struct DatasetOptions {
   // When set, the dataset must lie below this folder and every file is opened
@@ -85,6 +87,9 @@ class Dataset {
   // video's clip k of N); the whole media, one clip, by default.
   MediaWindow window(int64_t i) const { return windows_.empty() ? MediaWindow() : windows_[i]; }
   bool has_windows() const { return !windows_.empty(); }
+  // A mixture (DatasetSpec.mix): each source's samples, in order; empty for
+  // a dataset of one source.
+  const std::vector<int64_t>& mix_sizes() const { return mix_sizes_; }
   // Sets s's index, label and window: sample i's identity.
   void Describe(int64_t i, Sample& s) const {
     s.index = i;
@@ -182,6 +187,7 @@ class Dataset {
   std::vector<std::string> texts_;    // empty, or one per sample
   std::vector<double> durations_;     // empty, or one per sample
   std::vector<MediaWindow> windows_;  // empty, or one per sample
+  std::vector<int64_t> mix_sizes_;    // a mixture's sources' sizes
   std::vector<std::string> warnings_;
   std::shared_ptr<const ObjectStore> store_;  // where URLs are read; may be null
   // Remote data's reads ahead. A subclass resets it in its destructor, before
@@ -199,6 +205,11 @@ absl::Status ReadRecord(const Dataset& dataset, const std::vector<std::string>& 
 // of inner sample i / clips): a video dataset read --clips-per-video times.
 // `clips` 1 gives `inner` back.
 std::unique_ptr<Dataset> ClipsOf(std::unique_ptr<Dataset> inner, int clips);
+// `sources` as one dataset (mix.cc): source s's i-th sample is sample
+// offset(s) + i, offset(s) the sizes of the sources before it; labels,
+// transcripts, durations and windows are the sources'; class names where
+// every source has the same. REQUIRES: at least one source.
+std::unique_ptr<Dataset> MixOf(std::vector<std::unique_ptr<Dataset>> sources);
 
 // {""}: the fields of a sample read whole as its media (materialized data,
 // whose one member holds a record).
@@ -226,6 +237,11 @@ std::unique_ptr<OpData> AsOpData(std::unique_ptr<Dataset> dataset);
 // How ops open their data (PipelineOptions::open_data): OpenDataset of the
 // path (format auto) with `options`, so a worker's confinement holds.
 OpDataOpener OpDataOpenerFor(DatasetOptions options);
+
+// How ops read one file (PipelineOptions::read_file): a local path below
+// options.confine_to when set, or a URL through options.store (within
+// options.url_prefixes when confine_urls).
+OpFileReader OpFileReaderFor(DatasetOptions options);
 
 // Parses "auto" | "imagefolder" | "wds" (also "webdataset"). The error quotes
 // `name`; the caller adds its option's name.

@@ -38,6 +38,8 @@ struct DatasetSetup {
   static void ReadAheadFor(Dataset* ds, const ReadAheadOptions& options);
   // `from`'s index with each sample `clips` times, clip k of N (clips.cc).
   static void Expand(Dataset* to, const Dataset& from, int clips);
+  // The sources' indexes one after the other (mix.cc).
+  static void Concatenate(Dataset* to, const std::vector<const Dataset*>& from);
 };
 
 // How a WebDataset reaches its shards.

@@ -435,10 +435,41 @@ uint64_t Fingerprint(const Dataset& ds) {
   return XXH3_64bits_digest(&state);
 }
 
+// Each source opened as a dataset of its own, then as one.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenMix(const proto::DatasetSpec& spec,
+                                                 const DatasetOptions& options) {
+  if (spec.has_materialized()) {
+    return absl::InvalidArgumentError("--mix: materialized data cannot be mixed yet");
+  }
+  if (spec.mix_size() > kMaxMixSources) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mix: at most ", kMaxMixSources, " sources, got ", spec.mix_size()));
+  }
+  std::vector<std::unique_ptr<Dataset>> sources;
+  std::vector<std::string> locations;
+  for (int s = 0; s < spec.mix_size(); ++s) {
+    proto::DatasetSpec one = spec;
+    one.clear_mix();
+    one.set_path(spec.mix(s).path());
+    absl::StatusOr<std::unique_ptr<Dataset>> ds = OpenDataset(one, options);
+    if (!ds.ok()) {
+      return absl::Status(ds.status().code(),
+                          absl::StrCat("--mix: source ", s, " (", SafeText(spec.mix(s).path()),
+                                       "): ", ds.status().message()));
+    }
+    locations.push_back((*ds)->location());
+    sources.push_back(*std::move(ds));
+  }
+  std::unique_ptr<Dataset> mix = MixOf(std::move(sources));
+  detail::DatasetSetup::Identify(mix.get(), Fingerprint(*mix), absl::StrJoin(locations, "\n"));
+  return mix;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& spec,
                                                      const DatasetOptions& options) {
+  if (spec.mix_size() > 0) return OpenMix(spec, options);
   std::string path = spec.path();
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (path.empty()) return absl::InvalidArgumentError("dataset path is empty (--data)");

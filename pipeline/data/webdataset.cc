@@ -49,9 +49,12 @@ class WebDataset : public Dataset {
         if (absl::Status s = ds->Group(o.index, &keys); !s.ok()) return s;
       }
     }
+    if (ds->any_media_) ds->DropTextOnly();
     if (ds->samples_.empty()) {
       return absl::NotFoundError(absl::StrCat(
-          "no images or audio (key.jpg, key.png, key.flac, ...) in the shards at ", root));
+          "no images, audio, video or text (key.jpg, key.flac, key.mp4, key.txt, ...) in the "
+          "shards at ",
+          root));
     }
     ds->TakeClassNames();
     if (ds->has_texts_) ds->texts_ = std::move(ds->sample_texts_);
@@ -274,6 +277,10 @@ class WebDataset : public Dataset {
     std::string text;        // from key.txt
     std::string media_ext;
     std::vector<std::pair<std::string, Member>> others;  // by extension
+    // A text member (key.txt, key.json): the media of a sample that has no
+    // image, audio or video (a text-only record).
+    Entry text_media{};
+    std::string text_ext;
     absl::Status error;
     std::string error_member;
 
@@ -291,6 +298,10 @@ class WebDataset : public Dataset {
       }
       if (!IsLabelMember(m.name) && !IsClassNameMember(m.name)) {
         others.emplace_back(ext, Member{m.offset, m.size, 0});
+        if (text_ext.empty() && (format == "txt" || format == "json")) {
+          text_media = Entry{shard, m.name, m.offset, m.size, absl::OkStatus()};
+          text_ext = ext;
+        }
       }
       if (IsClassNameMember(m.name)) {
         class_name = m.text;
@@ -315,6 +326,15 @@ class WebDataset : public Dataset {
 
   // Adds the pending sample (if it has media or an error) and starts anew.
   void Flush(Pending* p, int shard, const std::string& path) {
+    // A text-only record counts where the shards hold nothing else (Open
+    // keeps them then): beside images, a stray key.json is no sample.
+    const bool text_only = !p->has_media && !p->text_ext.empty() && p->error.ok();
+    if (text_only) {
+      p->media = p->text_media;
+      p->media_ext = p->text_ext;
+      p->has_media = true;
+    }
+    if (p->has_media) any_media_ |= !text_only;
     if (!p->error.ok()) {
       samples_.push_back(Entry{shard, p->error_member, 0, 0, std::move(p->error)});
       labels_.push_back(-1);
@@ -331,13 +351,15 @@ class WebDataset : public Dataset {
       samples_.push_back(p->media);
       labels_.push_back(p->label);
       sample_texts_.push_back(std::move(p->text));
+      if (text_only) text_only_.push_back(samples_.size() - 1);
       if (p->label >= 0 && !p->class_name.empty()) NameClass(p->label, p->class_name, path);
     }
     *p = Pending();
   }
 
   // Groups the members of shard `shards_.size() - 1` into samples: a
-  // sample's media is its first image or audio member. Members of one sample
+  // sample's media is its first image, audio or video member, else its
+  // first text member (.txt, .json). Members of one sample
   // are adjacent; a sample is complete when the key changes. A key seen
   // before (in this shard or an earlier one) is FailedPrecondition: a
   // WebDataset key names one sample, and a repeated one is most often a
@@ -380,6 +402,28 @@ class WebDataset : public Dataset {
     return absl::OkStatus();
   }
 
+  // Removes the samples of text alone (shards of images with a stray
+  // key.json): they are samples only where nothing else is.
+  void DropTextOnly() {
+    if (text_only_.empty()) return;
+    size_t kept = 0, next = 0;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      if (next < text_only_.size() && text_only_[next] == i) {
+        ++next;
+        continue;
+      }
+      if (kept != i) {  // (a self-move would empty the strings)
+        samples_[kept] = std::move(samples_[i]);
+        labels_[kept] = labels_[i];
+        sample_texts_[kept] = std::move(sample_texts_[i]);
+      }
+      ++kept;
+    }
+    samples_.resize(kept);
+    labels_.resize(kept);
+    sample_texts_.resize(kept);
+  }
+
   // Label `label`'s class is `name`, as a sample of shard `path` says. Two
   // names for one label drop every name (with a warning).
   void NameClass(int64_t label, const std::string& name, const std::string& path) {
@@ -412,6 +456,8 @@ class WebDataset : public Dataset {
   bool class_names_conflict_ = false;
   std::vector<std::string> sample_texts_;  // while opening: per sample, "" where none
   bool has_texts_ = false;                 // some sample has a key.txt
+  bool any_media_ = false;                 // some sample has an image, audio or video
+  std::vector<size_t> text_only_;          // the samples of text alone, in order
 };
 
 }  // namespace

@@ -26,6 +26,10 @@ void RegisterBuiltinOps(OpRegistry* registry);
 // stage, and what a client makes absolute for workers to see.
 std::vector<std::string*> MutableDataPaths(proto::Stage* stage);
 std::vector<std::string> DataPaths(const proto::Stage& stage);
+// The single files a stage's ops read (tokenize's model, vocab and merges),
+// likewise checked by workers and made absolute by clients.
+std::vector<std::string*> MutableFilePaths(proto::Stage* stage);
+std::vector<std::string> FilePaths(const proto::Stage& stage);
 
 }  // namespace prepflow
 

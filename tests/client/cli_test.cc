@@ -254,7 +254,7 @@ TEST_F(CliTest, UsageErrorsNameTheFlag) {
   EXPECT_THAT(bad_value.err, HasSubstr("--batch: 'many'"));
   const CliRun missing = Prepflow("run", dir_);
   EXPECT_EQ(missing.exit_code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("--data is required"));
+  EXPECT_THAT(missing.err, HasSubstr("--data (or --mix) is required"));
   const CliRun on_error =
       Prepflow(absl::StrCat("run --data ", dir_.Join("data"), " --on-error maybe"), dir_);
   EXPECT_EQ(on_error.exit_code, 2);

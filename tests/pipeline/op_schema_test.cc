@@ -35,7 +35,7 @@ TEST(OpSchema, EveryOpAndFieldIsDocumented) {
     // "image or tensor": custom, whose plugin decides; "image stack": the
     // crops of five_crop and ten_crop.
     const std::set<std::string> kinds = {"encoded", "image",           "image stack", "audio",
-                                         "tensor",  "image or tensor", "batch"};
+                                         "tensor",  "image or tensor", "batch",       "tokens"};
     EXPECT_THAT(kinds, ::testing::Contains(op.input));
     EXPECT_THAT(kinds, ::testing::Contains(op.output));
     EXPECT_EQ(op.batch, op.input == "batch") << "batch ops take batches, and only they do";

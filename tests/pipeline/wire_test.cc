@@ -215,6 +215,12 @@ constexpr char kVideo[] = R"pb(
   stages { normalize { layout: LAYOUT_CNHW } }
 )pb";
 
+// A caption tokenized (built with a model; every cut and the references:
+// tests/pipeline/tokenize_test.cc, tests/python/test_text.py).
+constexpr char kText[] = R"pb(
+  stages { tokenize { kind: KIND_CLIP merges: "merges.txt" context_length: 77 pad: true } }
+)pb";
+
 constexpr char kMfcc[] = R"pb(
   stages { decode_audio {} }
   stages { time_shift { max_seconds: 0.05 rollover: true } }
@@ -236,6 +242,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
                      : name == "stretch"     ? kStretch
                      : name == "noise"       ? kNoise
                      : name == "video"       ? kVideo
+                     : name == "text"        ? kText
                                              : nullptr;
   if (text == nullptr) return LoadPipelineSpec(name);
   if (absl::Status s = LoadPlugin(PREPFLOW_CUTOUT_PLUGIN); !s.ok()) return s;
@@ -249,7 +256,7 @@ absl::StatusOr<proto::PipelineSpec> SpecOf(const std::string& name) {
 TEST(EveryOp, NamesEveryRegisteredOp) {
   std::set<std::string> used;
   for (const char* name : {"every-op", "five-crop", "ten-crop", "audio", "speech", "mfcc",
-                           "spectrogram", "stretch", "noise", "video"}) {
+                           "spectrogram", "stretch", "noise", "video", "text"}) {
     auto spec = SpecOf(name);
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (const proto::Stage& stage : spec->stages()) {

@@ -107,7 +107,9 @@ TEST_F(WorkerCoreTest, RunsItemsToTheFullPipelineLikeLocal) {
   ASSERT_EQ(r.samples_size(), 3);
   ASSERT_EQ(output.payloads.size(), 3u);
   // The same sample run locally gives the same bytes.
-  auto p = Pipeline::Create(*LoadPipelineSpec("imagenet-train"), PipelineOptions{5, {}, nullptr});
+  PipelineOptions local;
+  local.seed = 5;
+  auto p = Pipeline::Create(*LoadPipelineSpec("imagenet-train"), local);
   ASSERT_TRUE(p.ok());
   proto::DatasetSpec spec;
   spec.set_path(root_ + "/data");

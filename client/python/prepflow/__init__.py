@@ -221,11 +221,22 @@ class Batch:
         return iter((self.images, self.labels))
 
 
+
+def _token_ids(value):
+    """Token ids (int32 in the batch) as int64, what embeddings and losses
+    take; any other value as it is."""
+    if isinstance(value, _numpy.ndarray):
+        return value.astype(_numpy.int64) if value.dtype == _numpy.int32 else value
+    if torch is not None and isinstance(value, torch.Tensor) and value.dtype == torch.int32:
+        return value.long()
+    return value
+
 class Loader:
     """Ready batches of `data` (an ImageFolder, or WebDataset .tar shards: one
     file, a folder, or a brace pattern such as "shards/shard-{000000..000099}.tar";
     or the same at a URL: "https://host/shard-{000000..000099}.tar",
-    "s3://bucket/prefix", with S3 credentials from the AWS_* environment)
+    "s3://bucket/prefix", with S3 credentials from the AWS_* environment;
+    or a weighted mixture of them, [(data, weight), ...], docs/mixtures.md)
     through `pipeline`: a preset name ("imagenet-train", the default, or
     "imagenet-eval"), a pipeline file, pipeline text, or a list of
     prepflow.ops objects (docs/pipelines.md). Or pass `transform`, a
@@ -361,6 +372,9 @@ class Loader:
         # given in **options) is checked by its row in C++, errors naming
         # the keyword.
         given = {k: v for k, v in locals().items() if k in _KEYWORDS}
+        mix = _dataloader.mixture(data)
+        if mix is not None:  # [(dataset, weight), ...]: a weighted mixture
+            options["mix"], data = mix, ""
         _dataloader.apply_keywords(options, given)
         for key in options:
             if key not in _KEYWORDS:
@@ -637,6 +651,7 @@ class Loader:
             if self._device is not None:
                 images = images.to(self._device, non_blocking=True)
                 labels = labels.to(self._device, non_blocking=True)
+        images = _token_ids(images)
         if self._delivery is not None:
             images = self._delivery(images)
         return Batch(images, labels, b.epoch, b.number, b.indices, b.copies,
@@ -699,6 +714,7 @@ class Loader:
                     value = value.to(self._device, non_blocking=True)
                     if lengths is not None:
                         lengths = lengths.to(self._device, non_blocking=True)
+            value = _token_ids(value)
             delivery = self._field_delivery.get(key)
             fields[key] = delivery(value) if delivery is not None else value
             if lengths is not None:

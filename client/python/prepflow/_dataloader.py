@@ -7,6 +7,7 @@ do instead; nothing is silently ignored but what changes no batch
 (persistent_workers, and pin_memory, where prepflow already pins).
 """
 import logging
+import math
 import os
 
 _log = logging.getLogger("prepflow")
@@ -116,6 +117,29 @@ def _shard_list(urls):
             raise ValueError(f"data: shard {u!r}: a listed shard may not hold ',', '{{' or '}}' "
                              f"(give a brace pattern instead)")
     return items[0] if len(items) == 1 else "{" + ",".join(items) + "}"
+
+
+def mixture(data):
+    """The `mix` option's text for `data` given as a list of (dataset,
+    weight) pairs, a weighted mixture; None when `data` is not one."""
+    if not (isinstance(data, (list, tuple)) and data and
+            all(isinstance(p, tuple) and len(p) == 2 for p in data)):
+        return None
+    parts = []
+    for source, weight in data:
+        if not isinstance(source, (str, os.PathLike)):
+            raise TypeError(f"data: a mixture's source is a path or a URL, got {source!r}")
+        path = os.fspath(source)
+        depth = 0
+        for c in path:
+            depth += 1 if c == "{" else -1 if c == "}" else 0
+            if c == "," and depth == 0:
+                raise ValueError(f"data: the mixture's source {path!r} has a comma outside braces")
+        if (isinstance(weight, bool) or not isinstance(weight, (int, float)) or
+                not math.isfinite(weight) or weight <= 0):
+            raise ValueError(f"data: the weight of {path!r} must be a number > 0, got {weight!r}")
+        parts.append(f"{path}:{float(weight)!r}")
+    return ",".join(parts)
 
 
 def resolve_data(data, transform, pipeline):

@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""Tokenizing documents with SentencePiece: prepflow.Loader against
+python3-sentencepiece in a loop, on one core (a program, not a test; prints
+one JSON line).
+
+A unigram model (vocab 8,000) is trained here by spm_train on Debian's
+license texts; the documents are paragraphs of those texts (a WebDataset
+shard of key.txt for prepflow, strings in memory for the loop). prepflow
+reads, tokenizes (`tokenize { kind: KIND_SENTENCEPIECE }`, EOS appended),
+batches (padded, with lengths) and hands batches to Python; the loop calls
+`encode` on each string and appends EOS. Tokens per CPU-second of the
+process; rounds alternate, ratios per round, then the median. Packing into
+fixed-length sequences is not measured: prepflow does not pack yet.
+
+    PYTHONPATH=build/python taskset -c 0 /usr/bin/python3 bench/tokenize_bench.py --rounds 3
+"""
+import argparse
+import io
+import json
+import pathlib
+import shutil
+import statistics
+import subprocess
+import tarfile
+import tempfile
+import time
+
+import sentencepiece
+
+import prepflow
+from prepflow import ops
+
+
+def make_data(tmp, vocab):
+    text = "\n".join(p.read_text(errors="replace")
+                     for p in sorted(pathlib.Path("/usr/share/common-licenses").glob("*"))
+                     if p.is_file())
+    corpus = pathlib.Path(tmp, "corpus.txt")
+    corpus.write_text(text, encoding="utf-8")
+    prefix = str(pathlib.Path(tmp, "spm"))
+    subprocess.run(["spm_train", "--input", str(corpus), "--model_prefix", prefix,
+                    "--vocab_size", str(vocab), "--hard_vocab_limit", "false",
+                    "--model_type", "unigram",
+                    "--minloglevel", "2"], check=True, capture_output=True)
+    docs = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40]
+    shard = pathlib.Path(tmp, "docs.tar")
+    with tarfile.open(shard, "w") as tar:
+        for n, doc in enumerate(docs):
+            data = doc.encode("utf-8")[:16000]  # (a .txt is also read as a transcript)
+            info = tarfile.TarInfo("%06d.txt" % n)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return shard, [d.encode("utf-8")[:16000].decode("utf-8", "ignore") for d in docs], \
+        prefix + ".model"
+
+
+def run_python(docs, model, epochs):
+    start = time.process_time()
+    sp = sentencepiece.SentencePieceProcessor(model_file=model)
+    eos, tokens = sp.eos_id(), 0
+    for _ in range(epochs):
+        for doc in docs:
+            ids = sp.encode(doc)
+            ids.append(eos)
+            tokens += len(ids)
+    return tokens / (time.process_time() - start)
+
+
+def run_prepflow(shard, model, epochs):
+    start = time.process_time()
+    loader = prepflow.Loader(str(shard), pipeline={
+        "txt": [ops.Tokenize(kind="sentencepiece", model=model, add_eos=True)]},
+        batch_size=64, threads=1, shuffle=False, as_numpy=True)
+    tokens = 0
+    for _ in range(epochs):
+        for batch in loader:
+            tokens += int(batch["txt_lengths"].sum())
+    loader.close()
+    return tokens / (time.process_time() - start)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vocab", type=int, default=8000)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="prepflow-tokenize-bench-")
+    try:
+        shard, docs, model = make_data(tmp, args.vocab)
+        ours, theirs, ratios = [], [], []
+        for _ in range(args.rounds):
+            ours.append(run_prepflow(shard, model, args.epochs))
+            theirs.append(run_python(docs, model, args.epochs))
+            ratios.append(ours[-1] / theirs[-1])
+        print(json.dumps({"benchmark": "tokenize", "documents": len(docs), "vocab": args.vocab,
+                          "rounds": args.rounds,
+                          "prepflow_tokens_per_cpu_s": round(statistics.median(ours)),
+                          "python_tokens_per_cpu_s": round(statistics.median(theirs)),
+                          "ratio_median": round(statistics.median(ratios), 2),
+                          "ratios": [round(r, 2) for r in ratios]}))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

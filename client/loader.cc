@@ -473,6 +473,12 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   }
   images_ += batch->size();
   remote_images_ += batch->remote_samples();
+  for (int64_t i = 0; !mix_offsets_.empty() && i < batch->size(); ++i) {
+    const auto source =
+        std::upper_bound(mix_offsets_.begin(), mix_offsets_.end(), batch->index_at(i)) -
+        mix_offsets_.begin() - 1;
+    ++mix_delivered_[static_cast<size_t>(source)];
+  }
   if (batch->echo() > 1) {  // a mixture's repeats are copies too, not echoed ones
     for (uint32_t copy : batch->copies()) echoed_images_ += copy > 0 ? 1 : 0;
   }

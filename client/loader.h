@@ -274,7 +274,11 @@ class Loader {
   // the planner charges to every delivered sample.
   int64_t trainer_cpu_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t remote_images_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t echoed_images_ ABSL_GUARDED_BY(mu_) = 0;      // copies 1 and up
+  int64_t echoed_images_ ABSL_GUARDED_BY(mu_) = 0;  // copies 1 and up
+  // A mixture: where each source starts among the samples, and the samples
+  // delivered from each.
+  std::vector<int64_t> mix_offsets_;
+  std::vector<int64_t> mix_delivered_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> epoch_echo_ ABSL_GUARDED_BY(mu_);  // each epoch begun: its echo factor
   int delivered_echo_ ABSL_GUARDED_BY(mu_) = 1;         // of the last batch delivered
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;

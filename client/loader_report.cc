@@ -18,6 +18,7 @@ LoaderStats Loader::Stats() const {
     st.remote_images = remote_images_;
     st.local_images = images_ - remote_images_;
     st.echoed_samples = echoed_images_;
+    st.mix_samples = mix_delivered_;
     st.fresh_samples = images_ - echoed_images_;
     st.errors = errors_;
     st.filled_samples = filled_samples_;

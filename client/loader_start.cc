@@ -209,6 +209,15 @@ absl::Status Loader::PlanMix() {
     return absl::InvalidArgumentError(
         "--max-batch-seconds: a mixture (--mix) is not batched by length yet");
   }
+  int64_t offset = 0;
+  for (int64_t size : mix_.sizes) {
+    mix_offsets_.push_back(offset);
+    offset += size;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    mix_delivered_.assign(mix_.sizes.size(), 0);
+  }
   const std::vector<int64_t> counts = MixCounts(mix_);
   for (size_t s = 0; s < counts.size(); ++s) {
     spdlog::info("mixture: source {} ({}): {} samples, {} an epoch", s,

@@ -226,6 +226,7 @@ std::vector<StatField<S>>* CacheFields() {
        "Copies each loaded sample yields in the latest epoch begun (--echo, or the planner's "
        "with --echo auto; 1: no echoing)."},
       {"echo_factor_per_epoch", [](const S& s) -> StatValue { return s.echo_factor_per_epoch; }},
+      {"mix_samples", [](const S& s) -> StatValue { return s.mix_samples; }},
       {"echo_at", [](const S& s) -> StatValue { return static_cast<int64_t>(s.echo_at); }},
       {"fresh_samples",
        [](const S& s) -> StatValue { return s.fresh_samples; },

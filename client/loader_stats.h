@@ -112,6 +112,8 @@ struct LoaderStats {
   // ones.
   int echo_factor = 1;
   std::vector<int64_t> echo_factor_per_epoch;
+  // A mixture (--mix): the samples delivered from each source, in order.
+  std::vector<int64_t> mix_samples;
   int echo_at = 0;
   int64_t fresh_samples = 0;
   int64_t echoed_samples = 0;

@@ -88,6 +88,7 @@ class Mixture(unittest.TestCase):
         self.assertEqual(len(self.indices), EPOCH)
         first = [i < SIZES[0] for i in self.indices]
         self.assertEqual(sum(first), 7000)  # each source its share of the epoch
+        self.assertEqual(self.stats["mix_samples"], [7000, 3000])
         # Drawn, not in blocks: every window of 1,000 within 4 sigma of 700.
         sigma = (1000 * 0.7 * 0.3) ** 0.5
         for w in range(0, EPOCH, 1000):

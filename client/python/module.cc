@@ -583,10 +583,9 @@ void BindBatch(py::module_& m) {
                                return sum;
                              })
       .def_property_readonly("image_shape", &PyBatch::image_shape)
-      .def_property_readonly("dtype",
-                             [](const PyBatch& b) {
-                               return prepflow::python::DTypeName(b.batch()->sample_type());
-                             })
+      .def_property_readonly(
+          "dtype",
+          [](const PyBatch& b) { return prepflow::python::DTypeName(b.batch()->sample_type()); })
       .def("images_dlpack", &PyBatch::images_dlpack)
       .def("labels_dlpack", &PyBatch::labels_dlpack)
       .def("images_numpy", &PyBatch::images_numpy)

@@ -71,8 +71,6 @@ class MixDataset : public Dataset {
     return sources_[s]->SourceVersion(j);
   }
 
-  const std::vector<std::unique_ptr<Dataset>>& sources() const { return sources_; }
-
  private:
   // The source holding sample i, and its index there.
   std::pair<size_t, int64_t> Locate(int64_t i) const {

@@ -257,6 +257,36 @@ TEST(WebDataset, BadShardPatternsNameTheProblem) {
   EXPECT_EQ((*inside)->size(), 8);
 }
 
+// A mixture (DatasetSpec.mix): its sources' samples in order, each read
+// from its source; a worker's confinement holds for every source; a spec
+// with more sources than any mixture needs is refused before any is opened.
+TEST(Mixture, ReadsItsSourcesInOrderAndRefusesWhatIsOutOfBounds) {
+  TempDir dir;
+  WriteFile(dir.Join("data/a/cat/1.jpg"), Text("a1"));
+  WriteFile(dir.Join("data/a/cat/2.jpg"), Text("a2"));
+  WriteFile(dir.Join("data/b/dog/1.jpg"), Text("b1"));
+  proto::DatasetSpec spec;
+  for (const char* source : {"data/a", "data/b"}) {
+    proto::MixSource* m = spec.add_mix();
+    m->set_path(dir.Join(source));
+    m->set_weight(1);
+  }
+  auto ds = OpenDataset(spec);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_THAT((*ds)->mix_sizes(), ElementsAre(2, 1));
+  EXPECT_EQ(Bytes(**ds, 1), "a2");
+  EXPECT_EQ(Bytes(**ds, 2), "b1");
+  EXPECT_THAT((*ds)->SamplePath(2), HasSubstr("b/dog/1.jpg"));
+  DatasetOptions confined;
+  confined.confine_to = dir.Join("data/a");
+  auto outside = OpenDataset(spec, confined);
+  EXPECT_EQ(outside.status().code(), absl::StatusCode::kPermissionDenied) << outside.status();
+  EXPECT_THAT(std::string(outside.status().message()), HasSubstr("--mix: source 1"));
+  while (spec.mix_size() <= kMaxMixSources) *spec.add_mix() = spec.mix(0);
+  auto many = OpenDataset(spec);
+  EXPECT_THAT(std::string(many.status().message()), HasSubstr("at most 1024 sources"));
+}
+
 TEST(WebDataset, ReadsArchivesWrittenByGnuTar) {
   if (system("tar --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no tar";
   TempDir dir;

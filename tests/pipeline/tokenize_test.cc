@@ -68,7 +68,8 @@ class TokenizeTest : public ::testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<Pipeline>> Make(const std::string& fields,
-                                                 DatasetOptions files = {}) {
+                                                 DatasetOptions files = {},
+                                                 int64_t max_data_bytes = 0) {
     proto::PipelineSpec spec;
     const std::string text =
         absl::StrCat("stages { tokenize { kind: KIND_BPE vocab: '", dir_.Join("vocab.json"),
@@ -76,6 +77,7 @@ class TokenizeTest : public ::testing::Test {
     EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec)) << text;
     PipelineOptions options;
     options.read_file = OpFileReaderFor(std::move(files));
+    options.max_data_bytes = max_data_bytes;
     return Pipeline::Create(spec, options);
   }
 
@@ -209,6 +211,12 @@ TEST_F(TokenizeTest, BadModelsAreRefusedNamingTheFile) {
   auto huge = Make("max_model_bytes: 100");
   ASSERT_FALSE(huge.ok());
   EXPECT_THAT(std::string(huge.status().message()), HasSubstr("over the limit of 100"));
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("(max_model_bytes)"));
+  // A worker's share of its memory bounds a model whatever the job asks.
+  auto worker = Make("", {}, /*max_data_bytes=*/200);
+  ASSERT_FALSE(worker.ok());
+  EXPECT_THAT(std::string(worker.status().message()),
+              HasSubstr("over the limit of 200 (this worker's limit for an op's data"));
 }
 
 TEST_F(TokenizeTest, ACorruptSentencePieceModelIsRefused) {

@@ -367,6 +367,27 @@ TEST(Wire, AudioNeedsTwoDimsARateAndItsBytes) {
   EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A (hostile) worker's token ids: one dimension, its int32s' bytes.
+TEST(Wire, TokensNeedOneDimAndTheirBytes) {
+  Workspace ws;
+  Sample s;
+  proto::SampleValue v;
+  v.set_kind(proto::SampleValue::KIND_TOKENS);
+  v.add_shape(3);
+  v.set_data(std::string(3 * sizeof(int32_t), '\1'));
+  ASSERT_TRUE(FromWire(v, ws, s).ok());
+  EXPECT_EQ(s.kind, ValueKind::kTokens);
+  EXPECT_EQ(s.shape, Shape{3});
+  v.set_data(std::string(3 * sizeof(int32_t) - 1, '\1'));
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.set_data(std::string(3 * sizeof(int32_t), '\1'));
+  v.add_shape(1);  // two dims
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+  v.clear_shape();
+  v.add_shape(-3);
+  EXPECT_EQ(FromWire(v, ws, s).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A crafted shape whose element count wraps around to the data's size (here
 // 0 bytes) would let later stages read far past the buffer.
 TEST(Wire, RefusesShapesThatWrapAround) {

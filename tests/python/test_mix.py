@@ -152,10 +152,12 @@ class Mixture(unittest.TestCase):
                             pipeline=PIPELINE)
         with self.assertRaisesRegex(Exception, "mixture .* is not echoed yet"):
             prepflow.Loader(mixture(), pipeline=PIPELINE, echo=2)
-        cli = subprocess.run([BIN / "prepflow", "run", "--mix", "%s:0.7,%s" % tuple(SOURCES)],
-                             capture_output=True, text=True)
-        self.assertNotEqual(cli.returncode, 0)
-        self.assertIn("expected PATH:WEIGHT", cli.stderr)
+        for bad in ("%s:0.7,%s" % tuple(SOURCES), "%s:nan" % SOURCES[0], "%s:-1" % SOURCES[0],
+                    "%s:1," % SOURCES[0], ":1", "%s:1e999" % SOURCES[0]):
+            cli = subprocess.run([BIN / "prepflow", "run", "--mix", bad], capture_output=True,
+                                 text=True)
+            self.assertNotEqual(cli.returncode, 0, bad)
+            self.assertIn("expected PATH:WEIGHT", cli.stderr, bad)
 
 
 if __name__ == "__main__":

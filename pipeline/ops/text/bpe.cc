@@ -1,8 +1,10 @@
 #include "pipeline/ops/text/bpe.h"
 
+#include <unicode/utf8.h>
+
+#include <algorithm>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,18 +44,10 @@ const ByteUnicode& Bytes() {
 }
 
 std::string Utf8(int32_t c) {
-  std::string s;
-  if (c < 0x80) {
-    s.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    s.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    s.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    s.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    s.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    s.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-  return s;
+  uint8_t bytes[U8_MAX_LENGTH];
+  int32_t n = 0;
+  U8_APPEND_UNSAFE(bytes, n, c);
+  return std::string(reinterpret_cast<const char*>(bytes), static_cast<size_t>(n));
 }
 
 uint64_t PairKey(int32_t a, int32_t b) {
@@ -214,18 +208,26 @@ int32_t BpeTokenizer::Id(absl::string_view token) const {
 }
 
 void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* ids) const {
-  struct Symbol {
-    int32_t id, prev, next;  // id -1: merged into the symbol before it
-  };
   const int n = static_cast<int>(word.size());
-  std::vector<Symbol> syms(n);
+  if (n == 1) {  // most punctuation and digits: nothing to merge
+    const auto b = static_cast<uint8_t>(word[0]);
+    ids->push_back(flavor_ == BpeFlavor::kClip ? byte_end_id_[b] : byte_id_[b]);
+    return;
+  }
+  // Per thread, reused from word to word: no allocation once they have grown
+  // (to a usual word's size: see the end).
+  thread_local std::vector<Symbol> syms;
+  thread_local std::vector<std::pair<int32_t, int32_t>> heap;
+  thread_local std::vector<int32_t> changed;
+  syms.resize(static_cast<size_t>(n));
+  heap.clear();
   for (int i = 0; i < n; ++i) {
     const auto b = static_cast<uint8_t>(word[i]);
     syms[i] = {flavor_ == BpeFlavor::kClip && i == n - 1 ? byte_end_id_[b] : byte_id_[b], i - 1,
                i + 1 < n ? i + 1 : -1};
   }
-  using Entry = std::pair<int32_t, int32_t>;  // (rank, position): leftmost first within a rank
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  // A min-heap of (rank, position): leftmost first within a rank.
+  const std::greater<std::pair<int32_t, int32_t>> later;
   const auto find = [&](int pos) -> const Merge* {
     const int next = syms[pos].next;
     if (syms[pos].id < 0 || next < 0) return nullptr;
@@ -233,17 +235,21 @@ void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* ids)
     return it == merges_.end() ? nullptr : &it->second;
   };
   const auto push = [&](int pos) {
-    if (const Merge* m = find(pos); m != nullptr) heap.push({m->rank, pos});
+    if (const Merge* m = find(pos); m != nullptr) {
+      heap.emplace_back(m->rank, pos);
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
   };
   for (int i = 0; i + 1 < n; ++i) push(i);
-  std::vector<int32_t> changed;
   while (!heap.empty()) {
     // Every occurrence of the lowest-ranked pair, left to right; the pairs
     // they make are ranked after (the reference's one pass per merge).
-    const int32_t rank = heap.top().first;
+    const int32_t rank = heap.front().first;
     changed.clear();
-    for (; !heap.empty() && heap.top().first == rank; heap.pop()) {
-      const int pos = heap.top().second;
+    while (!heap.empty() && heap.front().first == rank) {
+      const int pos = heap.front().second;
+      std::pop_heap(heap.begin(), heap.end(), later);
+      heap.pop_back();
       const Merge* m = find(pos);
       if (m == nullptr || m->rank != rank) continue;  // stale: a side has merged since
       const int next = syms[pos].next;
@@ -259,6 +265,13 @@ void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* ids)
     }
   }
   for (int i = 0; i >= 0 && i < n; i = syms[i].next) ids->push_back(syms[i].id);
+  // A crafted long word does not keep its scratch: only words' usual sizes stay.
+  constexpr size_t kKeep = 4096;
+  if (syms.capacity() > kKeep) {
+    syms = {};
+    heap = {};
+    changed = {};
+  }
 }
 
 void BpeTokenizer::Encode(absl::string_view text, std::vector<int32_t>* ids) const {

@@ -61,6 +61,9 @@ class BpeTokenizer {
     int32_t rank;
     int32_t result;
   };
+  struct Symbol {            // a symbol of a word being merged
+    int32_t id, prev, next;  // id -1: merged into the symbol before it
+  };
   explicit BpeTokenizer(BpeFlavor flavor) : flavor_(flavor) {}
   absl::Status ReadMerges(const std::vector<std::pair<std::string, std::string>>& lines,
                           absl::string_view file);

@@ -3,7 +3,6 @@
 // byte-level BPE (bpe.h). The model is read and checked when the pipeline
 // is built (Op::Open); a text that cannot be tokenized fails its sample.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -112,6 +111,8 @@ class TokenizeOp : public Op {
   absl::Status OpenSentencePiece(const OpEnvironment& env);
   absl::StatusOr<absl::string_view> Text(const Sample& s, std::string* scratch) const;
   absl::Status Ids(absl::string_view text, std::vector<int32_t>* ids) const;
+  // Makes the `n` ids at `out` the sample's value.
+  static void SetTokens(Sample& s, int32_t* out, size_t n);
 
   const Tokenize p_;
   std::unique_ptr<text::BpeTokenizer> bpe_;
@@ -159,14 +160,20 @@ absl::Status TokenizeOp::Check(const Tokenize& p) {
 
 absl::StatusOr<std::string> TokenizeOp::Read(const OpEnvironment& env, const std::string& path,
                                              const char* field) const {
-  const int64_t limit = p_.has_max_model_bytes() ? p_.max_model_bytes() : int64_t{64} << 20;
+  int64_t limit = p_.has_max_model_bytes() ? p_.max_model_bytes() : int64_t{64} << 20;
+  const char* limit_name = "max_model_bytes";
+  // A worker holds a job's model within its share of memory, whatever the
+  // job asks (as add_noise's set).
+  if (env.max_data_bytes > 0 && env.max_data_bytes < limit) {
+    limit = env.max_data_bytes;
+    limit_name = "this worker's limit for an op's data (a quarter of its --max-memory-bytes)";
+  }
   absl::StatusOr<std::string> bytes = env.read_file(path, limit);
   if (!bytes.ok()) {
+    const bool over = bytes.status().code() == absl::StatusCode::kResourceExhausted;
     return absl::Status(bytes.status().code(),
                         absl::StrCat(field, ": ", bytes.status().message(),
-                                     bytes.status().code() == absl::StatusCode::kResourceExhausted
-                                         ? " (max_model_bytes)"
-                                         : ""));
+                                     over ? absl::StrCat(" (", limit_name, ")") : ""));
   }
   return bytes;
 }
@@ -284,19 +291,29 @@ absl::Status TokenizeOp::Apply(const StageContext& ctx, Sample& s) const {
   std::string scratch;
   absl::StatusOr<absl::string_view> text = Text(s, &scratch);
   if (!text.ok()) return text.status();
-  std::vector<int32_t> ids;
-  if (absl::Status st = Ids(*text, &ids); !st.ok()) return st;
+  // Reused per thread: no allocation per sample once grown (a hostile
+  // text's ids are not kept).
+  thread_local std::vector<int32_t> ids;
+  ids.clear();
+  absl::Status st = Ids(*text, &ids);
   const size_t n = p_.pad() ? static_cast<size_t>(p_.context_length()) : ids.size();
-  auto* out = reinterpret_cast<int32_t*>(ctx.Output(s.data, std::max<size_t>(n, 1) * 4));
-  std::copy(ids.begin(), ids.end(), out);
-  std::fill(out + ids.size(), out + n, p_.pad_id());
+  if (st.ok()) {
+    auto* out = reinterpret_cast<int32_t*>(ctx.Output(s.data, std::max<size_t>(n, 1) * 4));
+    std::copy(ids.begin(), ids.end(), out);
+    std::fill(out + ids.size(), out + n, p_.pad_id());
+    SetTokens(s, out, n);
+  }
+  if (ids.capacity() > (size_t{1} << 16)) ids = {};
+  return st;
+}
+
+void TokenizeOp::SetTokens(Sample& s, int32_t* out, size_t n) {
   s.kind = ValueKind::kTokens;
   s.data = reinterpret_cast<uint8_t*>(out);
   s.size = n * sizeof(int32_t);
   s.shape = {static_cast<int64_t>(n)};
   s.view = ImageView();
   s.sample_rate = 0;
-  return absl::OkStatus();
 }
 
 }  // namespace

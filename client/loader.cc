@@ -227,7 +227,10 @@ Batch* Loader::StartBatch() {
       // A resumed run starts its first epoch past the batches already seen
       // (and the samples the last of them took from the next one).
       next_number_ = next_epoch_ == options_.first_epoch ? options_.skip_batches : 0;
-      if (next_number_ > 0 && options_.skip_samples > 0) ResumeAt(options_.skip_samples);
+      // (A packed run resumes at a document: batch 0 and a position.)
+      if (next_epoch_ == options_.first_epoch && options_.skip_samples > 0) {
+        ResumeAt(options_.skip_samples);
+      }
     }
     if (next_number_ + 1 >= static_cast<int64_t>(bounds_.size())) {
       ++next_epoch_;

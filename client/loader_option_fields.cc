@@ -276,10 +276,49 @@ Rows MixRows() {
                    int64_t{1} << 40,
                    "samples per epoch of a mixture, each source its share (0: the sum of the "
                    "sources)"),
+      OptionField<O>{"require_fields", "require-fields", OptionKind::kList,
+                     "leave out WebDataset records without one of these members (e.g. txt: "
+                     "image-text pairs without a caption; jpg;png: either), as a filter",
+                     [](O& o, const OptionValue& v, const std::string&) {
+                       if (const auto* fields = std::get_if<std::vector<std::string>>(&v)) {
+                         o.dataset.clear_require_fields();
+                         for (const std::string& f : *fields) o.dataset.add_require_fields(f);
+                       }
+                       return absl::OkStatus();
+                     },
+                     [](const O& o) -> OptionValue {
+                       return std::vector<std::string>(o.dataset.require_fields().begin(),
+                                                       o.dataset.require_fields().end());
+                     }},
       BoolOption<O>("mix_stop_at_first_end", "mix-stop-at-first-end", &O::mix_stop_at_first_end,
                     "end each epoch of a mixture where its first source runs out (each epoch "
                     "then starts every source anew); without it a source that runs out starts "
                     "its own next epoch"),
+  };
+}
+
+// Sequence packing of token ids (docs/text.md).
+Rows PackRows() {
+  return {
+      IntOption<O>("pack_length", "pack-length", &O::pack_length, 0, int64_t{1} << 24,
+                   "pack the pipeline's token ids into rows of this many tokens, --batch rows a "
+                   "batch, with position_ids, segment_ids and cu_seqlens (0: no packing)"),
+      ChoiceOption<O>("pack_mode", "pack-mode", &O::pack_mode, ParsePackMode, PackModeName,
+                      "greedy (concatenate and cut every --pack-length tokens) | best_fit (keep "
+                      "documents whole where they fit, longest first into the fullest row)"),
+      IntOption<O>("pack_window_tokens", "pack-window-tokens", &O::pack_window_tokens, 1,
+                   int64_t{1} << 32,
+                   "best_fit: tokens packed together (held in memory, 4 bytes each; more: less "
+                   "padding)"),
+      IntOption<O>("pack_pad_id", "pack-pad-id", &O::pack_pad_id, 0, kIntMax,
+                   "the token id that pads a row"),
+      NoKeyword(IntOption<O>("pack_skip_tokens", "start-pack-tokens", &O::pack_skip_tokens, 0,
+                             kInt64Max,
+                             "resume a packed run: tokens of the document at --start-sample "
+                             "already packed (greedy)")),
+      NoKeyword(IntOption<O>("pack_skip_rows", "start-pack-rows", &O::pack_skip_rows, 0, kInt64Max,
+                             "resume a packed run: rows of the window at --start-sample already "
+                             "delivered (best_fit)")),
   };
 }
 
@@ -392,7 +431,7 @@ Rows ReuseRows() {
 
 std::vector<OptionField<O>>* MakeTable() {
   auto* table = new Rows(DataRows());
-  for (Rows part : {MixRows(), RankRows(), OffloadRows(), TuningRows()}) {
+  for (Rows part : {MixRows(), PackRows(), RankRows(), OffloadRows(), TuningRows()}) {
     table->insert(table->end(), part.begin(), part.end());
   }
   AppendLifted(

@@ -60,6 +60,10 @@ absl::Status CheckAll(const LoaderOptions& o) {
     return Invalid(Name(o, "max_batch_seconds"), ": not with ", Name(o, "echo"),
                    " (copies of a sample are not batched by length yet)");
   }
+  if (o.pack_length > 0 && o.max_batch_seconds > 0) {
+    return Invalid(Name(o, "pack_length"), ": not with ", Name(o, "max_batch_seconds"),
+                   " (packed rows are all pack_length tokens)");
+  }
   if (o.held_batches < 0 || o.held_batches > 64) {
     return Invalid("held_batches: must be in [0, 64], got ", o.held_batches);
   }

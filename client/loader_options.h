@@ -26,6 +26,7 @@
 #include "pipeline/core/epoch_order.h"
 #include "pipeline/core/image_decode.h"
 #include "pipeline/core/sample.h"
+#include "pipeline/core/sequence_pack.h"
 #include "pipeline/reuse/sample_cache.h"
 #include "policy/replanner.h"
 #include "proto/pipeline.pb.h"
@@ -90,6 +91,18 @@ struct LoaderOptions {
   // out (else a source that runs out starts its own next epoch).
   int64_t mix_epoch_samples = 0;
   bool mix_stop_at_first_end = false;
+  // Sequence packing (docs/text.md): the pipeline's token ids, packed into
+  // rows of pack_length tokens, batch_size rows a batch (0: no packing);
+  // best-fit packs windows of pack_window_tokens; padding is pack_pad_id.
+  int64_t pack_length = 0;
+  PackMode pack_mode = PackMode::kGreedy;
+  int64_t pack_window_tokens = SequencePackOptions().window_tokens;
+  int64_t pack_pad_id = 0;
+  // Resuming a packed run (with skip_samples, the document's position): the
+  // next row starts pack_skip_tokens into that document (greedy), or is row
+  // pack_skip_rows of the window that starts there (best-fit).
+  int64_t pack_skip_tokens = 0;
+  int64_t pack_skip_rows = 0;
   int rank = 0;
   int world_size = 1;
   // The training job, named alike on every rank: workers serve its ranks as

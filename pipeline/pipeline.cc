@@ -169,8 +169,18 @@ double StageBound(proto::Stage stage, const ValueType& in, double bound,
   }
 }
 
-// Per boundary and field, a bound on a tensor made from audio (-1 where
-// none).
+// The bytes of a tokenize stage's ids: BPE gives at most one id per byte of
+// its text (within max_text_bytes), SentencePiece at most one per byte of
+// the normalized text, which NFKC may make up to 11 times longer (U+FDFA);
+// and BOS and EOS.
+int64_t TokensBound(const proto::Tokenize& t) {
+  const int64_t text = t.has_max_text_bytes() ? t.max_text_bytes() : int64_t{1} << 20;
+  const int64_t per_byte = t.kind() == proto::Tokenize::KIND_SENTENCEPIECE ? 12 : 1;
+  return 4 * (per_byte * std::min<int64_t>(text, int64_t{1} << 40) + 3);
+}
+
+// Per boundary and field, a bound on a tensor made from audio, or on token
+// ids (-1 where none).
 std::vector<std::vector<int64_t>> FeatureBounds(const proto::PipelineSpec& spec,
                                                 const Pipeline& p) {
   const size_t fields = p.fields().size();
@@ -184,6 +194,11 @@ std::vector<std::vector<int64_t>> FeatureBounds(const proto::PipelineSpec& spec,
     out[k][f] = -1;
     if (t.kind == ValueKind::kAudio) {
       bound = static_cast<double>(AudioBound(t, p.options().decode));
+      continue;
+    }
+    if (t.kind == ValueKind::kTokens && spec.stages(k - 1).has_tokenize()) {
+      out[k][f] = TokensBound(spec.stages(k - 1).tokenize());
+      bound = -1;
       continue;
     }
     bound = bound >= 0 && t.kind == ValueKind::kTensor
@@ -547,6 +562,8 @@ int64_t Pipeline::MaxBytesAt(int k, int64_t max_file_bytes) const {
       bound = static_cast<int64_t>(t.bytes());
     } else if (t.kind == ValueKind::kAudio) {
       bound = AudioBound(t, options_.decode);
+    } else if (t.kind == ValueKind::kTokens && feature_bounds_[k][f] >= 0) {
+      bound = feature_bounds_[k][f];  // the tokenize stage's
     } else if (t.kind == ValueKind::kTokens) {
       // A tokenizer gives at most one id per byte of its text, and BOS and
       // EOS.

@@ -30,6 +30,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> DatasetCache::Get(const proto::Da
   for (const proto::MixSource& source : spec.mix()) {  // a mixture: its sources, in order
     absl::StrAppend(&key, "\nmix:", source.path());
   }
+  for (const std::string& field : spec.require_fields()) absl::StrAppend(&key, "\nrequire:", field);
   if (std::optional<absl::StatusOr<std::shared_ptr<const Dataset>>> found =
           Lookup(key, spec, fingerprint, size)) {
     return *std::move(found);

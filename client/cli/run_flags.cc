@@ -1,6 +1,8 @@
 #include "client/cli/run_flags.h"
 
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,7 @@
 #include "client/datasets.h"
 #include "client/loader.h"
 #include "client/metrics.h"
+#include "client/packed_loader.h"
 #include "client/stats_json.h"
 #include "nlohmann/json.hpp"
 #include "pipeline/core/checksum.h"
@@ -100,76 +103,149 @@ void PrintRunSummary(const LoaderStats& st, const absl::Status& status) {
 
 }  // namespace
 
-RunOutcome ExecuteRun(Console& console, const std::string& command, const LoaderOptions& options,
-                      bool json, int metrics_port) {
-  RunOutcome outcome;
-  auto loader_or = Loader::Create(options);
-  if (!loader_or.ok()) {
-    outcome.exit_code = console.Failure(command, loader_or.status());
-    return outcome;
-  }
-  Loader& loader = **loader_or;
-  // Declared after the loader, so destroyed (and no longer scraping) first.
+namespace {
+
+// /metrics while the run lasts. Declared after the loader, so destroyed (and
+// no longer scraping) first.
+struct MetricsServer {
   std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<LoaderMetrics> metrics;
-  if (metrics_port > 65535) {
-    outcome.exit_code = console.Failure(
-        command,
-        absl::InvalidArgumentError(absl::StrCat("--metrics-port: must be 0 to 65535 (or -1: none), "
-                                                "got ",
-                                                metrics_port)));
-    return outcome;
-  }
-  if (metrics_port >= 0) {
+
+  absl::Status Start(Loader& loader, int port) {
+    if (port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics-port: must be 0 to 65535 (or -1: none), got ", port));
+    }
+    if (port < 0) return absl::OkStatus();
     try {
-      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", metrics_port));
+      exposer = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", port));
     } catch (const std::exception& e) {
-      outcome.exit_code = console.Failure(
-          command,
-          absl::UnavailableError(absl::StrCat("--metrics-port ", metrics_port, ": ", e.what())));
-      return outcome;
+      return absl::UnavailableError(absl::StrCat("--metrics-port ", port, ": ", e.what()));
     }
     metrics = std::make_shared<LoaderMetrics>(&loader);
     exposer->RegisterCollectable(metrics);
     spdlog::info("serving metrics on port {} (/metrics), job {}", exposer->GetListeningPorts()[0],
                  loader.job_id());
+    return absl::OkStatus();
   }
-  const int64_t total =
-      std::max<int64_t>(0, loader.batches_per_epoch() * options.epochs - options.skip_batches);
-  if (!json) {
-    std::printf("prepflow %s: %s %s (%lld samples%s), %s, %d threads, batch %d\n", command.c_str(),
-                loader.dataset().format(), loader.dataset().root().c_str(),
-                static_cast<long long>(loader.samples_per_epoch()),
-                loader.dataset().classes().empty()
-                    ? ""
-                    : absl::StrCat(", ", loader.dataset().classes().size(), " classes").c_str(),
-                loader.pipeline().DebugString().c_str(), loader.threads(), options.batch_size);
-    std::fflush(stdout);
+};
+
+// A packed run's rows, for its summary.
+struct PackedTotals {
+  int64_t rows = 0, tokens = 0, padding = 0;
+  int64_t length = 0;
+  uint64_t checksum = 0;
+
+  void Add(const PackedBatch& b) {
+    rows += b.rows;
+    length = b.length;
+    tokens += b.rows * b.length;
+    padding += b.padding_tokens;
+    checksum += b.checksum;
   }
+  double TokensPerSecond(const LoaderStats& st) const {
+    return st.seconds > 0 ? static_cast<double>(tokens - padding) / st.seconds : 0;
+  }
+  void ToJson(const LoaderStats& st, Json* j) const {
+    (*j)["documents_checksum"] = (*j)["checksum"];
+    (*j)["checksum"] = ChecksumHex(checksum);
+    (*j)["rows"] = rows;
+    (*j)["pack_length"] = length;
+    (*j)["tokens"] = tokens;
+    (*j)["padding_tokens"] = padding;
+    (*j)["tokens_per_second"] = TokensPerSecond(st);
+  }
+  void Print(const LoaderStats& st) const {
+    std::printf(
+        "packed: %lld rows of %lld tokens, %.1f%% padding, %.0f tokens/s; checksum %s\n",
+        static_cast<long long>(rows), static_cast<long long>(length),
+        tokens > 0 ? 100.0 * static_cast<double>(padding) / static_cast<double>(tokens) : 0.0,
+        TokensPerSecond(st), ChecksumHex(checksum).c_str());
+  }
+};
+
+// The run's loader: batches of samples, or of packed rows.
+struct RunSource {
+  AnyLoader any;
+  PackedTotals totals;
+
+  // The next batch's epoch; nullopt after the last.
+  absl::StatusOr<std::optional<uint64_t>> Next() {
+    if (any.packed != nullptr) {
+      auto b = any.packed->Next();
+      if (!b.ok()) return b.status();
+      if (*b == nullptr) return std::nullopt;
+      totals.Add(**b);
+      return (*b)->epoch;
+    }
+    auto b = any.loader->Next();
+    if (!b.ok()) return b.status();
+    if (*b == nullptr) return std::nullopt;
+    return (*b)->epoch();
+  }
+};
+
+void PrintRunHeader(const std::string& command, const LoaderOptions& options,
+                    const Loader& loader) {
+  std::printf("prepflow %s: %s %s (%lld samples%s), %s, %d threads, batch %d%s\n", command.c_str(),
+              loader.dataset().format(), loader.dataset().root().c_str(),
+              static_cast<long long>(loader.samples_per_epoch()),
+              loader.dataset().classes().empty()
+                  ? ""
+                  : absl::StrCat(", ", loader.dataset().classes().size(), " classes").c_str(),
+              loader.pipeline().DebugString().c_str(), loader.threads(), options.batch_size,
+              options.pack_length > 0 ? absl::StrCat(" rows of ", options.pack_length, " tokens (",
+                                                     PackModeName(options.pack_mode), ")")
+                                            .c_str()
+                                      : "");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+RunOutcome ExecuteRun(Console& console, const std::string& command, const LoaderOptions& options,
+                      bool json, int metrics_port) {
+  RunOutcome outcome;
+  RunSource source;
+  if (auto any = OpenAnyLoader(options); any.ok()) {
+    source.any = *std::move(any);
+  } else {
+    outcome.exit_code = console.Failure(command, any.status());
+    return outcome;
+  }
+  Loader& loader = *source.any.loader;
+  MetricsServer server;
+  if (absl::Status s = server.Start(loader, metrics_port); !s.ok()) {
+    outcome.exit_code = console.Failure(command, s);
+    return outcome;
+  }
+  const int64_t total = source.any.packed != nullptr
+                            ? -1
+                            : std::max<int64_t>(0, loader.batches_per_epoch() * options.epochs -
+                                                       options.skip_batches);
+  if (!json) PrintRunHeader(command, options, loader);
   Progress progress;
   absl::Status status;
-  int64_t done = 0;
-  while (true) {
-    auto batch = loader.Next();
-    if (!batch.ok()) {
-      status = batch.status();
-      break;
-    }
-    if (*batch == nullptr) break;
-    ++done;
+  for (int64_t done = 1;; ++done) {
+    absl::StatusOr<std::optional<uint64_t>> epoch = source.Next();
+    if (!epoch.ok()) status = epoch.status();
+    if (!epoch.ok() || !epoch->has_value()) break;
     const LoaderStats st = loader.Stats();
-    progress.Update(absl::StrFormat("epoch %d/%d  batch %d/%d  %d images  %.1f images/s  %d errors",
-                                    (*batch)->epoch() + 1, options.epochs, done, total, st.images,
+    progress.Update(absl::StrFormat("epoch %d/%d  batch %d/%s  %d images  %.1f images/s  %d errors",
+                                    **epoch + 1, options.epochs, done,
+                                    total < 0 ? "?" : absl::StrCat(total), st.images,
                                     st.seconds > 0 ? st.images / st.seconds : 0, st.errors));
   }
   progress.Done();
   const LoaderStats st = loader.Stats();
   if (json) {
     outcome.summary = RunJson(command, options, loader, st, status);
+    if (source.any.packed != nullptr) source.totals.ToJson(st, &outcome.summary);
   } else {
     PrintRunSummary(st, status);
+    if (source.any.packed != nullptr) source.totals.Print(st);
   }
-  outcome.checksum = st.checksum;
+  outcome.checksum = source.any.packed != nullptr ? source.totals.checksum : st.checksum;
   outcome.exit_code = status.ok() ? kOk : console.Failure(command, status);
   return outcome;
 }

@@ -32,6 +32,9 @@
 #include "client/loader.h"
 #include "client/loader_stats.h"
 #include "client/metrics.h"
+#include "client/packed_loader.h"
+#include "client/python/errors.h"
+#include "client/python/op_bindings.h"
 #include "client/python/options.h"
 #include "google/protobuf/text_format.h"
 #include "gpu.h"
@@ -51,7 +54,6 @@
 namespace py = pybind11;
 
 namespace prepflow::python {
-namespace {
 
 [[noreturn]] void Raise(const absl::Status& s) {
   // Messages quote file names, which need not be UTF-8.
@@ -70,6 +72,8 @@ namespace {
       throw std::runtime_error(absl::StrCat(absl::StatusCodeToString(s.code()), ": ", message));
   }
 }
+
+namespace {
 
 // The keyword `key`, or `fallback`; a value of the wrong type or out of
 // the C++ type's range raises ValueError naming the keyword (pybind11's own
@@ -335,6 +339,39 @@ py::list StatKeys() {
   return keys;
 }
 
+// A packed batch as Python gets it: int64 [rows, length] tokens,
+// position_ids and segment_ids (as models index with), int32 cu_seqlens (as
+// flash-attention takes them), the pieces' documents, and where the next
+// batch starts.
+py::dict PackedDict(const PackedBatch& b) {
+  const auto widen = [&b](const std::vector<int32_t>& v) {
+    py::array_t<int64_t> a({b.rows, b.length});
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  };
+  const auto pieces = [&b](const std::vector<int64_t>& v) {
+    py::array_t<int64_t> a({b.rows, b.max_pieces});
+    std::copy(v.begin(), v.end(), a.mutable_data());
+    return a;
+  };
+  py::dict d;
+  d["tokens"] = widen(b.tokens);
+  d["position_ids"] = widen(b.position_ids);
+  d["segment_ids"] = widen(b.segment_ids);
+  py::array_t<int32_t> cu(static_cast<py::ssize_t>(b.cu_seqlens.size()));
+  std::copy(b.cu_seqlens.begin(), b.cu_seqlens.end(), cu.mutable_data());
+  d["cu_seqlens"] = cu;
+  d["max_seqlen"] = b.max_seqlen;
+  d["document_index"] = pieces(b.piece_index);
+  d["document_offset"] = pieces(b.piece_offset);
+  d["epoch"] = b.epoch;
+  d["number"] = b.number;
+  d["padding_tokens"] = b.padding_tokens;
+  d["checksum"] = b.checksum;
+  d["next"] = py::make_tuple(b.next.position, b.next.skip_tokens, b.next.skip_rows);
+  return d;
+}
+
 class PyLoader {
  public:
   explicit PyLoader(const py::dict& options) {
@@ -349,20 +386,19 @@ class PyLoader {
       o = std::move(split);
       normalize_ = normalize;
     }
-    absl::StatusOr<std::unique_ptr<Loader>> loader;
+    absl::Status opened;
     {
       py::gil_scoped_release release;  // opening the dataset and the workers
-      loader = Loader::Create(o);
+      opened = Open(o);
     }
-    if (!loader.ok()) Raise(loader.status());
-    loader_ = *std::move(loader);
+    if (!opened.ok()) Raise(opened);
     if (const int port = Get<int>(options, "metrics_port", -1); port >= 0) {
       try {
         exposer_ = std::make_unique<prometheus::Exposer>(absl::StrCat("0.0.0.0:", port));
       } catch (const std::exception& e) {
         Raise(absl::UnavailableError(absl::StrCat("metrics_port ", port, ": ", e.what())));
       }
-      metrics_ = std::make_shared<LoaderMetrics>(loader_.get());
+      metrics_ = std::make_shared<LoaderMetrics>(loader_);
       exposer_->RegisterCollectable(metrics_);
       spdlog::info("serving metrics on port {} (/metrics), job {}",
                    exposer_->GetListeningPorts()[0], loader_->job_id());
@@ -376,7 +412,7 @@ class PyLoader {
     exposer_.reset();  // no longer scraping the loader
     metrics_.reset();
     py::gil_scoped_release release;
-    loader_.reset();
+    any_ = AnyLoader();
   }
   PyLoader(const PyLoader&) = delete;
   PyLoader& operator=(const PyLoader&) = delete;
@@ -388,6 +424,7 @@ class PyLoader {
 
   // The next batch, or None after the last.
   std::optional<PyBatch> Next() {
+    if (packed_ != nullptr) Raise(absl::FailedPreconditionError("a packed loader: next_packed()"));
     absl::StatusOr<BatchPtr> batch;
     {
       py::gil_scoped_release release;
@@ -401,6 +438,26 @@ class PyLoader {
       for (int64_t index : out.batch()->indices()) out.texts.push_back(dataset.text(index));
     }
     return out;
+  }
+
+  // Packed: the next batch of rows as a dict, or None after the last.
+  py::object NextPacked() {
+    if (packed_ == nullptr) Raise(absl::FailedPreconditionError("the loader does not pack"));
+    absl::StatusOr<std::unique_ptr<PackedBatch>> batch;
+    {
+      py::gil_scoped_release release;
+      batch = packed_->Next();
+    }
+    if (!batch.ok()) Raise(batch.status());
+    if (*batch == nullptr) return py::none();
+    return PackedDict(**batch);
+  }
+  bool packed() const { return packed_ != nullptr; }
+  py::dict PackedCounts() const {
+    py::dict d;
+    d["documents"] = packed_ ? packed_->documents() : 0;
+    d["remote_documents"] = packed_ ? packed_->remote_documents() : 0;
+    return d;
   }
 
   py::dict Stats() const {
@@ -417,7 +474,18 @@ class PyLoader {
   const std::optional<gpu::NormalizeParams>& normalize() const { return normalize_; }
 
  private:
-  std::unique_ptr<Loader> loader_;
+  absl::Status Open(const LoaderOptions& o) {
+    auto any = OpenAnyLoader(o);
+    if (!any.ok()) return any.status();
+    any_ = *std::move(any);
+    loader_ = any_.loader;
+    packed_ = any_.packed.get();
+    return absl::OkStatus();
+  }
+
+  AnyLoader any_;
+  Loader* loader_ = nullptr;        // any_'s
+  PackedLoader* packed_ = nullptr;  // any_'s, when it packs
   std::optional<gpu::NormalizeParams> normalize_;
   // After the loader: destroyed (and no longer scraping it) first.
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -468,25 +536,6 @@ class PyNormalizer {
  private:
   std::unique_ptr<gpu::DeviceNormalizer> normalizer_;
 };
-
-// The schema of every op, for prepflow.ops and the torchvision translation.
-py::list OpsSchema() {
-  py::list ops;
-  for (const OpSchema& op : OpSchemas()) {
-    py::list fields;
-    for (const FieldSchema& f : op.fields) {
-      fields.append(py::dict(py::arg("name") = f.name, py::arg("type") = f.type,
-                             py::arg("summary") = f.summary, py::arg("default") = f.default_value,
-                             py::arg("choices") = f.choices));
-    }
-    ops.append(py::dict(py::arg("name") = op.name, py::arg("summary") = op.summary,
-                        py::arg("torchvision") = op.torchvision, py::arg("random") = op.random,
-                        py::arg("input") = op.input, py::arg("output") = op.output,
-                        py::arg("parity") = op.parity, py::arg("batch") = op.batch,
-                        py::arg("fields") = std::move(fields)));
-  }
-  return ops;
-}
 
 // The core's log lines, for Python's `logging`: kept here by whichever
 // thread logs, and handed to the logger "prepflow" by the Python side
@@ -630,6 +679,7 @@ void BindBatch(py::module_& m) {
 }
 
 void BindLoader(py::module_& m) {
+  m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
   py::class_<PyLoader>(m, "Loader")
       .def(py::init<const py::dict&>())
       .def("next", &PyLoader::Next)
@@ -639,6 +689,9 @@ void BindLoader(py::module_& m) {
       .def_property_readonly("world_size",
                              [](const PyLoader& l) { return l.loader().options().world_size; })
       .def_property_readonly("threads", [](const PyLoader& l) { return l.loader().threads(); })
+      .def("next_packed", &PyLoader::NextPacked, "The next batch of packed rows (a dict), or None.")
+      .def_property_readonly("packed", &PyLoader::packed)
+      .def("packed_counts", &PyLoader::PackedCounts)
       // The key of the pipeline's output (its last stage's field), and
       // how many fields its records have.
       .def_property_readonly(
@@ -682,78 +735,6 @@ void BindLoader(py::module_& m) {
         return py::make_tuple(std::vector<float>(p.mean, p.mean + 3),
                               std::vector<float>(p.std, p.std + 3));
       });
-}
-
-// The op schema, plugins, and what the parity tests draw.
-void BindOps(py::module_& m) {
-  m.def("stat_keys", &StatKeys, "Every key Loader.stats() returns (from the one field table).");
-  m.def("ops_schema", &OpsSchema,
-        "Every op a pipeline may use, with its fields (as `prepflow ops --json`).");
-  m.def(
-      "load_plugin",
-      [](const std::string& path) {
-        if (absl::Status s = prepflow::LoadPlugin(path); !s.ok()) prepflow::python::Raise(s);
-      },
-      "Loads a plugin of custom ops (pipeline/ops/plugin_api.h).");
-  m.def("plugin_ops", [] {
-    py::list out;
-    for (const prepflow::PluginOpInfo& op : prepflow::LoadedPluginOps()) {
-      py::dict d;
-      d["name"] = op.name;
-      d["summary"] = prepflow::SafeText(op.summary);
-      d["random"] = op.random;
-      d["plugin"] = prepflow::SafeText(op.file);
-      out.append(d);
-    }
-    return out;
-  });
-}
-
-// For tests/python/test_parity.py: what random stages draw for one sample,
-// so that torchvision's kernels can be run with the same draws.
-void BindDraws(py::module_& m) {
-  m.def(
-      "_decode_plan",
-      [](const std::string& stage_text, uint64_t seed, uint64_t epoch, uint64_t index,
-         uint32_t stage, int width, int height) {
-        prepflow::proto::Stage spec;
-        if (!google::protobuf::TextFormat::ParseFromString(stage_text, &spec)) {
-          throw py::value_error("stage: not a Stage in text format");
-        }
-        auto op = prepflow::BuiltinOps().Create(spec);
-        if (!op.ok()) prepflow::python::Raise(op.status());
-        if (!(*op)->PlansDecode()) throw py::value_error("stage: its op plans no decode");
-        if (height < 1 || width < 1) throw py::value_error("height, width: must be positive");
-        prepflow::SampleRng rng(seed, epoch, index, stage);
-        const prepflow::DecodeHint h = (*op)->PlanDecode(width, height, rng);
-        return py::make_tuple(h.x, h.y, h.width, h.height, h.min_width, h.min_height);
-      },
-      "(x, y, width, height, min_width, min_height): the region and smallest decode a "
-      "resizing or cropping stage asks of the decoder for one sample of a width x height image.");
-  m.def(
-      "_aug_mix_draws",
-      [](uint64_t seed, uint64_t epoch, uint64_t index, uint32_t stage, int height, int width,
-         int severity, int mixture_width, int chain_depth, double alpha, bool all_ops) {
-        const prepflow::AugMixParams params{severity, mixture_width, chain_depth, alpha, all_ops};
-        if (absl::Status s = prepflow::CheckAugMixParams(params); !s.ok()) {
-          prepflow::python::Raise(s);
-        }
-        if (height < 1 || width < 1) throw py::value_error("height, width: must be positive");
-        prepflow::SampleRng rng(seed, epoch, index, stage);
-        const prepflow::AugMixDraw d = prepflow::DrawAugMix(rng, params, height, width);
-        py::list chains;
-        for (const prepflow::AugmentSteps& chain : d.chains) {
-          py::list steps;
-          for (const prepflow::AugmentStep& s : chain) {
-            steps.append(py::make_tuple(prepflow::AugmentOpName(s.op), s.magnitude));
-          }
-          chains.append(steps);
-        }
-        return py::make_tuple(d.original_weight,
-                              std::vector<float>(d.chain_weights.begin(), d.chain_weights.end()),
-                              chains);
-      },
-      "(original weight, chain weights, chains of (op, magnitude)) of an aug_mix stage.");
 }
 
 // The device path: whether CUDA is there, and its normalizer.

@@ -91,6 +91,8 @@ class Batch {
   absl::Status Keep(int64_t i, const Sample& s);
   int64_t index_at(int64_t i) const { return indices_[i]; }
   uint32_t copy_at(int64_t i) const { return copies_[i]; }
+  // Where slot i's sample stands in the epoch's order.
+  int64_t position_at(int64_t i) const { return positions_[i]; }
   // Records the outcome of slot i (`hash`: its SampleHash); returns true for
   // the call that completes the batch.
   // `remote`: some of its stages ran on a worker.

@@ -176,6 +176,9 @@ class Dataset {
                          uint64_t* whole) const;
 
   int64_t max_file_bytes_ = kDefaultMaxFileBytes;
+  // DatasetSpec.require_fields: records without one are left out (datasets
+  // of records alone; OpenDataset refuses them for others).
+  std::vector<std::string> require_fields_;
   uint64_t fingerprint_ = 0;
   uint64_t identity_ = 0;
   std::string location_;

@@ -218,6 +218,7 @@ bool detail::IsVideoExtension(const std::string& ext) {
 void detail::DatasetSetup::Limit(Dataset* ds, const proto::DatasetSpec& spec,
                                  const DatasetOptions& options) {
   if (spec.max_file_bytes() > 0) ds->max_file_bytes_ = spec.max_file_bytes();
+  ds->require_fields_.assign(spec.require_fields().begin(), spec.require_fields().end());
   ds->store_ = options.store;
 }
 

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "base/text.h"
+#include "pipeline/core/record.h"
 #include "pipeline/data/braces.h"
 #include "pipeline/data/dataset.h"
 #include "pipeline/data/datasets.h"
@@ -481,11 +482,20 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
                                                    kMaxClipsPerVideo, "], got ",
                                                    spec.clips_per_video()));
   }
+  for (const std::string& field : spec.require_fields()) {
+    if (absl::Status s = CheckFieldName(field); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--require-fields: ", s.message()));
+    }
+  }
   auto configure = [&](Dataset* ds) { detail::DatasetSetup::Limit(ds, spec, options); };
   absl::StatusOr<std::unique_ptr<Dataset>> ds =
       IsUrl(path) ? detail::OpenRemoteDataset(spec, path, options, configure)
                   : OpenLocal(spec, path, options, configure);
   if (!ds.ok()) return ds;
+  if (spec.require_fields_size() > 0 && !(*ds)->has_members()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--require-fields: only WebDataset records have fields; ", path, " is ", (*ds)->format()));
+  }
   *ds = ClipsOf(*std::move(ds), spec.clips_per_video());
   std::string location = path;
   if (!IsUrl(path)) {  // a brace pattern is no file: made absolute only

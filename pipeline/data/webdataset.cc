@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/text.h"
 #include "pipeline/data/datasets.h"
@@ -50,6 +51,13 @@ class WebDataset : public Dataset {
       }
     }
     if (ds->any_media_) ds->DropTextOnly();
+    const size_t grouped = ds->samples_.size();
+    if (!ds->require_fields_.empty()) ds->DropWithoutRequired(root);
+    if (ds->samples_.empty() && grouped > 0) {
+      return absl::NotFoundError(absl::StrCat(
+          "no record in the shards at ", root, " has every field of --require-fields (",
+          SafeText(absl::StrJoin(ds->require_fields_, ",")), ")"));
+    }
     if (ds->samples_.empty()) {
       return absl::NotFoundError(absl::StrCat(
           "no images, audio, video or text (key.jpg, key.flac, key.mp4, key.txt, ...) in the "
@@ -281,6 +289,7 @@ class WebDataset : public Dataset {
     // image, audio or video (a text-only record).
     Entry text_media{};
     std::string text_ext;
+    std::string long_transcript, long_member;  // a key.txt over kMaxTranscriptBytes
     absl::Status error;
     std::string error_member;
 
@@ -307,9 +316,12 @@ class WebDataset : public Dataset {
         class_name = m.text;
       } else if (IsTranscriptMember(m.name) && error.ok()) {
         text = m.text;
+        // Over the limit fails a sample whose media is another member (a
+        // text-only record's .txt is its media: read as the sample is).
         if (m.size > kMaxTranscriptBytes) {
-          Fail(m.name, absl::StrCat(path, ":", SafeText(m.name), ": transcript of ", m.size,
-                                    " bytes is over the limit of ", kMaxTranscriptBytes));
+          long_transcript = absl::StrCat(path, ":", SafeText(m.name), ": transcript of ", m.size,
+                                         " bytes is over the limit of ", kMaxTranscriptBytes);
+          long_member = m.name;
         }
       } else if (IsLabelMember(m.name) && error.ok()) {
         if (!absl::SimpleAtoi(m.text, &label) || label < 0) {
@@ -329,6 +341,9 @@ class WebDataset : public Dataset {
     // A text-only record counts where the shards hold nothing else (Open
     // keeps them then): beside images, a stray key.json is no sample.
     const bool text_only = !p->has_media && !p->text_ext.empty() && p->error.ok();
+    if (!text_only && !p->long_transcript.empty() && p->error.ok()) {
+      p->Fail(p->long_member, p->long_transcript);
+    }
     if (text_only) {
       p->media = p->text_media;
       p->media_ext = p->text_ext;
@@ -402,13 +417,51 @@ class WebDataset : public Dataset {
     return absl::OkStatus();
   }
 
+  // Whether sample e has member `field` (alternatives "jpg;png": any).
+  bool HasMember(const Entry& e, const std::string& field) const {
+    for (absl::string_view alternative : absl::StrSplit(field, ';')) {
+      const auto id = ext_ids_.find(absl::AsciiStrToLower(alternative));
+      if (id == ext_ids_.end()) continue;
+      if (id->second == e.media_ext) return true;
+      for (uint32_t m = 0; m < e.members; ++m) {
+        if (members_[e.first_member + m].ext == id->second) return true;
+      }
+    }
+    return false;
+  }
+
+  // Leaves out the records without a member require_fields_ names (a
+  // record that failed to index stays, to be reported).
+  void DropWithoutRequired(const std::string& root) {
+    std::vector<size_t> drop;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      const Entry& e = samples_[i];
+      if (!e.error.ok()) continue;
+      for (const std::string& field : require_fields_) {
+        if (!HasMember(e, field)) {
+          drop.push_back(i);
+          break;
+        }
+      }
+    }
+    if (drop.empty()) return;
+    warnings_.push_back(absl::StrCat(root, ": ", drop.size(), " of ", samples_.size(),
+                                     " records lack a field of --require-fields (",
+                                     SafeText(absl::StrJoin(require_fields_, ",")),
+                                     ") and are left out"));
+    Drop(drop);
+  }
+
   // Removes the samples of text alone (shards of images with a stray
   // key.json): they are samples only where nothing else is.
-  void DropTextOnly() {
-    if (text_only_.empty()) return;
+  void DropTextOnly() { Drop(text_only_); }
+
+  // Removes the samples at `drop` (increasing).
+  void Drop(const std::vector<size_t>& drop) {
+    if (drop.empty()) return;
     size_t kept = 0, next = 0;
     for (size_t i = 0; i < samples_.size(); ++i) {
-      if (next < text_only_.size() && text_only_[next] == i) {
+      if (next < drop.size() && drop[next] == i) {
         ++next;
         continue;
       }

@@ -20,6 +20,7 @@ namespace prepflow {
 namespace {
 
 using ::prepflow::testing::TempDir;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -249,6 +250,60 @@ TEST(WebDataset, ATranscriptOverTheLimitFailsItsSample) {
   EXPECT_THAT(Read(**wds, 0), HasSubstr("a.txt: transcript of 16385 bytes is over the limit"));
   EXPECT_EQ(Read(**wds, 1), "B");
   EXPECT_EQ((*wds)->text(1), "ok");
+}
+
+// A text-only record's .txt is its media, read as a sample is: a document
+// of any size up to --max-file-bytes (a language model's corpus).
+TEST(WebDataset, ATextOnlyRecordIsNotHeldToTheTranscriptLimit) {
+  TempDir dir;
+  TarWriter tar;
+  ASSERT_TRUE(tar.Open(dir.Join("s.tar")).ok());
+  const std::string document(3 * kMaxTranscriptBytes, 'd');
+  ASSERT_TRUE(tar.Add("a.txt", document.data(), document.size()).ok());
+  ASSERT_TRUE(tar.Add("b.txt", "short", 5).ok());
+  ASSERT_TRUE(tar.Close().ok());
+  auto wds = OpenAt(dir.Join("s.tar"));
+  ASSERT_TRUE(wds.ok()) << wds.status();
+  ASSERT_EQ((*wds)->size(), 2);
+  EXPECT_EQ(Read(**wds, 0), document);
+  EXPECT_EQ(Read(**wds, 1), "short");
+}
+
+// --require-fields: records without one of the members are left out (a
+// filter: no errors), alternatives count, and what is left is said.
+TEST(WebDataset, RequireFieldsLeavesOutRecordsWithoutThem) {
+  TempDir dir;
+  TarWriter tar;
+  ASSERT_TRUE(tar.Open(dir.Join("s.tar")).ok());
+  ASSERT_TRUE(tar.Add("a.jpg", "A", 1).ok());
+  ASSERT_TRUE(tar.Add("a.txt", "a cat", 5).ok());
+  ASSERT_TRUE(tar.Add("b.jpg", "B", 1).ok());  // no caption
+  ASSERT_TRUE(tar.Add("c.png", "C", 1).ok());
+  ASSERT_TRUE(tar.Add("c.txt", "a dog", 5).ok());
+  ASSERT_TRUE(tar.Close().ok());
+  proto::DatasetSpec spec;
+  spec.set_path(dir.Join("s.tar"));
+  spec.add_require_fields("txt");
+  auto ds = OpenDataset(spec, {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->size(), 2);
+  EXPECT_EQ(Read(**ds, 0), "A");
+  EXPECT_EQ(Read(**ds, 1), "C");
+  EXPECT_THAT((*ds)->index_warnings(), Contains(HasSubstr("1 of 3 records lack a field")));
+  spec.add_require_fields("jpg");  // c has a png, not a jpg
+  ds = OpenDataset(spec, {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 1);
+  spec.set_require_fields(1, "jpg;png");
+  ds = OpenDataset(spec, {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 2);
+  spec.set_require_fields(1, "json");
+  EXPECT_THAT(std::string(OpenDataset(spec, {}).status().message()),
+              HasSubstr("has every field of --require-fields (txt,json)"));
+  spec.set_require_fields(1, "../x");
+  EXPECT_THAT(std::string(OpenDataset(spec, {}).status().message()),
+              HasSubstr("--require-fields: '../x' is not a field name"));
 }
 
 }  // namespace

@@ -266,6 +266,37 @@ class ImageCaptionPairs(unittest.TestCase):
         self.assertEqual(got, [0, 1, 2])
         self.assertIn("not UTF-8 (at byte 4)", st["first_errors"][0]["error"])
 
+    def test_records_without_a_caption_fail_or_are_filtered(self):
+        shard = os.path.join(TMP, "some-uncaptioned.tar")
+        with tarfile.open(self.shard) as src:
+            first = src.extractfile("000000.jpg").read()
+        with tarfile.open(shard, "w") as tar:
+            for n in range(6):
+                members = [("jpg", first)] + ([("txt", b"caption %d" % n)] if n % 3 else [])
+                for ext, data in members:
+                    info = tarfile.TarInfo("%06d.%s" % (n, ext))
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        # Without a filter each record missing its caption fails (skipped and
+        # counted); with require_fields it is no sample at all.
+        loader = prepflow.Loader(shard, pipeline=self.pipeline(), batch_size=4, shuffle=False,
+                                 as_numpy=True, epochs=1)
+        self.assertEqual([int(i) for b in loader for i in b["index"]], [1, 2, 4, 5])
+        st = loader.stats()
+        loader.close()
+        self.assertEqual(st["errors"], 2)
+        self.assertIn("has no member 'txt'", st["first_errors"][0]["error"])
+        loader = prepflow.Loader(shard, pipeline=self.pipeline(), batch_size=4, shuffle=False,
+                                 as_numpy=True, epochs=1, require_fields=["txt"])
+        batches = list(loader)
+        st = loader.stats()
+        self.assertEqual(loader.samples_per_epoch, 4)
+        loader.close()
+        self.assertEqual(st["errors"], 0)
+        self.assertEqual([len(b["index"]) for b in batches], [4])
+        self.assertEqual([b["text"] for b in batches],
+                         [["caption 1", "caption 2", "caption 4", "caption 5"]])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -432,6 +432,9 @@ class Loader:
         # Where that batch starts in the epoch's order (0: where planned; a
         # batch filled past failed samples took the next one's first).
         self._sample = 0
+        # Packed (pack_length): how far into the document at _sample the next
+        # row starts (greedy), or which row of the window there (best_fit).
+        self._pack = (0, 0)
         # The C++ loader, the (epoch, number) its next batch will have, and a
         # batch it returned that belongs to a later epoch than was iterated.
         self._core = None
@@ -507,6 +510,7 @@ class Loader:
             raise ValueError(f"epoch: must be below epochs ({self._epochs}), got {epoch}")
         if epoch != self._epoch:
             self._epoch, self._position, self._sample = epoch, 0, 0
+            self._pack = (0, 0)
 
     def state_dict(self):
         """Where the loader stands: pass it to load_state_dict() of a loader
@@ -519,13 +523,14 @@ class Loader:
         sample failed, else each rank's own (`sample` says where its next
         batch starts, past the samples that filled the room failed ones
         left, and is used for the rank that saved it)."""
-        batches = len(self)
+        fixed = self._steps_fixed()
         return {"epoch": self._epoch, "batch": self._position, "sample": self._sample,
-                "step": self._epoch * batches + self._position if self._steps_fixed() else None,
+                "step": self._epoch * len(self) + self._position if fixed else None,
                 "_num_yielded": self._position, "seed": self._options["seed"],
                 "batch_size": self._options["batch_size"],
                 "world_size": self.world_size, "rank": self.rank,
-                "rank_split": self._options["rank_split"], "echo": self._echo}
+                "rank_split": self._options["rank_split"], "echo": self._echo,
+                "pack_tokens": self._pack[0], "pack_rows": self._pack[1]}
 
     def load_state_dict(self, state):
         """Resumes after the batches `state` (a state_dict() of this loader,
@@ -549,13 +554,19 @@ class Loader:
         sample = state.get("sample", 0) if state.get("rank", self.rank) == self.rank else 0
         _check_int("state_dict sample", sample, 0, (1 << 63) - 1)
         self._epoch, self._position, self._sample = epoch, position, sample
+        pack = (state.get("pack_tokens", 0), state.get("pack_rows", 0)) \
+            if state.get("rank", self.rank) == self.rank else (0, 0)
+        _check_int("state_dict pack_tokens", pack[0], 0, (1 << 63) - 1)
+        _check_int("state_dict pack_rows", pack[1], 0, (1 << 63) - 1)
+        self._pack = pack
         self._echo = state.get("echo", 1)
         _check_int("state_dict echo", self._echo, 1)
 
     def _steps_fixed(self):
         # Every epoch as many batches: not with echo="auto" (each epoch's
         # factor) nor batching by length (each epoch cut anew).
-        return self._options["echo"] != "auto" and not self._options.get("max_batch_seconds")
+        return (self._options["echo"] != "auto" and not self._options.get("max_batch_seconds")
+                and not self._options.get("pack_length"))
 
     @property
     def rank(self):
@@ -570,7 +581,7 @@ class Loader:
 
     def _next_at(self):
         """The batch to hand out next: (epoch, number, where it starts)."""
-        return (self._epoch, self._position, self._sample)
+        return (self._epoch, self._position, self._sample) + self._pack
 
     def _ensure_core(self):
         """A C++ loader whose next batch is (self._epoch, self._position)."""
@@ -582,6 +593,7 @@ class Loader:
             raise ValueError(f"epoch {self._epoch}: the loader has only {self._epochs} epochs")
         options = dict(self._options, first_epoch=self._epoch, skip_batches=self._position,
                        skip_samples=self._sample,
+                       pack_skip_tokens=self._pack[0], pack_skip_rows=self._pack[1],
                        epochs=remaining,
                        start_echo=self._echo if self._position > 0 else 0)
         _follow_log_level()
@@ -729,7 +741,10 @@ class Loader:
             return
         self._ensure_core()
         epoch = self._epoch
-        if self._tail is None:
+        if self._core.packed:
+            for d in self._packed_batches(epoch):
+                yield self._deliver_packed(d)
+        elif self._tail is None:
             for b in self._core_batches(epoch):
                 yield self._deliver(b)
         else:
@@ -748,6 +763,7 @@ class Loader:
                 yield self._deliver(*ahead.popleft())
         # The epoch is over: the next pass delivers the one after it.
         self._epoch, self._position, self._sample = epoch + 1, 0, 0
+        self._pack = (0, 0)
         self._core_at = self._next_at() if self._pending is not None else None
 
     def _core_batches(self, epoch):
@@ -758,10 +774,50 @@ class Loader:
             if b is None or b.epoch != epoch:
                 self._pending = b
                 return
-            self._core_at = (epoch, b.number + 1, b.end_position)
+            self._core_at = (epoch, b.number + 1, b.end_position, 0, 0)
             if b.size == 0:  # every sample failed (on_error="skip"): nothing to hand out
                 continue
             yield b
+
+    def _packed_batches(self, epoch):
+        """The packed batches (dicts) of `epoch`, in order; the first of the
+        next epoch is kept for later."""
+        while True:
+            if self._pending is not None:
+                d, self._pending = self._pending, None
+            else:
+                try:
+                    d = self._core.next_packed()
+                finally:
+                    _drain_logs()
+            if d is None or d["epoch"] != epoch:
+                self._pending = d
+                return
+            self._core_at = (epoch, d["number"] + 1) + tuple(d["next"])
+            yield d
+
+    _PACKED_FIELDS = ("tokens", "position_ids", "segment_ids", "cu_seqlens", "document_index",
+                      "document_offset")
+
+    def _deliver_packed(self, d):
+        """A packed batch as handed out, counted: Batch.fields holds its
+        arrays (see Loader's pack_length)."""
+        self._position = d["number"] + 1
+        self._sample, tokens, rows = d["next"]
+        self._pack = (tokens, rows)
+        self._checksum = (self._checksum + d["checksum"]) % (1 << 64)
+        self._padding_bytes += 8 * d["padding_tokens"]
+        rows = len(d["tokens"])
+        self._images += rows
+        self._batches += 1
+        fields = {key: d[key] for key in self._PACKED_FIELDS}
+        if not self._as_numpy:
+            fields = {key: torch.from_numpy(value) for key, value in fields.items()}
+            if self._device is not None:
+                fields = {key: value.to(self._device, non_blocking=True)
+                          for key, value in fields.items()}
+        fields["max_seqlen"] = d["max_seqlen"]
+        return Batch(fields["tokens"], None, d["epoch"], d["number"], [], fields=fields)
 
     def _deliver(self, b, tail_result=None):
         """Batch `b` as handed out, counted; with the tail's output, if any."""
@@ -799,6 +855,9 @@ class Loader:
 
     def __len__(self):
         """Batches per epoch."""
+        if self._core is not None and self._core.packed:
+            raise TypeError("a packed loader (pack_length) has no len(): its rows per epoch "
+                            "follow from the documents' tokens")
         return self._core.batches_in_epoch(self._epoch) if self._core else 0
 
     @property
@@ -844,6 +903,8 @@ class Loader:
         st["checksum"] = f"{self._checksum:016x}"
         st["checksum_value"] = self._checksum
         st["padding_bytes"] = self._padding_bytes
+        if self._core is not None and self._core.packed:  # images: rows
+            st.update(self._core.packed_counts())
         # Beyond the core's fields: where the next batch comes from (resume).
         st["epoch"], st["batch"] = self._epoch, self._position
         return st

@@ -33,6 +33,8 @@ const char* FormatName(proto::DatasetSpec::Format format) {
       return "wds";
     case proto::DatasetSpec::FORMAT_MANIFEST:
       return "manifest";
+    case proto::DatasetSpec::FORMAT_LINES:
+      return "lines";
     default:
       return "auto";
   }
@@ -154,8 +156,10 @@ OptionField<O> FormatOption() {
       "format", "format", ParseDatasetFormat,
       [](O& o, proto::DatasetSpec::Format format) { o.dataset.set_format(format); },
       [](const O& o) -> OptionValue { return std::string(FormatName(o.dataset.format())); },
-      "auto | imagefolder | wds | manifest (auto: .tar shards are wds, a .json, .jsonl or .csv "
-      "file a manifest, a folder an imagefolder)");
+      "auto | imagefolder | wds | manifest | lines (auto: .tar shards are wds, a .json, .jsonl or "
+      ".csv file a manifest, a folder an imagefolder; lines: every non-empty line of a file, of "
+      "a brace pattern of files or of a folder's .jsonl and .txt files is a sample, a "
+      "document)");
 }
 
 OptionField<O> OffloadOption() {

@@ -22,9 +22,10 @@ absl::StatusOr<proto::DatasetSpec::Format> ParseDatasetFormat(const std::string&
   if (name == "auto") return proto::DatasetSpec::FORMAT_AUTO;
   if (name == "imagefolder") return proto::DatasetSpec::FORMAT_IMAGEFOLDER;
   if (name == "wds" || name == "webdataset") return proto::DatasetSpec::FORMAT_WEBDATASET;
+  if (name == "lines") return proto::DatasetSpec::FORMAT_LINES;
   if (name == "manifest") return proto::DatasetSpec::FORMAT_MANIFEST;
   return absl::InvalidArgumentError(
-      absl::StrCat("'", SafeText(name), "' is not one of auto, imagefolder, wds, manifest"));
+      absl::StrCat("'", SafeText(name), "' is not one of auto, imagefolder, wds, manifest, lines"));
 }
 
 }  // namespace prepflow

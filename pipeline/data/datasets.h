@@ -63,6 +63,13 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenWebDataset(const std::string& root,
                                                         const ShardAccess& access,
                                                         const Configure& configure);
 
+// A corpus of lines over `files` (in order): each non-empty line a sample
+// (lines.cc).
+absl::StatusOr<std::unique_ptr<Dataset>> OpenLines(const std::string& root,
+                                                   const std::vector<std::string>& files,
+                                                   const ShardAccess& access,
+                                                   const Configure& configure);
+
 // A dataset at a URL: one shard, a brace pattern of shards, or a listed
 // prefix (of .tar shards, else an ImageFolder of objects).
 absl::StatusOr<std::unique_ptr<Dataset>> OpenRemoteDataset(const proto::DatasetSpec& spec,

@@ -330,6 +330,48 @@ absl::Status Confine(const DatasetOptions& options, std::string* path,
   return absl::OkStatus();
 }
 
+// Local files, below the confinement root when there is one.
+detail::ShardAccess LocalAccess(const std::string& confine_root, int confine_fd) {
+  detail::ShardAccess access;
+  access.open = [confine_root, confine_fd](
+                    const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
+    struct stat st;
+    absl::StatusOr<int> fd = OpenConfined(confine_root, confine_fd, name, &st);
+    if (!fd.ok()) return fd.status();
+    return FileSource(*fd, name, static_cast<uint64_t>(st.st_size));
+  };
+  return access;
+}
+
+// --format lines at `path`: a file, the files of a brace pattern (`files`),
+// or a folder's .jsonl and .txt files, sorted.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenLinesAt(const std::string& path, bool folder,
+                                                     std::vector<std::string> files,
+                                                     const std::string& confine_root,
+                                                     int confine_fd,
+                                                     const detail::Configure& configure) {
+  if (files.empty() && folder) {
+    std::vector<std::string> names;
+    if (absl::Status s = ListDir(path, nullptr, &names); !s.ok()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return s;
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& f : names) {
+      if (absl::EndsWith(f, ".jsonl") || absl::EndsWith(f, ".txt")) {
+        files.push_back(absl::StrCat(path, "/", f));
+      }
+    }
+    if (files.empty()) {
+      if (confine_fd >= 0) close(confine_fd);
+      return absl::NotFoundError(absl::StrCat("no .jsonl or .txt files in ", path));
+    }
+  } else if (files.empty()) {
+    files.push_back(path);
+  }
+  return detail::OpenLines(path, files, LocalAccess(confine_root, confine_fd), configure);
+}
+
 // A dataset on the local file system at `path` (trailing slashes removed).
 absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spec, std::string path,
                                                    const DatasetOptions& options,
@@ -371,6 +413,10 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
     return absl::FailedPreconditionError(
         absl::StrCat("dataset ", path, " is a folder, not a manifest (a .jsonl or .csv file)"));
   }
+  if (format == proto::DatasetSpec::FORMAT_LINES) {
+    return OpenLinesAt(path, S_ISDIR(st.st_mode), std::move(shards), confine_root, confine_fd,
+                       configure);
+  }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
     // Exit code 1, as for a missing folder: the flags were fine, the dataset
@@ -399,14 +445,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
   } else if (shards.empty()) {
     shards.push_back(path);
   }
-  detail::ShardAccess access;
-  access.open = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<ByteSource>> {
-    struct stat shard_st;
-    absl::StatusOr<int> fd = OpenConfined(confine_root, confine_fd, name, &shard_st);
-    if (!fd.ok()) return fd.status();
-    return FileSource(*fd, name, static_cast<uint64_t>(shard_st.st_size));
-  };
-  return detail::OpenWebDataset(path, shards, access, configure);
+  return detail::OpenWebDataset(path, shards, LocalAccess(confine_root, confine_fd), configure);
 }
 
 // XXH3 over the format, then every sample's path relative to the root, its
@@ -486,6 +525,11 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const proto::DatasetSpec& s
     if (absl::Status s = CheckFieldName(field); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--require-fields: ", s.message()));
     }
+  }
+  if (IsUrl(path) && spec.format() == proto::DatasetSpec::FORMAT_LINES) {
+    return absl::InvalidArgumentError(
+        "--format lines: local files only; a remote corpus goes in WebDataset shards of "
+        "key.txt or key.json (text-only records)");
   }
   auto configure = [&](Dataset* ds) { detail::DatasetSetup::Limit(ds, spec, options); };
   absl::StatusOr<std::unique_ptr<Dataset>> ds =

@@ -507,9 +507,50 @@ TEST(Dataset, FilesOverTheSizeLimitAreRefusedBeforeReading) {
   }
 }
 
+// --format lines: every non-empty line a sample (\n or \r\n ends it; a last
+// line without one counts), named by file and line; a folder's .jsonl and
+// .txt files in order; a line over --max-file-bytes fails alone.
+TEST(Lines, EveryNonEmptyLineIsADocument) {
+  TempDir dir;
+  WriteFile(dir.Join("corpus/a.jsonl"), Text("{\"text\": \"one\"}\r\n\n{\"text\": \"two\"}\n"));
+  WriteFile(dir.Join("corpus/b.txt"), Text("\nthree\r\n" + std::string(3000, 'x')));
+  WriteFile(dir.Join("corpus/skip.csv"), Text("not,read\n"));
+  auto ds = Open(dir.Join("corpus"), proto::DatasetSpec::FORMAT_LINES);
+  ASSERT_NE(ds, nullptr);
+  ASSERT_EQ(ds->size(), 4);
+  EXPECT_EQ(Bytes(*ds, 0), "{\"text\": \"one\"}");
+  EXPECT_EQ(Bytes(*ds, 1), "{\"text\": \"two\"}");
+  EXPECT_EQ(Bytes(*ds, 2), "three");
+  EXPECT_EQ(Bytes(*ds, 3), std::string(3000, 'x'));
+  EXPECT_THAT(Paths(*ds), ElementsAre("a.jsonl:1", "a.jsonl:3", "b.txt:2", "b.txt:3"));
+  EXPECT_EQ(ds->Extension(0), "json");
+  EXPECT_EQ(ds->Extension(2), "txt");
+  EXPECT_EQ(ds->label(0), -1);
+  // One file; a line over the limit fails its read, naming it.
+  proto::DatasetSpec spec;
+  spec.set_path(dir.Join("corpus/b.txt"));
+  spec.set_format(proto::DatasetSpec::FORMAT_LINES);
+  spec.set_max_file_bytes(1000);
+  auto one = OpenDataset(spec);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ((*one)->size(), 2);
+  Buffer buf;
+  size_t size = 0;
+  EXPECT_THAT(std::string((*one)->Read(1, &buf, &size).message()),
+              HasSubstr("b.txt:3 is 3000 bytes, over the limit of 1000"));
+  EXPECT_EQ(Bytes(**one, 0), "three");
+  WriteFile(dir.Join("blank.txt"), Text("\n\r\n\n"));
+  spec.set_path(dir.Join("blank.txt"));
+  EXPECT_THAT(std::string(OpenDataset(spec).status().message()), HasSubstr("no lines in"));
+  spec.set_path("https://example.com/corpus.jsonl");
+  EXPECT_THAT(std::string(OpenDataset(spec).status().message()),
+              HasSubstr("--format lines: local files only"));
+}
+
 TEST(DatasetFormat, ParsesNames) {
   EXPECT_EQ(*ParseDatasetFormat("wds"), proto::DatasetSpec::FORMAT_WEBDATASET);
   EXPECT_EQ(*ParseDatasetFormat("imagefolder"), proto::DatasetSpec::FORMAT_IMAGEFOLDER);
+  EXPECT_EQ(*ParseDatasetFormat("lines"), proto::DatasetSpec::FORMAT_LINES);
   EXPECT_THAT(ParseDatasetFormat("zip").status().message(),
               HasSubstr("'zip' is not one of auto, imagefolder, wds, manifest"));
 }

@@ -6,8 +6,9 @@ The rows give back every document exactly (by document_index and
 document_offset, or by segment_ids alone), their ids equal the reference
 tokenizer's, position_ids and cu_seqlens describe the same pieces, rows are
 the same at 1 and 2 threads and with the documents tokenized on a worker,
-and a loader resumed from a state_dict taken at 3 random points (mid
-sequence: a document cut across rows) delivers exactly the rest."""
+a loader resumed from a state_dict taken at 3 random points (mid sequence:
+a document cut across rows) delivers exactly the rest, and the same
+documents as a JSON Lines corpus (--format lines) give the same rows."""
 import io
 import json
 import os
@@ -208,6 +209,24 @@ class Packing(unittest.TestCase):
         loader.close()
         self.assertGreater(state["pack_tokens"], 0)
         self.assertIsNone(state["step"])
+
+    def test_a_json_lines_corpus_packs_as_the_shard(self):
+        corpus = os.path.join(TMP, "corpus.jsonl")
+        with open(corpus, "w", encoding="utf-8") as f:
+            for doc in DOCS:
+                f.write(json.dumps({"text": doc, "source": "licenses"}) + "\n")
+        loader = prepflow.Loader(
+            corpus, format="lines",
+            pipeline=[ops.Tokenize(kind="bpe", vocab=VOCAB, merges=MERGES, add_eos=True,
+                                   json_key="text")],
+            pack_length=LENGTH, pack_pad_id=EOS + 1, batch_size=4, seed=3, as_numpy=True,
+            threads=2)
+        got = run(loader)
+        st = loader.stats()
+        loader.close()
+        batches, stats = self.runs["greedy"]
+        self.assertTrue((rows_of(got) == rows_of(batches)).all())
+        self.assertEqual(st["checksum"], stats["checksum"])
 
     def test_refusals_name_the_option(self):
         images = testdata.demo_dataset(BIN, os.path.join(TMP, "demo"))

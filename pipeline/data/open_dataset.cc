@@ -343,33 +343,48 @@ detail::ShardAccess LocalAccess(const std::string& confine_root, int confine_fd)
   return access;
 }
 
-// --format lines at `path`: a file, the files of a brace pattern (`files`),
-// or a folder's .jsonl and .txt files, sorted.
-absl::StatusOr<std::unique_ptr<Dataset>> OpenLinesAt(const std::string& path, bool folder,
-                                                     std::vector<std::string> files,
-                                                     const std::string& confine_root,
-                                                     int confine_fd,
-                                                     const detail::Configure& configure) {
-  if (files.empty() && folder) {
-    std::vector<std::string> names;
-    if (absl::Status s = ListDir(path, nullptr, &names); !s.ok()) {
-      if (confine_fd >= 0) close(confine_fd);
-      return s;
-    }
-    std::sort(names.begin(), names.end());
-    for (const std::string& f : names) {
-      if (absl::EndsWith(f, ".jsonl") || absl::EndsWith(f, ".txt")) {
-        files.push_back(absl::StrCat(path, "/", f));
+// The files a dataset of files reads at `path`: those of a brace pattern
+// (`files` as given), a folder's files with one of `suffixes`, sorted, or
+// the file itself. NotFound, naming `what`, for a folder with none.
+absl::Status FilesAt(const std::string& path, bool folder,
+                     std::initializer_list<const char*> suffixes, const char* what,
+                     std::vector<std::string>* files) {
+  if (!files->empty()) return absl::OkStatus();
+  if (!folder) {
+    files->push_back(path);
+    return absl::OkStatus();
+  }
+  std::vector<std::string> names;
+  if (absl::Status s = ListDir(path, nullptr, &names); !s.ok()) return s;
+  std::sort(names.begin(), names.end());
+  for (const std::string& f : names) {
+    for (const char* suffix : suffixes) {
+      if (absl::EndsWith(f, suffix)) {
+        files->push_back(absl::StrCat(path, "/", f));
+        break;
       }
     }
-    if (files.empty()) {
-      if (confine_fd >= 0) close(confine_fd);
-      return absl::NotFoundError(absl::StrCat("no .jsonl or .txt files in ", path));
-    }
-  } else if (files.empty()) {
-    files.push_back(path);
   }
-  return detail::OpenLines(path, files, LocalAccess(confine_root, confine_fd), configure);
+  if (files->empty()) return absl::NotFoundError(absl::StrCat("no ", what, " in ", path));
+  return absl::OkStatus();
+}
+
+// Shards (or files of lines) at `path`, opened below the confinement.
+absl::StatusOr<std::unique_ptr<Dataset>> OpenFilesAt(const std::string& path, bool folder,
+                                                     std::vector<std::string> files,
+                                                     const std::string& confine_root,
+                                                     int confine_fd, bool lines,
+                                                     const detail::Configure& configure) {
+  const absl::Status listed =
+      lines ? FilesAt(path, folder, {".jsonl", ".txt"}, ".jsonl or .txt files", &files)
+            : FilesAt(path, folder, {".tar"}, ".tar shards", &files);
+  if (!listed.ok()) {
+    if (confine_fd >= 0) close(confine_fd);
+    return listed;
+  }
+  const detail::ShardAccess access = LocalAccess(confine_root, confine_fd);
+  return lines ? detail::OpenLines(path, files, access, configure)
+               : detail::OpenWebDataset(path, files, access, configure);
 }
 
 // A dataset on the local file system at `path` (trailing slashes removed).
@@ -414,8 +429,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
         absl::StrCat("dataset ", path, " is a folder, not a manifest (a .jsonl or .csv file)"));
   }
   if (format == proto::DatasetSpec::FORMAT_LINES) {
-    return OpenLinesAt(path, S_ISDIR(st.st_mode), std::move(shards), confine_root, confine_fd,
-                       configure);
+    return OpenFilesAt(path, S_ISDIR(st.st_mode), std::move(shards), confine_root, confine_fd,
+                       /*lines=*/true, configure);
   }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET && !S_ISDIR(st.st_mode)) {
     if (confine_fd >= 0) close(confine_fd);
@@ -428,24 +443,8 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenLocal(const proto::DatasetSpec& spe
   }
   if (format != proto::DatasetSpec::FORMAT_WEBDATASET)
     return ImageFolderDataset::Open(path, configure);
-  if (shards.empty() && S_ISDIR(st.st_mode)) {
-    std::vector<std::string> files;
-    if (absl::Status s = ListDir(path, nullptr, &files); !s.ok()) {
-      if (confine_fd >= 0) close(confine_fd);
-      return s;
-    }
-    std::sort(files.begin(), files.end());
-    for (const std::string& f : files) {
-      if (absl::EndsWith(f, ".tar")) shards.push_back(absl::StrCat(path, "/", f));
-    }
-    if (shards.empty()) {
-      if (confine_fd >= 0) close(confine_fd);
-      return absl::NotFoundError(absl::StrCat("no .tar shards in ", path));
-    }
-  } else if (shards.empty()) {
-    shards.push_back(path);
-  }
-  return detail::OpenWebDataset(path, shards, LocalAccess(confine_root, confine_fd), configure);
+  return OpenFilesAt(path, S_ISDIR(st.st_mode), std::move(shards), confine_root, confine_fd,
+                     /*lines=*/false, configure);
 }
 
 // XXH3 over the format, then every sample's path relative to the root, its

@@ -298,6 +298,18 @@ class Loader:
     `step` is the same on all of them. Not with echo="auto" (ranks would
     pick different factors).
 
+    Language models (docs/text.md): with `pack_length=N` a pipeline ending
+    in token ids (a Tokenize stage, EOS appended) gives batches of
+    `batch_size` rows of N tokens, as dicts: `tokens`, `position_ids`,
+    `segment_ids`, `cu_seqlens` and `max_seqlen` (flash-attention's varlen
+    arguments), `document_index` and `document_offset` per piece.
+    `pack_mode` "greedy" (cut every N tokens) or "best_fit" (documents whole
+    where they fit, over windows of `pack_window_tokens`); `pack_pad_id`
+    pads. state_dict() resumes mid-sequence; len() is a TypeError (rows per
+    epoch follow from the tokens). `format="lines"` reads every non-empty
+    line of local files (JSON Lines) as a document; `require_fields`
+    (["txt"]) leaves out WebDataset records without those members.
+
     Security (docs/security.md): `tls_ca` (PEM of the CA that signed the
     workers and the scheduler), `tls_cert`/`tls_key` (this client's, for
     mutual TLS), `tls_server_name` (the name to verify in the servers'

@@ -29,7 +29,6 @@ import json
 import pathlib
 import random
 import shutil
-import statistics
 import sys
 import tarfile
 import tempfile
@@ -42,6 +41,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 import prepflow
+from paired import medians, paired_rounds
 from prepflow import ops
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "python"))
@@ -131,17 +131,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="prepflow-clip-bench-")
     try:
         shard, files, captions, merges = make_data(args.images, tmp, args.count, args.merges)
-        ours, theirs, ratios = [], [], []
-        for _ in range(args.rounds):
-            ours.append(run_prepflow(shard, merges, args.epochs))
-            theirs.append(run_torch(files, captions, merges, args.epochs))
-            ratios.append(ours[-1] / theirs[-1])
+        ours, theirs, ratios = paired_rounds(
+            args.rounds, lambda: run_prepflow(shard, merges, args.epochs),
+            lambda: run_torch(files, captions, merges, args.epochs))
         print(json.dumps({"benchmark": "clip", "images": len(files), "merges": args.merges,
                           "rounds": args.rounds,
-                          "prepflow_samples_per_cpu_s": round(statistics.median(ours), 1),
-                          "torch_samples_per_cpu_s": round(statistics.median(theirs), 1),
-                          "ratio_median": round(statistics.median(ratios), 2),
-                          "ratios": [round(r, 2) for r in ratios]}))
+                          **medians("prepflow_samples_per_cpu_s", ours,
+                                    "torch_samples_per_cpu_s", theirs, ratios, digits=1)}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -25,7 +25,6 @@ import io
 import json
 import pathlib
 import shutil
-import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -35,6 +34,7 @@ import numpy as np
 import sentencepiece
 
 import prepflow
+from paired import medians, paired_rounds
 from prepflow import ops
 
 
@@ -128,20 +128,17 @@ def main():
     tmp = tempfile.mkdtemp(prefix="prepflow-tokenize-bench-")
     try:
         shard, docs, model = make_data(tmp, args.vocab)
-        ours, theirs, ratios = [], [], []
-        for _ in range(args.rounds):
-            ours.append(run_prepflow(shard, model, args.epochs, args.pack, args.cache_bytes))
-            theirs.append(run_python_packed(docs, model, args.epochs, args.pack) if args.pack
-                          else run_python(docs, model, args.epochs))
-            ratios.append(ours[-1] / theirs[-1])
+        ours, theirs, ratios = paired_rounds(
+            args.rounds, lambda: run_prepflow(shard, model, args.epochs, args.pack,
+                                              args.cache_bytes),
+            lambda: run_python_packed(docs, model, args.epochs, args.pack) if args.pack
+            else run_python(docs, model, args.epochs))
         print(json.dumps({"benchmark": "tokenize_pack" if args.pack else "tokenize",
                           "pack_length": args.pack, "cache_bytes": args.cache_bytes,
                           "documents": len(docs), "epochs": args.epochs, "vocab": args.vocab,
                           "rounds": args.rounds,
-                          "prepflow_tokens_per_cpu_s": round(statistics.median(ours)),
-                          "python_tokens_per_cpu_s": round(statistics.median(theirs)),
-                          "ratio_median": round(statistics.median(ratios), 2),
-                          "ratios": [round(r, 2) for r in ratios]}))
+                          **medians("prepflow_tokens_per_cpu_s", ours,
+                                    "python_tokens_per_cpu_s", theirs, ratios)}))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -240,7 +240,11 @@ RunOutcome ExecuteRun(Console& console, const std::string& command, const Loader
   const LoaderStats st = loader.Stats();
   if (json) {
     outcome.summary = RunJson(command, options, loader, st, status);
-    if (source.any.packed != nullptr) source.totals.ToJson(st, &outcome.summary);
+    if (source.any.packed != nullptr) {
+      source.totals.ToJson(st, &outcome.summary);
+      outcome.summary["documents"] = source.any.packed->documents();
+      outcome.summary["remote_documents"] = source.any.packed->remote_documents();
+    }
   } else {
     PrintRunSummary(st, status);
     if (source.any.packed != nullptr) source.totals.Print(st);

@@ -398,10 +398,10 @@ class PyLoader {
       } catch (const std::exception& e) {
         Raise(absl::UnavailableError(absl::StrCat("metrics_port ", port, ": ", e.what())));
       }
-      metrics_ = std::make_shared<LoaderMetrics>(loader_);
+      metrics_ = std::make_shared<LoaderMetrics>(any_.loader);
       exposer_->RegisterCollectable(metrics_);
       spdlog::info("serving metrics on port {} (/metrics), job {}",
-                   exposer_->GetListeningPorts()[0], loader_->job_id());
+                   exposer_->GetListeningPorts()[0], any_.loader->job_id());
     }
   }
   // The loader's threads may wait for the GIL as they stop (a library
@@ -424,16 +424,17 @@ class PyLoader {
 
   // The next batch, or None after the last.
   std::optional<PyBatch> Next() {
-    if (packed_ != nullptr) Raise(absl::FailedPreconditionError("a packed loader: next_packed()"));
+    if (any_.packed != nullptr)
+      Raise(absl::FailedPreconditionError("a packed loader: next_packed()"));
     absl::StatusOr<BatchPtr> batch;
     {
       py::gil_scoped_release release;
-      batch = loader_->Next();
+      batch = any_.loader->Next();
     }
     if (!batch.ok()) Raise(batch.status());
     if (*batch == nullptr) return std::nullopt;
     PyBatch out(*std::move(batch));
-    const Dataset& dataset = loader_->dataset();
+    const Dataset& dataset = any_.loader->dataset();
     if (dataset.has_texts()) {
       for (int64_t index : out.batch()->indices()) out.texts.push_back(dataset.text(index));
     }
@@ -442,21 +443,21 @@ class PyLoader {
 
   // Packed: the next batch of rows as a dict, or None after the last.
   py::object NextPacked() {
-    if (packed_ == nullptr) Raise(absl::FailedPreconditionError("the loader does not pack"));
+    if (any_.packed == nullptr) Raise(absl::FailedPreconditionError("the loader does not pack"));
     absl::StatusOr<std::unique_ptr<PackedBatch>> batch;
     {
       py::gil_scoped_release release;
-      batch = packed_->Next();
+      batch = any_.packed->Next();
     }
     if (!batch.ok()) Raise(batch.status());
     if (*batch == nullptr) return py::none();
     return PackedDict(**batch);
   }
-  bool packed() const { return packed_ != nullptr; }
+  bool packed() const { return any_.packed != nullptr; }
   py::dict PackedCounts() const {
     py::dict d;
-    d["documents"] = packed_ ? packed_->documents() : 0;
-    d["remote_documents"] = packed_ ? packed_->remote_documents() : 0;
+    d["documents"] = any_.packed ? any_.packed->documents() : 0;
+    d["remote_documents"] = any_.packed ? any_.packed->remote_documents() : 0;
     return d;
   }
 
@@ -464,12 +465,12 @@ class PyLoader {
     LoaderStats st;
     {
       py::gil_scoped_release release;
-      st = loader_->Stats();
+      st = any_.loader->Stats();
     }
     return StatsDict(st);
   }
-  const Loader& loader() const { return *loader_; }
-  Loader& loader() { return *loader_; }
+  const Loader& loader() const { return *any_.loader; }
+  Loader& loader() { return *any_.loader; }
   // Set when the pipeline's normalize was split off for the GPU.
   const std::optional<gpu::NormalizeParams>& normalize() const { return normalize_; }
 
@@ -478,14 +479,10 @@ class PyLoader {
     auto any = OpenAnyLoader(o);
     if (!any.ok()) return any.status();
     any_ = *std::move(any);
-    loader_ = any_.loader;
-    packed_ = any_.packed.get();
     return absl::OkStatus();
   }
 
   AnyLoader any_;
-  Loader* loader_ = nullptr;        // any_'s
-  PackedLoader* packed_ = nullptr;  // any_'s, when it packs
   std::optional<gpu::NormalizeParams> normalize_;
   // After the loader: destroyed (and no longer scraping it) first.
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -49,8 +49,9 @@ void SequencePacker::Add(absl::Span<const int32_t> tokens, int64_t index, int64_
     window_.push_back(
         Piece{PackedPiece{index, offset, length}, data + static_cast<size_t>(offset)});
   }
-  held_ += n;
-  if (held_ >= options_.window_tokens) PackWindow(position + 1);
+  if (static_cast<int64_t>(window_tokens_.size()) >= options_.window_tokens) {
+    PackWindow(position + 1);
+  }
 }
 
 void SequencePacker::AddGreedy(absl::Span<const int32_t> tokens, int64_t index, int64_t position,
@@ -62,7 +63,6 @@ void SequencePacker::AddGreedy(absl::Span<const int32_t> tokens, int64_t index, 
     open_.tokens.insert(open_.tokens.end(), tokens.begin() + offset,
                         tokens.begin() + offset + take);
     open_.used += take;
-    held_ += take;
     offset += take;
     if (open_.used == options_.length) {
       CloseGreedyRow(offset < n ? PackPoint{position, offset, 0} : PackPoint{position + 1, 0, 0});
@@ -73,7 +73,6 @@ void SequencePacker::AddGreedy(absl::Span<const int32_t> tokens, int64_t index, 
 void SequencePacker::CloseGreedyRow(PackPoint next) {
   open_.tokens.resize(static_cast<size_t>(options_.length), options_.pad_id);
   open_.next = next;
-  held_ -= open_.used;
   rows_.push_back(std::move(open_));
   open_ = PackedRow();
 }
@@ -119,7 +118,6 @@ void SequencePacker::PackWindow(int64_t next_position) {
   window_.clear();
   window_tokens_.clear();
   window_start_ = -1;
-  held_ = 0;
 }
 
 void SequencePacker::Finish() {

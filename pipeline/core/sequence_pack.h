@@ -82,8 +82,6 @@ class SequencePacker {
   // Rows made and not taken, in order.
   size_t ready() const { return rows_.size(); }
   PackedRow Take();
-  // Tokens held for rows not made yet (best-fit's window, greedy's open row).
-  int64_t held_tokens() const { return held_; }
 
  private:
   struct Piece {
@@ -98,7 +96,6 @@ class SequencePacker {
   PackPoint start_;
   bool started_ = false;  // a document was added
   std::deque<PackedRow> rows_;
-  int64_t held_ = 0;
   // Greedy: the row being filled and where it started.
   PackedRow open_;
   // Best-fit: the window's pieces and tokens, where it starts, and how many

@@ -76,8 +76,8 @@ def make(mode="greedy", **kw):
     return prepflow.Loader(
         SHARD, pipeline={"txt": [ops.Tokenize(kind="bpe", vocab=VOCAB, merges=MERGES,
                                               add_eos=True)]},
-        pack_length=LENGTH, pack_mode=mode, pack_pad_id=EOS + 1, batch_size=4, seed=3,
-        as_numpy=True, **kw)
+        pack_mode=mode, pack_pad_id=EOS + 1, seed=3, as_numpy=True,
+        **dict(dict(pack_length=LENGTH, batch_size=4), **kw))
 
 
 def run(loader, batches=None):
@@ -235,8 +235,12 @@ class Packing(unittest.TestCase):
                             as_numpy=True)
         with self.assertRaisesRegex(ValueError, "pack_mode: 'tight' is not greedy or best_fit"):
             make(pack_mode="tight")
+        with self.assertRaisesRegex(ValueError, "a batch of 4294967296 tokens is over 2\\^31"):
+            make(pack_length=1 << 24, batch_size=256)
+        loader = make()
         with self.assertRaises(TypeError):
-            len(make())
+            len(loader)
+        loader.close()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@
 //      result; and CLIP's, whose vocabulary is made from it),
 //   2  a caption: a record's JSON member (tokenize's json_key "caption":
 //      nesting bombs, escapes, duplicates) and a .txt (GPT-2's pre-tokens),
-//      both through the tokenize op on a CLIP vocabulary.
+//      both through the tokenize op on a CLIP vocabulary,
+//   3  a SentencePiece .model, encoded natively where it is a unigram model
+//      (its pieces, character map and specs crafted).
 // Loading must end with a tokenizer or an error Status naming the file and
 // line, and encoding must end: never a crash, a hang or deep recursion.
 #include <cstddef>
@@ -20,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "pipeline/data/dataset.h"
 #include "pipeline/ops/text/bpe.h"
+#include "pipeline/ops/text/sentencepiece_unigram.h"
 #include "pipeline/ops/text/unicode_text.h"
 #include "pipeline/pipeline.h"
 #include "tests/fuzz/fuzz_seeds.h"
@@ -86,6 +89,49 @@ const CaptionPipelines& Captions() {
   return *pipelines;
 }
 
+// A unigram model of a few pieces: controls, a user-defined piece, a byte.
+std::string TinyUnigramModel() {
+  using Piece = prepflow::spm::ModelProto::SentencePiece;
+  prepflow::spm::ModelProto model;
+  model.mutable_trainer_spec()->set_byte_fallback(true);
+  const std::pair<const char*, Piece::Type> pieces[] = {{"<unk>", Piece::UNKNOWN},
+                                                        {"<s>", Piece::CONTROL},
+                                                        {"</s>", Piece::CONTROL},
+                                                        {"\xe2\x96\x81", Piece::NORMAL},
+                                                        {"a", Piece::NORMAL},
+                                                        {"\xe2\x96\x81"
+                                                         "ab",
+                                                         Piece::NORMAL},
+                                                        {"b", Piece::NORMAL},
+                                                        {"<sep>", Piece::USER_DEFINED},
+                                                        {"<0x63>", Piece::BYTE}};
+  float score = -1;
+  for (const auto& [text, type] : pieces) {
+    Piece* p = model.add_pieces();
+    p->set_piece(text);
+    p->set_type(type);
+    p->set_score(score -= 0.5f);
+  }
+  return model.SerializeAsString();
+}
+
+void EncodeSentencePiece(const std::string& bytes) {
+  prepflow::spm::ModelProto proto;
+  if (!proto.ParseFromString(bytes) ||
+      proto.trainer_spec().model_type() != prepflow::spm::TrainerSpec::UNIGRAM) {
+    return;
+  }
+  auto model = prepflow::text::SentencePieceUnigram::Load(proto);
+  if (!model.ok()) return;
+  std::string text = "  ab<sep>c \xff\xe2\x96 caf\xc3\xa9  ";
+  for (int i = 0; i < proto.pieces_size() && i < 64; ++i) text += proto.pieces(i).piece();
+  std::vector<int32_t> ids;
+  (*model)->Encode(text, &ids);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= proto.pieces_size()) std::abort();
+  }
+}
+
 }  // namespace
 
 void WriteSeeds(const std::string& dir) {
@@ -99,12 +145,13 @@ void WriteSeeds(const std::string& dir) {
                             std::string(1, '\2') + std::string(200, '[') + "\"x\"");
   prepflow::fuzz::WriteSeed(dir, "caption-dup",
                             std::string(1, '\2') + "{\"caption\": 1, \"caption\": \"last wins\"}");
+  prepflow::fuzz::WriteSeed(dir, "spm-unigram", std::string(1, '\3') + TinyUnigramModel());
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: {
       auto bpe = BpeTokenizer::Load(BpeFlavor::kGpt2, {rest, "vocab.json", kMerges, "merges.txt"});
       if (bpe.ok()) Encode(**bpe, rest);
@@ -125,9 +172,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (clip.ok()) Encode(**clip, rest);
       break;
     }
-    default:
+    case 2:
       prepflow::fuzz::RunOnBytes(*Captions().json, data + 1, size - 1);
       prepflow::fuzz::RunOnBytes(*Captions().txt, data + 1, size - 1);
+      break;
+    default:
+      EncodeSentencePiece(rest);
   }
   return 0;
 }

@@ -1,10 +1,10 @@
-// A SentencePiece model (libsentencepiece, loaded at run time: see the .cc),
-// behind an interface of standard types only: Debian's Abseil has its own
-// absl::string_view class, which SentencePiece's header collides with, so
-// this is the one translation unit that includes it (and no Abseil header).
+// A SentencePiece model: unigram models (T5, mT5, ALBERT, XLNet and what
+// spm_train makes by default) are encoded natively (sentencepiece_unigram.h),
+// the other kinds (BPE, as Llama's; word; char) by libsentencepiece
+// (sentencepiece_library.h), which sanitizer builds cannot load.
 //
 // Thread-safety: a loaded model is immutable; Encode may be called
-// concurrently (SentencePieceProcessor::Encode is const and keeps no state).
+// concurrently.
 #ifndef PREPFLOW_PIPELINE_OPS_TEXT_SENTENCEPIECE_MODEL_H_
 #define PREPFLOW_PIPELINE_OPS_TEXT_SENTENCEPIECE_MODEL_H_
 
@@ -14,17 +14,22 @@
 #include <string_view>
 #include <vector>
 
-namespace sentencepiece {
-class SentencePieceProcessor;
-}  // namespace sentencepiece
-
 namespace prepflow::text {
+
+class SentencePieceLibrary;
+class SentencePieceUnigram;
 
 class SentencePieceModel {
  public:
-  // The model from a .model file's bytes; null with `*error` set when they
-  // are not one, or the library cannot be loaded here (sanitizer builds).
-  static std::unique_ptr<SentencePieceModel> Load(std::string_view bytes, std::string* error);
+  enum class Engine {
+    kAuto,     // native for unigram models, the library for the rest
+    kLibrary,  // the library for every model (the reference in tests)
+  };
+  // The model from a .model file's bytes; null with `*error` set (a phrase
+  // that follows the file's name) when they are not one, or its kind needs
+  // the library and it cannot be loaded or refuses it.
+  static std::unique_ptr<SentencePieceModel> Load(std::string_view bytes, std::string* error,
+                                                  Engine engine = Engine::kAuto);
   ~SentencePieceModel();
 
   // Appends the ids of `text` (encode(text) of python3-sentencepiece, no
@@ -33,10 +38,13 @@ class SentencePieceModel {
   // The model's BOS and EOS ids; -1 where it has none.
   int32_t bos_id() const;
   int32_t eos_id() const;
+  // Whether prepflow's own encoder runs it.
+  bool native() const { return unigram_ != nullptr; }
 
  private:
   SentencePieceModel();
-  sentencepiece::SentencePieceProcessor* sp_ = nullptr;  // owned
+  std::unique_ptr<SentencePieceUnigram> unigram_;
+  std::unique_ptr<SentencePieceLibrary> library_;
 };
 
 }  // namespace prepflow::text

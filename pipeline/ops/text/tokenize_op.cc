@@ -227,7 +227,7 @@ absl::Status TokenizeOp::OpenSentencePiece(const OpEnvironment& env) {
   sp_ = text::SentencePieceModel::Load(*model, &error);
   if (sp_ == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("model: ", p_.model(), " is not a SentencePiece model (", error, ")"));
+        absl::StrCat("model: ", p_.model(), " ", error));
   }
   bos_ = sp_->bos_id();
   eos_ = sp_->eos_id();

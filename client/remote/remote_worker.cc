@@ -1,11 +1,25 @@
 #include "client/remote/remote_worker.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "base/clock.h"
+#include "client/remote/completion_threads.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "net/status.h"
-#include "pipeline/core/profiler.h"
 #include "pipeline/core/wire.h"
 
 namespace prepflow {
+namespace {
+
+// Worker.Process, with our own deserialisation of what comes back (see
+// received_message.h); requests are plain protobuf.
+const std::string& ProcessMethod() {
+  static const std::string* method = new std::string("/prepflow.proto.Worker/Process");
+  return *method;
+}
+
+}  // namespace
 
 RemoteWorker::RemoteWorker(std::string address, Handlers handlers, const Security& security)
     : address_(std::move(address)), handlers_(std::move(handlers)) {
@@ -29,94 +43,131 @@ RemoteWorker::RemoteWorker(std::string address, Handlers handlers, const Securit
 
 RemoteWorker::~RemoteWorker() {
   Cancel();
-  // The reader joins the writer before it returns.
-  if (reader_.joinable()) reader_.join();
+  bool started;
+  {
+    absl::MutexLock lock(&mu_);
+    started = started_;
+  }
+  if (started) done_.WaitForNotification();
 }
 
 void RemoteWorker::Start(const proto::JobOpen& open) {
-  // Worker.Process with our own deserialisation of what comes back (see
-  // received_message.h); requests are plain protobuf.
-  static const grpc::internal::RpcMethod kProcess("/prepflow.proto.Worker/Process",
-                                                  grpc::internal::RpcMethod::BIDI_STREAMING);
-  stream_.reset(
-      grpc::internal::ClientReaderWriterFactory<proto::ClientMessage, ReceivedMessage>::Create(
-          channel_.get(), kProcess, &context_));
-  proto::ClientMessage msg;
+  completions_ = CompletionThreads::Shared().Acquire();
+  grpc::TemplatedGenericStub<proto::ClientMessage, ReceivedMessage> stub(channel_);
+  stream_ = stub.PrepareCall(&context_, ProcessMethod(), completions_);
+  absl::MutexLock lock(&mu_);
+  started_ = true;
+  proto::ClientMessage& msg = queue_.emplace_back();
   *msg.mutable_open() = open;
-  {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(msg));
-  }
-  writer_ = std::thread([this] { WriteLoop(); });
-  reader_ = std::thread([this] { ReadLoop(); });
+  ++in_flight_;
+  stream_->StartCall(&start_tag_);
 }
 
 void RemoteWorker::Send(proto::WorkItem item) {
-  proto::ClientMessage msg;
-  *msg.mutable_item() = std::move(item);
   absl::MutexLock lock(&mu_);
-  if (!closing_) queue_.push_back(std::move(msg));
+  if (closing_ || over_) return;
+  proto::ClientMessage& msg = queue_.emplace_back();
+  *msg.mutable_item() = std::move(item);
+  if (ready_ && !writing_now_) WriteNextLocked();
 }
 
 void RemoteWorker::Close() {
   absl::MutexLock lock(&mu_);
   closing_ = true;
+  if (ready_ && !writing_now_ && !over_) WriteNextLocked();  // half-closes when all is written
 }
 
 void RemoteWorker::Cancel() {
   context_.TryCancel();
   absl::MutexLock lock(&mu_);
   closing_ = true;
+  over_ = true;
   queue_.clear();
 }
 
-void RemoteWorker::WriteLoop() {
-  while (true) {
-    proto::ClientMessage msg;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || closing_ || reader_done_;
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (reader_done_) return;
-      if (queue_.empty()) break;  // closing, and everything is written
-      msg = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    if (!stream_->Write(msg)) return;  // the stream ended; the reader reports why
+void RemoteWorker::WriteNextLocked() {
+  if (!queue_.empty()) {
+    writing_ = std::move(queue_.front());
+    queue_.pop_front();
+    writing_now_ = true;
+    ++in_flight_;
+    stream_->Write(writing_, &write_tag_);
+  } else if (closing_ && !half_closed_) {
+    half_closed_ = true;
+    ++in_flight_;
+    stream_->WritesDone(&half_close_tag_);
   }
-  stream_->WritesDone();
 }
 
-void RemoteWorker::ReadLoop() {
-  int64_t cpu = ThreadCpuNanos();
-  while (true) {
-    auto msg = std::make_shared<ReceivedMessage>();
-    if (!stream_->Read(msg.get())) break;
-    received_bytes_.fetch_add(static_cast<int64_t>(msg->wire_bytes), std::memory_order_relaxed);
-    if (msg->message.has_opened()) {
-      if (handlers_.opened) handlers_.opened(msg->message.opened());
-    } else if (msg->message.has_result()) {
-      if (handlers_.result) handlers_.result(std::move(msg));
-    }
-    const int64_t now = ThreadCpuNanos();
-    receive_cpu_nanos_.fetch_add(now - cpu, std::memory_order_relaxed);
-    cpu = now;
+void RemoteWorker::OnComplete(Op op, bool ok) {
+  if (op == Op::kRead) return OnRead(ok);
+  mu_.Lock();
+  --in_flight_;
+  switch (op) {
+    case Op::kStart:  // reads start whether or not it did: a failed one ends the call
+      ready_ = true;
+      ++in_flight_;
+      reading_ = std::make_shared<ReceivedMessage>();
+      stream_->Read(reading_.get(), &read_tag_);
+      if (!ok) over_ = true;
+      if (!over_ && !writing_now_) WriteNextLocked();
+      break;
+    case Op::kWrite:
+      writing_now_ = false;
+      if (!ok) over_ = true;  // the call ended; the read side says how
+      if (!over_) WriteNextLocked();
+      break;
+    case Op::kFinish:
+      finished_ = true;
+      break;
+    default:
+      break;
   }
-  {
-    absl::MutexLock lock(&mu_);
-    reader_done_ = true;
+  if (over_) queue_.clear();
+  EndIfOverLocked();
+}
+
+void RemoteWorker::OnRead(bool ok) {
+  if (!ok) {  // the worker ended the stream, or it broke, or was cancelled
+    mu_.Lock();
+    over_ = true;
+    queue_.clear();
+    // in_flight_ keeps the read's count for Finish's.
+    stream_->Finish(&status_, &finish_tag_);
+    mu_.Unlock();
+    return;
   }
-  // Finish() may only run once the writer has stopped touching the stream.
-  writer_.join();
-  const grpc::Status status = stream_->Finish();
+  const int64_t cpu = ThreadCpuNanos();
+  // The next answer is read while this one is handled; its completion comes
+  // to this thread, after this handler: a stream's answers stay in order.
+  std::shared_ptr<ReceivedMessage> msg =
+      std::exchange(reading_, std::make_shared<ReceivedMessage>());
+  stream_->Read(reading_.get(), &read_tag_);
+  received_bytes_.fetch_add(static_cast<int64_t>(msg->wire_bytes), std::memory_order_relaxed);
+  const int64_t parsed = msg->parse_cpu_nanos;
+  if (msg->message.has_opened()) {
+    if (handlers_.opened) handlers_.opened(msg->message.opened());
+  } else if (msg->message.has_result()) {
+    if (handlers_.result) handlers_.result(std::move(msg));
+  }
+  receive_cpu_nanos_.fetch_add(parsed + ThreadCpuNanos() - cpu, std::memory_order_relaxed);
+}
+
+void RemoteWorker::EndIfOverLocked() {
+  if (!finished_ || in_flight_ > 0) {
+    mu_.Unlock();
+    return;
+  }
+  finished_ = false;  // ends once
+  mu_.Unlock();
   const absl::Status result =
-      status.ok()
-          ? absl::OkStatus()
-          : FromGrpcStatus(grpc::Status(status.error_code(), absl::StrCat("worker ", address_, ": ",
-                                                                          status.error_message())));
+      status_.ok() ? absl::OkStatus()
+                   : FromGrpcStatus(grpc::Status(
+                         status_.error_code(),
+                         absl::StrCat("worker ", address_, ": ", status_.error_message())));
   if (handlers_.closed) handlers_.closed(result);
+  CompletionThreads::Shared().Release(completions_);
+  done_.Notify();
 }
 
 }  // namespace prepflow

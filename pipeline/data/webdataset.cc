@@ -283,6 +283,7 @@ class WebDataset : public Dataset {
     int64_t label = -1;
     std::string class_name;  // from key.class
     std::string text;        // from key.txt
+    bool has_text = false;   // key.txt is a member
     std::string media_ext;
     std::vector<std::pair<std::string, Member>> others;  // by extension
     // A text member (key.txt, key.json): the media of a sample that has no
@@ -316,6 +317,7 @@ class WebDataset : public Dataset {
         class_name = m.text;
       } else if (IsTranscriptMember(m.name) && error.ok()) {
         text = m.text;
+        has_text = true;
         // Over the limit fails a sample whose media is another member (a
         // text-only record's .txt is its media: read as the sample is).
         if (m.size > kMaxTranscriptBytes) {
@@ -344,11 +346,13 @@ class WebDataset : public Dataset {
     if (!text_only && !p->long_transcript.empty() && p->error.ok()) {
       p->Fail(p->long_member, p->long_transcript);
     }
-    if (text_only) {
+    if (text_only) {  // its .txt is its media, not a transcript to carry beside it
       p->media = p->text_media;
       p->media_ext = p->text_ext;
       p->has_media = true;
+      p->text.clear();
     }
+    has_texts_ |= p->has_text && !text_only;
     if (p->has_media) any_media_ |= !text_only;
     if (!p->error.ok()) {
       samples_.push_back(Entry{shard, p->error_member, 0, 0, std::move(p->error)});
@@ -402,7 +406,6 @@ class WebDataset : public Dataset {
               "pack --overwrite replaces them)"));
         }
       }
-      has_texts_ |= IsTranscriptMember(m.name);
       pending.Take(m, ext, shard, path);
     }
     Flush(&pending, shard, path);

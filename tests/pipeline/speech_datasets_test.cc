@@ -254,7 +254,7 @@ TEST(WebDataset, ATranscriptOverTheLimitFailsItsSample) {
 
 // A text-only record's .txt is its media, read as a sample is: a document
 // of any size up to --max-file-bytes (a language model's corpus).
-TEST(WebDataset, ATextOnlyRecordIsNotHeldToTheTranscriptLimit) {
+TEST(WebDataset, ATextOnlyRecordIsItsDocumentOnce) {
   TempDir dir;
   TarWriter tar;
   ASSERT_TRUE(tar.Open(dir.Join("s.tar")).ok());
@@ -267,6 +267,9 @@ TEST(WebDataset, ATextOnlyRecordIsNotHeldToTheTranscriptLimit) {
   ASSERT_EQ((*wds)->size(), 2);
   EXPECT_EQ(Read(**wds, 0), document);
   EXPECT_EQ(Read(**wds, 1), "short");
+  // Its .txt is its media, not also a transcript carried beside it (a
+  // batch's "text" would hold every document twice).
+  EXPECT_FALSE((*wds)->has_texts());
 }
 
 // --require-fields: records without one of the members are left out (a

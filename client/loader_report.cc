@@ -42,6 +42,7 @@ LoaderStats Loader::Stats() const {
   if (replanner_) {
     st.plan = plan.explanation;
     st.plan_changes = plan.changes;
+    st.plan_backoffs = plan.backoffs;
     st.plan_throughput = plan.throughput;
     st.ingest_limit = plan.ingest_limit;
     st.receive_cpu_per_byte = plan.receive_cost_per_byte;

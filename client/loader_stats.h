@@ -46,6 +46,7 @@ struct LoaderStats {
   std::string plan;                    // kAuto: the current plan's explanation
   std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
   int64_t plan_changes = 0;
+  int64_t plan_backoffs = 0;   // plans given up for all local (policy/delivery_trial.h)
   double plan_throughput = 0;  // kAuto: what the current plan predicts, samples/s
   double ingest_limit = 0;     // kAuto: bytes/s the links were measured to bind at; 0: none seen
   double receive_cpu_per_byte = 0;      // kAuto: measured transport CPU here, s/byte

@@ -121,8 +121,66 @@ std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double 
   return Placement::Cut(n, best, remote_cores / (local_cores + remote_cores));
 }
 
+namespace {
+
+DeliveryTrialOptions TrialOptions(const ReplanOptions& o) {
+  DeliveryTrialOptions t = o.delivery;
+  t.period_seconds = o.period_seconds;
+  t.gain = o.gain;
+  return t;
+}
+
+Placement AllLocal(const Placement& like) {
+  return Placement::Cut(static_cast<int>(like.Fractions().size()) - 2, 0, 0);
+}
+
+}  // namespace
+
 Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
-    : options_(options), placement_(initial) {}
+    : options_(options), placement_(initial), trial_(TrialOptions(options)), tried_(initial) {}
+
+bool Replanner::JudgeDelivery(const Snapshot& s, std::vector<std::string>* notes, bool* switched) {
+  if (!options_.check_delivery) return false;
+  if (resources_changed_) {
+    trial_.Abort();
+    return false;
+  }
+  std::string why;
+  switch (trial_.Observe(s.now_nanos, s.delivered_samples, s.busy_seconds, &why)) {
+    case DeliveryTrial::Verdict::kTryLocal:
+      tried_ = placement_;
+      tried_explanation_ = explanation_;
+      placement_ = AllLocal(placement_);
+      explanation_ = why;
+      *switched = true;
+      break;
+    case DeliveryTrial::Verdict::kKeepLocal:
+      explanation_ = why;
+      break;
+    case DeliveryTrial::Verdict::kBackToPlan:
+      placement_ = tried_;
+      explanation_ = absl::StrCat(tried_explanation_, " (", why, ")");
+      *switched = true;
+      break;
+    case DeliveryTrial::Verdict::kNone:
+      break;
+  }
+  if (!why.empty() && notes != nullptr) notes->push_back(why);
+  return trial_.Blocks(s.now_nanos);
+}
+
+void Replanner::Apply(const Plan& plan, const PlanInput& in, int64_t now,
+                      std::vector<std::string>* notes) {
+  throughput_ = plan.throughput;
+  placement_ = Placement::FromRates(plan.rate);
+  explanation_ = plan.explanation;
+  ++changes_;
+  if (notes != nullptr) notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_));
+  if (placement_.all_local()) return;
+  const Placement local = AllLocal(placement_);
+  const absl::StatusOr<double> local_rate = ThroughputOf(in, local.PathShares());
+  trial_.PlanStarted(now, plan.throughput, local_rate.ok() ? *local_rate : 0);
+}
 
 void Replanner::Invalidate() {
   absl::MutexLock lock(&mu_);
@@ -381,6 +439,15 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   if (!in) return std::nullopt;
   latest_input_ = in;
   const int64_t now = snapshot.now_nanos;
+  bool switched = false;
+  const bool blocked = JudgeDelivery(snapshot, notes, &switched);
+  if (switched) {
+    ++changes_;
+    const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
+    throughput_ = running.ok() ? *running : 0;
+    return placement_;
+  }
+  if (blocked) return std::nullopt;
   if (first_nanos_ == 0) first_nanos_ = now;
   if (changes_ == 0 && !LinksMeasured(snapshot) &&
       now - first_nanos_ < static_cast<int64_t>(options_.link_wait_seconds * 1e9)) {
@@ -409,11 +476,7 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
       return std::nullopt;
     }
   }
-  throughput_ = plan->throughput;
-  placement_ = Placement::FromRates(plan->rate);
-  explanation_ = plan->explanation;
-  ++changes_;
-  if (notes != nullptr) notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_));
+  Apply(*plan, *in, now, notes);
   return placement_;
 }
 
@@ -442,6 +505,7 @@ ReplanState Replanner::State() const {
   ReplanState st;
   st.explanation = explanation_;
   st.changes = changes_;
+  st.backoffs = trial_.backoffs();
   st.throughput = throughput_;
   if (input_ && input_->bandwidth < 1e299) st.ingest_limit = input_->bandwidth;
   st.receive_cost_per_byte = receive_cost_.value_or(0);

@@ -42,6 +42,10 @@
 //               gRPC), charged to every path
 //   send cost   t_r: workers' CPU outside samples per byte sent
 //               (ItemResult.transport_cpu_per_byte)
+//   delivery    each plan is judged by the samples it delivers; one that
+//               falls short of its prediction and of all local's is tried
+//               against all local, and the better kept (delivery_trial.h;
+//               no new plan while all local is tried or held)
 //
 // Thread-safety: thread-safe (one internal mutex); no I/O.
 #ifndef PREPFLOW_POLICY_REPLANNER_H_
@@ -56,6 +60,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "policy/delivery_trial.h"
 #include "policy/measurements.h"
 #include "policy/planner.h"
 
@@ -177,12 +182,16 @@ struct ReplanOptions {
   // t_l before any receive is measured, and t_r before workers report it.
   double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
   double send_cost_per_byte = kAssumedSendCpuPerByte;
+  // Judging plans by what they deliver (period_seconds is this one's).
+  bool check_delivery = true;
+  DeliveryTrialOptions delivery;
 };
 
 // What the re-planner holds now, for stats.
 struct ReplanState {
   std::string explanation;            // of the plan in force ("" before the first)
   int64_t changes = 0;                // plans applied
+  int64_t backoffs = 0;               // plans given up for all local (delivery)
   double throughput = 0;              // T the running placement reaches, samples/s
   double ingest_limit = 0;            // B of the last plan input; 0: unlimited
   double receive_cost_per_byte = 0;   // t_l as measured; 0: not yet
@@ -227,6 +236,13 @@ class Replanner {
   std::optional<PlanInput> CurrentInput(const Snapshot& snapshot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FoldStages(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The delivery trial's step; sets `*switched` where the placement changes.
+  // True while it blocks planning.
+  bool JudgeDelivery(const Snapshot& snapshot, std::vector<std::string>* notes, bool* switched)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies a new plan (placement, explanation, the trial).
+  void Apply(const Plan& plan, const PlanInput& in, int64_t now, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether every worker that has answered has had a link window close (or
@@ -296,6 +312,10 @@ class Replanner {
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string explanation_ ABSL_GUARDED_BY(mu_);
+  DeliveryTrial trial_ ABSL_GUARDED_BY(mu_);
+  // The plan a trial of all local replaced, to restore.
+  Placement tried_ ABSL_GUARDED_BY(mu_);
+  std::string tried_explanation_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace prepflow::policy

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace prepflow::policy {
@@ -522,6 +523,47 @@ TEST(Replanner, ALinkEstimateIsProbedUpWhileNothingHoldsTheAnswers) {
   job.worker_bytes += 30e6;
   r.Update(job.At(t, 700), &notes);
   EXPECT_NEAR(r.State().links.at(7).limit, 0.5 * (20e6 * 1.21 + 20e6), 1);
+}
+
+}  // namespace
+}  // namespace prepflow::policy
+
+namespace prepflow::policy {
+namespace {
+
+// A plan that delivers less than predicted and no more than all local is
+// predicted to (the model missed something) is tried against all local; all
+// local delivering more is kept and explained, and no plan is made while it
+// holds.
+TEST(Replanner, APlanThatDoesNotDeliverIsTriedAgainstAllLocalAndGivenUp) {
+  ReplanOptions o = Options();
+  o.delivery.min_samples = 100;
+  Replanner r(o, Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  const double predicted = r.State().throughput;
+  ASSERT_GT(predicted, 200);  // all local: 2 cores / 11 ms = 182 samples/s
+  double t = 1, delivered = 100, busy = 1;
+  std::vector<std::string> notes;
+  const auto run = [&](double seconds, double rate) -> std::optional<Placement> {
+    for (double end = t + seconds; t < end - 1e-9;) {
+      t += 0.25;
+      delivered += 0.25 * rate;
+      busy += 0.25 * 0.5;  // the trainer waits half the time: data-bound
+      Snapshot s = job.At(t, delivered);
+      s.busy_seconds = busy;
+      if (auto p = r.Update(s, &notes)) return p;
+    }
+    return std::nullopt;
+  };
+  const std::optional<Placement> local = run(6, 150);
+  ASSERT_TRUE(local.has_value());
+  EXPECT_TRUE(local->all_local());
+  EXPECT_THAT(notes.back(), ::testing::HasSubstr("trying all local"));
+  EXPECT_FALSE(run(6, 180).has_value());  // better: kept, no placement to switch to
+  EXPECT_THAT(r.State().explanation, ::testing::HasSubstr("all local: it delivered 180.0"));
+  EXPECT_EQ(r.State().backoffs, 1);
+  EXPECT_FALSE(run(10, 180).has_value());  // held: no offload plan meanwhile
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/clock.h"
+
 namespace prepflow {
 
 CompletionThreads& CompletionThreads::Shared() {
@@ -25,7 +27,11 @@ grpc::CompletionQueue* CompletionThreads::Acquire() {
     lane->thread = std::thread([queue] {
       void* tag = nullptr;
       bool ok = false;
-      while (queue->Next(&tag, &ok)) static_cast<CompletionTag*>(tag)->Complete(ok);
+      for (int64_t cpu = ThreadCpuNanos(); queue->Next(&tag, &ok);) {
+        const int64_t now = ThreadCpuNanos();
+        static_cast<CompletionTag*>(tag)->Complete(ok, now - cpu);
+        cpu = ThreadCpuNanos();
+      }
     });
     lane->thread.detach();  // the set lives as long as the process
     least = lanes_.emplace_back(std::move(lane)).get();

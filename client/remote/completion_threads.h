@@ -13,6 +13,7 @@
 #ifndef PREPFLOW_CLIENT_REMOTE_COMPLETION_THREADS_H_
 #define PREPFLOW_CLIENT_REMOTE_COMPLETION_THREADS_H_
 
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,7 +29,9 @@ class CompletionTag {
  public:
   virtual ~CompletionTag() = default;
   // `ok`: the operation succeeded (false: the call is over or cancelled).
-  virtual void Complete(bool ok) = 0;
+  // `wait_cpu_nanos`: the CPU the thread spent waiting for it (polling the
+  // sockets, reading and parsing what came: gRPC does that inside Next).
+  virtual void Complete(bool ok, int64_t wait_cpu_nanos) = 0;
 };
 
 class CompletionThreads {

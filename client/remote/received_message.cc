@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/clock.h"
 
 namespace prepflow {
 namespace {
@@ -180,12 +179,6 @@ namespace grpc {
 
 Status SerializationTraits<prepflow::ReceivedMessage, void>::Deserialize(
     ByteBuffer* buffer, prepflow::ReceivedMessage* msg) {
-  const int64_t cpu = prepflow::ThreadCpuNanos();
-  struct Charge {  // the parse's CPU, however it ends
-    prepflow::ReceivedMessage* msg;
-    int64_t from;
-    ~Charge() { msg->parse_cpu_nanos = prepflow::ThreadCpuNanos() - from; }
-  } charge{msg, cpu};
   std::vector<Slice> slices;
   Status dumped = buffer->Dump(&slices);
   buffer->Clear();

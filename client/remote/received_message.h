@@ -14,7 +14,6 @@
 #ifndef PREPFLOW_CLIENT_REMOTE_RECEIVED_MESSAGE_H_
 #define PREPFLOW_CLIENT_REMOTE_RECEIVED_MESSAGE_H_
 
-#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -37,8 +36,6 @@ struct ReceivedMessage {
   std::shared_ptr<const std::vector<grpc::Slice>> slices;
   // Serialized size: what crossed the network for this message.
   size_t wire_bytes = 0;
-  // This thread's CPU parsing it (receiving's cost, with the handler's).
-  int64_t parse_cpu_nanos = 0;
 
   size_t payload_size(size_t i) const;
   // Copies payload i to `dst` (payload_size(i) bytes).

@@ -99,7 +99,8 @@ void RemoteWorker::WriteNextLocked() {
   }
 }
 
-void RemoteWorker::OnComplete(Op op, bool ok) {
+void RemoteWorker::OnComplete(Op op, bool ok, int64_t wait_cpu_nanos) {
+  receive_cpu_nanos_.fetch_add(wait_cpu_nanos, std::memory_order_relaxed);
   if (op == Op::kRead) return OnRead(ok);
   mu_.Lock();
   --in_flight_;
@@ -144,13 +145,12 @@ void RemoteWorker::OnRead(bool ok) {
       std::exchange(reading_, std::make_shared<ReceivedMessage>());
   stream_->Read(reading_.get(), &read_tag_);
   received_bytes_.fetch_add(static_cast<int64_t>(msg->wire_bytes), std::memory_order_relaxed);
-  const int64_t parsed = msg->parse_cpu_nanos;
   if (msg->message.has_opened()) {
     if (handlers_.opened) handlers_.opened(msg->message.opened());
   } else if (msg->message.has_result()) {
     if (handlers_.result) handlers_.result(std::move(msg));
   }
-  receive_cpu_nanos_.fetch_add(parsed + ThreadCpuNanos() - cpu, std::memory_order_relaxed);
+  receive_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
 }
 
 void RemoteWorker::EndIfOverLocked() {

@@ -48,7 +48,8 @@ class RemoteWorker : public WorkerStream {
   void Close() override;
   void Cancel() override;
   const std::string& address() const { return address_; }
-  // Receiving's CPU here: parsing each answer and running its handler.
+  // Receiving's CPU here: the completion thread's, waiting for this
+  // stream's operations (polling, reading, parsing) and running its handlers.
   int64_t received_bytes() const override {
     return received_bytes_.load(std::memory_order_relaxed);
   }
@@ -61,14 +62,16 @@ class RemoteWorker : public WorkerStream {
   class Tag : public CompletionTag {
    public:
     Tag(RemoteWorker* stream, Op op) : stream_(stream), op_(op) {}
-    void Complete(bool ok) override { stream_->OnComplete(op_, ok); }
+    void Complete(bool ok, int64_t wait_cpu_nanos) override {
+      stream_->OnComplete(op_, ok, wait_cpu_nanos);
+    }
 
    private:
     RemoteWorker* const stream_;
     const Op op_;
   };
   // On the completion thread.
-  void OnComplete(Op op, bool ok);
+  void OnComplete(Op op, bool ok, int64_t wait_cpu_nanos);
   void OnRead(bool ok);
   // Starts writing the next queued message, or half-closes once closing
   // and everything is written. REQUIRES: the call started, no write in flight.

@@ -67,7 +67,6 @@ DeliveryTrial::Verdict DeliveryTrial::Observe(int64_t now, double delivered, dou
   }
   step_ = Step::kNone;
   if (rate >= (1 + options_.gain) * plan_rate_) {
-    if (hold_ < 0) hold_ = options_.hold_seconds;
     hold_until_ = now + static_cast<int64_t>(hold_ * 1e9);
     ++backoffs_;
     *why = absl::StrFormat(

@@ -45,7 +45,8 @@ class DeliveryTrial {
     kBackToPlan,  // the plan did at least as well: back to it
   };
 
-  explicit DeliveryTrial(const DeliveryTrialOptions& options) : options_(options) {}
+  explicit DeliveryTrial(const DeliveryTrialOptions& options)
+      : options_(options), hold_(options.hold_seconds) {}
 
   // A plan that is not all local started at `now` (nanoseconds; the
   // trainer's delivered samples and busy seconds then), predicted to give
@@ -74,7 +75,7 @@ class DeliveryTrial {
   int64_t from_ = 0;
   double from_delivered_ = 0, from_busy_ = 0;
   double predicted_ = 0, local_predicted_ = 0, plan_rate_ = 0;
-  double hold_ = -1;  // the next hold, seconds (-1: options_.hold_seconds)
+  double hold_;  // the next back-off's hold, seconds
   int64_t hold_until_ = 0;
   int64_t backoffs_ = 0;
 };

@@ -81,7 +81,10 @@ void PrintRunSummary(const LoaderStats& st, const absl::Status& status) {
               static_cast<long long>(st.errors), st.seconds, rate,
               ChecksumHex(st.checksum).c_str());
   if (!st.plan.empty())
-    std::printf("plan (%lld changes): %s\n", static_cast<long long>(st.plan_changes),
+    std::printf("plan (%lld changes%s): %s\n", static_cast<long long>(st.plan_changes),
+                st.plan_backoffs > 0
+                    ? absl::StrCat(", ", st.plan_backoffs, " back-offs to all local").c_str()
+                    : "",
                 st.plan.c_str());
   if (st.remote_images > 0 || st.workers_total > 0) {
     std::printf(

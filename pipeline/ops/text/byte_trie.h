@@ -32,7 +32,6 @@ class ByteTrie {
   // The value of `key`, or -1.
   int32_t Find(std::string_view key) const;
   bool empty() const { return nodes_.size() <= 1; }
-  size_t memory_bytes() const { return nodes_.size() * sizeof(Node); }
 
  private:
   struct Node {

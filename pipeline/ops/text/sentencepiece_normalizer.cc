@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pipeline/ops/text/unicode_text.h"
 
 namespace prepflow::text {
 namespace {
@@ -16,32 +17,21 @@ uint32_t LeafValue(uint32_t unit) { return unit & ((1U << 31) - 1); }
 uint32_t Label(uint32_t unit) { return unit & ((1U << 31) | 0xFF); }
 uint32_t Offset(uint32_t unit) { return (unit >> 10) << ((unit & (1U << 9)) >> 6); }
 
-bool IsTrail(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
-
-bool IsCodePoint(uint32_t c) { return c < 0xD800 || (c >= 0xE000 && c <= 0x10FFFF); }
-
 constexpr std::string_view kReplacementCharacter = "\xEF\xBF\xBD";
 
-}  // namespace
-
-std::pair<size_t, bool> SentencePieceCharLength(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(s[i])); };
-  if (b(0) < 0x80) return {1, true};
-  if (s.size() >= 2 && (b(0) & 0xE0) == 0xC0) {
-    const uint32_t c = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-    if (IsTrail(s[1]) && c >= 0x80 && IsCodePoint(c)) return {2, true};
-  } else if (s.size() >= 3 && (b(0) & 0xF0) == 0xE0) {
-    const uint32_t c = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
-    if (IsTrail(s[1]) && IsTrail(s[2]) && c >= 0x800 && IsCodePoint(c)) return {3, true};
-  } else if (s.size() >= 4 && (b(0) & 0xF8) == 0xF0) {
-    const uint32_t c =
-        ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
-    if (IsTrail(s[1]) && IsTrail(s[2]) && IsTrail(s[3]) && c >= 0x10000 && IsCodePoint(c)) {
-      return {4, true};
-    }
+// The length of the character at the start of `s` and whether it is
+// well-formed UTF-8 (no overlong forms, surrogates or code points past
+// U+10FFFF: SentencePiece's rules and Python's). REQUIRES: !s.empty().
+std::pair<size_t, bool> CharAt(std::string_view s) {
+  if (static_cast<uint8_t>(s[0]) < 0x80) return {1, true};
+  const size_t n = Utf8SequenceLength(s[0]);
+  if (n > 1 && n <= s.size() && InvalidUtf8At(absl::string_view(s.data(), n)) < 0) {
+    return {n, true};
   }
   return {1, false};
 }
+
+}  // namespace
 
 absl::StatusOr<SentencePieceNormalizer> SentencePieceNormalizer::Create(
     const spm::NormalizerSpec& spec, bool whitespace_as_suffix,
@@ -113,7 +103,7 @@ std::pair<std::string_view, size_t> SentencePieceNormalizer::NormalizePrefix(
     if (longest > 0) return {text.substr(0, longest), longest};
   }
   if (const auto rule = LongestRule(text); rule.second > 0) return rule;
-  const auto [length, valid] = SentencePieceCharLength(text);
+  const auto [length, valid] = CharAt(text);
   if (!valid) return {kReplacementCharacter, 1};
   return {text.substr(0, length), length};
 }

@@ -53,11 +53,6 @@ class SentencePieceNormalizer {
   bool whitespace_as_suffix_ = false;
 };
 
-// The byte length of the UTF-8 character at the start of `text` (>= 1), and
-// whether it is one (SentencePiece's rules: no overlong forms, surrogates or
-// code points past U+10FFFF). REQUIRES: !text.empty().
-std::pair<size_t, bool> SentencePieceCharLength(std::string_view text);
-
 }  // namespace prepflow::text
 
 #endif  // PREPFLOW_PIPELINE_OPS_TEXT_SENTENCEPIECE_NORMALIZER_H_

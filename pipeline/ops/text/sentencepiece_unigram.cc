@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pipeline/ops/text/unicode_text.h"
 
 namespace prepflow::text {
 namespace {
@@ -17,14 +18,6 @@ using Piece = spm::ModelProto::SentencePiece;
 
 // The score of an unknown character: the lowest piece's, less this.
 constexpr float kUnknownPenalty = 10.0f;
-
-// The byte length of the UTF-8 sequence a lead byte starts, as SentencePiece
-// steps through normalized text (which is valid UTF-8 but for what a model's
-// own rules or user-defined pieces put there).
-size_t CharLength(char lead) {
-  static constexpr char kLength[] = "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4";
-  return static_cast<size_t>(kLength[static_cast<uint8_t>(lead) >> 4]);
-}
 
 std::string Quoted(std::string_view piece) {
   return absl::StrCat(
@@ -116,7 +109,7 @@ void SentencePieceUnigram::Viterbi(std::string_view text, std::vector<Best>* bes
   };
   for (size_t start = 0; start < size;) {
     const float so_far = (*best)[start].score;
-    const size_t char_length = std::min(CharLength(text[start]), size - start);
+    const size_t char_length = std::min(Utf8SequenceLength(text[start]), size - start);
     bool whole_char = false;
     int32_t node = ByteTrie::kRoot;
     for (size_t end = start; end < size;) {

@@ -226,8 +226,7 @@ absl::Status TokenizeOp::OpenSentencePiece(const OpEnvironment& env) {
   std::string error;
   sp_ = text::SentencePieceModel::Load(*model, &error);
   if (sp_ == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model: ", p_.model(), " ", error));
+    return absl::InvalidArgumentError(absl::StrCat("model: ", p_.model(), " ", error));
   }
   bos_ = sp_->bos_id();
   eos_ = sp_->eos_id();

@@ -6,6 +6,7 @@
 #ifndef PREPFLOW_PIPELINE_OPS_TEXT_UNICODE_TEXT_H_
 #define PREPFLOW_PIPELINE_OPS_TEXT_UNICODE_TEXT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +19,14 @@ namespace prepflow::text {
 // (overlong forms, surrogates and code points past U+10FFFF included), or
 // -1 when all of it is.
 int64_t InvalidUtf8At(absl::string_view s);
+
+// The bytes a UTF-8 sequence starting with `lead` takes, by its lead byte
+// alone (1 for ASCII, continuation and invalid leads; 2, 3 or 4), as
+// SentencePiece steps through text.
+inline size_t Utf8SequenceLength(char lead) {
+  static constexpr char kLength[] = "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4";
+  return static_cast<size_t>(kLength[static_cast<uint8_t>(lead) >> 4]);
+}
 
 // A code point and where its bytes start in the text.
 struct CodePoint {

@@ -7,7 +7,6 @@
 //
 //   stream_bench --worker HOST:PORT[,HOST:PORT...] --data DIR [--streams 1] [--seconds 10]
 //                [--item-samples 4] [--credits 4]
-#include <dirent.h>
 
 #include <cstdio>
 #include <memory>
@@ -19,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "base/flags.h"
+#include "base/process_stats.h"
 #include "client/remote/remote_worker.h"
 #include "pipeline/core/executor.h"
 #include "pipeline/core/profiler.h"
@@ -62,15 +62,6 @@ prepflow::proto::JobOpen BenchJob(const prepflow::proto::DatasetSpec& spec,
   open.set_dataset_fingerprint(dataset.fingerprint());
   open.set_max_items_in_flight(credits);
   return open;
-}
-
-int ProcessThreads() {
-  int n = 0;
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(tasks)) n += e->d_name[0] != '.';
-    closedir(tasks);
-  }
-  return n;
 }
 
 void PrintReport(double wall, double gb, double cpu, const Args& args, int credits,
@@ -189,7 +180,7 @@ int main(int argc, char** argv) {
   const double wall = (prepflow::WallNanos() - t0) * 1e-9;
   const double cpu = (prepflow::ProcessCpuNanos() - c0) * 1e-9;
   const double gb = (bytes - warm_bytes) * 1e-9;
-  threads = ProcessThreads();
+  threads = prepflow::ProcessThreadCount();
   const bool ok = !closed;
   const int granted = streams[0].granted;
   mu.Unlock();

@@ -10,10 +10,10 @@
 
 #include <chrono>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/process_stats.h"
 
 namespace prepflow {
 
@@ -95,17 +95,7 @@ int WorkerProcess::Wait() {
 }
 
 long WorkerProcess::PeakRssBytes() const {
-  std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      std::istringstream fields(line.substr(6));
-      long kb = 0;
-      fields >> kb;
-      return kb * 1024;
-    }
-  }
-  return -1;
+  return static_cast<long>(ProcessResidentBytes(pid_, /*peak=*/true));
 }
 
 std::string SiblingBinary(const std::string& name) {

@@ -19,7 +19,8 @@
 
 namespace prepflow::daemon {
 
-void SetUpLogging(const std::string& name) {
+void SetUpDaemon(const std::string& name) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   spdlog::set_default_logger(spdlog::stderr_color_mt(name));
   spdlog::set_pattern("%^[%Y-%m-%d %H:%M:%S.%e %L]%$ %v");
   if (const char* level = std::getenv("PREPFLOW_LOG_LEVEL")) {

@@ -21,9 +21,12 @@
 
 namespace prepflow::daemon {
 
-// Logs to stderr under `name`, at the level $PREPFLOW_LOG_LEVEL names
-// (trace|debug|info|warn|error|off; default info).
-void SetUpLogging(const std::string& name);
+// What a daemon's main does first: logs to stderr under `name`, at the level
+// $PREPFLOW_LOG_LEVEL names (trace|debug|info|warn|error|off; default info),
+// and turns off Abseil's mutex deadlock detection, which Debian's Abseil
+// (built without NDEBUG) runs on every lock: a graph of lock orders kept
+// per acquisition, ~3% of a busy scheduler's CPU. Tests keep it.
+void SetUpDaemon(const std::string& name);
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread
 // started after it; WaitFor() returns the first SIGTERM or SIGINT, and logs

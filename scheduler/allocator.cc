@@ -4,6 +4,10 @@
 #include <map>
 #include <numeric>
 #include <unordered_map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 
 namespace prepflow::scheduler {
 
@@ -71,20 +75,31 @@ std::vector<double> RankShares(double pool_cores, const std::vector<JobWant>& ra
 
 namespace {
 
-// Each job's grants (worker index -> cores), as worker ids sorted, into
-// `out`, jobs taken in `order`.
+// Each job's grants (worker index, cores; a worker may come more than once)
+// as grants sorted by worker id, into `out`, jobs taken in `order`.
+// `by_id_order`: the workers are sorted by id, so their indices sort alike.
 void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
                const std::vector<size_t>& order,
-               const std::vector<std::map<size_t, double>>& granted, Allocation* out) {
+               std::vector<std::vector<std::pair<size_t, double>>>& granted, bool by_id_order,
+               Allocation* out) {
   for (size_t j : order) {
-    if (granted[j].empty()) continue;
+    auto& given = granted[j];
+    if (given.empty()) continue;
+    std::sort(given.begin(), given.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<Grant>& grants = out->grants[jobs[j].id];
-    for (const auto& [w, cores] : granted[j]) {
-      grants.push_back({workers[w].id, cores});
-      out->granted_cores += cores;
+    for (size_t k = 0; k < given.size(); ++k) {
+      if (k > 0 && given[k].first == given[k - 1].first) {
+        grants.back().cores += given[k].second;
+      } else {
+        grants.push_back({workers[given[k].first].id, given[k].second});
+      }
+      out->granted_cores += given[k].second;
     }
-    std::sort(grants.begin(), grants.end(),
-              [](const Grant& a, const Grant& b) { return a.worker_id < b.worker_id; });
+    if (!by_id_order) {
+      std::sort(grants.begin(), grants.end(),
+                [](const Grant& a, const Grant& b) { return a.worker_id < b.worker_id; });
+    }
   }
 }
 
@@ -94,11 +109,14 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
                     const std::map<std::string, std::vector<Grant>>& previous) {
   Allocation out;
   std::vector<double> free(workers.size());
-  std::unordered_map<std::string, size_t> by_id;
+  absl::flat_hash_map<absl::string_view, size_t> by_id;
+  by_id.reserve(workers.size());
+  bool by_id_order = true;  // as the scheduler passes them: its registry's order
   for (size_t w = 0; w < workers.size(); ++w) {
     free[w] = std::max(0.0, workers[w].cores);
     out.pool_cores += free[w];
     by_id.emplace(workers[w].id, w);
+    if (w > 0 && !(workers[w - 1].id < workers[w].id)) by_id_order = false;
   }
   const std::vector<double> share = RankShares(out.pool_cores, jobs, &out.job_share);
 
@@ -109,7 +127,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     return jobs[a].id < jobs[b].id;
   });
   std::vector<double> need(jobs.size());
-  std::vector<std::map<size_t, double>> granted(jobs.size());  // worker -> cores
+  std::vector<std::vector<std::pair<size_t, double>>> granted(jobs.size());  // (worker, cores)
   for (size_t j : order) {
     need[j] = share[j];
     if (share[j] > 0) out.share[jobs[j].id] = share[j];
@@ -117,7 +135,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
   auto give = [&](size_t j, size_t w, double cores) {
     cores = std::min({cores, need[j], free[w]});
     if (cores < kMinGrantCores) return;  // not worth a stream
-    granted[j][w] += cores;
+    granted[j].emplace_back(w, cores);
     need[j] -= cores;
     free[w] -= cores;
   };
@@ -158,7 +176,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     if (list != local_lists.end()) fill(j, list->second, local_cursor[jobs[j].locality]);
   }
   for (size_t j : order) fill(j, all, all_cursor);
-  AddGrants(workers, jobs, order, granted, &out);
+  AddGrants(workers, jobs, order, granted, by_id_order, &out);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "base/text.h"
 #include "net/security.h"
 #include "spdlog/spdlog.h"
@@ -104,7 +105,7 @@ SchedulerOptions WithLeaseKey(SchedulerOptions options) {
 }  // namespace
 
 SchedulerCore::SchedulerCore(SchedulerOptions options)
-    : options_(WithLeaseKey(std::move(options))) {}
+    : options_(WithLeaseKey(std::move(options))), allocation_(std::make_shared<Allocation>()) {}
 
 std::string SchedulerCore::NewLease(const std::string& worker_id) const {
   const std::string nonce = absl::BytesToHexString(RandomBytes(kLeaseHexDigits / 4));
@@ -134,7 +135,10 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     WorkerEntry& w = it->second;
     const bool settling =
         now - first_beat_nanos_ < static_cast<int64_t>(options_.expire_after_seconds * 1e9);
-    const bool signed_lease = Signed(beat.worker_id(), beat.lease());
+    // Only a registration, or a provisional one while settling, asks
+    // whether the lease is signed (an HMAC: not for every beat).
+    const bool signed_lease =
+        (added || (w.provisional && settling)) && Signed(beat.worker_id(), beat.lease());
     if (added ||
         (w.provisional && settling && signed_lease && !ConstantTimeEquals(beat.lease(), w.lease))) {
       if (!added) {
@@ -162,11 +166,12 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
                        options_.expire_after_seconds, " s"));
     }
     reply.set_lease(w.lease);
-    // Only what the allocation depends on makes it stale; load changes do not.
-    if (added || w.beat.address() != beat.address() || w.beat.cores() != beat.cores() ||
+    // Only what the allocation depends on makes it stale; load changes do
+    // not, nor does an address (grants read it as they are sent).
+    if (added || w.beat.cores() != beat.cores() ||
         Label(w.beat.labels(), options_.locality_label) !=
             Label(beat.labels(), options_.locality_label)) {
-      stale_ = true;
+      Changed(/*pool=*/true);
     }
     w.beat = beat;
     w.beat.clear_lease();  // never handed out
@@ -239,160 +244,305 @@ absl::Status SchedulerCore::AdmitRank(const proto::JobBeat& beat, const std::str
   return absl::OkStatus();
 }
 
-absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now,
-                                                       const std::string& identity,
-                                                       const std::string& host) {
+absl::StatusOr<SchedulerCore::Recorded> SchedulerCore::RecordJobBeat(const proto::JobBeat& beat,
+                                                                     int64_t now,
+                                                                     const std::string& identity,
+                                                                     const std::string& host) {
   if (absl::Status s = CheckJobBeat(beat); !s.ok()) return s;
-  const std::pair<std::string, int> key{beat.job_id(), beat.rank()};
-  const std::string name = RankName(key, beat.world_size());
-  proto::JobGrant grant;
-  double took = -1;
-  {
-    absl::MutexLock lock(&mu_);
-    if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
-    auto it = jobs_.find(key);
-    if (it != jobs_.end() && it->second.beat.instance() != beat.instance()) {
-      if (!beat.leaving()) {
-        ++counts_.refused_job_beats;
-        spdlog::warn("refused a beat for {}: another process holds it", name);
-        return absl::AlreadyExistsError(absl::StrCat(
-            "job beat: ", name,
-            " is held by another process until it leaves or its beats stop "
-            "for ",
-            options_.expire_after_seconds, " s (two processes with one --job and --rank?)"));
-      }
-      it = jobs_.end();  // another instance's last beat: not this one's to release
-    } else if (it != jobs_.end() && beat.leaving()) {
+  Recorded r{{beat.job_id(), beat.rank()}, false};
+  const std::string name = RankName(r.key, beat.world_size());
+  if (first_beat_nanos_ < 0) first_beat_nanos_ = now;
+  auto it = jobs_.find(r.key);
+  if (it != jobs_.end() && it->second.beat.instance() != beat.instance()) {
+    if (!beat.leaving()) {
+      ++counts_.refused_job_beats;
+      spdlog::warn("refused a beat for {}: another process holds it", name);
+      return absl::AlreadyExistsError(absl::StrCat(
+          "job beat: ", name, " is held by another process until it leaves or its beats stop for ",
+          options_.expire_after_seconds, " s (two processes with one --job and --rank?)"));
+    }
+    return r;  // another instance's last beat: not this one's to release
+  }
+  if (beat.leaving()) {
+    if (it != jobs_.end()) {
       spdlog::info("{} left; its grant is released", name);
       jobs_.erase(it);
-      stale_ = true;
-      it = jobs_.end();
+      Changed(/*pool=*/false);
+      r.changed = true;
     }
-    if (beat.leaving()) {
-      took = RebalanceIfStale();
-    } else {
-      const bool added = it == jobs_.end();
-      if (added) {
-        const std::string credential = identity.empty() ? host : identity;
-        if (absl::Status s = AdmitRank(beat, identity, credential); !s.ok()) {
-          ++counts_.refused_job_beats;
-          spdlog::warn("refused {}: {}", name, std::string(s.message()));
-          return s;
-        }
-        it = jobs_.try_emplace(key).first;
-        it->second.identity = identity;
-        it->second.credential = credential;
-        spdlog::info("{} joined, wanting {} cores", name, beat.wanted_cores());
-      }
-      JobEntry& j = it->second;
-      proto::JobBeat normalized = beat;
-      if (normalized.weight() == 0) normalized.set_weight(1);
-      if (normalized.weight() > options_.max_job_weight) {
-        if (added) {
-          spdlog::warn("{} asks for weight {}; counted as --max-job-weight {}", name,
-                       normalized.weight(), options_.max_job_weight);
-        }
-        normalized.set_weight(options_.max_job_weight);
-      }
-      if (added || j.beat.wanted_cores() != normalized.wanted_cores() ||
-          j.beat.weight() != normalized.weight() ||
-          Label(j.beat.labels(), options_.locality_label) !=
-              Label(normalized.labels(), options_.locality_label)) {
-        stale_ = true;
-      }
-      j.beat = std::move(normalized);
-      j.last_nanos = now;
-      took = RebalanceIfStale();
-      FillGrant(key, &grant);
-    }
-    grant.set_settling(now - first_beat_nanos_ <
-                       static_cast<int64_t>(options_.expire_after_seconds * 1e9));
+    return r;
   }
-  if (took >= 0 && on_rebalance_) on_rebalance_(took);
+  const bool added = it == jobs_.end();
+  if (added) {
+    const std::string credential = identity.empty() ? host : identity;
+    if (absl::Status s = AdmitRank(beat, identity, credential); !s.ok()) {
+      ++counts_.refused_job_beats;
+      spdlog::warn("refused {}: {}", name, std::string(s.message()));
+      return s;
+    }
+    it = jobs_.try_emplace(r.key).first;
+    it->second.identity = identity;
+    it->second.credential = credential;
+    spdlog::info("{} joined, wanting {} cores", name, beat.wanted_cores());
+  }
+  JobEntry& j = it->second;
+  proto::JobBeat normalized = beat;
+  if (normalized.weight() == 0) normalized.set_weight(1);
+  if (normalized.weight() > options_.max_job_weight) {
+    if (added) {
+      spdlog::warn("{} asks for weight {}; counted as --max-job-weight {}", name,
+                   normalized.weight(), options_.max_job_weight);
+    }
+    normalized.set_weight(options_.max_job_weight);
+  }
+  r.changed = added || j.beat.wanted_cores() != normalized.wanted_cores() ||
+              j.beat.weight() != normalized.weight() ||
+              Label(j.beat.labels(), options_.locality_label) !=
+                  Label(normalized.labels(), options_.locality_label);
+  if (r.changed) Changed(/*pool=*/false);
+  j.beat = std::move(normalized);
+  j.last_nanos = now;
+  return r;
+}
+
+bool SchedulerCore::Settling(int64_t now) const {
+  return now - first_beat_nanos_ < static_cast<int64_t>(options_.expire_after_seconds * 1e9);
+}
+
+proto::JobGrant SchedulerCore::Answer(const std::pair<std::string, int>& key, bool leaving,
+                                      bool settling) {
+  proto::JobGrant grant;
+  if (!leaving) FillGrant(key, &grant);
+  grant.set_settling(settling);
   grant.set_heartbeat_seconds(options_.heartbeat_seconds);
   return grant;
 }
 
+absl::StatusOr<proto::JobGrant> SchedulerCore::JobBeat(const proto::JobBeat& beat, int64_t now,
+                                                       const std::string& identity,
+                                                       const std::string& host) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Recorded> r = RecordJobBeat(beat, now, identity, host);
+  if (!r.ok()) return r.status();
+  // A beat that changed what the allocation depends on waits for an
+  // allocation that includes it; any other is answered from the one there
+  // is (after starting a rebalance when one is due and none runs).
+  Rebalance(/*wait=*/r->changed);
+  return Answer(r->key, beat.leaving(), Settling(now));
+}
+
+void SchedulerCore::JobBeatAsync(const proto::JobBeat& beat, int64_t now,
+                                 const std::string& identity, const std::string& host,
+                                 JobReply reply) {
+  absl::StatusOr<proto::JobGrant> answer;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<Recorded> r = RecordJobBeat(beat, now, identity, host);
+    const bool background = rebalancer_started_ && !stopping_;
+    if (!r.ok()) {
+      answer = r.status();
+    } else if (r->changed && !beat.leaving() && allocated_ < changes_ && background) {
+      pending_.push_back({r->key, changes_, Settling(now), std::move(reply)});
+      work_cv_.Signal();
+      return;
+    } else {
+      if (!background) Rebalance(/*wait=*/r->changed);
+      if (r->changed) work_cv_.Signal();
+      answer = Answer(r->key, beat.leaving(), Settling(now));
+    }
+  }
+  reply(std::move(answer));
+}
+
 void SchedulerCore::FillGrant(const std::pair<std::string, int>& key, proto::JobGrant* grant) {
+  const Allocation& allocation = *allocation_;
   const std::string id = RankId(key);
-  auto share = allocation_.share.find(id);
-  grant->set_fair_share_cores(share == allocation_.share.end() ? 0 : share->second);
-  auto job_share = allocation_.job_share.find(key.first);
-  grant->set_job_fair_share_cores(job_share == allocation_.job_share.end() ? 0 : job_share->second);
-  auto grants = allocation_.grants.find(id);
-  if (grants == allocation_.grants.end()) return;
+  auto share = allocation.share.find(id);
+  grant->set_fair_share_cores(share == allocation.share.end() ? 0 : share->second);
+  auto job_share = allocation.job_share.find(key.first);
+  grant->set_job_fair_share_cores(job_share == allocation.job_share.end() ? 0 : job_share->second);
+  auto grants = allocation.grants.find(id);
+  if (grants == allocation.grants.end()) return;
   for (const Grant& g : grants->second) {
+    // A worker dropped since the allocation was made is not granted (the
+    // next allocation, already due, leaves it out).
+    auto entry = workers_.find(g.worker_id);
+    if (entry == workers_.end()) continue;
     proto::WorkerGrant* w = grant->add_workers();
     w->set_worker_id(g.worker_id);
-    const WorkerEntry& entry = workers_.at(g.worker_id);
-    w->set_address(entry.beat.address());
-    w->set_tls_name(entry.identity);
+    w->set_address(entry->second.beat.address());
+    w->set_tls_name(entry->second.identity);
     w->set_cores(g.cores);
   }
 }
 
 void SchedulerCore::Expire(int64_t now) {
   const int64_t limit = static_cast<int64_t>(options_.expire_after_seconds * 1e9);
-  double took = -1;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto it = workers_.begin(); it != workers_.end();) {
-      if (now - it->second.last_nanos > limit) {
-        spdlog::warn("worker {} ({}) missed its heartbeats for {:.1f} s; dropped", it->first,
-                     it->second.beat.address(), (now - it->second.last_nanos) * 1e-9);
-        it = workers_.erase(it);
-        ++counts_.expired_workers;
-        stale_ = true;
-      } else {
-        ++it;
-      }
+  absl::MutexLock lock(&mu_);
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (now - it->second.last_nanos > limit) {
+      spdlog::warn("worker {} ({}) missed its heartbeats for {:.1f} s; dropped", it->first,
+                   it->second.beat.address(), (now - it->second.last_nanos) * 1e-9);
+      it = workers_.erase(it);
+      ++counts_.expired_workers;
+      Changed(/*pool=*/true);
+    } else {
+      ++it;
     }
-    for (auto it = jobs_.begin(); it != jobs_.end();) {
-      if (now - it->second.last_nanos > limit) {
-        spdlog::info("{} stopped beating; its grant is released",
-                     RankName(it->first, it->second.beat.world_size()));
-        it = jobs_.erase(it);
-        ++counts_.expired_jobs;
-        stale_ = true;
-      } else {
-        ++it;
-      }
-    }
-    took = RebalanceIfStale();
   }
-  if (took >= 0 && on_rebalance_) on_rebalance_(took);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    if (now - it->second.last_nanos > limit) {
+      spdlog::info("{} stopped beating; its grant is released",
+                   RankName(it->first, it->second.beat.world_size()));
+      it = jobs_.erase(it);
+      ++counts_.expired_jobs;
+      Changed(/*pool=*/false);
+    } else {
+      ++it;
+    }
+  }
+  if (rebalancer_started_ && !stopping_) {
+    work_cv_.Signal();
+  } else {
+    Rebalance(/*wait=*/true);  // the ticker's thread: no beat waits on it
+  }
 }
 
-double SchedulerCore::RebalanceIfStale() {
-  if (!stale_) return -1;
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<PoolWorker> pool;
-  pool.reserve(workers_.size());
-  for (const auto& [id, w] : workers_) {
-    pool.push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label)});
+void SchedulerCore::Changed(bool pool) {
+  ++changes_;
+  if (pool) pool_.reset();
+}
+
+void SchedulerCore::Rebalance(bool wait) {
+  const uint64_t target = changes_;
+  while (allocated_ < target) {
+    if (rebalancing_) {
+      if (!wait) return;
+      allocated_cv_.Wait(&mu_);
+      continue;
+    }
+    RunRebalance();
+    if (!wait) return;
   }
+}
+
+std::shared_ptr<const std::vector<PoolWorker>> SchedulerCore::Pool() {
+  if (pool_ != nullptr) return pool_;
+  auto pool = std::make_shared<std::vector<PoolWorker>>();
+  pool->reserve(workers_.size());
+  for (const auto& [id, w] : workers_) {
+    pool->push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label)});
+  }
+  pool_ = std::move(pool);
+  return pool_;
+}
+
+std::vector<JobWant> SchedulerCore::Wants() const {
   std::vector<JobWant> wants;
   wants.reserve(jobs_.size());
   for (const auto& [key, j] : jobs_) {
     wants.push_back({RankId(key), j.beat.weight(), j.beat.wanted_cores(),
                      Label(j.beat.labels(), options_.locality_label), key.first});
   }
-  // Earlier grants to keep: this scheduler's own, else (after a restart) the
-  // workers the job says it streams from.
-  std::map<std::string, std::vector<Grant>> previous = allocation_.grants;
+  return wants;
+}
+
+std::map<std::string, std::vector<Grant>> SchedulerCore::ReportedGrants() const {
+  std::map<std::string, std::vector<Grant>> reported;
   for (const auto& [key, j] : jobs_) {
+    if (j.beat.current().empty()) continue;
     const std::string id = RankId(key);
-    if (previous.count(id) != 0 || j.beat.current().empty()) continue;
-    std::vector<Grant>& kept = previous[id];
+    if (allocation_->grants.count(id) != 0) continue;
+    std::vector<Grant>& kept = reported[id];
     for (const proto::WorkerGrant& g : j.beat.current()) kept.push_back({g.worker_id(), g.cores()});
   }
-  allocation_ = Allocate(pool, wants, previous);
-  stale_ = false;
+  return reported;
+}
+
+void SchedulerCore::RunRebalance() {
+  rebalancing_ = true;
+  const uint64_t covers = changes_;
+  const std::shared_ptr<const std::vector<PoolWorker>> pool = Pool();
+  const std::vector<JobWant> wants = Wants();
+  std::shared_ptr<const Allocation> before = allocation_;
+  // Earlier grants to keep: this scheduler's own, else (after a restart) the
+  // workers the job says it streams from.
+  std::map<std::string, std::vector<Grant>> reported = ReportedGrants();
+  mu_.Unlock();
+  const auto start = std::chrono::steady_clock::now();
+  if (!reported.empty()) reported.insert(before->grants.begin(), before->grants.end());
+  auto next = std::make_shared<const Allocation>(
+      Allocate(*pool, wants, reported.empty() ? before->grants : reported));
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  before.reset();
+  if (on_rebalance_) on_rebalance_(took);
+  mu_.Lock();
+  allocation_ = std::move(next);
+  allocated_ = covers;
+  rebalancing_ = false;
   ++counts_.rebalances;
   counts_.last_rebalance_seconds = took;
-  return took;
+  allocated_cv_.SignalAll();
+}
+
+void SchedulerCore::StartRebalancer(double min_gap_seconds) {
+  absl::MutexLock lock(&mu_);
+  if (rebalancer_started_ || stopping_) return;
+  rebalancer_started_ = true;
+  rebalancer_ = std::thread([this, min_gap_seconds] { RebalancerLoop(min_gap_seconds); });
+}
+
+void SchedulerCore::StopRebalancer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    work_cv_.Signal();
+  }
+  if (rebalancer_.joinable()) rebalancer_.join();
+}
+
+SchedulerCore::~SchedulerCore() { StopRebalancer(); }
+
+void SchedulerCore::RebalancerLoop(double min_gap_seconds) {
+  const absl::Duration min_gap = absl::Seconds(min_gap_seconds);
+  absl::Time last = absl::InfinitePast();
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    // Beats waiting are answered at once; changes no beat waits for (the
+    // pool's) are gathered for min_gap.
+    const bool due = allocated_ < changes_;
+    const absl::Duration wait =
+        pending_.empty() ? last + min_gap - absl::Now() : absl::ZeroDuration();
+    if (!due || wait > absl::ZeroDuration()) {
+      work_cv_.WaitWithTimeout(&mu_, due ? wait : absl::Seconds(1));
+      continue;
+    }
+    RunRebalance();
+    last = absl::Now();
+    AnswerPending(/*stopping=*/false);
+  }
+  AnswerPending(/*stopping=*/true);
+}
+
+void SchedulerCore::AnswerPending(bool stopping) {
+  std::vector<std::pair<JobReply, absl::StatusOr<proto::JobGrant>>> answers;
+  std::vector<Pending> waiting;
+  for (Pending& p : pending_) {
+    if (stopping) {
+      answers.emplace_back(std::move(p.reply),
+                           absl::UnavailableError("job beat: the scheduler is stopping"));
+    } else if (p.change <= allocated_) {
+      answers.emplace_back(std::move(p.reply), Answer(p.key, /*leaving=*/false, p.settling));
+    } else {
+      waiting.push_back(std::move(p));
+    }
+  }
+  pending_ = std::move(waiting);
+  if (answers.empty()) return;
+  mu_.Unlock();
+  for (auto& [reply, answer] : answers) reply(std::move(answer));
+  mu_.Lock();
 }
 
 SchedulerCounts SchedulerCore::counts() const {
@@ -403,13 +553,13 @@ SchedulerCounts SchedulerCore::counts() const {
   std::set<std::string> jobs;
   for (const auto& [key, j] : jobs_) {
     jobs.insert(key.first);
-    auto share = allocation_.share.find(RankId(key));
-    if (share != allocation_.share.end()) c.rank_shares[key] = share->second;
+    auto share = allocation_->share.find(RankId(key));
+    if (share != allocation_->share.end()) c.rank_shares[key] = share->second;
   }
   c.jobs = static_cast<int>(jobs.size());
-  c.job_shares = allocation_.job_share;
-  c.pool_cores = allocation_.pool_cores;
-  c.granted_cores = allocation_.granted_cores;
+  c.job_shares = allocation_->job_share;
+  c.pool_cores = allocation_->pool_cores;
+  c.granted_cores = allocation_->granted_cores;
   return c;
 }
 

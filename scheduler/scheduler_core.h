@@ -6,6 +6,15 @@
 // want marks the allocation stale; the next job beat (or Expire()) rebalances.
 // Time is passed in, so tests drive the clock.
 //
+// Rebalances are coalesced and run outside the lock: one thread at a time
+// computes the allocation from a snapshot while beats go on being answered
+// from the current one. A job beat that changes what the allocation depends
+// on (its first, its want, weight or locality, its leaving) returns once an
+// allocation that includes it is installed, running it itself when no other
+// thread is; changes that arrive meanwhile are covered together by the next.
+// So a pool's load costs one rebalance per burst of changes, not one per
+// beat, and a beat waits for at most two rebalances.
+//
 // After a restart: for one expiry period from the first beat it hears, the
 // core answers jobs with `settling` set (workers may not have re-registered
 // yet, so a job must not give up workers the grant leaves out), and it keeps
@@ -19,8 +28,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -46,6 +58,9 @@ struct SchedulerOptions {
   // took the id first without one gives it back. Empty: a key of this
   // process's own (leases then prove nothing after a restart).
   std::string lease_key;
+  // With the rebalancer (StartRebalancer): pool changes no beat waits for
+  // are gathered for this long after the last rebalance.
+  double rebalance_gap_seconds = 0.1;
 };
 
 struct SchedulerCounts {
@@ -96,11 +111,33 @@ class SchedulerCore {
   absl::StatusOr<proto::JobGrant> JobBeat(const proto::JobBeat& beat, int64_t now,
                                           const std::string& identity = "",
                                           const std::string& host = "");
-  // Drops workers and jobs silent for too long and rebalances if needed.
+  // JobBeat for a server, which must not hold a thread while an allocation
+  // is made: `reply` gets the answer at once (an error, a beat that changed
+  // nothing, a leaving one), else, with the rebalancer started, from its
+  // thread once an allocation including the beat is installed. Without the
+  // rebalancer it is JobBeat.
+  using JobReply = std::function<void(absl::StatusOr<proto::JobGrant>)>;
+  void JobBeatAsync(const proto::JobBeat& beat, int64_t now, const std::string& identity,
+                    const std::string& host, JobReply reply);
+  // Drops workers and jobs silent for too long and rebalances if needed
+  // (with the rebalancer: has it rebalance).
   void Expire(int64_t now);
 
+  // Starts the rebalancer: a thread that makes every allocation from now
+  // on. Beats waiting for one (JobBeatAsync) start it at once; changes no
+  // beat waits for (workers joining or dropped) are gathered for
+  // `min_gap_seconds` after the last, so a pool's churn costs a bounded
+  // share of a core. StopRebalancer (or the destructor) stops it, answering
+  // beats still waiting with Unavailable; beats after that are answered as
+  // by JobBeat.
+  void StartRebalancer(double min_gap_seconds);
+  void StartRebalancer() { StartRebalancer(options_.rebalance_gap_seconds); }
+  void StopRebalancer();
+  ~SchedulerCore();
+
   SchedulerCounts counts() const;
-  // Called after each rebalance with its duration, outside the lock.
+  // Called after each rebalance with its duration, outside the lock (on the
+  // thread that ran it). Set it before StartRebalancer.
   void set_on_rebalance(std::function<void(double seconds)> f) { on_rebalance_ = std::move(f); }
 
  private:
@@ -127,9 +164,40 @@ class SchedulerCore {
   // opens a job past its credential's limit.
   absl::Status AdmitRank(const proto::JobBeat& beat, const std::string& identity,
                          const std::string& credential) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns the rebalance's duration in seconds, or a negative number when
-  // nothing was stale.
-  double RebalanceIfStale() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job beat's effect: its rank, and whether the allocation must follow.
+  struct Recorded {
+    std::pair<std::string, int> key;
+    bool changed = false;
+  };
+  // Checks a job beat and records it (joining, leaving, its want).
+  absl::StatusOr<Recorded> RecordJobBeat(const proto::JobBeat& beat, int64_t now,
+                                         const std::string& identity, const std::string& host)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the scheduler is within its settling period at `now`.
+  bool Settling(int64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The grant for rank `key` from the installed allocation.
+  proto::JobGrant Answer(const std::pair<std::string, int>& key, bool leaving, bool settling)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RebalancerLoop(double min_gap_seconds);
+  // Answers the beats whose change the installed allocation covers (all,
+  // with Unavailable, when `stopping`), releasing mu_ to call the replies.
+  void AnswerPending(bool stopping) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts a change the allocation must follow (`pool`: in the workers).
+  void Changed(bool pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With `wait`: returns once the installed allocation covers every change
+  // counted so far, running rebalances while no other thread does. Without:
+  // runs one if a change is uncovered and none is running, else returns.
+  void Rebalance(bool wait) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Computes and installs an allocation of the state now; releases mu_
+  // while the allocator runs.
+  void RunRebalance() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The allocator's inputs: the pool (kept until the workers change), the
+  // ranks' wants, and the grants jobs report that this scheduler has not
+  // made (after a restart).
+  std::shared_ptr<const std::vector<PoolWorker>> Pool() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<JobWant> Wants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, std::vector<Grant>> ReportedGrants() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current allocation's grant for rank `key`.
   void FillGrant(const std::pair<std::string, int>& key, proto::JobGrant* grant)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,8 +209,27 @@ class SchedulerCore {
   // By (job_id, rank).
   std::map<std::pair<std::string, int>, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   int64_t first_beat_nanos_ ABSL_GUARDED_BY(mu_) = -1;
-  Allocation allocation_ ABSL_GUARDED_BY(mu_);
-  bool stale_ ABSL_GUARDED_BY(mu_) = false;
+  // The allocation installed, shared with a rebalance that keeps its grants.
+  std::shared_ptr<const Allocation> allocation_ ABSL_GUARDED_BY(mu_);
+  // Changes counted, and how many of them the installed allocation covers.
+  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t allocated_ ABSL_GUARDED_BY(mu_) = 0;
+  bool rebalancing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar allocated_cv_;  // signalled when an allocation is installed
+  // The rebalancer: beats waiting for an allocation covering change
+  // `change`, and the thread's wake-up.
+  struct Pending {
+    std::pair<std::string, int> key;
+    uint64_t change = 0;
+    bool settling = false;
+    JobReply reply;
+  };
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar work_cv_;
+  bool rebalancer_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread rebalancer_;  // started and joined by the owner's thread
+  std::shared_ptr<const std::vector<PoolWorker>> pool_ ABSL_GUARDED_BY(mu_);  // null: rebuild
   SchedulerCounts counts_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -145,6 +145,7 @@ int Run(const SchedulerFlags& f, const Security& security) {
   SchedulerMetrics metrics;
   SchedulerCore core(f.options);
   core.set_on_rebalance([&](double seconds) { metrics.Rebalanced(seconds); });
+  core.StartRebalancer();
   std::unique_ptr<prometheus::Exposer> exposer;
   if (f.server.metrics_port >= 0) {
     auto served = daemon::ServeMetrics(f.server.listen, f.server.metrics_port, metrics.registry());
@@ -181,7 +182,8 @@ int Run(const SchedulerFlags& f, const Security& security) {
   spdlog::info("{}: stopping", strsignal(signal_number));
   stop.Notify();
   ticker.join();
-  server.Shutdown(2);
+  server.Shutdown(2);  // beats waiting for an allocation get it meanwhile
+  core.StopRebalancer();
   return 0;
 }
 
@@ -216,6 +218,6 @@ int main(int argc, char** argv) {
     std::printf("prepflow-scheduler %s\n", PREPFLOW_VERSION);
     return 0;
   }
-  prepflow::daemon::SetUpLogging("prepflow-scheduler");
+  prepflow::daemon::SetUpDaemon("prepflow-scheduler");
   return prepflow::scheduler::Main(argc, argv);
 }

@@ -58,9 +58,16 @@ grpc::ServerUnaryReactor* SchedulerService::JobHeartbeat(grpc::CallbackServerCon
   job_beats_.Increment();
   const absl::Status auth = Authenticate(*context, job_token_, kJobRole, job_unauthenticated_);
   if (!auth.ok()) return Finish<proto::JobGrant>(context, auth, grant);
-  return Finish(
-      context,
-      core_->JobBeat(*beat, WallNanos(), PeerIdentity(*context), PeerHost(context->peer())), grant);
+  // Answered now, or by the core's rebalancer once an allocation including
+  // this beat is made: gRPC's thread is not held meanwhile.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  core_->JobBeatAsync(
+      *beat, WallNanos(), PeerIdentity(*context), PeerHost(context->peer()),
+      [reactor, grant](absl::StatusOr<proto::JobGrant> result) {
+        if (result.ok()) *grant = *std::move(result);
+        reactor->Finish(result.ok() ? grpc::Status::OK : ToGrpcStatus(result.status()));
+      });
+  return reactor;
 }
 
 absl::Status SchedulerService::Authenticate(const grpc::CallbackServerContext& context,

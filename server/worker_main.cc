@@ -296,6 +296,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   prepflow::TuneAllocatorForStreaming();
-  prepflow::daemon::SetUpLogging("prepflow-worker");
+  prepflow::daemon::SetUpDaemon("prepflow-worker");
   return prepflow::Main(argc, argv);
 }

@@ -1,15 +1,14 @@
-// A trainer's threads do not grow with the worker streams it holds: each
-// stream is a reactor on gRPC's callback threads (client/remote/remote_worker.h),
-// where it used to take a reader and a writer thread of its own. Real worker
+// A trainer's threads do not grow with the worker streams it holds: streams
+// share a few completion threads (client/remote/completion_threads.h), where
+// each used to take a reader and a writer thread of its own. Real worker
 // process, real gRPC on loopback; 1 stream against 48 to the same worker.
-#include <dirent.h>
-
 #include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/process_stats.h"
 #include "client/loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loader_util.h"
@@ -21,15 +20,6 @@ namespace {
 
 using ::prepflow::testing::TempDir;
 using ::prepflow::testing::WorkerProcess;
-
-int ProcessThreads() {
-  int n = 0;
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(tasks)) n += e->d_name[0] != '.';
-    closedir(tasks);
-  }
-  return n;
-}
 
 TEST(StreamThreadsTest, ThreadsDoNotGrowWithWorkerStreams) {
   TempDir dir;
@@ -45,7 +35,7 @@ TEST(StreamThreadsTest, ThreadsDoNotGrowWithWorkerStreams) {
     for (int k = 1; k <= streams; ++k) workers.push_back(absl::StrCat("127.0.0.", k, ":", port));
     LoaderOptions o = testing::RemoteTestOptions(dir.Join("root/data"), workers, "remote");
     int threads = 0;
-    const testing::Drained r = testing::Drain(o, [&](Loader&) { threads = ProcessThreads(); });
+    const testing::Drained r = testing::Drain(o, [&](Loader&) { threads = ProcessThreadCount(); });
     testing::ExpectExactlyOnce(r, 96);
     EXPECT_EQ(r.stats.workers_total, streams);
     return threads;

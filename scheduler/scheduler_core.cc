@@ -343,11 +343,9 @@ void SchedulerCore::JobBeatAsync(const proto::JobBeat& beat, int64_t now,
       answer = r.status();
     } else if (r->changed && !beat.leaving() && allocated_ < changes_ && background) {
       pending_.push_back({r->key, changes_, Settling(now), std::move(reply)});
-      work_cv_.Signal();
       return;
     } else {
       if (!background) Rebalance(/*wait=*/r->changed);
-      if (r->changed) work_cv_.Signal();
       answer = Answer(r->key, beat.leaving(), Settling(now));
     }
   }
@@ -401,16 +399,15 @@ void SchedulerCore::Expire(int64_t now) {
       ++it;
     }
   }
-  if (rebalancer_started_ && !stopping_) {
-    work_cv_.Signal();
-  } else {
-    Rebalance(/*wait=*/true);  // the ticker's thread: no beat waits on it
-  }
+  // With the rebalancer, Changed() woke it; else the ticker's thread
+  // rebalances (no beat waits on it).
+  if (!rebalancer_started_ || stopping_) Rebalance(/*wait=*/true);
 }
 
 void SchedulerCore::Changed(bool pool) {
   ++changes_;
   if (pool) pool_.reset();
+  work_cv_.Signal();  // the rebalancer, if there is one, decides when
 }
 
 void SchedulerCore::Rebalance(bool wait) {

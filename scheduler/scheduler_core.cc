@@ -343,6 +343,7 @@ void SchedulerCore::JobBeatAsync(const proto::JobBeat& beat, int64_t now,
       answer = r.status();
     } else if (r->changed && !beat.leaving() && allocated_ < changes_ && background) {
       pending_.push_back({r->key, changes_, Settling(now), std::move(reply)});
+      work_cv_.Signal();
       return;
     } else {
       if (!background) Rebalance(/*wait=*/r->changed);
@@ -399,15 +400,14 @@ void SchedulerCore::Expire(int64_t now) {
       ++it;
     }
   }
-  // With the rebalancer, Changed() woke it; else the ticker's thread
-  // rebalances (no beat waits on it).
+  // The rebalancer picks the changes up within its gap; without it the
+  // ticker's thread rebalances (no beat waits on it).
   if (!rebalancer_started_ || stopping_) Rebalance(/*wait=*/true);
 }
 
 void SchedulerCore::Changed(bool pool) {
   ++changes_;
   if (pool) pool_.reset();
-  work_cv_.Signal();  // the rebalancer, if there is one, decides when
 }
 
 void SchedulerCore::Rebalance(bool wait) {
@@ -506,13 +506,14 @@ void SchedulerCore::RebalancerLoop(double min_gap_seconds) {
   absl::Time last = absl::InfinitePast();
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    // Beats waiting are answered at once; changes no beat waits for (the
-    // pool's) are gathered for min_gap.
+    // Beats waiting wake it and are answered at once; changes no beat
+    // waits for (the pool's) wake no one: it looks for them every gap, so
+    // a ramp of thousands of joins costs no wake-up each.
     const bool due = allocated_ < changes_;
     const absl::Duration wait =
         pending_.empty() ? last + min_gap - absl::Now() : absl::ZeroDuration();
     if (!due || wait > absl::ZeroDuration()) {
-      work_cv_.WaitWithTimeout(&mu_, due ? wait : absl::Seconds(1));
+      work_cv_.WaitWithTimeout(&mu_, due ? wait : std::max(min_gap, absl::Milliseconds(10)));
       continue;
     }
     RunRebalance();

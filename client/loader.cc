@@ -139,21 +139,16 @@ int Loader::PlacementOf(uint64_t epoch, int64_t index) const {
 }
 
 void Loader::StartWarmUp() {
-  const double remote = remote_->UsableCores();
-  const double local = LocalCores();
   std::vector<int64_t> fixed_bytes = {-1};
   for (int k = 1; k <= pipeline_->num_stages(); ++k) {
     const ValueType& t = pipeline_->boundary_type(k);
     fixed_bytes.push_back(t.fixed() ? static_cast<int64_t>(t.bytes()) : -1);
   }
-  int cut = 0;
-  const std::optional<policy::Placement> warm = policy::WarmUp(fixed_bytes, local, remote, &cut);
+  const std::optional<policy::Placement> warm =
+      replanner_->StartWarmUp(fixed_bytes, LocalCores(), remote_->UsableCores());
   if (!warm) return;
   placement_ = *warm;
-  spdlog::info(
-      "--offload auto: warming up with {:.0f}% of samples at cut {} ({:.2f} remote cores, "
-      "{:.2f} here) until every stage is measured",
-      100 * remote / (local + remote), cut, remote, local);
+  spdlog::info("--offload auto: {}", replanner_->State().reason);
 }
 
 void Loader::MaybeReplan() {
@@ -488,6 +483,11 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   delivered_echo_ = batch->echo();
   bytes_ += batch->bytes();
   padding_bytes_ += batch->padding_bytes();
+  if (batches_ > 0 && batch->epoch() != last_batch_epoch_) {
+    epoch_end_nanos_.push_back(last_batch_nanos_);
+  }
+  last_batch_epoch_ = batch->epoch();
+  last_batch_nanos_ = WallNanos();
   ++batches_;
   MaybeReplan();
   TopUp();  // keep the workers busy while the trainer consumes this batch

@@ -198,6 +198,8 @@ class Loader {
   int PlacementOf(uint64_t epoch, int64_t index) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // kAuto, before anything is measured (policy::WarmUp).
   void StartWarmUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // LoaderStats::epoch_seconds.
+  std::vector<double> EpochSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the re-planner a snapshot; under kAuto applies a new placement.
   void MaybeReplan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts and reports the failed samples of a finished batch; under
@@ -284,6 +286,11 @@ class Loader {
   int64_t errors_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t filled_samples_ ABSL_GUARDED_BY(mu_) = 0;  // moved up into a batch short of failures
   int64_t batches_ ABSL_GUARDED_BY(mu_) = 0;
+  // When each epoch's last batch was delivered (the epochs before the one
+  // delivering now), and the latest batch's epoch and time.
+  std::vector<int64_t> epoch_end_nanos_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_batch_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_batch_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t padding_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SampleError> first_errors_ ABSL_GUARDED_BY(mu_);

@@ -401,6 +401,17 @@ Rows TuningRows() {
                       &O::replan_link_wait_seconds, 0, kNoMax, false,
                       "--offload auto without --bandwidth-mbps: how long the first plan may wait "
                       "for every worker's link to be measured"),
+      DoubleOption<O>("replan_probe_share", "replan-probe-share", &O::replan_probe_share, 0, 1,
+                      false,
+                      "--offload auto: the share of samples sent to workers, at most, while the "
+                      "stages are first measured (0: all local until the first plan)"),
+      DoubleOption<O>("replan_min_gain", "replan-min-gain", &O::replan_min_gain, 0, kNoMax, false,
+                      "--offload auto: the fraction more throughput than all local a plan must "
+                      "predict to offload at all"),
+      DoubleOption<O>("replan_link_growth", "replan-link-growth", &O::replan_link_growth, 0, kNoMax,
+                      false,
+                      "--offload auto without --bandwidth-mbps: until a link is seen binding, plan "
+                      "at most this many times the fastest ingest seen (0: no cap)"),
       DoubleOption<O>("connect_timeout_seconds", "connect-timeout-seconds",
                       &O::connect_timeout_seconds, 0, kNoMax, true,
                       "seconds for the job to open on each worker"),

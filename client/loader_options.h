@@ -149,6 +149,12 @@ struct LoaderOptions {
   // kAuto without `bandwidth`: how long the first plan may wait for every
   // worker's link to be watched (policy::ReplanOptions::link_wait_seconds).
   double replan_link_wait_seconds = policy::kLinkWaitSeconds;
+  // kAuto: the warm-up's share of samples on workers, at most; the gain an
+  // offloading plan must predict over all local; how far past the fastest
+  // ingest seen plans may go while no link binds (policy::ReplanOptions).
+  double replan_probe_share = policy::kProbeShare;
+  double replan_min_gain = policy::kMinGain;
+  double replan_link_growth = 4;
   double worker_timeout_seconds = 30;  // silence while owing results
   // Hedging: an item that has waited this many times the fastest worker's
   // item latency is copied to an idle worker; the first answer wins and the

@@ -9,6 +9,37 @@
 #include "client/sample_runner.h"
 
 namespace prepflow {
+namespace {
+
+// What --offload auto's re-planner holds.
+void AddPlanStats(const policy::ReplanState& plan, LoaderStats* st) {
+  st->plan = plan.explanation;
+  st->plan_reason = plan.reason;
+  st->plan_changes = plan.changes;
+  st->plan_backoffs = plan.backoffs;
+  st->plan_throughput = plan.throughput;
+  st->ingest_limit = plan.ingest_limit;
+  st->receive_cpu_per_byte = plan.receive_cost_per_byte;
+  st->unseen_cpu_per_sample = plan.unseen_cost_per_sample;
+  st->worker_send_cpu_per_byte = plan.send_cost_per_byte;
+  st->storage_limit_here = plan.storage_limit_here;
+  st->storage_limit_workers = plan.storage_limit_workers;
+}
+
+}  // namespace
+
+std::vector<double> Loader::EpochSeconds() const {
+  // Each epoch delivered in full: the last one once the run is over.
+  std::vector<int64_t> ends = epoch_end_nanos_;
+  if (end_nanos_ != 0 && batches_ > 0) ends.push_back(last_batch_nanos_);
+  std::vector<double> seconds;
+  int64_t from = start_nanos_;
+  for (int64_t end : ends) {
+    seconds.push_back((end - from) * 1e-9);
+    from = end;
+  }
+  return seconds;
+}
 
 LoaderStats Loader::Stats() const {
   LoaderStats st;
@@ -32,6 +63,7 @@ LoaderStats Loader::Stats() const {
     st.wait_seconds = wait_nanos_ * 1e-9;
     st.first_errors = first_errors_;
     st.plan_fractions = placement_.Fractions();
+    st.epoch_seconds = EpochSeconds();
     st.storage_bytes_read_per_epoch = StorageBytesPerEpoch();
     for (const auto& [epoch, echo] : epoch_echo_) {
       if (epoch < options_.first_epoch + options_.epochs) st.echo_factor_per_epoch.push_back(echo);
@@ -39,18 +71,7 @@ LoaderStats Loader::Stats() const {
   }
   st.offload = OffloadModeString(offload_);
   const policy::ReplanState plan = replanner_ ? replanner_->State() : policy::ReplanState();
-  if (replanner_) {
-    st.plan = plan.explanation;
-    st.plan_changes = plan.changes;
-    st.plan_backoffs = plan.backoffs;
-    st.plan_throughput = plan.throughput;
-    st.ingest_limit = plan.ingest_limit;
-    st.receive_cpu_per_byte = plan.receive_cost_per_byte;
-    st.unseen_cpu_per_sample = plan.unseen_cost_per_sample;
-    st.worker_send_cpu_per_byte = plan.send_cost_per_byte;
-    st.storage_limit_here = plan.storage_limit_here;
-    st.storage_limit_workers = plan.storage_limit_workers;
-  }
+  if (replanner_) AddPlanStats(plan, &st);
   if (remote_) AddRemoteStats(plan, &st);
   st.scheduler = options_.scheduler;
   st.local_cores = LocalCores();

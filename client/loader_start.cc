@@ -371,6 +371,9 @@ void Loader::MakeReplanner() {
   // The machine's link, shared by its ranks like its cores.
   ro.bandwidth = options_.bandwidth / std::max(1, options_.local_ranks);
   ro.link_wait_seconds = options_.replan_link_wait_seconds;
+  ro.probe_share = options_.replan_probe_share;
+  ro.min_gain = options_.replan_min_gain;
+  ro.link_growth = options_.replan_link_growth;
   absl::MutexLock lock(&mu_);
   replanner_ = std::make_unique<policy::Replanner>(ro, placement_);
 }

@@ -226,6 +226,7 @@ std::vector<StatField<S>>* CacheFields() {
        "Copies each loaded sample yields in the latest epoch begun (--echo, or the planner's "
        "with --echo auto; 1: no echoing)."},
       {"echo_factor_per_epoch", [](const S& s) -> StatValue { return s.echo_factor_per_epoch; }},
+      {"epoch_seconds", [](const S& s) -> StatValue { return s.epoch_seconds; }},
       {"mix_samples", [](const S& s) -> StatValue { return s.mix_samples; }},
       {"echo_at", [](const S& s) -> StatValue { return static_cast<int64_t>(s.echo_at); }},
       {"fresh_samples",
@@ -254,6 +255,7 @@ std::vector<StatField<S>>* PlanFields() {
   return new std::vector<StatField<S>>{
       {"offload", [](const S& s) -> StatValue { return s.offload; }},
       {"plan", [](const S& s) -> StatValue { return s.plan; }},
+      {"plan_reason", [](const S& s) -> StatValue { return s.plan_reason; }},
       {"plan_changes",
        [](const S& s) -> StatValue { return s.plan_changes; },
        "prepflow_client_plan_changes_total",

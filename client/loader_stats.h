@@ -44,6 +44,7 @@ struct LoaderStats {
   int64_t hedge_wins = 0;              // of those, answered first by the copy
   std::string offload;                 // the mode in force
   std::string plan;                    // kAuto: the current plan's explanation
+  std::string plan_reason;             // kAuto: why the placement in force was chosen
   std::vector<double> plan_fractions;  // share of samples: local, then remote cut 0..n
   int64_t plan_changes = 0;
   int64_t plan_backoffs = 0;   // plans given up for all local (policy/delivery_trial.h)
@@ -113,6 +114,9 @@ struct LoaderStats {
   // ones.
   int echo_factor = 1;
   std::vector<int64_t> echo_factor_per_epoch;
+  // Wall seconds each epoch took to deliver, from the previous one's last
+  // batch (the first from the start); epochs delivered in full only.
+  std::vector<double> epoch_seconds;
   // A mixture (--mix): the samples delivered from each source, in order.
   std::vector<int64_t> mix_samples;
   int echo_at = 0;

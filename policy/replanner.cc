@@ -110,15 +110,16 @@ std::vector<double> Placement::PathShares() const {
 }
 
 std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
-                                double remote_cores, int* cut) {
-  if (remote_cores <= 0 || fixed_bytes.size() < 2) return std::nullopt;
+                                double remote_cores, double probe_share, int* cut) {
+  if (remote_cores <= 0 || fixed_bytes.size() < 2 || probe_share <= 0) return std::nullopt;
   const int n = static_cast<int>(fixed_bytes.size()) - 1;
   int best = n;
   for (int k = n; k >= 1; --k) {
     if (fixed_bytes[k] >= 0 && fixed_bytes[k] < fixed_bytes[best]) best = k;
   }
   if (cut != nullptr) *cut = best;
-  return Placement::Cut(n, best, remote_cores / (local_cores + remote_cores));
+  const double share = std::min(probe_share, remote_cores / (local_cores + remote_cores));
+  return Placement::Cut(n, best, share);
 }
 
 namespace {
@@ -139,6 +140,21 @@ Placement AllLocal(const Placement& like) {
 Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
     : options_(options), placement_(initial), trial_(TrialOptions(options)), tried_(initial) {}
 
+std::optional<Placement> Replanner::StartWarmUp(const std::vector<int64_t>& fixed_bytes,
+                                                double local_cores, double remote_cores) {
+  int cut = 0;
+  std::optional<Placement> warm =
+      WarmUp(fixed_bytes, local_cores, remote_cores, options_.probe_share, &cut);
+  if (!warm) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  placement_ = *warm;
+  reason_ = absl::StrFormat(
+      "warm-up: %.0f%% of samples probe the workers at cut %d (%.2f remote cores, %.2f here) "
+      "until every stage is measured",
+      100 * (1 - warm->Fractions()[0]), cut, remote_cores, local_cores);
+  return warm;
+}
+
 bool Replanner::JudgeDelivery(const Snapshot& s, std::vector<std::string>* notes, bool* switched) {
   if (!options_.check_delivery) return false;
   if (resources_changed_) {
@@ -150,16 +166,20 @@ bool Replanner::JudgeDelivery(const Snapshot& s, std::vector<std::string>* notes
     case DeliveryTrial::Verdict::kTryLocal:
       tried_ = placement_;
       tried_explanation_ = explanation_;
+      tried_reason_ = reason_;
       placement_ = AllLocal(placement_);
       explanation_ = why;
+      reason_ = absl::StrCat("delivery trial: ", why);
       *switched = true;
       break;
     case DeliveryTrial::Verdict::kKeepLocal:
       explanation_ = why;
+      reason_ = absl::StrCat("delivery trial: ", why);
       break;
     case DeliveryTrial::Verdict::kBackToPlan:
       placement_ = tried_;
       explanation_ = absl::StrCat(tried_explanation_, " (", why, ")");
+      reason_ = absl::StrCat(tried_reason_, "; kept after a delivery trial");
       *switched = true;
       break;
     case DeliveryTrial::Verdict::kNone:
@@ -169,13 +189,54 @@ bool Replanner::JudgeDelivery(const Snapshot& s, std::vector<std::string>* notes
   return trial_.Blocks(s.now_nanos);
 }
 
-void Replanner::Apply(const Plan& plan, const PlanInput& in, int64_t now,
+absl::StatusOr<Plan> Replanner::WorthwhilePlan(const PlanInput& in, std::string* reason) const {
+  absl::StatusOr<Plan> plan = MakePlan(in);
+  if (!plan.ok() || plan->remote_fraction <= 0) {
+    *reason = "offloading predicts no gain";
+    return plan;
+  }
+  PlanInput here = in;
+  here.max_cut = 0;
+  absl::StatusOr<Plan> local = MakePlan(here);
+  if (!local.ok() || local->throughput <= 0) return plan;
+  // The gain is judged without the slow-start cap, which paces growth into
+  // an unknown link rather than models it: judged under it, a plan capped
+  // to a small probe's rate could stay local, and the cap never grow.
+  double best = plan->throughput;
+  std::string capped;
+  if (network_cap_ > 0) {
+    PlanInput open = in;
+    open.bandwidth = 1e300;
+    const absl::StatusOr<Plan> uncapped = MakePlan(open);
+    if (uncapped.ok()) best = std::max(best, uncapped->throughput);
+    if (best > plan->throughput * (1 + 1e-9)) {
+      capped = absl::StrFormat(
+          "; %+.0f%% within the network's cap, %gx the %.1f MB/s seen until a link binds",
+          100 * (plan->throughput / local->throughput - 1), options_.link_growth,
+          network_cap_ / options_.link_growth / 1e6);
+    }
+  }
+  const double gain = best / local->throughput - 1;
+  if (gain >= options_.min_gain) {
+    *reason = absl::StrFormat("offloading predicts %+.0f%% over all local%s", 100 * gain, capped);
+    return plan;
+  }
+  *reason = absl::StrFormat("all local: offloading predicts %+.1f%%, under the %.0f%% it must gain",
+                            100 * gain, 100 * options_.min_gain);
+  here.max_cut_why = absl::StrFormat("offloading gains under %.0f%%", 100 * options_.min_gain);
+  return MakePlan(here);
+}
+
+void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
                       std::vector<std::string>* notes) {
   throughput_ = plan.throughput;
   placement_ = Placement::FromRates(plan.rate);
   explanation_ = plan.explanation;
+  reason_ = std::move(reason);
   ++changes_;
-  if (notes != nullptr) notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_));
+  if (notes != nullptr) {
+    notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_, " (", reason_, ")"));
+  }
   if (placement_.all_local()) return;
   const Placement local = AllLocal(placement_);
   const absl::StatusOr<double> local_rate = ThroughputOf(in, local.PathShares());
@@ -311,6 +372,7 @@ void Replanner::FoldIngest(const Snapshot& s) {
     all_bound =
         all_bound && it != iw.start.end() && LinkBound(w, it->second, seconds, rate, here_busy);
   }
+  iw.peak = std::max(iw.peak, rate);
   if (all_bound) {
     iw.limit = iw.limit > 0 ? 0.5 * (iw.limit + rate) : rate;
   } else if (iw.limit > 0 && rate > iw.limit) {
@@ -404,6 +466,12 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   if (usable > 0 && every_link_binds) in.bandwidth = links;
   if (usable > 0 && ingest_.limit > 0) in.bandwidth = std::min(in.bandwidth, ingest_.limit);
   if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
+  // Slow start (see the rules): no link known, so none is assumed faster than
+  // link_growth x what has been seen to pass.
+  network_cap_ = 0;
+  if (usable > 0 && in.bandwidth >= 1e299 && ingest_.peak > 0 && options_.link_growth > 0) {
+    network_cap_ = in.bandwidth = options_.link_growth * ingest_.peak;
+  }
   if (options_.demand > 0) {
     in.demand = options_.demand;
   } else if (demand_.known() && demand_.value() > 0) {
@@ -467,7 +535,8 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   // After a worker came or went the running placement was made for other
   // resources: the new plan replaces it whatever the gain.
   const bool resources_changed = std::exchange(resources_changed_, false);
-  auto plan = MakePlan(*in);
+  std::string reason;
+  auto plan = WorthwhilePlan(*in, &reason);
   if (!plan.ok() || plan->throughput <= 0) return std::nullopt;
   if (changes_ > 0 && !resources_changed) {
     const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
@@ -476,7 +545,7 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
       return std::nullopt;
     }
   }
-  Apply(*plan, *in, now, notes);
+  Apply(*plan, std::move(reason), *in, now, notes);
   return placement_;
 }
 
@@ -504,6 +573,7 @@ ReplanState Replanner::State() const {
   absl::MutexLock lock(&mu_);
   ReplanState st;
   st.explanation = explanation_;
+  st.reason = reason_;
   st.changes = changes_;
   st.backoffs = trial_.backoffs();
   st.throughput = throughput_;

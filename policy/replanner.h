@@ -19,10 +19,15 @@
 //               last plan (RelativeChange)
 //
 //   rule        what it does
-//   warm-up     until every stage is measured, R / (L + R) of samples go
-//               remote at the cut with the fewest bytes (WarmUp); the first
-//               plan also waits, at most link_wait_seconds, for a link
-//               window from every worker unless the bandwidth was given
+//   warm-up     until every stage is measured, a probe share of samples
+//               (probe_share, at most R / (L + R)) go remote at the cut
+//               with the fewest bytes (WarmUp); the first plan also waits,
+//               at most link_wait_seconds, for a link window from every
+//               worker unless the bandwidth was given
+//   worth it    a plan that offloads must predict min_gain over all local
+//               (the model's error, delivery_trial.h's tolerance), judged
+//               without the slow-start cap below; otherwise all local is
+//               planned (WorthwhilePlan)
 //   when        every period_seconds; sooner (after a quarter period) when
 //               drift > `drift`; at the next snapshot after Invalidate()
 //   hysteresis  switch only when T_new > (1 + gain) T_running on the same
@@ -32,7 +37,10 @@
 //               link's, kept and probed as FoldLinks says; the trainer's
 //               ingest likewise over all workers (FoldIngest). B: the lower
 //               of the links' sum and the ingest, capped by the operator's
-//               bandwidth
+//               bandwidth. Until a link binds (and untold), B is at most
+//               link_growth x the fastest ingest seen in a window, so plans
+//               grow into an unknown link by steps (slow start) instead of
+//               sending it all at once
 //   storage     readers that waited for bytes half their time were bound by
 //               storage: its rate is S_l here, S_r on the workers (FoldStorage)
 //   demand      D: samples delivered per second the trainer did not wait
@@ -46,6 +54,8 @@
 //               falls short of its prediction and of all local's is tried
 //               against all local, and the better kept (delivery_trial.h;
 //               no new plan while all local is tried or held)
+//   reason      each placement carries why it was chosen (ReplanState::
+//               reason: warm-up, the predicted gain, the cap, a trial)
 //
 // Thread-safety: thread-safe (one internal mutex); no I/O.
 #ifndef PREPFLOW_POLICY_REPLANNER_H_
@@ -59,6 +69,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "policy/delivery_trial.h"
 #include "policy/measurements.h"
@@ -75,6 +86,11 @@ inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
 inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
 // How long the first plan may wait for the links to be measured (default).
 inline constexpr double kLinkWaitSeconds = 2;
+// The warm-up's share of samples on workers, at most (default).
+inline constexpr double kProbeShare = 0.1;
+// What an offloading plan must predict over all local (default): the
+// prediction error the delivery trial tolerates.
+inline constexpr double kMinGain = 0.05;
 
 // Where samples run: the share of each path, as a cumulative distribution
 // over n + 2 outcomes (local, then remote cut 0..n).
@@ -100,12 +116,13 @@ class Placement {
   std::vector<double> cdf_;
 };
 
-// The warm-up placement (see the rules), or nullopt when there are no remote
+// The warm-up placement (see the rules): min(probe_share, R / (L + R)) of
+// samples at the cut with the fewest bytes; nullopt when there are no remote
 // cores. `fixed_bytes[k]` for k = 1..n: the bytes of the value after stage
 // k - 1 when its type fixes them, else < 0 (index 0 unused); the last one
 // must be known. `cut` is set to the chosen cut.
 std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
-                                double remote_cores, int* cut);
+                                double remote_cores, double probe_share, int* cut);
 
 // Cumulative counters of one stage.
 struct StageTotals {
@@ -179,6 +196,12 @@ struct ReplanOptions {
   double bandwidth = 0;  // a cap on B in bytes/s; 0: none
   // The first plan waits at most this long for the links (see the rules).
   double link_wait_seconds = kLinkWaitSeconds;
+  // The warm-up's share on workers, at most; the gain an offloading plan
+  // must predict over all local; B's cap as a multiple of the fastest
+  // ingest seen while no link binds (0: no cap). See the rules.
+  double probe_share = kProbeShare;
+  double min_gain = kMinGain;
+  double link_growth = 4;
   // t_l before any receive is measured, and t_r before workers report it.
   double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
   double send_cost_per_byte = kAssumedSendCpuPerByte;
@@ -190,6 +213,7 @@ struct ReplanOptions {
 // What the re-planner holds now, for stats.
 struct ReplanState {
   std::string explanation;            // of the plan in force ("" before the first)
+  std::string reason;                 // why the placement in force was chosen
   int64_t changes = 0;                // plans applied
   int64_t backoffs = 0;               // plans given up for all local (delivery)
   double throughput = 0;              // T the running placement reaches, samples/s
@@ -211,6 +235,10 @@ class Replanner {
  public:
   Replanner(const ReplanOptions& options, const Placement& initial);
 
+  // Starts the warm-up (see the rules): the placement to run until the
+  // first plan, nullopt when there are no remote cores (WarmUp's arguments).
+  std::optional<Placement> StartWarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
+                                       double remote_cores);
   // Folds `snapshot` in. Returns the new placement when it is time to re-plan
   // and the plan found beats the running one; nullopt otherwise (also while a
   // stage is still unmeasured). `notes` (may be null) gets lines worth
@@ -240,9 +268,13 @@ class Replanner {
   // True while it blocks planning.
   bool JudgeDelivery(const Snapshot& snapshot, std::vector<std::string>* notes, bool* switched)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies a new plan (placement, explanation, the trial).
-  void Apply(const Plan& plan, const PlanInput& in, int64_t now, std::vector<std::string>* notes)
+  // The plan for `in`, or all local's where offloading predicts under
+  // min_gain over it (see the rules); `reason` says which and why.
+  absl::StatusOr<Plan> WorthwhilePlan(const PlanInput& in, std::string* reason) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies a new plan (placement, explanation and reason, the trial).
+  void Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
+             std::vector<std::string>* notes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether every worker that has answered has had a link window close (or
@@ -265,6 +297,7 @@ class Replanner {
     int64_t start_cpu_nanos = 0;
     std::map<int, WorkerTotals> start;  // each usable worker's counters then
     double limit = 0;                   // bytes/s; 0: never seen binding
+    double peak = 0;                    // the fastest window's bytes/s
   };
   void FoldIngest(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The share of the results since `start` that came with every credit out.
@@ -312,10 +345,14 @@ class Replanner {
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string explanation_ ABSL_GUARDED_BY(mu_);
+  std::string reason_ ABSL_GUARDED_BY(mu_);
+  // B's slow-start cap in the last input, bytes/s; 0: none (see the rules).
+  double network_cap_ ABSL_GUARDED_BY(mu_) = 0;
   DeliveryTrial trial_ ABSL_GUARDED_BY(mu_);
   // The plan a trial of all local replaced, to restore.
   Placement tried_ ABSL_GUARDED_BY(mu_);
   std::string tried_explanation_ ABSL_GUARDED_BY(mu_);
+  std::string tried_reason_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace prepflow::policy

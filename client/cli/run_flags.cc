@@ -86,6 +86,7 @@ void PrintRunSummary(const LoaderStats& st, const absl::Status& status) {
                     ? absl::StrCat(", ", st.plan_backoffs, " back-offs to all local").c_str()
                     : "",
                 st.plan.c_str());
+  if (!st.plan_reason.empty()) std::printf("  why: %s\n", st.plan_reason.c_str());
   if (st.remote_images > 0 || st.workers_total > 0) {
     std::printf(
         "offload %s: %lld local, %lld remote images; %d of %d workers alive, %lld items "

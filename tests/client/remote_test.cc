@@ -487,7 +487,13 @@ TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {
   // no limit on demand or bandwidth the plan sends work out.
   EXPECT_GE(r.stats.plan_changes, 1);
   EXPECT_THAT(r.stats.plan, HasSubstr("samples/s"));
+  EXPECT_THAT(r.stats.plan_reason, ::testing::ContainsRegex("offloading predicts|all local"));
   EXPECT_GT(r.stats.remote_images, 0);
+  ASSERT_EQ(r.stats.epoch_seconds.size(), static_cast<size_t>(o.epochs));
+  double seconds = 0;
+  for (double e : r.stats.epoch_seconds) seconds += e;
+  EXPECT_LE(seconds, r.stats.seconds);
+  EXPECT_GT(seconds, 0);
   ASSERT_EQ(r.stats.plan_fractions.size(), 6u);  // local, remote cut 0..4
   EXPECT_EQ(r.stats.plan_fractions[1], 0);       // the planner never sends raw files
 }

@@ -75,20 +75,36 @@ ReplanOptions Options() {
   return o;
 }
 
-TEST(WarmUp, SendsTheRemoteShareToTheCutWithTheFewestBytes) {
+TEST(WarmUp, ProbesWithASmallShareAtTheCutWithTheFewestBytes) {
   int cut = -1;
   // Stages' outputs: 150 KB, 600 KB, 600 KB (the last must be known).
-  auto p = WarmUp({-1, 150'000, 600'000, 600'000}, /*local=*/2, /*remote=*/6, &cut);
+  auto p = WarmUp({-1, 150'000, 600'000, 600'000}, /*local=*/2, /*remote=*/6, kProbeShare, &cut);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(cut, 1);
   const std::vector<double> f = p->Fractions();  // local, cut 0, 1, 2, 3
   ASSERT_EQ(f.size(), 5u);
-  EXPECT_DOUBLE_EQ(f[0], 0.25);
-  EXPECT_DOUBLE_EQ(f[2], 0.75);
+  EXPECT_DOUBLE_EQ(f[0], 0.9);  // the probe, not the 75% the remote cores would take
+  EXPECT_DOUBLE_EQ(f[2], 0.1);
+  // The remote cores' share where it is smaller than the probe.
+  EXPECT_DOUBLE_EQ(WarmUp({-1, 150'000}, 19, 1, 0.5, &cut)->Fractions()[0], 0.95);
   // A tie goes to the latest cut; an unfixed size is never chosen.
-  WarmUp({-1, 600'000, -1, 600'000}, 1, 1, &cut);
+  WarmUp({-1, 600'000, -1, 600'000}, 1, 1, kProbeShare, &cut);
   EXPECT_EQ(cut, 3);
-  EXPECT_FALSE(WarmUp({-1, 10, 20}, 2, 0, &cut).has_value());  // no remote cores
+  EXPECT_FALSE(WarmUp({-1, 10, 20}, 2, 0, kProbeShare, &cut).has_value());  // no remote cores
+  EXPECT_FALSE(WarmUp({-1, 10, 20}, 2, 4, 0, &cut).has_value());            // no probe
+}
+
+TEST(Replanner, TheWarmUpIsTheReasonUntilTheFirstPlan) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  const std::optional<Placement> warm = r.StartWarmUp({-1, 150'000, 600'000}, 2, 8);
+  ASSERT_TRUE(warm.has_value());
+  EXPECT_DOUBLE_EQ(warm->Fractions()[0], 0.9);
+  EXPECT_EQ(r.State().reason,
+            "warm-up: 10% of samples probe the workers at cut 1 (8.00 remote cores, 2.00 here) "
+            "until every stage is measured");
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  EXPECT_THAT(r.State().reason, ::testing::StartsWith("offloading predicts +"));
 }
 
 TEST(Placement, DrawsEachPathInProportion) {
@@ -128,6 +144,9 @@ TEST(Replanner, TheFirstPlanOffloadsAndIsExplained) {
   EXPECT_FALSE(st.explanation.empty());
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_EQ(notes[0].rfind("plan 1: ", 0), 0u) << notes[0];
+  // 2 + 8 cores against 2: the reason gives the gain, and so does the log.
+  EXPECT_THAT(st.reason, ::testing::MatchesRegex("offloading predicts \\+[0-9]+% over all local"));
+  EXPECT_THAT(notes[0], ::testing::EndsWith("(" + st.reason + ")"));
   ASSERT_TRUE(r.WantedRemoteCores().has_value());
   EXPECT_GT(*r.WantedRemoteCores(), 0);
 }
@@ -564,6 +583,97 @@ TEST(Replanner, APlanThatDoesNotDeliverIsTriedAgainstAllLocalAndGivenUp) {
   EXPECT_THAT(r.State().explanation, ::testing::HasSubstr("all local: it delivered 180.0"));
   EXPECT_EQ(r.State().backoffs, 1);
   EXPECT_FALSE(run(10, 180).has_value());  // held: no offload plan meanwhile
+}
+
+}  // namespace
+}  // namespace prepflow::policy
+
+namespace prepflow::policy {
+namespace {
+
+// Offloading that predicts less than min_gain over all local is within the
+// model's error: all local is planned, and says why. Two workers' 0.1 core
+// against 2 here predict +5%; with min_gain 10% the plan stays local.
+TEST(Replanner, APlanGainingUnderMinGainStaysLocal) {
+  for (const double min_gain : {0.0, 0.1}) {
+    ReplanOptions o = Options();
+    o.min_gain = min_gain;
+    Replanner r(o, Placement::Cut(2, 0, 0));
+    Job job;
+    job.remote_cores = 0.1;
+    const std::optional<Placement> p = r.Update(job.At(1, 100), nullptr);
+    ASSERT_TRUE(p.has_value());
+    const ReplanState st = r.State();
+    if (min_gain == 0) {
+      EXPECT_FALSE(p->all_local());
+      EXPECT_THAT(st.reason, ::testing::StartsWith("offloading predicts +5%"));
+    } else {
+      EXPECT_TRUE(p->all_local());
+      EXPECT_EQ(st.reason, "all local: offloading predicts +5.0%, under the 10% it must gain");
+      EXPECT_THAT(st.explanation, ::testing::HasSubstr("(offloading gains under 10%)"));
+      EXPECT_NEAR(st.throughput, 2 / 0.011, 0.01);
+    }
+  }
+}
+
+// No link has bound and none was given: plans go no further than
+// link_growth x the fastest ingest seen (slow start), and grow as more is
+// seen to pass; once the link binds, its rate is B and the cap is gone.
+TEST(Replanner, PlansGrowIntoALinkNotYetSeenBinding) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  EXPECT_FALSE(r.Update(job.At(1, 100), nullptr).has_value());  // the windows open
+  // 1.5 s at 2 MB/s with credits to spare: nothing binds.
+  job.worker_results += 20;
+  job.worker_bytes += 3e6;
+  ASSERT_TRUE(r.Update(job.At(2.5, 200), nullptr).has_value());
+  const ReplanState st = r.State();
+  EXPECT_DOUBLE_EQ(st.ingest_limit, 8e6);  // 4 x 2 MB/s
+  EXPECT_THAT(st.reason, ::testing::MatchesRegex(
+                             "offloading predicts \\+[0-9]+% over all local; \\+[0-9]+% within the "
+                             "network's cap, 4x the 2.0 MB/s seen until a link binds"));
+  // 1.5 s at 8 MB/s, still free: the cap grows to 32 MB/s, and the plan with it.
+  job.worker_results += 20;
+  job.worker_bytes += 12e6;
+  const std::optional<Placement> grown = r.Update(job.At(4, 300), nullptr);
+  ASSERT_TRUE(grown.has_value());
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 32e6);
+  // 1.5 s at 20 MB/s with every credit out: the link binds, and B is its rate.
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 30e6;
+  r.Update(job.At(5.5, 400), nullptr);
+  EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
+  // Without the cap the first plan sends what 8 cores make, blind.
+  ReplanOptions uncapped = Options();
+  uncapped.link_growth = 0;
+  Replanner blind(uncapped, Placement::Cut(2, 0, 0));
+  Job again;
+  again.worker_results = 10;
+  blind.Update(again.At(1, 100), nullptr);
+  again.worker_results += 20;
+  again.worker_bytes += 3e6;
+  ASSERT_TRUE(blind.Update(again.At(2.5, 200), nullptr).has_value());
+  EXPECT_EQ(blind.State().ingest_limit, 0);
+}
+
+// Judged under the cap, a plan held to what a small probe passed could gain
+// too little to offload at all, and then nothing would pass to lift the cap:
+// the gain is the uncapped plan's, and the capped plan is the step towards it.
+TEST(Replanner, ACappedPlanIsJudgedByItsUncappedGain) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  r.Update(job.At(1, 100), nullptr);
+  job.worker_results += 20;
+  job.worker_bytes += 0.15e6;  // 0.1 MB/s: a sample a second
+  const std::optional<Placement> p = r.Update(job.At(2.5, 200), nullptr);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(p->all_local());  // +1.5% under the cap, +300% without
+  const ReplanState st = r.State();
+  EXPECT_DOUBLE_EQ(st.ingest_limit, 0.4e6);
+  EXPECT_THAT(st.reason, ::testing::ContainsRegex("; \\+1% within the network's cap"));
 }
 
 }  // namespace

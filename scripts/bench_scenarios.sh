@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# The planner in every scenario, one command. For each scenario, on the
+# testbed (scripts/testbed.sh): off, auto told nothing, and a sweep of static
+# splits once each; then ROUNDS interleaved rounds of off, auto and the two
+# best static splits of the sweep. Medians per mode; auto against off and
+# against the best static split; auto's prediction (its last plan's
+# plan_predicted_images_per_s) beside what it delivered in steady state (the
+# second half of its epochs, from epoch_seconds). Every run's checksum must
+# agree within a scenario. Workers are restarted before every run, so no run
+# inherits another's caches or streams.
+#
+#   sudo scripts/bench_scenarios.sh [DATA]
+#   env: SCENARIOS (all: cpu link far churn echo light), ROUNDS (3),
+#        EPOCHS (16), SWEEP (the static splits), OUT (a file for the JSON
+#        lines; one per scenario, also printed)
+#
+# Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
+#   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound
+#   link   trainer 0.5, workers 1 core, its ingest 100 Mbit/s, untold
+#   far    trainer 0.5, workers 0.5, one of them behind 40 Mbit/s
+#   churn  trainer 0.5, workers 0.5: w1 and w2 at the start, w3 joins after
+#          CHURN_AT seconds (4) and w2 is killed at the same time
+#   echo   as cpu, with a 1 GB sample cache and --echo 2
+#   light  bench/light.pbtxt (thumbnails, ~1 ms a sample), trainer 1 core,
+#          workers 0.5: offloading has little to give
+# Not here yet: storage-bound (S3 behind a limited link), two jobs sharing a
+# pool and ranks (scripts/bench_ranks.sh measures those with a scheduler).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=$(realpath "${1:-../shared/datasets/photos-512}")
+scenarios=${SCENARIOS:-cpu link far churn echo light}
+rounds=${ROUNDS:-3}
+epochs=${EPOCHS:-16}
+churn_at=${CHURN_AT:-4}
+sweep=${SWEEP:-cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 \
+cut=3,remote_fraction=0.75 remote}
+tb=scripts/testbed.sh
+port=7700
+work=$(mktemp -d)
+out=${OUT:-$work/scenarios.jsonl}
+cleanup() { "$tb" down >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+# Sets the scenario's testbed (up), the workers started before each run
+# (hosts), those named to the client (listed), run flags, the pipeline and
+# what runs beside each run (during).
+scenario() {
+  up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
+  pipeline=imagenet-train
+  case "$1" in
+    cpu) ;;
+    link) up="2 --cpu 1 --trainer-cpu 0.5 --trainer-bw 100" ;;
+    far) up="2 --cpu 0.5 --trainer-cpu 0.5 --bw 40 --bw-hosts w2" ;;
+    churn) up="3 --cpu 0.5 --trainer-cpu 0.5" listed="w1 w2 w3" during=churn ;;
+    echo) flags="--cache-bytes 1000000000 --echo 2" ;;
+    light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
+    *) echo "bench_scenarios: unknown scenario '$1'" >&2; exit 2 ;;
+  esac
+}
+
+declare -A pid
+start_worker() {  # host
+  rm -f "$work/$1.port"
+  "$tb" exec "$1" build/bin/prepflow-worker --listen "$("$tb" addr "$1")" --port "$port" --insecure \
+    --data-root "$data" --port-file "$work/$1.port" >/dev/null 2>>"$work/$1.err" &
+  pid[$1]=$!
+  for _ in $(seq 100); do [ -s "$work/$1.port" ] && return; sleep 0.1; done
+  echo "bench_scenarios: the worker on $1 did not start: $(tail -n 3 "$work/$1.err")" >&2
+  exit 1
+}
+stop_workers() {
+  for h in "${!pid[@]}"; do kill "${pid[$h]}" 2>/dev/null || true; wait "${pid[$h]}" 2>/dev/null || true; done
+  pid=()
+}
+churn() {  # beside a run: w3 joins, w2 is killed
+  sleep "$churn_at"
+  start_worker w3
+  echo "${pid[w3]}" >"$work/w3.pid"  # for stop_workers, outside this subshell
+  kill -9 "${pid[w2]}" 2>/dev/null || true
+}
+
+run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB> JSON
+  local s=$1 mode=$2 r=$3 beside="" workers=""
+  for h in $hosts; do start_worker "$h"; done
+  for h in $listed; do workers="${workers:+$workers,}$("$tb" addr "$h"):$port"; done
+  if [ -n "$during" ]; then "$during" & beside=$!; fi
+  local json
+  json=$("$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" \
+    --epochs "$epochs" --offload "$mode" --workers "$workers" --worker-timeout 60 --json $flags \
+    2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1)
+  if [ -n "$beside" ]; then wait "$beside" || true; fi
+  if [ -s "$work/w3.pid" ]; then pid[w3]=$(cat "$work/w3.pid"); rm -f "$work/w3.pid"; fi
+  stop_workers
+  printf '%s\t%s\t%s\t%s\n' "$s" "$mode" "$r" "$json"
+}
+
+summarise() {  # scenario tsv -> one JSON line
+  python3 - "$1" "$2" "$epochs" <<'PY'
+import json, statistics, sys
+scenario, path, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [line.rstrip("\n").split("\t", 3) for line in open(path)]
+sweep, runs, checksums, autos = {}, {}, set(), []
+for _, mode, r, js in rows:
+    d = json.loads(js)
+    checksums.add(d["checksum"])
+    if r == "0":
+        sweep[mode] = d["images_per_s"]
+        continue
+    runs.setdefault(mode, []).append(d["images_per_s"])
+    if mode == "auto":
+        autos.append(d)
+median = {m: statistics.median(v) for m, v in runs.items()}
+static = {m: v for m, v in median.items() if m not in ("off", "auto")}
+best = max(static, key=static.get)
+def steady(d):  # samples/s over the second half of the epochs
+    ep = d.get("epoch_seconds", [])
+    half = ep[len(ep) // 2:]
+    return d["images"] / len(ep) * len(half) / sum(half) if half and sum(half) > 0 else 0
+errors = [abs(steady(d) - d["plan_predicted_images_per_s"]) / d["plan_predicted_images_per_s"]
+          for d in autos if d.get("plan_predicted_images_per_s", 0) > 0]
+last = autos[-1] if autos else {}
+print(json.dumps({
+    "benchmark": "scenario", "scenario": scenario, "epochs": epochs, "rounds": len(autos),
+    "off": round(median["off"], 1), "auto": round(median["auto"], 1),
+    "best_static": best, "best_static_images_per_s": round(static[best], 1),
+    "auto_vs_off": round(median["auto"] / median["off"], 3),
+    "auto_vs_best_static": round(median["auto"] / static[best], 3),
+    "auto_predicted": round(statistics.median(
+        d.get("plan_predicted_images_per_s", 0) for d in autos), 1) if autos else 0,
+    "auto_steady": round(statistics.median(steady(d) for d in autos), 1) if autos else 0,
+    "prediction_error": round(statistics.median(errors), 3) if errors else None,
+    "auto_plan": last.get("plan"), "auto_plan_reason": last.get("plan_reason"),
+    "auto_plan_changes": [d.get("plan_changes") for d in autos],
+    "auto_backoffs": [d.get("plan_backoffs") for d in autos],
+    "round_rates": {m: [round(x, 1) for x in v] for m, v in runs.items()},
+    "sweep": {m: round(v, 1) for m, v in sweep.items()},
+    "all_checksums_equal": len(checksums) == 1,
+}))
+PY
+}
+
+scripts/setup.sh >&2
+find "$data" -type f -exec cat {} + >/dev/null
+: >"$out"
+for s in $scenarios; do
+  scenario "$s"
+  # shellcheck disable=SC2086
+  "$tb" up $up >&2
+  tsv="$work/$s.tsv"
+  for m in off auto $sweep; do
+    echo "bench_scenarios: $s: sweep: $m" >&2
+    run "$s" "$m" 0 >>"$tsv"
+  done
+  top=$(python3 - "$tsv" <<'PY'
+import json, sys
+rate = {}
+for line in open(sys.argv[1]):
+    _, mode, _, js = line.rstrip("\n").split("\t", 3)
+    if mode not in ("off", "auto"):
+        rate[mode] = json.loads(js)["images_per_s"]
+print(" ".join(sorted(rate, key=rate.get)[-2:]))
+PY
+)
+  for r in $(seq "$rounds"); do
+    for m in off auto $top; do
+      echo "bench_scenarios: $s: round $r: $m" >&2
+      run "$s" "$m" "$r" >>"$tsv"
+    done
+  done
+  grep -hE "plan [0-9]+:|link binds|warm-up|trying all local" "$work/$s.auto."*.log | head -n 8 >&2 || true
+  summarise "$s" "$tsv" | tee -a "$out"
+  "$tb" down >&2
+done

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The planner in every scenario, one command. For each scenario, on the
 # testbed (scripts/testbed.sh): off, auto told nothing, and a sweep of static
-# splits once each; then ROUNDS interleaved rounds of off, auto and the two
-# best static splits of the sweep. Medians per mode; auto against off and
+# splits once each; then ROUNDS interleaved rounds of off, auto, auto as it
+# was before its warm-up probed (auto-prev: the remote cores' share from the
+# start, no minimum gain, no slow start) and the two best static splits of
+# the sweep. Medians per mode; auto against off and
 # against the best static split; auto's prediction (its last plan's
 # plan_predicted_images_per_s) beside what it delivered in steady state (the
 # second half of its epochs, from epoch_seconds). Every run's checksum must
@@ -11,7 +13,7 @@
 #
 #   sudo scripts/bench_scenarios.sh [DATA]
 #   env: SCENARIOS (all: cpu link far churn echo light), ROUNDS (3),
-#        EPOCHS (16), SWEEP (the static splits), OUT (a file for the JSON
+#        EPOCHS (30), SWEEP (the static splits), OUT (a file for the JSON
 #        lines; one per scenario, also printed)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
@@ -30,7 +32,7 @@ cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
 scenarios=${SCENARIOS:-cpu link far churn echo light}
 rounds=${ROUNDS:-3}
-epochs=${EPOCHS:-16}
+epochs=${EPOCHS:-30}
 churn_at=${CHURN_AT:-4}
 sweep=${SWEEP:-cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 \
 cut=3,remote_fraction=0.75 remote}
@@ -80,13 +82,16 @@ churn() {  # beside a run: w3 joins, w2 is killed
 }
 
 run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB> JSON
-  local s=$1 mode=$2 r=$3 beside="" workers=""
+  local s=$1 mode=$2 r=$3 beside="" workers="" offload=$2 prev=""
+  if [ "$mode" = auto-prev ]; then
+    offload=auto prev="--replan-probe-share 1 --replan-min-gain 0 --replan-link-growth 0"
+  fi
   for h in $hosts; do start_worker "$h"; done
   for h in $listed; do workers="${workers:+$workers,}$("$tb" addr "$h"):$port"; done
   if [ -n "$during" ]; then "$during" & beside=$!; fi
   local json
   json=$("$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" \
-    --epochs "$epochs" --offload "$mode" --workers "$workers" --worker-timeout 60 --json $flags \
+    --epochs "$epochs" --offload "$offload" --workers "$workers" --worker-timeout 60 --json $flags $prev \
     2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1)
   if [ -n "$beside" ]; then wait "$beside" || true; fi
   if [ -s "$work/w3.pid" ]; then pid[w3]=$(cat "$work/w3.pid"); rm -f "$work/w3.pid"; fi
@@ -110,7 +115,7 @@ for _, mode, r, js in rows:
     if mode == "auto":
         autos.append(d)
 median = {m: statistics.median(v) for m, v in runs.items()}
-static = {m: v for m, v in median.items() if m not in ("off", "auto")}
+static = {m: v for m, v in median.items() if m not in ("off", "auto", "auto-prev")}
 best = max(static, key=static.get)
 def steady(d):  # samples/s over the second half of the epochs
     ep = d.get("epoch_seconds", [])
@@ -122,6 +127,8 @@ last = autos[-1] if autos else {}
 print(json.dumps({
     "benchmark": "scenario", "scenario": scenario, "epochs": epochs, "rounds": len(autos),
     "off": round(median["off"], 1), "auto": round(median["auto"], 1),
+    "auto_prev": round(median["auto-prev"], 1),
+    "auto_vs_auto_prev": round(median["auto"] / median["auto-prev"], 3),
     "best_static": best, "best_static_images_per_s": round(static[best], 1),
     "auto_vs_off": round(median["auto"] / median["off"], 3),
     "auto_vs_best_static": round(median["auto"] / static[best], 3),
@@ -156,13 +163,13 @@ import json, sys
 rate = {}
 for line in open(sys.argv[1]):
     _, mode, _, js = line.rstrip("\n").split("\t", 3)
-    if mode not in ("off", "auto"):
+    if mode not in ("off", "auto", "auto-prev"):
         rate[mode] = json.loads(js)["images_per_s"]
 print(" ".join(sorted(rate, key=rate.get)[-2:]))
 PY
 )
   for r in $(seq "$rounds"); do
-    for m in off auto $top; do
+    for m in off auto auto-prev $top; do
       echo "bench_scenarios: $s: round $r: $m" >&2
       run "$s" "$m" "$r" >>"$tsv"
     done

@@ -403,8 +403,8 @@ Rows TuningRows() {
                       "for every worker's link to be measured"),
       DoubleOption<O>("replan_probe_share", "replan-probe-share", &O::replan_probe_share, 0, 1,
                       false,
-                      "--offload auto: the share of samples sent to workers, at most, while the "
-                      "stages are first measured (0: all local until the first plan)"),
+                      "--offload auto: until the first plan, the workers take their cores' share "
+                      "of samples, at most this share (0: all local until the first plan)"),
       DoubleOption<O>("replan_min_gain", "replan-min-gain", &O::replan_min_gain, 0, kNoMax, false,
                       "--offload auto: the fraction more throughput than all local a plan must "
                       "predict to offload at all"),

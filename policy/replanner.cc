@@ -149,7 +149,7 @@ std::optional<Placement> Replanner::StartWarmUp(const std::vector<int64_t>& fixe
   absl::MutexLock lock(&mu_);
   placement_ = *warm;
   reason_ = absl::StrFormat(
-      "warm-up: %.0f%% of samples probe the workers at cut %d (%.2f remote cores, %.2f here) "
+      "warm-up: %.0f%% of samples go to the workers at cut %d (%.2f remote cores, %.2f here) "
       "until every stage is measured",
       100 * (1 - warm->Fractions()[0]), cut, remote_cores, local_cores);
   return warm;
@@ -201,7 +201,7 @@ absl::StatusOr<Plan> Replanner::WorthwhilePlan(const PlanInput& in, std::string*
   if (!local.ok() || local->throughput <= 0) return plan;
   // The gain is judged without the slow-start cap, which paces growth into
   // an unknown link rather than models it: judged under it, a plan capped
-  // to a small probe's rate could stay local, and the cap never grow.
+  // to what a small warm-up share passed could stay local, and the cap never grow.
   double best = plan->throughput;
   std::string capped;
   if (network_cap_ > 0) {
@@ -352,13 +352,20 @@ void Replanner::FoldIngest(const Snapshot& s) {
     return;
   }
   const double seconds = (s.now_nanos - iw.start_nanos) * 1e-9;
-  int64_t results = 0;
+  int64_t results = 0, saturated = 0;
   double bytes = 0;
   for (const WorkerTotals& w : s.workers) {
     auto it = iw.start.find(w.id);
     if (!w.usable || it == iw.start.end()) continue;
     results += w.results - it->second.results;
+    saturated += w.saturated_results - it->second.saturated_results;
     bytes += w.received_bytes - it->second.received_bytes;
+  }
+  // Slow start's base (see the rules): what passed with credits to spare
+  // bounds the links from below from a quarter second on, before the window
+  // closes and can say whether they bind.
+  if (seconds >= 0.25 && results >= 2 && 2 * saturated < results) {
+    iw.peak = std::max(iw.peak, bytes / seconds);
   }
   if (seconds < 1 || results < 4) return;
   const double rate = bytes / seconds;
@@ -517,7 +524,9 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   }
   if (blocked) return std::nullopt;
   if (first_nanos_ == 0) first_nanos_ = now;
-  if (changes_ == 0 && !LinksMeasured(snapshot) &&
+  // Slow start paces a first plan made before the links are watched.
+  const bool paced = options_.link_growth > 0 && ingest_.peak > 0;
+  if (changes_ == 0 && !paced && !LinksMeasured(snapshot) &&
       now - first_nanos_ < static_cast<int64_t>(options_.link_wait_seconds * 1e9)) {
     return std::nullopt;  // the first plan waits for the links (see the rules)
   }

@@ -19,11 +19,12 @@
 //               last plan (RelativeChange)
 //
 //   rule        what it does
-//   warm-up     until every stage is measured, a probe share of samples
-//               (probe_share, at most R / (L + R)) go remote at the cut
+//   warm-up     until every stage is measured, R / (L + R) of samples (at
+//               most probe_share, 1 by default) go remote at the cut
 //               with the fewest bytes (WarmUp); the first plan also waits,
 //               at most link_wait_seconds, for a link window from every
-//               worker unless the bandwidth was given
+//               worker unless the bandwidth was given or slow start (below)
+//               can pace it
 //   worth it    a plan that offloads must predict min_gain over all local
 //               (the model's error, delivery_trial.h's tolerance), judged
 //               without the slow-start cap below; otherwise all local is
@@ -38,9 +39,10 @@
 //               ingest likewise over all workers (FoldIngest). B: the lower
 //               of the links' sum and the ingest, capped by the operator's
 //               bandwidth. Until a link binds (and untold), B is at most
-//               link_growth x the fastest ingest seen in a window, so plans
-//               grow into an unknown link by steps (slow start) instead of
-//               sending it all at once
+//               link_growth x the fastest ingest seen (over a window, or
+//               from a quarter second into one while credits were to
+//               spare), so plans grow into an unknown link by steps (slow
+//               start) instead of sending it all at once
 //   storage     readers that waited for bytes half their time were bound by
 //               storage: its rate is S_l here, S_r on the workers (FoldStorage)
 //   demand      D: samples delivered per second the trainer did not wait
@@ -86,8 +88,10 @@ inline constexpr double kPriorReceiveCpuPerByte = 0.17e-9;
 inline constexpr double kAssumedSendCpuPerByte = 0.12e-9;
 // How long the first plan may wait for the links to be measured (default).
 inline constexpr double kLinkWaitSeconds = 2;
-// The warm-up's share of samples on workers, at most (default).
-inline constexpr double kProbeShare = 0.1;
+// The warm-up's share of samples on workers, at most (default: no cap
+// below R / (L + R); a 10% probe measured 0.9x in the CPU-bound scenario
+// and no better behind a tight link, docs/benchmarks.md).
+inline constexpr double kProbeShare = 1;
 // What an offloading plan must predict over all local (default): the
 // prediction error the delivery trial tolerates.
 inline constexpr double kMinGain = 0.05;

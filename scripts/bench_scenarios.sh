@@ -2,9 +2,8 @@
 # The planner in every scenario, one command. For each scenario, on the
 # testbed (scripts/testbed.sh): off, auto told nothing, and a sweep of static
 # splits once each; then ROUNDS interleaved rounds of off, auto, auto as it
-# was before its warm-up probed (auto-prev: the remote cores' share from the
-# start, no minimum gain, no slow start) and the two best static splits of
-# the sweep. Medians per mode; auto against off and
+# was before 2026-11-28 (auto-prev: no minimum gain, no slow start) and the
+# two best static splits of the sweep. Medians per mode; auto against off and
 # against the best static split; auto's prediction (its last plan's
 # plan_predicted_images_per_s) beside what it delivered in steady state (the
 # second half of its epochs, from epoch_seconds). Every run's checksum must
@@ -13,8 +12,10 @@
 #
 #   sudo scripts/bench_scenarios.sh [DATA]
 #   env: SCENARIOS (all: cpu link far churn echo light), ROUNDS (3),
-#        EPOCHS (30), SWEEP (the static splits), OUT (a file for the JSON
-#        lines; one per scenario, also printed)
+#        EPOCHS (30), SWEEP (the static splits; each scenario has its own
+#        default), RUN_LIMIT (seconds a run may take, 300; one that takes
+#        longer counts as 0 samples/s), OUT (a file for the JSON lines; one
+#        per scenario, also printed)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
 #   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound
@@ -34,8 +35,7 @@ scenarios=${SCENARIOS:-cpu link far churn echo light}
 rounds=${ROUNDS:-3}
 epochs=${EPOCHS:-30}
 churn_at=${CHURN_AT:-4}
-sweep=${SWEEP:-cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 \
-cut=3,remote_fraction=0.75 remote}
+run_limit=${RUN_LIMIT:-300}
 tb=scripts/testbed.sh
 port=7700
 work=$(mktemp -d)
@@ -44,20 +44,30 @@ cleanup() { "$tb" down >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 # Sets the scenario's testbed (up), the workers started before each run
-# (hosts), those named to the client (listed), run flags, the pipeline and
-# what runs beside each run (during).
+# (hosts), those named to the client (listed), run flags, the pipeline, what
+# runs beside each run (during) and the static splits to sweep (behind a
+# tight link, only small remote shares finish in reasonable time).
 scenario() {
   up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
   pipeline=imagenet-train
+  sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
+  sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
     cpu) ;;
-    link) up="2 --cpu 1 --trainer-cpu 0.5 --trainer-bw 100" ;;
-    far) up="2 --cpu 0.5 --trainer-cpu 0.5 --bw 40 --bw-hosts w2" ;;
+    link)
+      up="2 --cpu 1 --trainer-cpu 0.5 --trainer-bw 100"
+      sweep="cut=3,remote_fraction=0.1 cut=3,remote_fraction=0.2 cut=3,remote_fraction=0.3"
+      ;;
+    far)
+      up="2 --cpu 0.5 --trainer-cpu 0.5 --bw 40 --bw-hosts w2"
+      sweep="cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 cut=3,remote_fraction=0.75"
+      ;;
     churn) up="3 --cpu 0.5 --trainer-cpu 0.5" listed="w1 w2 w3" during=churn ;;
     echo) flags="--cache-bytes 1000000000 --echo 2" ;;
     light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
     *) echo "bench_scenarios: unknown scenario '$1'" >&2; exit 2 ;;
   esac
+  sweep=${SWEEP:-$sweep}
 }
 
 declare -A pid
@@ -90,9 +100,10 @@ run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB
   for h in $listed; do workers="${workers:+$workers,}$("$tb" addr "$h"):$port"; done
   if [ -n "$during" ]; then "$during" & beside=$!; fi
   local json
-  json=$("$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" \
+  json=$(timeout "$run_limit" "$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" \
     --epochs "$epochs" --offload "$offload" --workers "$workers" --worker-timeout 60 --json $flags $prev \
-    2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1)
+    2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1) || true
+  [[ "$json" == "{"* ]] || json="{\"images_per_s\": 0, \"error\": \"no result in ${run_limit} s\"}"
   if [ -n "$beside" ]; then wait "$beside" || true; fi
   if [ -s "$work/w3.pid" ]; then pid[w3]=$(cat "$work/w3.pid"); rm -f "$work/w3.pid"; fi
   stop_workers
@@ -107,7 +118,8 @@ rows = [line.rstrip("\n").split("\t", 3) for line in open(path)]
 sweep, runs, checksums, autos = {}, {}, set(), []
 for _, mode, r, js in rows:
     d = json.loads(js)
-    checksums.add(d["checksum"])
+    if "checksum" in d:
+        checksums.add(d["checksum"])
     if r == "0":
         sweep[mode] = d["images_per_s"]
         continue

@@ -75,7 +75,7 @@ ReplanOptions Options() {
   return o;
 }
 
-TEST(WarmUp, ProbesWithASmallShareAtTheCutWithTheFewestBytes) {
+TEST(WarmUp, SendsTheRemoteShareUpToTheProbeShareToTheCutWithTheFewestBytes) {
   int cut = -1;
   // Stages' outputs: 150 KB, 600 KB, 600 KB (the last must be known).
   auto p = WarmUp({-1, 150'000, 600'000, 600'000}, /*local=*/2, /*remote=*/6, kProbeShare, &cut);
@@ -83,9 +83,10 @@ TEST(WarmUp, ProbesWithASmallShareAtTheCutWithTheFewestBytes) {
   EXPECT_EQ(cut, 1);
   const std::vector<double> f = p->Fractions();  // local, cut 0, 1, 2, 3
   ASSERT_EQ(f.size(), 5u);
-  EXPECT_DOUBLE_EQ(f[0], 0.9);  // the probe, not the 75% the remote cores would take
-  EXPECT_DOUBLE_EQ(f[2], 0.1);
-  // The remote cores' share where it is smaller than the probe.
+  EXPECT_DOUBLE_EQ(f[0], 0.25);  // by default, the remote cores' share
+  EXPECT_DOUBLE_EQ(f[2], 0.75);
+  // At most the probe share, where one is set.
+  EXPECT_DOUBLE_EQ(WarmUp({-1, 150'000}, 2, 6, 0.1, &cut)->Fractions()[0], 0.9);
   EXPECT_DOUBLE_EQ(WarmUp({-1, 150'000}, 19, 1, 0.5, &cut)->Fractions()[0], 0.95);
   // A tie goes to the latest cut; an unfixed size is never chosen.
   WarmUp({-1, 600'000, -1, 600'000}, 1, 1, kProbeShare, &cut);
@@ -95,12 +96,14 @@ TEST(WarmUp, ProbesWithASmallShareAtTheCutWithTheFewestBytes) {
 }
 
 TEST(Replanner, TheWarmUpIsTheReasonUntilTheFirstPlan) {
-  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  ReplanOptions o = Options();
+  o.probe_share = 0.1;
+  Replanner r(o, Placement::Cut(2, 0, 0));
   const std::optional<Placement> warm = r.StartWarmUp({-1, 150'000, 600'000}, 2, 8);
   ASSERT_TRUE(warm.has_value());
   EXPECT_DOUBLE_EQ(warm->Fractions()[0], 0.9);
   EXPECT_EQ(r.State().reason,
-            "warm-up: 10% of samples probe the workers at cut 1 (8.00 remote cores, 2.00 here) "
+            "warm-up: 10% of samples go to the workers at cut 1 (8.00 remote cores, 2.00 here) "
             "until every stage is measured");
   Job job;
   ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
@@ -674,6 +677,27 @@ TEST(Replanner, ACappedPlanIsJudgedByItsUncappedGain) {
   const ReplanState st = r.State();
   EXPECT_DOUBLE_EQ(st.ingest_limit, 0.4e6);
   EXPECT_THAT(st.reason, ::testing::ContainsRegex("; \\+1% within the network's cap"));
+}
+
+// A quarter second of answers with credits to spare shows the links carry
+// at least that much: slow start can pace the first plan from it, which then
+// need not wait for the link windows to close. Answers with every credit out
+// may be a link binding already: the plan waits for the window to say.
+TEST(Replanner, SlowStartPacesAFirstPlanBeforeTheLinksAreWatched) {
+  for (const bool saturated : {false, true}) {
+    Replanner r(Options(), Placement::Cut(2, 0, 0));
+    Job job;
+    job.worker_results = 10;
+    EXPECT_FALSE(r.Update(job.At(1, 100), nullptr).has_value());  // the windows open
+    job.worker_results += 4;
+    job.worker_saturated += saturated ? 4 : 0;
+    job.worker_bytes += 0.6e6;  // 2 MB/s over 0.3 s
+    const std::optional<Placement> p = r.Update(job.At(1.3, 130), nullptr);
+    EXPECT_EQ(p.has_value(), !saturated);
+    if (p) {
+      EXPECT_DOUBLE_EQ(r.State().ingest_limit, 8e6);
+    }
+  }
 }
 
 }  // namespace

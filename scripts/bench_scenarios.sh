@@ -14,7 +14,8 @@
 #   env: SCENARIOS (all: cpu link far churn echo light), ROUNDS (3),
 #        EPOCHS (30), SWEEP (the static splits; each scenario has its own
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
-#        longer counts as 0 samples/s), OUT (a file for the JSON lines; one
+#        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
+#        runs, e.g. "--replan-probe-share 0.1" to try a setting), OUT (a file for the JSON lines; one
 #        per scenario, also printed)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
@@ -93,6 +94,7 @@ churn() {  # beside a run: w3 joins, w2 is killed
 
 run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB> JSON
   local s=$1 mode=$2 r=$3 beside="" workers="" offload=$2 prev=""
+  [ "$mode" = auto ] && prev=${AUTO_FLAGS:-}
   if [ "$mode" = auto-prev ]; then
     offload=auto prev="--replan-probe-share 1 --replan-min-gain 0 --replan-link-growth 0"
   fi

@@ -154,7 +154,7 @@ struct LoaderOptions {
   // ingest seen plans may go while no link binds (policy::ReplanOptions).
   double replan_probe_share = policy::kProbeShare;
   double replan_min_gain = policy::kMinGain;
-  double replan_link_growth = 4;
+  double replan_link_growth = policy::kLinkGrowth;
   double worker_timeout_seconds = 30;  // silence while owing results
   // Hedging: an item that has waited this many times the fastest worker's
   // item latency is copied to an idle worker; the first answer wins and the

@@ -95,6 +95,8 @@ inline constexpr double kProbeShare = 1;
 // What an offloading plan must predict over all local (default): the
 // prediction error the delivery trial tolerates.
 inline constexpr double kMinGain = 0.05;
+// B's slow-start cap, as a multiple of the fastest ingest seen (default).
+inline constexpr double kLinkGrowth = 4;
 
 // Where samples run: the share of each path, as a cumulative distribution
 // over n + 2 outcomes (local, then remote cut 0..n).
@@ -205,7 +207,7 @@ struct ReplanOptions {
   // ingest seen while no link binds (0: no cap). See the rules.
   double probe_share = kProbeShare;
   double min_gain = kMinGain;
-  double link_growth = 4;
+  double link_growth = kLinkGrowth;
   // t_l before any receive is measured, and t_r before workers report it.
   double prior_receive_cost_per_byte = kPriorReceiveCpuPerByte;
   double send_cost_per_byte = kAssumedSendCpuPerByte;

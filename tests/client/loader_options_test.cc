@@ -2,9 +2,12 @@
 // is an option on every surface.
 #include "client/loader_options.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -86,6 +89,18 @@ TEST(OptionTableTest, ErrorsNameTheOptionAsEachSurfaceSpellsIt) {
   EXPECT_THAT(
       SetOptions(table, {{"bogus", OptionValue(int64_t{1})}}, OptionSurface::kPython, &o).message(),
       HasSubstr("unknown option 'bogus'"));
+  // The planner's knobs: a share in [0, 1], factors >= 0, never NaN or inf.
+  const double nan = std::nan("");
+  for (const auto& [key, bad] : std::vector<std::pair<std::string, double>>{
+           {"replan_probe_share", 1.5},
+           {"replan_probe_share", -0.1},
+           {"replan_min_gain", -1},
+           {"replan_min_gain", nan},
+           {"replan_link_growth", std::numeric_limits<double>::infinity()}}) {
+    EXPECT_THAT(SetOptions(table, {{key, OptionValue(bad)}}, OptionSurface::kPython, &o).message(),
+                HasSubstr(key + ": must be"))
+        << key << " " << bad;
+  }
   // Checked again when the loader starts, as the record's surface names it.
   LoaderOptions from_python;
   from_python.surface = OptionSurface::kPython;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -72,6 +73,8 @@ const char* BindingName(Binding b) {
       return "storage reads here";
     case Binding::kRemoteStorage:
       return "storage reads on workers";
+    case Binding::kWorkerLinks:
+      return "workers' links";
   }
   return "?";
 }
@@ -138,6 +141,14 @@ absl::Status Validate(const PlanInput& in) {
         "and storage bandwidths >= 0 (got ",
         in.reuse_at, ", ", in.cache_hit, ", ", in.echo, ", ", in.read_bytes, ")"));
   }
+  for (const PlanInput::WorkerLink& w : in.worker_links) {
+    if (!(w.cores >= 0) || !std::isfinite(w.cores) || !(w.bandwidth >= 0) ||
+        std::isnan(w.bandwidth)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan input: a worker link needs cores and bandwidth >= 0 (got ", w.cores,
+                       " cores, ", w.bandwidth, " bytes/s)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -167,6 +178,31 @@ std::vector<std::array<double, kRows>> PathUse(const PlanInput& in) {
   return use;
 }
 
+// Bytes per remote CPU-second of a split (rates or shares per path; 0 when
+// nothing runs remotely): ρ in "Workers whose own link binds" (planner.h).
+double BytesPerRemoteCpu(const std::vector<std::array<double, kRows>>& use,
+                         const std::vector<double>& rate) {
+  double cpu = 0, bytes = 0;
+  for (size_t k = 1; k < use.size() && k < rate.size(); ++k) {
+    cpu += rate[k] * use[k][1];
+    bytes += rate[k] * use[k][2];
+  }
+  return cpu > 0 ? bytes / cpu : 0;
+}
+
+// The input with each link-bound worker's cores cut to what its link carries
+// at `rho` bytes per remote CPU-second, and the links dropped.
+PlanInput WithLinks(const PlanInput& in, double rho) {
+  PlanInput out = in;
+  out.worker_links.clear();
+  for (const PlanInput::WorkerLink& w : in.worker_links) {
+    const double usable = rho > 0 ? std::min(w.cores, w.bandwidth / rho) : w.cores;
+    out.remote_cores -= w.cores - usable;
+  }
+  out.remote_cores = std::max(0.0, out.remote_cores);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<double>& fractions) {
@@ -185,7 +221,8 @@ absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<doubl
     return absl::InvalidArgumentError(absl::StrCat("fractions sum to ", sum, ", not 1"));
   }
   const std::vector<std::array<double, kRows>> use = PathUse(in);
-  const std::array<double, kRows> cap = Capacities(in);
+  const std::array<double, kRows> cap =
+      Capacities(WithLinks(in, BytesPerRemoteCpu(use, fractions)));
   double rate = kUnlimited;
   for (int r = 0; r < kRows; ++r) {
     double per_sample = 0;
@@ -279,10 +316,8 @@ Plan ToPlan(const PlanInput& in, const Candidate& best,
   return plan;
 }
 
-}  // namespace
-
-absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
-  if (absl::Status s = Validate(in); !s.ok()) return s;
+// MakePlan without link-bound workers, on a valid input.
+absl::StatusOr<Plan> SolvePlan(const PlanInput& in) {
   const size_t n = in.local_cost.size();
   const std::array<double, kRows> cap = Capacities(in);
   // Path k's use of each resource per sample.
@@ -355,6 +390,68 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   Plan plan = ToPlan(in, best, use, cap, finite_rows);
   plan.explanation = Explain(in, plan);
   return plan;
+}
+
+// The plan of fixed rates per path under `in` (no worker links): what they
+// use, what binds, the explanation.
+Plan PlanOfRates(const PlanInput& in, const std::vector<double>& rate) {
+  const std::vector<std::array<double, kRows>> use = PathUse(in);
+  const std::array<double, kRows> cap = Capacities(in);
+  std::vector<int> finite_rows;
+  for (int r = 0; r < kRows; ++r) {
+    if (cap[r] < kUnlimited) finite_rows.push_back(r);
+  }
+  Candidate c;
+  c.rate = rate;
+  for (size_t k = 0; k < use.size(); ++k) {
+    c.throughput += rate[k];
+    c.remote += rate[k] * use[k][1];
+    c.bytes += rate[k] * use[k][2];
+  }
+  Plan plan = ToPlan(in, c, use, cap, finite_rows);
+  plan.explanation = Explain(in, plan);
+  return plan;
+}
+
+// MakePlan with link-bound workers (planner.h): a plan is made at a guess of
+// ρ, first the workers' full cores, then at the ρ of the plan made, until a
+// guess repeats; each plan's split is scored at its own ρ (ThroughputOf) and
+// the best split is the plan, at the rate it reaches.
+absl::StatusOr<Plan> PlanWithLinks(const PlanInput& in) {
+  const std::vector<std::array<double, kRows>> use = PathUse(in);
+  std::vector<double> best_rate;
+  double best = -1, best_rho = 0, rho = 0;
+  for (int i = 0; i < 8; ++i) {
+    absl::StatusOr<Plan> plan = SolvePlan(WithLinks(in, rho));
+    if (!plan.ok()) return plan.status();
+    const double own = BytesPerRemoteCpu(use, plan->rate);
+    std::vector<double> share = plan->rate;
+    for (double& f : share) f = plan->throughput > 0 ? f / plan->throughput : 0;
+    if (plan->throughput <= 0) share[0] = 1;
+    absl::StatusOr<double> reached = ThroughputOf(in, share);
+    if (!reached.ok()) return reached.status();
+    if (*reached > best * (1 + 1e-9)) {
+      best = *reached, best_rho = own, best_rate = share;
+      for (double& r : best_rate) r *= *reached;
+    }
+    if (std::abs(own - rho) <= 1e-9 * std::max(own, rho)) break;  // it agrees with its guess
+    rho = own;
+  }
+  const PlanInput linked = WithLinks(in, best_rho);
+  Plan plan = PlanOfRates(linked, best_rate);
+  if (linked.remote_cores < in.remote_cores * (1 - 1e-9) &&
+      absl::c_linear_search(plan.binding, Binding::kRemoteCpu)) {
+    plan.binding.push_back(Binding::kWorkerLinks);
+    plan.explanation = Explain(linked, plan);
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
+  if (absl::Status s = Validate(in); !s.ok()) return s;
+  return in.worker_links.empty() ? SolvePlan(in) : PlanWithLinks(in);
 }
 
 absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan) {

@@ -16,6 +16,8 @@
 //                  is answered by a cache with probability h, and yields E
 //                  echoed copies; s bytes are read from storage per miss.
 //   S_l, S_r       storage read bandwidth of this trainer and of the workers.
+//   c_j, l_j       a worker whose own link binds: its cores and its link's
+//                  bytes/s (worker_links; its cores are counted in R too).
 //
 // The model. Choose rates y_k >= 0 (samples/s taking path k) to
 //
@@ -31,6 +33,16 @@
 // store serve, and k >= K, where the workers' do), the stages before K cost
 // (1-h)/E of themselves per delivered sample; a cut between 0 and K reuses
 // nothing (the value at K is made on both sides).
+//
+// Workers whose own link binds (one far away, or behind a slow port) are
+// not one pool's cores: a worker takes the same mix of paths as the rest
+// (items go to whichever worker has a credit), so with ρ the bytes per
+// remote CPU-second of the plan's remote paths, worker j uses at most
+// min(c_j, l_j / ρ) of its cores. R is cut to that for each such worker,
+// at the ρ of the plan being made: a plan is made at a guess of ρ (first
+// the workers' full cores) and made again at its own ρ until the two agree
+// (WithLinks in planner.cc). ThroughputOf applies the same cut at the
+// split's own ρ.
 //
 // (c_i includes, on every path, the trainer's fixed per-sample work: batch
 // ops), and, among plans reaching the best T, use the fewest remote cores, then the
@@ -77,9 +89,24 @@ struct PlanInput {
   double read_bytes = 0;
   double local_storage_bandwidth = 1e300;
   double remote_storage_bandwidth = 1e300;
+  // Workers whose own link binds (c_j, l_j): see "Workers whose own link
+  // binds" above. Their cores are part of remote_cores.
+  struct WorkerLink {
+    double cores = 0;      // c_j
+    double bandwidth = 0;  // l_j, bytes/s
+  };
+  std::vector<WorkerLink> worker_links;
 };
 
-enum class Binding { kLocalCpu, kRemoteCpu, kNetwork, kDemand, kLocalStorage, kRemoteStorage };
+enum class Binding {
+  kLocalCpu,
+  kRemoteCpu,
+  kNetwork,
+  kDemand,
+  kLocalStorage,
+  kRemoteStorage,
+  kWorkerLinks,  // remote CPU binds, cut to what link-bound workers' links carry
+};
 const char* BindingName(Binding b);
 
 struct Plan {

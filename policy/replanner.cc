@@ -46,6 +46,11 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
   check(a.read_bytes, b.read_bytes, "the bytes a read takes");
   check(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
   check(a.remote_storage_bandwidth, b.remote_storage_bandwidth, "storage's bandwidth to workers");
+  double links_a = 0, links_b = 0;
+  for (const PlanInput::WorkerLink& w : a.worker_links) links_a += w.bandwidth;
+  for (const PlanInput::WorkerLink& w : b.worker_links) links_b += w.bandwidth;
+  if (a.worker_links.size() != b.worker_links.size()) links_a = 0;  // one found or lost
+  check(links_a > 0 ? links_a : 1e300, links_b > 0 ? links_b : 1e300, "the workers' links");
   return worst;
 }
 
@@ -451,7 +456,7 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
     in.max_cut = s.max_cut;
     in.max_cut_why = s.max_cut_why;
   }
-  double remote_cores = 0, links = 0;
+  double remote_cores = 0;
   int usable = 0;
   bool every_link_binds = true;
   for (const WorkerTotals& w : s.workers) {
@@ -460,7 +465,8 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
     ++usable;
     auto it = links_.find(w.id);
     const double limit = it != links_.end() ? it->second.link.limit : 0;
-    links += limit;
+    // A worker whose link binds takes what its link carries (planner.h).
+    if (limit > 0) in.worker_links.push_back({w.cores, limit});
     every_link_binds = every_link_binds && limit > 0;
   }
   in.remote_cores = remote_cores;
@@ -470,13 +476,13 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
   // (Workers that offer no cores leave the default: MakePlan refuses 0.)
   in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
-  if (usable > 0 && every_link_binds) in.bandwidth = links;
   if (usable > 0 && ingest_.limit > 0) in.bandwidth = std::min(in.bandwidth, ingest_.limit);
   if (options_.bandwidth > 0) in.bandwidth = std::min(in.bandwidth, options_.bandwidth);
   // Slow start (see the rules): no link known, so none is assumed faster than
   // link_growth x what has been seen to pass.
   network_cap_ = 0;
-  if (usable > 0 && in.bandwidth >= 1e299 && ingest_.peak > 0 && options_.link_growth > 0) {
+  if (usable > 0 && !every_link_binds && in.bandwidth >= 1e299 && ingest_.peak > 0 &&
+      options_.link_growth > 0) {
     network_cap_ = in.bandwidth = options_.link_growth * ingest_.peak;
   }
   if (options_.demand > 0) {

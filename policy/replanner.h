@@ -34,11 +34,13 @@
 //   hysteresis  switch only when T_new > (1 + gain) T_running on the same
 //               inputs (ThroughputOf); not after Invalidate()
 //   links       a worker's link binds in a window when its credits were out
-//               and its CPU idle enough (LinkBound); its rate is then the
-//               link's, kept and probed as FoldLinks says; the trainer's
-//               ingest likewise over all workers (FoldIngest). B: the lower
-//               of the links' sum and the ingest, capped by the operator's
-//               bandwidth. Until a link binds (and untold), B is at most
+//               and its CPU idle enough (LinkBound; every answer on its
+//               stream counts, a hedged copy's loser too); its rate is then
+//               the link's, kept and probed as FoldLinks says, and the plan
+//               counts that worker's cores only as far as its link carries
+//               (PlanInput::worker_links). The trainer's ingest likewise
+//               over all workers (FoldIngest). B: the ingest, capped by the
+//               operator's bandwidth. Until every link binds (and untold), B is at most
 //               link_growth x the fastest ingest seen (over a window, or
 //               from a quarter second into one while credits were to
 //               spare), so plans grow into an unknown link by steps (slow

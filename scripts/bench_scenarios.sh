@@ -16,7 +16,7 @@
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
 #        runs, e.g. "--replan-probe-share 0.1" to try a setting), OUT (a file for the JSON lines; one
-#        per scenario, also printed)
+#        per scenario, also printed), LOGS (a folder to keep every run's log in)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
 #   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound
@@ -41,7 +41,11 @@ tb=scripts/testbed.sh
 port=7700
 work=$(mktemp -d)
 out=${OUT:-$work/scenarios.jsonl}
-cleanup() { "$tb" down >/dev/null 2>&1 || true; rm -rf "$work"; }
+cleanup() {
+  "$tb" down >/dev/null 2>&1 || true
+  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$LOGS"/ 2>/dev/null || true; fi
+  rm -rf "$work"
+}
 trap cleanup EXIT
 
 # Sets the scenario's testbed (up), the workers started before each run

@@ -345,6 +345,18 @@ void RemotePool::Drop(int w, const std::string& why) {
   Dispatch();
 }
 
+void RemotePool::CountAnswer(Worker& worker, const ReceivedMessage& answer) {
+  ++worker.results;
+  if (FreeCredits(worker) <= 0) ++worker.saturated_results;
+  const double busy = answer.message.result().worker_busy();
+  worker.worker_busy = std::isfinite(busy) ? std::clamp(busy, 0.0, 1.0) : 0;
+  worker.answer_bytes += static_cast<double>(answer.wire_bytes);
+  for (const proto::SampleResult& r : answer.message.result().samples()) {
+    worker.cpu_seconds += r.read_cpu_seconds();
+    for (const auto& stage : r.stages()) worker.cpu_seconds += stage.cpu_seconds();
+  }
+}
+
 bool RemotePool::TakeAnswer(int w, const ReceivedMessage& answer, Pending* out) {
   const uint64_t id = answer.message.result().item_id();
   Worker& worker = workers_[w];
@@ -359,6 +371,7 @@ bool RemotePool::TakeAnswer(int w, const ReceivedMessage& answer, Pending* out) 
     // The slower copy of a hedged item: its credit is free again.
     auto pos = std::find(worker.abandoned.begin(), worker.abandoned.end(), id);
     if (worker.member.alive && pos != worker.abandoned.end()) {
+      CountAnswer(worker, answer);
       worker.abandoned.erase(pos);
       Dispatch();
     }
@@ -381,16 +394,7 @@ bool RemotePool::TakeAnswer(int w, const ReceivedMessage& answer, Pending* out) 
     }
     if (loser.member.retiring && loser.items.empty()) RetireLocked(other);
   }
-  // The counters the re-planner reads a link from.
-  ++worker.results;
-  if (FreeCredits(worker) <= 0) ++worker.saturated_results;
-  const double busy = answer.message.result().worker_busy();
-  worker.worker_busy = std::isfinite(busy) ? std::clamp(busy, 0.0, 1.0) : 0;
-  worker.answer_bytes += static_cast<double>(answer.wire_bytes);
-  for (const proto::SampleResult& r : answer.message.result().samples()) {
-    worker.cpu_seconds += r.read_cpu_seconds();
-    for (const auto& stage : r.stages()) worker.cpu_seconds += stage.cpu_seconds();
-  }
+  CountAnswer(worker, answer);
   worker.member.samples += answer.message.result().samples_size();
   worker.items.erase(std::find(worker.items.begin(), worker.items.end(), id));
   if (worker.member.retiring && worker.items.empty()) RetireLocked(w);  // its last item

@@ -223,9 +223,10 @@ class RemotePool {
     std::string unavailable;  // why it stops there (JobOpened.unavailable)
     int64_t cache_bytes = 0;  // JobOpened.cache_bytes
     uint64_t key = 0;         // a hash of its address: its rendezvous key
-    // What the re-planner reads its link from: answers taken, their bytes,
-    // the CPU the worker reported for them, and those that arrived with
-    // every credit out.
+    // What the re-planner reads its link from: every answer its stream
+    // carried (taken, or a hedged copy's slower twin), their bytes, the CPU
+    // the worker reported for them, and those that arrived with every
+    // credit out (CountAnswer).
     double answer_bytes = 0;
     double cpu_seconds = 0;
     int64_t results = 0, saturated_results = 0;
@@ -263,6 +264,10 @@ class RemotePool {
   // Takes `answer` from worker `w` into `out` if it is the one to take;
   // false for an answer to drop (late, or the slower of a hedged pair).
   bool TakeAnswer(int w, const ReceivedMessage& answer, Pending* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts an answer that crossed worker `w`'s link (before its credit is
+  // freed): a worker whose hedged copies all lose still shows its link.
+  void CountAnswer(Worker& worker, const ReceivedMessage& answer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RemotePoolOptions options_;

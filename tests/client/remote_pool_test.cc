@@ -502,5 +502,33 @@ TEST_F(RemotePoolTest, TheSnapshotCountsAnswersForTheLinkEstimate) {
   EXPECT_DOUBLE_EQ(s.workers[0].cpu_seconds, 0.002);
 }
 
+// A far worker whose every item is copied to a faster one and lost there
+// still carries its answers over its own link: the re-planner must see them,
+// or it never finds that link binding and counts the worker's cores in full.
+TEST_F(RemotePoolTest, AHedgedCopysSlowerTwinStillCountsForItsLink) {
+  RemotePoolOptions options;
+  options.hedge_after = 1;
+  Make(options);
+  FakeStream* fast = Open("fast:1", 1);
+  FakeStream* far = Open("far:1", 1);
+  Submit({0});
+  Submit({1});
+  now_ += 100'000'000;
+  Answer(fast, 0);
+  now_ += 250'000'000;
+  pool_->Tick();  // item 1, 350 ms on the far worker, is copied to the fast one
+  ASSERT_EQ(fast->sent.size(), 2u);
+  Answer(fast, 1);       // the copy wins
+  Answer(far, 0, 7000);  // the far worker's twin: dropped, but it crossed the link
+  policy::Snapshot s;
+  pool_->FillSnapshot(&s);
+  ASSERT_EQ(s.workers.size(), 2u);
+  EXPECT_EQ(s.workers[1].results, 1);
+  EXPECT_EQ(s.workers[1].saturated_results, 1);  // its one credit was out
+  EXPECT_DOUBLE_EQ(s.workers[1].received_bytes, 7000);
+  EXPECT_EQ(pool_->Members()[1].samples, 0);  // nothing of it was delivered
+  ExpectExactlyOnce({0, 1});
+}
+
 }  // namespace
 }  // namespace prepflow

@@ -41,6 +41,75 @@ TEST(Planner, StaysLocalWhenLocalCpuMeetsDemand) {
   EXPECT_THAT(plan->binding, ElementsAre(Binding::kDemand));
 }
 
+// Two workers of one core, one behind a 3 MB/s link. All remote sends 150 KB
+// for 10 ms of CPU (15 MB per CPU-second), so the far worker can use 0.2 of
+// its core: 1 + 1 + 0.2 cores at 10 ms a sample give 220/s, not 300.
+TEST(Planner, AWorkerBehindATightLinkCountsOnlyTheCoresItsLinkCarries) {
+  PlanInput in = TwoStages();
+  in.remote_cores = 2;
+  in.worker_links = {{1, 3e6}};
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 220, kTol);
+  EXPECT_THAT(plan->rate,
+              ElementsAre(DoubleNear(100, kTol), DoubleNear(0, kTol), DoubleNear(120, kTol)));
+  EXPECT_NEAR(plan->remote_cores_used, 1.2, kTol);
+  EXPECT_THAT(plan->binding,
+              UnorderedElementsAre(Binding::kLocalCpu, Binding::kRemoteCpu, Binding::kWorkerLinks));
+  EXPECT_THAT(plan->explanation, HasSubstr("workers' links"));
+  // A fixed split is scored the same way: a quarter here, the rest remote.
+  auto rate = ThroughputOf(in, {0.25, 0, 0.75});
+  ASSERT_TRUE(rate.ok());
+  EXPECT_NEAR(*rate, 1.2 / 0.0075, kTol);  // 2 / 0.0075 without the link
+  // A link that carries more than its worker's cores need takes nothing away.
+  in.worker_links = {{1, 100e6}};
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 300, kTol);
+  EXPECT_THAT(plan->binding, UnorderedElementsAre(Binding::kLocalCpu, Binding::kRemoteCpu));
+}
+
+// The cut a plan takes sets what a link-bound worker can give (cut 1 sends
+// 75 MB per remote CPU-second, all remote 15), and that can change the cut.
+// Over links from far too tight to ample, the plan's rate is what
+// ThroughputOf gives its split (scored at its own bytes per CPU-second), and
+// no simple split of local and one cut does better.
+TEST(Planner, PlansWithLinksAgreeWithTheirOwnScore) {
+  for (double link : {0.5e6, 3e6, 20e6, 60e6, 400e6}) {
+    PlanInput in = TwoStages();
+    in.local_cores = 0.5;
+    in.remote_cores = 3;
+    in.worker_links = {{1, link}, {1, link / 3}};
+    in.bandwidth = 40e6;
+    auto plan = MakePlan(in);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    std::vector<double> share = plan->rate;
+    for (double& f : share) f /= plan->throughput;
+    auto scored = ThroughputOf(in, share);
+    ASSERT_TRUE(scored.ok());
+    EXPECT_NEAR(plan->throughput, *scored, 1e-6 * *scored) << "link " << link;
+    // Never below the best of the two single remote cuts mixed with local.
+    for (double f : {0.0, 0.25, 0.5, 0.75, 0.9}) {
+      for (size_t k : {1, 2}) {
+        std::vector<double> split = {1 - f, 0, 0};
+        split[k] = f;
+        auto other = ThroughputOf(in, split);
+        ASSERT_TRUE(other.ok());
+        EXPECT_GE(plan->throughput, *other * (1 - 1e-6)) << "link " << link << " cut " << k;
+      }
+    }
+  }
+}
+
+TEST(Planner, RefusesAWorkerLinkWithNegativeOrNaNFigures) {
+  PlanInput in = TwoStages();
+  in.remote_cores = 2;
+  in.worker_links = {{-1, 3e6}};
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("worker link"));
+  in.worker_links = {{1, std::nan("")}};
+  EXPECT_THAT(MakePlan(in).status().message(), HasSubstr("worker link"));
+}
+
 TEST(Planner, UsesEveryCoreAndSendsTheSmallerBoundary) {
   // Every sample needs 10 ms of CPU wherever it runs, so 3 cores give 300/s
   // whichever paths are mixed; the tie on remote cores (2 in every case) is

@@ -500,6 +500,51 @@ TEST(Replanner, ASharedIngestLinkIsNotOverCountedWhenOneWorkerGoesQuiet) {
   EXPECT_DOUBLE_EQ(r.State().ingest_limit, 20e6);
 }
 
+// Two workers of 4 cores: w:1 near, its answers back with credits to spare;
+// w:2 far, every credit out and its CPU idle at 2 MB/s. The plan counts
+// w:2's cores only as far as 2 MB/s carries (cut 1 sends 15 MB per remote
+// CPU-second: 0.13 of its 4 cores), and says so.
+TEST(Replanner, AFarWorkersLinkCutsItsCoresInThePlan) {
+  std::vector<std::string> notes;
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.remote_cores = 4;
+  auto at = [&](double t, double samples, int64_t near_results, int64_t far_results) {
+    Snapshot s = job.At(t, samples);
+    s.workers[0].results = near_results;
+    s.workers[0].received_bytes = 150e3 * near_results;
+    WorkerTotals far = s.workers[0];
+    far.id = 8;
+    far.name = "w:2";
+    far.results = far.saturated_results = far_results;
+    far.received_bytes = 150e3 * far_results;
+    s.workers.push_back(far);
+    return s;
+  };
+  r.Update(at(1, 100, 0, 0), &notes);
+  r.Update(at(2, 200, 10, 1), &notes);       // the windows open
+  r.Update(at(3.5, 300, 1010, 21), &notes);  // far: 20 results, 2 MB/s
+  ASSERT_DOUBLE_EQ(r.State().links.at(8).limit, 2e6);
+  EXPECT_EQ(r.State().links.at(7).limit, 0);  // near: never bound
+  r.Invalidate();
+  ASSERT_TRUE(r.Update(at(4, 400, 1400, 27), &notes).has_value());
+  EXPECT_THAT(r.State().explanation, ::testing::HasSubstr("workers' links"));
+  // What the same input plans with both workers' cores in full, and with
+  // w:2 cut to its link: the state is the second.
+  PlanInput in;
+  in.local_cost = {0.010, 0.001};
+  in.boundary_bytes = {150e3, 600e3};
+  in.local_cores = 2;
+  in.remote_cores = 8;
+  in.local_cost_per_byte = kPriorReceiveCpuPerByte;
+  in.remote_cost_per_byte = kAssumedSendCpuPerByte;
+  const double full = MakePlan(in)->throughput;
+  in.worker_links = {{4, 2e6}};
+  const double cut = MakePlan(in)->throughput;
+  EXPECT_LT(cut, 0.8 * full);
+  EXPECT_NEAR(r.State().throughput, cut, 0.05 * cut);
+}
+
 // Up to 4 s into `job`: the worker's first answers at 2.5 s, then 1.5 s of
 // answers at 20 MB/s with every credit out, its CPU idle: its link binds.
 void BindTheLinkAt20MBps(Replanner& r, Job& job, std::vector<std::string>* notes) {

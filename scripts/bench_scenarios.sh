@@ -11,7 +11,7 @@
 # inherits another's caches or streams.
 #
 #   sudo scripts/bench_scenarios.sh [DATA]
-#   env: SCENARIOS (all: cpu link far churn echo light), ROUNDS (3),
+#   env: SCENARIOS (all: cpu link far churn echo light storage), ROUNDS (3),
 #        EPOCHS (30), SWEEP (the static splits; each scenario has its own
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
@@ -27,12 +27,15 @@
 #   echo   as cpu, with a 1 GB sample cache and --echo 2
 #   light  bench/light.pbtxt (thumbnails, ~1 ms a sample), trainer 1 core,
 #          workers 0.5: offloading has little to give
-# Not here yet: storage-bound (S3 behind a limited link), two jobs sharing a
-# pool and ranks (scripts/bench_ranks.sh measures those with a scheduler).
+#   storage as cpu, the data packed into WebDataset shards on an S3-compatible
+#          store (s3rver) on w3, whose link is STORAGE_MBIT (50): trainer
+#          and workers read through it, and storage binds every placement
+# Not here yet: two jobs sharing a pool and ranks (scripts/bench_ranks.sh
+# measures those with a scheduler).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
-scenarios=${SCENARIOS:-cpu link far churn echo light}
+scenarios=${SCENARIOS:-cpu link far churn echo light storage}
 rounds=${ROUNDS:-3}
 epochs=${EPOCHS:-30}
 churn_at=${CHURN_AT:-4}
@@ -42,8 +45,9 @@ port=7700
 work=$(mktemp -d)
 out=${OUT:-$work/scenarios.jsonl}
 cleanup() {
+  stop_store
   "$tb" down >/dev/null 2>&1 || true
-  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$LOGS"/ 2>/dev/null || true; fi
+  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$work"/*.tsv "$LOGS"/ 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -54,7 +58,7 @@ trap cleanup EXIT
 # tight link, only small remote shares finish in reasonable time).
 scenario() {
   up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
-  pipeline=imagenet-train
+  pipeline=imagenet-train store=
   sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
   sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
@@ -70,16 +74,52 @@ scenario() {
     churn) up="3 --cpu 0.5 --trainer-cpu 0.5" listed="w1 w2 w3" during=churn ;;
     echo) flags="--cache-bytes 1000000000 --echo 2" ;;
     light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
+    storage)
+      up="3 --cpu 0.5 --trainer-cpu 0.5 --bw ${STORAGE_MBIT:-50} --bw-hosts w3" store=w3
+      sweep="cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 remote"
+      ;;
     *) echo "bench_scenarios: unknown scenario '$1'" >&2; exit 2 ;;
   esac
   sweep=${SWEEP:-$sweep}
 }
 
+# The store (storage scenario): the data packed into shards once, served by
+# s3rver on host $1 and uploaded; sets source (what --data names), creds (the
+# environment both ends read it with) and wflags (the workers' flags).
+source=$data creds="" wflags="" store_pid=""
+start_store() {
+  [ -d "$work/shards" ] || build/bin/prepflow pack --data "$data" --out "$work/shards" --shard-samples 64 >&2
+  "$tb" exec "$1" env LISTEN_HOST=0.0.0.0 node --openssl-legacy-provider tests/servers/serve.js s3 \
+    "$work/s3" data >"$work/s3.log" 2>&1 &
+  store_pid=$!
+  local sport=""
+  for _ in $(seq 100); do
+    sport=$(sed -n 's/^listening .*:\([0-9]*\)$/\1/p' "$work/s3.log")
+    [ -n "$sport" ] && break
+    sleep 0.1
+  done
+  [ -n "$sport" ] || { echo "bench_scenarios: s3rver did not start" >&2; exit 1; }
+  local endpoint="http://$("$tb" addr "$1"):$sport"
+  creds="AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_ENDPOINT_URL=$endpoint"
+  for f in "$work/shards"/*; do
+    "$tb" exec trainer curl -sf -X PUT --data-binary "@$f" --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user "S3RVER:S3RVER" -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" \
+      "$endpoint/data/shards/$(basename "$f")" >/dev/null
+  done
+  source=s3://data/shards wflags="--allow-url-prefix s3://data/"
+}
+stop_store() {
+  if [ -n "$store_pid" ]; then kill "$store_pid" 2>/dev/null || true; wait "$store_pid" 2>/dev/null || true; fi
+  store_pid="" source=$data creds="" wflags=""
+  rm -rf "$work/s3"
+}
+
 declare -A pid
 start_worker() {  # host
   rm -f "$work/$1.port"
-  "$tb" exec "$1" build/bin/prepflow-worker --listen "$("$tb" addr "$1")" --port "$port" --insecure \
-    --data-root "$data" --port-file "$work/$1.port" >/dev/null 2>>"$work/$1.err" &
+  # shellcheck disable=SC2086
+  "$tb" exec "$1" env $creds build/bin/prepflow-worker --listen "$("$tb" addr "$1")" --port "$port" \
+    --insecure --data-root "$data" $wflags --port-file "$work/$1.port" >/dev/null 2>>"$work/$1.err" &
   pid[$1]=$!
   for _ in $(seq 100); do [ -s "$work/$1.port" ] && return; sleep 0.1; done
   echo "bench_scenarios: the worker on $1 did not start: $(tail -n 3 "$work/$1.err")" >&2
@@ -106,7 +146,9 @@ run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB
   for h in $listed; do workers="${workers:+$workers,}$("$tb" addr "$h"):$port"; done
   if [ -n "$during" ]; then "$during" & beside=$!; fi
   local json
-  json=$(timeout "$run_limit" "$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline "$pipeline" \
+  # shellcheck disable=SC2086
+  json=$(timeout "$run_limit" "$tb" exec trainer env $creds build/bin/prepflow run --data "$source" \
+    --index-cache-dir "" --pipeline "$pipeline" \
     --epochs "$epochs" --offload "$offload" --workers "$workers" --worker-timeout 60 --json $flags $prev \
     2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1) || true
   [[ "$json" == "{"* ]] || json="{\"images_per_s\": 0, \"error\": \"no result in ${run_limit} s\"}"
@@ -135,6 +177,8 @@ for _, mode, r, js in rows:
 median = {m: statistics.median(v) for m, v in runs.items()}
 static = {m: v for m, v in median.items() if m not in ("off", "auto", "auto-prev")}
 best = max(static, key=static.get)
+def ratio(a, b):  # None where b gave nothing (every run of it failed)
+    return round(a / b, 3) if b > 0 else None
 def steady(d):  # samples/s over the second half of the epochs
     ep = d.get("epoch_seconds", [])
     half = ep[len(ep) // 2:]
@@ -146,10 +190,10 @@ print(json.dumps({
     "benchmark": "scenario", "scenario": scenario, "epochs": epochs, "rounds": len(autos),
     "off": round(median["off"], 1), "auto": round(median["auto"], 1),
     "auto_prev": round(median["auto-prev"], 1),
-    "auto_vs_auto_prev": round(median["auto"] / median["auto-prev"], 3),
+    "auto_vs_auto_prev": ratio(median["auto"], median["auto-prev"]),
     "best_static": best, "best_static_images_per_s": round(static[best], 1),
-    "auto_vs_off": round(median["auto"] / median["off"], 3),
-    "auto_vs_best_static": round(median["auto"] / static[best], 3),
+    "auto_vs_off": ratio(median["auto"], median["off"]),
+    "auto_vs_best_static": ratio(median["auto"], static[best]),
     "auto_predicted": round(statistics.median(
         d.get("plan_predicted_images_per_s", 0) for d in autos), 1) if autos else 0,
     "auto_steady": round(statistics.median(steady(d) for d in autos), 1) if autos else 0,
@@ -171,6 +215,7 @@ for s in $scenarios; do
   scenario "$s"
   # shellcheck disable=SC2086
   "$tb" up $up >&2
+  if [ -n "$store" ]; then start_store "$store"; fi
   tsv="$work/$s.tsv"
   for m in off auto $sweep; do
     echo "bench_scenarios: $s: sweep: $m" >&2
@@ -194,5 +239,6 @@ PY
   done
   grep -hE "plan [0-9]+:|link binds|warm-up|trying all local" "$work/$s.auto."*.log | head -n 8 >&2 || true
   summarise "$s" "$tsv" | tee -a "$out"
+  stop_store
   "$tb" down >&2
 done

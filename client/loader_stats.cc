@@ -130,6 +130,12 @@ std::vector<StatField<S>>* RecoveryFields() {
        kCounter,
        {},
        "Hedged work items that the copy answered first."},
+      {"drained_workers",
+       [](const S& s) -> StatValue { return s.drained_workers; },
+       "prepflow_client_drained_workers_total",
+       kCounter,
+       {},
+       "Workers that said they were leaving (draining): sent no new items, closed once idle."},
   };
 }
 

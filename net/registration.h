@@ -63,6 +63,8 @@ class WorkerRegistration {
   WorkerRegistration(std::string scheduler, Security security, proto::WorkerBeat beat,
                      std::function<void(proto::WorkerBeat*)> refresh);
   void Start() { loop_.Start(); }
+  // Beats now (e.g. to say it is draining) rather than at the next period.
+  void Kick() { loop_.Kick(); }
 
  private:
   proto::WorkerBeat beat_;

@@ -168,10 +168,13 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     reply.set_lease(w.lease);
     // Only what the allocation depends on makes it stale; load changes do
     // not, nor does an address (grants read it as they are sent).
-    if (added || w.beat.cores() != beat.cores() ||
+    if (added || w.beat.cores() != beat.cores() || w.beat.draining() != beat.draining() ||
         Label(w.beat.labels(), options_.locality_label) !=
             Label(beat.labels(), options_.locality_label)) {
       Changed(/*pool=*/true);
+    }
+    if (beat.draining() && !w.beat.draining() && !added) {
+      spdlog::info("worker {} is draining: its jobs move elsewhere", SafeText(beat.worker_id()));
     }
     w.beat = beat;
     w.beat.clear_lease();  // never handed out
@@ -428,6 +431,7 @@ std::shared_ptr<const std::vector<PoolWorker>> SchedulerCore::Pool() {
   auto pool = std::make_shared<std::vector<PoolWorker>>();
   pool->reserve(workers_.size());
   for (const auto& [id, w] : workers_) {
+    if (w.beat.draining()) continue;  // leaving: granted to no one
     pool->push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label)});
   }
   pool_ = std::move(pool);

@@ -120,6 +120,11 @@ void WorkerCore::BeginDrain() {
   draining_ = true;
 }
 
+bool WorkerCore::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
 void WorkerCore::RefuseStream(const absl::Status& status, const std::string& peer) {
   if (metrics_ != nullptr) metrics_->StreamRefused(status.code());
   // A refusal may quote what the job sent (a path, a pipeline's or an op's

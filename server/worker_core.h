@@ -198,6 +198,7 @@ class WorkerCore {
 
   // Stops taking new jobs; running items finish.
   void BeginDrain();
+  bool draining() const;
   int threads() const { return pool_->size(); }
   // Job streams open now.
   int active_streams() const;

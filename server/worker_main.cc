@@ -206,8 +206,10 @@ std::unique_ptr<WorkerRegistration> RegisterWithScheduler(const WorkerFlags& f,
   Security to_scheduler = security;
   to_scheduler.token = security.worker_token;  // this worker's role credential
   auto registration = std::make_unique<WorkerRegistration>(
-      f.scheduler, to_scheduler, beat,
-      [&core](proto::WorkerBeat* b) { b->set_active_streams(core.active_streams()); });
+      f.scheduler, to_scheduler, beat, [&core](proto::WorkerBeat* b) {
+        b->set_active_streams(core.active_streams());
+        b->set_draining(core.draining());
+      });
   registration->Start();
   return registration;
 }
@@ -257,12 +259,17 @@ int Run(const WorkerFlags& f, const Security& security) {
       RegisterWithScheduler(f, security, core, server.port());
   const int signal_number =
       server.ServeUntilStopped(stop_signals, [&] { metrics.ListenerRestarted(); });
-  registration.reset();  // stop beating: the scheduler drops this worker
-  spdlog::info("{}: finishing in-flight items (up to {} s), then exiting", strsignal(signal_number),
-               f.grace_seconds);
+  spdlog::info("{}: draining: finishing in-flight items (up to {} s), then exiting",
+               strsignal(signal_number), f.grace_seconds);
   core.BeginDrain();
-  if (auto* service = static_cast<WorkerService*>(server.service())) service->Drain();
+  // The scheduler grants it to no one from now on (the beat says draining),
+  // and each stream's client stops sending it items (DrainNotice).
+  if (registration) registration->Kick();
+  if (auto* service = static_cast<WorkerService*>(server.service())) {
+    service->Drain(f.grace_seconds);
+  }
   server.Shutdown(f.grace_seconds);
+  registration.reset();  // stop beating: the scheduler drops this worker
   core.Stop();
   spdlog::info("stopped");
   return 0;

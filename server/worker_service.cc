@@ -153,10 +153,15 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   }
 
   // See WorkerService::Drain.
-  void Drain() {
+  void Drain(double seconds) {
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
+      if (!draining_ && job_ != nullptr && !broken_ && !finishing_) {
+        proto::WorkerMessage notice;
+        notice.mutable_draining()->set_seconds(seconds);
+        Send(EncodeMessage(notice));
+      }
       draining_ = true;
       finish = MaybeFinish();
     }
@@ -182,7 +187,9 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   }
 
   void TakeItem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (draining_ || broken_) return;  // unanswered: the client reissues it
+    // While draining, items still come that the client sent before it had
+    // the notice: they are answered like the rest.
+    if (broken_) return;  // unanswered: the client reissues it
     if (in_flight_ >= credits_) {
       Fail(absl::ResourceExhaustedError(absl::StrCat("client sent more than ", credits_,
                                                      " outstanding work items (its credits)")));
@@ -247,7 +254,9 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
   std::optional<grpc::Status> MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_ || in_flight_ > 0 || writing_) return std::nullopt;
     const bool outbox_done = outbox_.empty() || broken_;
-    const bool ended = reads_done_ || broken_ || draining_ || !error_.ok();
+    // A draining stream with a job ends when its client closes it (after
+    // the notice, once its items are answered) or at the shutdown deadline.
+    const bool ended = reads_done_ || broken_ || !error_.ok() || (draining_ && job_ == nullptr);
     if (!ended || !outbox_done) return std::nullopt;
     finishing_ = true;
     if (!error_.ok()) return ToGrpcStatus(error_);
@@ -295,12 +304,14 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Proc
   }
   auto* reactor = new StreamReactor(this, context);
   bool drain = false;
+  double seconds = 0;
   {
     absl::MutexLock lock(&mu_);
     streams_.insert(reactor);
     drain = draining_;
+    seconds = drain_seconds_;
   }
-  if (drain) reactor->Drain();
+  if (drain) reactor->Drain(seconds);
   return reactor;
 }
 
@@ -352,10 +363,11 @@ void WorkerService::JanitorLoop() {
   }
 }
 
-void WorkerService::Drain() {
+void WorkerService::Drain(double seconds) {
   absl::MutexLock lock(&mu_);
   draining_ = true;
-  for (StreamReactor* r : streams_) r->Drain();
+  drain_seconds_ = seconds;
+  for (StreamReactor* r : streams_) r->Drain(seconds);
 }
 
 void WorkerService::Forget(StreamReactor* reactor) {

@@ -40,10 +40,12 @@ class WorkerService final
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
       grpc::CallbackServerContext* context) override;
 
-  // Graceful shutdown, step one: refuse new jobs and items; every stream
-  // finishes the items it has, sends their results, and ends UNAVAILABLE so
-  // its client hands the rest elsewhere. Returns at once.
-  void Drain();
+  // Graceful shutdown, step one: refuse new jobs; every stream with a job
+  // gets a DrainNotice (the worker stays `seconds`), answers the items it
+  // has and those still on their way, and ends when its client closes it
+  // (or when the server shuts down, its client re-issuing what is left).
+  // Returns at once.
+  void Drain(double seconds);
   int active_streams() {
     absl::MutexLock lock(&mu_);
     return static_cast<int>(streams_.size());
@@ -66,6 +68,7 @@ class WorkerService final
   // Streams the janitor is cancelling outside mu_: not deleted meanwhile.
   std::set<StreamReactor*> pinned_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  double drain_seconds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace prepflow

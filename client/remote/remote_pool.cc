@@ -41,6 +41,7 @@ int RemotePool::Add(const std::string& address, const std::string& worker_id, do
   handlers.result = [this, id](std::shared_ptr<const ReceivedMessage> answer) {
     OnResult(id, std::move(answer));
   };
+  handlers.draining = [this, id](double seconds) { OnDraining(id, seconds); };
   handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
   Worker& worker = workers_.emplace_back();
   worker.member.id = id;
@@ -392,13 +393,16 @@ bool RemotePool::TakeAnswer(int w, const ReceivedMessage& answer, Pending* out) 
       loser.items.erase(pos);
       loser.abandoned.push_back(id);
     }
-    if (loser.member.retiring && loser.items.empty()) RetireLocked(other);
+    if (loser.member.retiring && loser.items.empty())
+      RetireLocked(other, "has answered its last item");
   }
   CountAnswer(worker, answer);
   worker.member.samples += answer.message.result().samples_size();
   worker.items.erase(std::find(worker.items.begin(), worker.items.end(), id));
-  if (worker.member.retiring && worker.items.empty()) RetireLocked(w);  // its last item
-  Dispatch();                                                           // its credit is free again
+  if (worker.member.retiring && worker.items.empty()) {
+    RetireLocked(w, "has answered its last item");
+  }
+  Dispatch();  // its credit is free again
   return true;
 }
 
@@ -559,19 +563,31 @@ void RemotePool::SetGrantedCores(int id, double cores) {
 
 void RemotePool::Retire(int id) {
   absl::MutexLock lock(&mu_);
-  if (workers_[id].member.alive && !workers_[id].member.retiring) RetireLocked(id);
+  if (workers_[id].member.alive && !workers_[id].member.retiring) {
+    RetireLocked(id, "is no longer granted");
+  }
 }
 
-void RemotePool::RetireLocked(int w) {
+void RemotePool::OnDraining(int w, double seconds) {
+  absl::MutexLock lock(&mu_);
+  Worker& worker = workers_[w];
+  if (worker.member.draining) return;
+  worker.member.draining = true;
+  ++counters_.drained_workers;
+  if (!worker.member.alive || worker.member.retiring) return;
+  RetireLocked(w, absl::StrFormat("is draining (it stays %.0f s)", seconds));
+}
+
+void RemotePool::RetireLocked(int w, const std::string& why) {
   Worker& worker = workers_[w];
   if (callbacks_.changed) callbacks_.changed();
   if (!worker.items.empty()) {
-    spdlog::info("worker {} is no longer granted; it finishes its {} items and is closed",
-                 worker.member.address, worker.items.size());
+    spdlog::info("worker {} {}; it finishes its {} items and is closed", worker.member.address, why,
+                 worker.items.size());
     worker.member.retiring = true;
     return;
   }
-  spdlog::info("worker {} is no longer granted; closing its stream", worker.member.address);
+  spdlog::info("worker {} {}; closing its stream", worker.member.address, why);
   worker.member.alive = false;
   if (worker.stream) worker.stream->Close();
 }
@@ -579,7 +595,7 @@ void RemotePool::RetireLocked(int w) {
 void RemotePool::Keep(int id) {
   absl::MutexLock lock(&mu_);
   Worker& worker = workers_[id];
-  if (!worker.member.retiring) return;
+  if (!worker.member.retiring || worker.member.draining) return;  // a leaving worker stays gone
   spdlog::info("worker {} is granted again; keeping it", worker.member.address);
   worker.member.retiring = false;
   Dispatch();

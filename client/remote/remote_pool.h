@@ -150,6 +150,7 @@ class RemotePool {
     bool alive = false;     // not dropped or closed
     bool opened = false;
     bool retiring = false;  // no longer granted: no new items, closed when idle
+    bool draining = false;  // it said it is leaving (DrainNotice): retiring for good
     bool refused = false;   // a granted worker that refused the job
     double granted_cores = 0;
     int64_t dropped_nanos = 0;    // when it failed; 0: it did not
@@ -186,6 +187,7 @@ class RemotePool {
 
   struct Counters {
     int64_t reissued_items = 0;
+    int64_t drained_workers = 0;  // workers that said they were leaving
     int64_t hedged_items = 0;
     int64_t hedge_wins = 0;
   };
@@ -257,7 +259,10 @@ class RemotePool {
   void Send(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeHedge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RetireLocked(int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retires worker `w` (no new items; closed once it owes none), logging
+  // that it `why`.
+  void RetireLocked(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnDraining(int w, double seconds);
   void OnOpened(int w, const proto::JobOpened& opened);
   void OnResult(int w, std::shared_ptr<const ReceivedMessage> answer);
   void OnClosed(int w, const absl::Status& status);

@@ -149,6 +149,8 @@ void RemoteWorker::OnRead(bool ok) {
     if (handlers_.opened) handlers_.opened(msg->message.opened());
   } else if (msg->message.has_result()) {
     if (handlers_.result) handlers_.result(std::move(msg));
+  } else if (msg->message.has_draining()) {
+    if (handlers_.draining) handlers_.draining(msg->message.draining().seconds());
   }
   receive_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
 }

@@ -29,6 +29,8 @@ class WorkerStream {
     std::function<void(const proto::JobOpened&)> opened;
     // An answer and its payloads, which stay in the received buffer.
     std::function<void(std::shared_ptr<const ReceivedMessage>)> result;
+    // The worker is leaving and stays `seconds` (DrainNotice).
+    std::function<void(double seconds)> draining;
     std::function<void(const absl::Status&)> closed;
   };
 

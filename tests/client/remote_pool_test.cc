@@ -463,6 +463,35 @@ TEST_F(RemotePoolTest, ARetiredWorkerFinishesItsItemsAndIsClosed) {
   ExpectExactlyOnce({0, 1});
 }
 
+// A worker that says it is leaving (DrainNotice) gets no new items, answers
+// the ones it holds, and is closed once it owes none; a grant that still
+// names it does not bring it back.
+TEST_F(RemotePoolTest, ADrainingWorkerFinishesItsItemsAndGetsNoMore) {
+  Make();
+  FakeStream* a = Open("a:1", 2);
+  FakeStream* b = Open("b:1", 2, "w-b", 4);
+  Submit({0});
+  Submit({1});
+  ASSERT_EQ(a->sent.size(), 1u);
+  ASSERT_EQ(b->sent.size(), 1u);
+  const int changes = changes_;
+  b->handlers.draining(30);
+  EXPECT_GT(changes_, changes);  // the planner re-plans without it
+  EXPECT_EQ(pool_->counters().drained_workers, 1);
+  Submit({2});
+  Submit({3});
+  EXPECT_EQ(b->sent.size(), 1u);  // nothing new for b
+  pool_->Keep(1);                 // the scheduler, not yet told, grants it again
+  Submit({4});
+  EXPECT_EQ(b->sent.size(), 1u);
+  EXPECT_FALSE(b->closed);  // it still owes item 1
+  Answer(b, 0);
+  EXPECT_TRUE(b->closed);
+  for (size_t k = 0; k < a->sent.size(); ++k) Answer(a, k);  // the rest went to a
+  ExpectExactlyOnce({0, 1, 2, 3, 4});
+  EXPECT_EQ(pool_->counters().reissued_items, 0);
+}
+
 TEST_F(RemotePoolTest, WorkersThatDoNotOpenInTimeAreDropped) {
   RemotePoolOptions options;
   options.connect_timeout_seconds = 2;

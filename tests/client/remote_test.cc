@@ -682,20 +682,34 @@ TEST_F(RemoteTest, AllWorkersGoneMeansTheJobFinishesLocally) {
   EXPECT_GT(r.stats.local_images, 0);
 }
 
-TEST_F(RemoteTest, SigtermDrainsAndExitsZero) {
+// SIGTERM mid-run: b tells the client it is leaving (DrainNotice), gets no
+// new items, answers those it holds and those already on their way, and
+// exits once the client closes its stream: nothing is re-issued, and b
+// exits well before its 20 s of grace (Wait returns when it has).
+TEST_F(RemoteTest, SigtermDrainsWithNothingReissuedAndExitsZero) {
   WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
   WorkerProcess b(dir_->Join("root"), {"--threads", "1", "--grace-seconds", "20"});
   int status = -1;
   LoaderOptions o = Options({a.address(), b.address()}, "remote");
-  o.hedge_after = 0;  // what b leaves unanswered comes back by re-issue alone
-  const RunResult r = RunWith(o, [&](Loader&) {
-    b.Signal(SIGTERM);
-    status = b.Wait();
-  });
+  o.hedge_after = 0;  // anything b left unanswered could come back by re-issue alone
+  const RunResult r = RunWith(
+      o,
+      [&](Loader&) {
+        b.Signal(SIGTERM);
+        status = b.Wait();
+      },
+      // Once b has answered, so that it holds items when told to go.
+      [](const Loader& l) {
+        const LoaderStats st = l.Stats();
+        return st.workers.size() == 2 && st.workers[1].samples > 0;
+      });
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(r.stats.drained_workers, 1);
+  EXPECT_EQ(r.stats.reissued_items, 0);
+  EXPECT_EQ(r.stats.workers_alive, 1);
 }
 
 TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {

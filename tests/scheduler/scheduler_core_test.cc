@@ -94,6 +94,28 @@ TEST(SchedulerCore, RebalancesWhenJobsAndWorkersComeAndGo) {
   EXPECT_GE(core.counts().rebalances, 5);
 }
 
+// A worker that beats draining (SIGTERM: it is leaving) is granted to no
+// one from its next beat on: the job holding it is moved to the others at
+// once, without waiting for its beats to stop and expire.
+TEST(SchedulerCore, ADrainingWorkersJobsMoveAtOnce) {
+  SchedulerCore core({});
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w2", 4), 0).ok());
+  EXPECT_DOUBLE_EQ(Granted(*core.JobBeat(Job("a", 6), 0)), 6);
+  proto::WorkerBeat leaving = Worker("w2", 4);
+  leaving.set_draining(true);
+  ASSERT_TRUE(Beat(core, leaving, 1 * kSecond).ok());
+  auto a = core.JobBeat(Job("a", 6), 1 * kSecond);
+  ASSERT_TRUE(a.ok());
+  EXPECT_DOUBLE_EQ(Granted(*a), 4);
+  for (const proto::WorkerGrant& w : a->workers()) EXPECT_EQ(w.worker_id(), "w1");
+  EXPECT_EQ(core.counts().workers, 2);  // still beating, but granted to no one
+  // A new job gets nothing of it either.
+  auto b = core.JobBeat(Job("b", 2), 1 * kSecond);
+  ASSERT_TRUE(b.ok());
+  for (const proto::WorkerGrant& w : b->workers()) EXPECT_EQ(w.worker_id(), "w1");
+}
+
 TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {
   SchedulerCore core({});
   auto grant = core.JobBeat(Job("lonely", 4), 0);

@@ -562,7 +562,22 @@ SchedulerCounts SchedulerCore::counts() const {
   c.job_shares = allocation_->job_share;
   c.pool_cores = allocation_->pool_cores;
   c.granted_cores = allocation_->granted_cores;
+  AddDemand(&c);
   return c;
+}
+
+void SchedulerCore::AddDemand(SchedulerCounts* c) const {
+  for (const auto& [key, j] : jobs_) {
+    double granted = 0;
+    auto grants = allocation_->grants.find(RankId(key));
+    if (grants != allocation_->grants.end()) {
+      for (const Grant& g : grants->second) granted += g.cores;
+    }
+    c->wanted_cores += j.beat.wanted_cores();
+    c->short_cores += std::max(0.0, j.beat.wanted_cores() - granted);
+  }
+  c->idle_cores = std::max(0.0, c->pool_cores - c->granted_cores);
+  for (const auto& [id, w] : workers_) c->draining_workers += w.beat.draining() ? 1 : 0;
 }
 
 }  // namespace prepflow::scheduler

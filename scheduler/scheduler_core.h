@@ -65,10 +65,17 @@ struct SchedulerOptions {
 
 struct SchedulerCounts {
   int workers = 0;
-  int jobs = 0;   // training jobs
-  int ranks = 0;  // their ranks (a job without ranks counts one)
-  double pool_cores = 0;
+  int jobs = 0;           // training jobs
+  int ranks = 0;          // their ranks (a job without ranks counts one)
+  double pool_cores = 0;  // of the workers that are not draining
   double granted_cores = 0;
+  // Demand, what an autoscaler sizes the pool by: the cores the ranks'
+  // plans want, those they want and are not granted (the pool is short of
+  // them), the pool's cores granted to no one, and the workers leaving.
+  double wanted_cores = 0;
+  double short_cores = 0;
+  double idle_cores = 0;
+  int draining_workers = 0;
   int64_t rebalances = 0;
   int64_t expired_workers = 0;
   int64_t expired_jobs = 0;
@@ -195,6 +202,8 @@ class SchedulerCore {
   // ranks' wants, and the grants jobs report that this scheduler has not
   // made (after a restart).
   std::shared_ptr<const std::vector<PoolWorker>> Pool() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The demand figures of SchedulerCounts, from the ranks' wants and grants.
+  void AddDemand(SchedulerCounts* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<JobWant> Wants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, std::vector<Grant>> ReportedGrants() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -39,14 +39,21 @@ SchedulerMetrics::SchedulerMetrics()
                            .Register(*registry_)),
       pool_(prometheus::BuildGauge()
                 .Name("prepflow_scheduler_pool")
-                .Help("The pool now: workers, training jobs, their ranks, cores in the pool, "
-                      "cores granted.")
+                .Help("The pool now: workers, training jobs, their ranks, cores in the pool "
+                      "(draining workers' not counted), cores granted; demand: cores the "
+                      "jobs' plans want (wanted_cores), want and are not granted "
+                      "(short_cores), cores granted to no one (idle_cores), workers "
+                      "leaving (draining_workers).")
                 .Register(*registry_)),
       workers_(pool_.Add({{"what", "workers"}})),
       jobs_(pool_.Add({{"what", "jobs"}})),
       ranks_(pool_.Add({{"what", "ranks"}})),
       pool_cores_(pool_.Add({{"what", "pool_cores"}})),
       granted_cores_(pool_.Add({{"what", "granted_cores"}})),
+      wanted_cores_(pool_.Add({{"what", "wanted_cores"}})),
+      short_cores_(pool_.Add({{"what", "short_cores"}})),
+      idle_cores_(pool_.Add({{"what", "idle_cores"}})),
+      draining_workers_(pool_.Add({{"what", "draining_workers"}})),
       expired_(prometheus::BuildCounter()
                    .Name("prepflow_scheduler_expired_total")
                    .Help("Workers and jobs dropped for missing their heartbeats.")
@@ -101,6 +108,10 @@ void SchedulerMetrics::Update(const SchedulerCounts& c) {
       });
   pool_cores_.Set(c.pool_cores);
   granted_cores_.Set(c.granted_cores);
+  wanted_cores_.Set(c.wanted_cores);
+  short_cores_.Set(c.short_cores);
+  idle_cores_.Set(c.idle_cores);
+  draining_workers_.Set(c.draining_workers);
   expired_workers_.Increment(static_cast<double>(c.expired_workers - last_.expired_workers));
   expired_jobs_.Increment(static_cast<double>(c.expired_jobs - last_.expired_jobs));
   refused_beats_.Increment(static_cast<double>(c.refused_beats - last_.refused_beats));

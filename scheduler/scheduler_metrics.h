@@ -52,6 +52,10 @@ class SchedulerMetrics {
   prometheus::Gauge& ranks_;
   prometheus::Gauge& pool_cores_;
   prometheus::Gauge& granted_cores_;
+  prometheus::Gauge& wanted_cores_;
+  prometheus::Gauge& short_cores_;
+  prometheus::Gauge& idle_cores_;
+  prometheus::Gauge& draining_workers_;
   prometheus::Family<prometheus::Counter>& expired_;
   prometheus::Counter& expired_workers_;
   prometheus::Counter& expired_jobs_;

@@ -114,6 +114,35 @@ TEST(SchedulerCore, ADrainingWorkersJobsMoveAtOnce) {
   auto b = core.JobBeat(Job("b", 2), 1 * kSecond);
   ASSERT_TRUE(b.ok());
   for (const proto::WorkerGrant& w : b->workers()) EXPECT_EQ(w.worker_id(), "w1");
+  EXPECT_EQ(core.counts().draining_workers, 1);
+}
+
+// Demand, for an autoscaler: what the plans want, what of it the pool cannot
+// grant, and what it holds idle.
+TEST(SchedulerCore, CountsTheCoresThePoolIsShortOfAndHoldsIdle) {
+  SchedulerCore core({});
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
+  ASSERT_TRUE(Beat(core, Worker("w2", 4), 0).ok());
+  ASSERT_TRUE(core.JobBeat(Job("a", 3), 0).ok());
+  SchedulerCounts c = core.counts();
+  EXPECT_DOUBLE_EQ(c.wanted_cores, 3);
+  EXPECT_DOUBLE_EQ(c.short_cores, 0);
+  EXPECT_DOUBLE_EQ(c.idle_cores, 5);
+  ASSERT_TRUE(core.JobBeat(Job("b", 9), 0).ok());
+  ASSERT_TRUE(core.JobBeat(Job("a", 3), 0).ok());
+  c = core.counts();
+  EXPECT_DOUBLE_EQ(c.wanted_cores, 12);
+  EXPECT_DOUBLE_EQ(c.short_cores, 4);  // b gets the 5 a leaves, of its 9
+  EXPECT_DOUBLE_EQ(c.idle_cores, 0);
+  // w2 drains: its 4 cores leave the pool, and the jobs are short of them.
+  proto::WorkerBeat leaving = Worker("w2", 4);
+  leaving.set_draining(true);
+  ASSERT_TRUE(Beat(core, leaving, 1 * kSecond).ok());
+  ASSERT_TRUE(core.JobBeat(Job("a", 3), 1 * kSecond).ok());
+  c = core.counts();
+  EXPECT_DOUBLE_EQ(c.pool_cores, 4);
+  EXPECT_DOUBLE_EQ(c.short_cores, 8);
+  EXPECT_DOUBLE_EQ(c.idle_cores, 0);
 }
 
 TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {

@@ -81,6 +81,8 @@ LoaderStats Loader::Stats() const {
     st.wanted_cores = g.wanted_cores;
     st.fair_share_cores = g.fair_share_cores;
     st.job_fair_share_cores = g.job_fair_share_cores;
+    st.grant_cost_per_hour = g.cost_per_hour;
+    st.grant_cost = g.cost;
   }
   st.checksum = checksum_.value();
   st.stages = runner_->LocalStages();

@@ -78,6 +78,10 @@ struct LoaderStats {
   double wanted_cores = 0;
   double fair_share_cores = 0;
   double job_fair_share_cores = 0;
+  // What the scheduler's grant costs an hour, and what grants cost this run
+  // (workers' --cost-per-core-hour; 0 where they give none).
+  double grant_cost_per_hour = 0;
+  double grant_cost = 0;
   double granted_cores = 0;
   // Measured here: "read" first, then one entry per pipeline stage.
   std::vector<StageStats> stages;

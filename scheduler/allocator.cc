@@ -95,6 +95,9 @@ void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant
         grants.push_back({workers[given[k].first].id, given[k].second});
       }
       out->granted_cores += given[k].second;
+      if (workers[given[k].first].cost > 0) {
+        out->cost_per_hour[jobs[j].id] += given[k].second * workers[given[k].first].cost;
+      }
     }
     if (!by_id_order) {
       std::sort(grants.begin(), grants.end(),
@@ -153,9 +156,17 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
   // walked by a cursor that only moves past workers with nothing left.
   std::unordered_map<std::string, std::vector<size_t>> local_lists;
   std::vector<size_t> all;
+  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
+    return w.cost != workers.front().cost;
+  });
   for (size_t w = 0; w < workers.size(); ++w) {
-    if (free[w] <= 0) continue;
-    all.push_back(w);
+    if (free[w] > 0) all.push_back(w);
+  }
+  if (priced) {  // cheapest first; the workers' order among equals
+    std::stable_sort(all.begin(), all.end(),
+                     [&](size_t a, size_t b) { return workers[a].cost < workers[b].cost; });
+  }
+  for (size_t w : all) {
     if (!workers[w].locality.empty()) local_lists[workers[w].locality].push_back(w);
   }
   std::unordered_map<std::string, size_t> local_cursor;

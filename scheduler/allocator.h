@@ -23,6 +23,8 @@
 //      free cores allow (running streams stay where they are);
 //   2. fill from workers whose locality label equals the job's;
 //   3. fill from any worker with free cores.
+// Passes 2 and 3 take the cheapest workers first (PoolWorker::cost, e.g.
+// spot before on-demand), ties in the workers' order.
 // Each pass walks per-label lists of workers with free cores, so a rebalance
 // costs O(workers + jobs + grants) after an O(J log J) sort.
 //
@@ -40,6 +42,7 @@ struct PoolWorker {
   std::string id;
   double cores = 0;
   std::string locality;  // e.g. its zone or rack; "" for none
+  double cost = 0;       // per core-hour: the cheapest cores are granted first
 };
 
 struct JobWant {
@@ -62,6 +65,7 @@ struct Allocation {
   std::map<std::string, std::vector<Grant>> grants;  // job id -> grants, by worker id
   double pool_cores = 0;
   double granted_cores = 0;
+  std::map<std::string, double> cost_per_hour;  // job id -> its grants' cores x cost
 };
 
 // Grants smaller than this many cores are not made (they would only add

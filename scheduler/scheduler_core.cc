@@ -82,6 +82,13 @@ absl::Status CheckWorkerBeat(const proto::WorkerBeat& beat) {
   if (!(beat.cores() > 0) || !std::isfinite(beat.cores())) {
     return Invalid(absl::StrCat(who, ": cores must be > 0, got ", beat.cores()));
   }
+  if (!(beat.cost_per_core_hour() >= 0) || !std::isfinite(beat.cost_per_core_hour())) {
+    return Invalid(absl::StrCat(who, ": cost_per_core_hour must be finite and >= 0, got ",
+                                beat.cost_per_core_hour()));
+  }
+  if (beat.worker_class().size() > 63 || SafeText(beat.worker_class()) != beat.worker_class()) {
+    return Invalid(absl::StrCat(who, ": worker_class must be at most 63 printable characters"));
+  }
   return CheckLabels(who, beat.labels());
 }
 
@@ -169,6 +176,7 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     // Only what the allocation depends on makes it stale; load changes do
     // not, nor does an address (grants read it as they are sent).
     if (added || w.beat.cores() != beat.cores() || w.beat.draining() != beat.draining() ||
+        w.beat.cost_per_core_hour() != beat.cost_per_core_hour() ||
         Label(w.beat.labels(), options_.locality_label) !=
             Label(beat.labels(), options_.locality_label)) {
       Changed(/*pool=*/true);
@@ -375,6 +383,8 @@ void SchedulerCore::FillGrant(const std::pair<std::string, int>& key, proto::Job
     w->set_address(entry->second.beat.address());
     w->set_tls_name(entry->second.identity);
     w->set_cores(g.cores);
+    grant->set_cost_per_hour(grant->cost_per_hour() +
+                             g.cores * entry->second.beat.cost_per_core_hour());
   }
 }
 
@@ -432,7 +442,8 @@ std::shared_ptr<const std::vector<PoolWorker>> SchedulerCore::Pool() {
   pool->reserve(workers_.size());
   for (const auto& [id, w] : workers_) {
     if (w.beat.draining()) continue;  // leaving: granted to no one
-    pool->push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label)});
+    pool->push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label),
+                     w.beat.cost_per_core_hour()});
   }
   pool_ = std::move(pool);
   return pool_;
@@ -577,7 +588,20 @@ void SchedulerCore::AddDemand(SchedulerCounts* c) const {
     c->short_cores += std::max(0.0, j.beat.wanted_cores() - granted);
   }
   c->idle_cores = std::max(0.0, c->pool_cores - c->granted_cores);
-  for (const auto& [id, w] : workers_) c->draining_workers += w.beat.draining() ? 1 : 0;
+  for (const auto& [id, w] : workers_) {
+    c->draining_workers += w.beat.draining() ? 1 : 0;
+    if (!w.beat.draining()) c->class_cores[w.beat.worker_class()].first += w.beat.cores();
+  }
+  for (const auto& [rank, grants] : allocation_->grants) {
+    for (const Grant& g : grants) {
+      auto w = workers_.find(g.worker_id);
+      if (w != workers_.end()) c->class_cores[w->second.beat.worker_class()].second += g.cores;
+    }
+  }
+  for (const auto& [key, j] : jobs_) {
+    auto cost = allocation_->cost_per_hour.find(RankId(key));
+    if (cost != allocation_->cost_per_hour.end()) c->job_cost_per_hour[key.first] += cost->second;
+  }
 }
 
 }  // namespace prepflow::scheduler

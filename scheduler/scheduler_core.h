@@ -76,6 +76,11 @@ struct SchedulerCounts {
   double short_cores = 0;
   double idle_cores = 0;
   int draining_workers = 0;
+  // Cost and classes: each training job's grants' cost an hour (its ranks'
+  // together, where workers have a cost_per_core_hour), and per worker
+  // class the cores in the pool and granted.
+  std::map<std::string, double> job_cost_per_hour;
+  std::map<std::string, std::pair<double, double>> class_cores;  // class -> (pool, granted)
   int64_t rebalances = 0;
   int64_t expired_workers = 0;
   int64_t expired_jobs = 0;

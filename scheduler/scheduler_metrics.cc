@@ -87,7 +87,17 @@ SchedulerMetrics::SchedulerMetrics()
                       .Name("prepflow_scheduler_rank_share_cores")
                       .Help("Each rank's part of its job's share: max-min by what the ranks "
                             "want.")
-                      .Register(*registry_)) {
+                      .Register(*registry_)),
+      job_cost_(prometheus::BuildGauge()
+                    .Name("prepflow_scheduler_job_cost_per_hour")
+                    .Help("What each training job's grants cost an hour: granted cores times "
+                          "their workers' --cost-per-core-hour.")
+                    .Register(*registry_)),
+      class_cores_(prometheus::BuildGauge()
+                       .Name("prepflow_scheduler_class_cores")
+                       .Help("Cores per worker class (--class): in the pool (draining "
+                             "workers' not counted) and granted.")
+                       .Register(*registry_)) {
   // Both kinds' series exist from the start, at zero.
   for (const char* kind : {"worker", "job"}) {
     beats_.Add({{"kind", kind}});
@@ -106,6 +116,18 @@ void SchedulerMetrics::Update(const SchedulerCounts& c) {
       rank_share_, rank_share_series_, c.rank_shares, [](const std::pair<std::string, int>& rank) {
         return prometheus::Labels{{"job_id", rank.first}, {"rank", std::to_string(rank.second)}};
       });
+  SetSeries(job_cost_, job_cost_series_, c.job_cost_per_hour, [](const std::string& job) {
+    return prometheus::Labels{{"job_id", job}};
+  });
+  std::map<std::pair<std::string, std::string>, double> class_cores;
+  for (const auto& [name, cores] : c.class_cores) {
+    class_cores[{name, "pool"}] = cores.first;
+    class_cores[{name, "granted"}] = cores.second;
+  }
+  SetSeries(class_cores_, class_cores_series_, class_cores,
+            [](const std::pair<std::string, std::string>& key) {
+              return prometheus::Labels{{"class", key.first}, {"what", key.second}};
+            });
   pool_cores_.Set(c.pool_cores);
   granted_cores_.Set(c.granted_cores);
   wanted_cores_.Set(c.wanted_cores);

@@ -66,6 +66,10 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& rank_share_;
   std::map<std::string, prometheus::Gauge*> job_share_series_;
   std::map<std::pair<std::string, int>, prometheus::Gauge*> rank_share_series_;
+  prometheus::Family<prometheus::Gauge>& job_cost_;
+  std::map<std::string, prometheus::Gauge*> job_cost_series_;
+  prometheus::Family<prometheus::Gauge>& class_cores_;
+  std::map<std::pair<std::string, std::string>, prometheus::Gauge*> class_cores_series_;
   SchedulerCounts last_;
 };
 

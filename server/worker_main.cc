@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/flags.h"
+#include "base/text.h"
 #include "net/daemon.h"
 #include "net/daemon_server.h"
 #include "net/registration.h"
@@ -41,7 +43,8 @@ namespace {
 struct WorkerFlags {
   WorkerOptions options;
   daemon::DaemonServerOptions server;
-  std::string data_root, scheduler, advertise, labels;
+  std::string data_root, scheduler, advertise, labels, worker_class;
+  double cost_per_core_hour = 0;
   std::map<std::string, std::string> parsed_labels;
   int grace_seconds = 30;
   int64_t max_pixels = 64'000'000;
@@ -109,6 +112,12 @@ struct WorkerFlags {
              "host:port clients should dial, as told to the scheduler (default: --listen, or "
              "this host's name when listening on every address, with the bound port)");
     f.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
+    f.String("class", &worker_class,
+             "what kind of capacity this is, for the scheduler's grants and metrics (e.g. spot, "
+             "on-demand)");
+    f.Double("cost-per-core-hour", &cost_per_core_hour,
+             "what a core of this worker costs an hour: the scheduler grants the cheapest cores "
+             "first and reports each job's cost (0: free, or not known)");
     f.String("allow-url-prefix", &allow_url_prefix,
              "URLs jobs may name as data, PREFIX[,PREFIX...] (e.g. s3://bucket/train/,"
              "https://data.example.com/shards/); a job naming any other URL is refused. Default: "
@@ -131,6 +140,12 @@ struct WorkerFlags {
       return absl::StrCat("--data-root ", data_root, ": ", std::strerror(errno));
     }
     options.data_root = root_real;
+    if (!(cost_per_core_hour >= 0) || !std::isfinite(cost_per_core_hour)) {
+      return absl::StrCat("--cost-per-core-hour must be finite and >= 0, got ", cost_per_core_hour);
+    }
+    if (worker_class.size() > 63 || SafeText(worker_class) != worker_class) {
+      return "--class must be at most 63 printable characters";
+    }
     auto parsed = cli::ParseKeyValues(labels, "--labels");
     if (!parsed.ok()) return std::string(parsed.status().message());
     parsed_labels = {parsed->begin(), parsed->end()};
@@ -202,6 +217,8 @@ std::unique_ptr<WorkerRegistration> RegisterWithScheduler(const WorkerFlags& f,
   beat.set_address(advertise);
   beat.set_cores(std::min<double>(core.threads(), EffectiveCpus()));
   beat.set_version(PREPFLOW_VERSION);
+  beat.set_worker_class(f.worker_class);
+  beat.set_cost_per_core_hour(f.cost_per_core_hour);
   *beat.mutable_labels() = {f.parsed_labels.begin(), f.parsed_labels.end()};
   Security to_scheduler = security;
   to_scheduler.token = security.worker_token;  // this worker's role credential

@@ -1,5 +1,6 @@
 #include "client/remote/scheduler_grants.h"
 
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -52,6 +53,7 @@ void SchedulerGrants::Finish() {
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
+    AddCost(absl::Now());
     finished_ = true;
   }
   registration_->Kick();
@@ -61,6 +63,7 @@ void SchedulerGrants::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
+    AddCost(absl::Now());
     stopped_ = true;
   }
   registration_->Stop();
@@ -69,7 +72,18 @@ void SchedulerGrants::Stop() {
 
 SchedulerGrants::State SchedulerGrants::state() const {
   absl::MutexLock lock(&mu_);
-  return state_;
+  State s = state_;
+  if (!finished_ && !stopped_ && cost_since_ != absl::InfinitePast()) {
+    s.cost += s.cost_per_hour * absl::ToDoubleHours(absl::Now() - cost_since_);
+  }
+  return s;
+}
+
+void SchedulerGrants::AddCost(absl::Time now) {
+  if (cost_since_ != absl::InfinitePast() && !finished_ && !stopped_) {
+    state_.cost += state_.cost_per_hour * absl::ToDoubleHours(now - cost_since_);
+  }
+  cost_since_ = now;
 }
 
 void SchedulerGrants::FillBeat(proto::JobBeat* beat) {
@@ -107,6 +121,9 @@ void SchedulerGrants::Apply(const proto::JobGrant& grant) {
   }
   state_.fair_share_cores = grant.fair_share_cores();
   state_.job_fair_share_cores = grant.job_fair_share_cores();
+  AddCost(absl::Now());
+  const double rate = grant.cost_per_hour();
+  state_.cost_per_hour = std::isfinite(rate) && rate > 0 ? rate : 0;
   const std::vector<RemotePool::Member> members = pool_->Members();
   std::vector<bool> named(members.size());
   for (const proto::WorkerGrant& g : grant.workers()) {

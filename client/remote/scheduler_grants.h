@@ -63,6 +63,11 @@ class SchedulerGrants {
     double wanted_cores = 0;
     double fair_share_cores = 0;      // this rank's
     double job_fair_share_cores = 0;  // the training job's, all ranks'
+    // What the grant costs an hour (JobGrant.cost_per_hour), and what the
+    // grants have cost so far: each rate over the time it held, until the
+    // run finished.
+    double cost_per_hour = 0;
+    double cost = 0;
   };
   State state() const;
 
@@ -78,6 +83,9 @@ class SchedulerGrants {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   State state_ ABSL_GUARDED_BY(mu_);
+  absl::Time cost_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // of cost_per_hour
+  // Adds the running rate's cost up to `now` to state_.cost.
+  void AddCost(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<JobRegistration> registration_;  // last: its thread uses the above
 };
 

@@ -42,6 +42,28 @@ TEST(Allocate, FillsLocalWorkersFirstThenAny) {
   EXPECT_THAT(a.grants.at("jb"), ElementsAre(G("w2", 4), G("w3", 1)));
 }
 
+// Spot cores at a quarter of on-demand's price: a job is granted spot first
+// (whatever the workers' order), on-demand only for what spot cannot give,
+// and its cost an hour is its cores times their prices.
+TEST(Allocate, GrantsTheCheapestCoresFirstAndPricesEachJob) {
+  const std::vector<PoolWorker> workers = {
+      {"a-dear", 4, "", 0.04}, {"b-dear", 4, "", 0.04}, {"c-cheap", 4, "", 0.01}};
+  Allocation a = Allocate(workers, {{"j", 1, 3, ""}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("c-cheap", 3)));
+  EXPECT_DOUBLE_EQ(a.cost_per_hour.at("j"), 3 * 0.01);
+  a = Allocate(workers, {{"j", 1, 6, ""}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("a-dear", 2), G("c-cheap", 4)));
+  EXPECT_DOUBLE_EQ(a.cost_per_hour.at("j"), 4 * 0.01 + 2 * 0.04);
+  // Locality still comes first: a zone-b job takes its zone's dear worker.
+  const std::vector<PoolWorker> zoned = {{"a-dear", 4, "zone-b", 0.04},
+                                         {"c-cheap", 4, "zone-a", 0.01}};
+  a = Allocate(zoned, {{"j", 1, 2, "zone-b"}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("a-dear", 2)));
+  // Unpriced workers cost nothing: no cost is reported.
+  a = Allocate({{"w", 4, ""}}, {{"j", 1, 2, ""}});
+  EXPECT_EQ(a.cost_per_hour.count("j"), 0u);
+}
+
 TEST(Allocate, ContendedPoolIsSharedFairlyAndCoversEveryCore) {
   std::vector<PoolWorker> workers;
   for (int i = 0; i < 5; ++i) workers.push_back({"w" + std::to_string(i), 2, ""});

@@ -143,6 +143,30 @@ TEST_F(ScheduledJobTest, GetsWorkersItNeverNamed) {
   }
 }
 
+// Two classes of worker: the job is granted what it asks of both here (it
+// wants the pool), and its stats say what its grant costs an hour and what
+// the run cost, from each worker's --cost-per-core-hour.
+TEST_F(ScheduledJobTest, ReportsWhatItsGrantCosts) {
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
+  ASSERT_NE(scheduler, nullptr);
+  testing::WorkerProcess spot(
+      dir_->Join("root"), {"--threads", "1", "--scheduler", scheduler->address(), "--class", "spot",
+                           "--cost-per-core-hour", "0.01"});
+  testing::WorkerProcess dear(dir_->Join("root"),
+                              {"--threads", "1", "--scheduler", scheduler->address(), "--class",
+                               "on-demand", "--cost-per-core-hour", "0.04"});
+  ASSERT_TRUE(WaitForWorkers(scheduler->address(), 2)) << "the workers never registered";
+  double rate_mid_run = 0;
+  const testing::Drained r =
+      testing::Drain(Options(scheduler->address(), "remote"),
+                     [&](Loader& loader) { rate_mid_run = loader.Stats().grant_cost_per_hour; });
+  ExpectExactlyOnce(r);
+  EXPECT_NEAR(rate_mid_run, 0.05, 1e-9);  // one core of each
+  EXPECT_GT(r.stats.grant_cost, 0);
+  // At most the rate over the whole run.
+  EXPECT_LE(r.stats.grant_cost, 0.05 * (r.stats.seconds + 30) / 3600);
+}
+
 TEST_F(ScheduledJobTest, KeepsItsWorkersAcrossASchedulerRestart) {
   std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0);
   ASSERT_NE(scheduler, nullptr);

@@ -2,6 +2,7 @@
 // join and leave, expiry, and refusals that name the field.
 #include "scheduler/scheduler_core.h"
 
+#include <cmath>
 #include <map>
 
 #include "gmock/gmock.h"
@@ -143,6 +144,37 @@ TEST(SchedulerCore, CountsTheCoresThePoolIsShortOfAndHoldsIdle) {
   EXPECT_DOUBLE_EQ(c.pool_cores, 4);
   EXPECT_DOUBLE_EQ(c.short_cores, 8);
   EXPECT_DOUBLE_EQ(c.idle_cores, 0);
+}
+
+// Classes and prices: the grant says what it costs an hour, the counts give
+// each training job's cost and each class's cores; a price that is not a
+// finite non-negative number is refused naming the field.
+TEST(SchedulerCore, GrantsCarryTheirCostAndClassesAreCounted) {
+  SchedulerCore core({});
+  proto::WorkerBeat spot = Worker("w-spot", 4);
+  spot.set_worker_class("spot");
+  spot.set_cost_per_core_hour(0.01);
+  proto::WorkerBeat dear = Worker("w-dear", 4);
+  dear.set_worker_class("on-demand");
+  dear.set_cost_per_core_hour(0.04);
+  ASSERT_TRUE(Beat(core, dear, 0).ok());
+  ASSERT_TRUE(Beat(core, spot, 0).ok());
+  auto grant = core.JobBeat(Job("a", 6), 0);
+  ASSERT_TRUE(grant.ok());
+  EXPECT_NEAR(grant->cost_per_hour(), 4 * 0.01 + 2 * 0.04, 1e-12);
+  const SchedulerCounts c = core.counts();
+  EXPECT_NEAR(c.job_cost_per_hour.at("a"), 0.12, 1e-12);
+  EXPECT_DOUBLE_EQ(c.class_cores.at("spot").first, 4);
+  EXPECT_DOUBLE_EQ(c.class_cores.at("spot").second, 4);
+  EXPECT_DOUBLE_EQ(c.class_cores.at("on-demand").second, 2);
+  proto::WorkerBeat bad = Worker("w-bad", 4);
+  bad.set_cost_per_core_hour(-1);
+  EXPECT_THAT(core.WorkerBeat(bad, 0).status().message(), HasSubstr("cost_per_core_hour"));
+  bad.set_cost_per_core_hour(std::nan(""));
+  EXPECT_THAT(core.WorkerBeat(bad, 0).status().message(), HasSubstr("cost_per_core_hour"));
+  bad.set_cost_per_core_hour(0);
+  bad.set_worker_class(std::string(64, 'x'));
+  EXPECT_THAT(core.WorkerBeat(bad, 0).status().message(), HasSubstr("worker_class"));
 }
 
 TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {

@@ -112,7 +112,10 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
                                               {"--reply-timeout-seconds", "-1"},
                                               {"--reply-timeout-seconds", "nan"},
                                               {"--storage-outage-seconds", "-1"},
-                                              {"--storage-outage-seconds", "1e9"}}) {
+                                              {"--storage-outage-seconds", "1e9"},
+                                              {"--cost-per-core-hour", "-0.01"},
+                                              {"--cost-per-core-hour", "inf"},
+                                              {"--class", std::string(64, 'x')}}) {
     auto w = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), bad, 5);
     ASSERT_FALSE(w.ok()) << bad[0];
     EXPECT_NE(std::string(w.status().message()).find("exit code 2"), std::string::npos)

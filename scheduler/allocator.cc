@@ -106,6 +106,26 @@ void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant
   }
 }
 
+// The workers with free cores, in all and per locality label, cheapest first
+// (the workers' order among equals).
+void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>& free,
+               std::vector<size_t>* all,
+               std::unordered_map<std::string, std::vector<size_t>>* local_lists) {
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (free[w] > 0) all->push_back(w);
+  }
+  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
+    return w.cost != workers.front().cost;
+  });
+  if (priced) {
+    std::stable_sort(all->begin(), all->end(),
+                     [&](size_t a, size_t b) { return workers[a].cost < workers[b].cost; });
+  }
+  for (size_t w : *all) {
+    if (!workers[w].locality.empty()) (*local_lists)[workers[w].locality].push_back(w);
+  }
+}
+
 }  // namespace
 
 Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
@@ -156,19 +176,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
   // walked by a cursor that only moves past workers with nothing left.
   std::unordered_map<std::string, std::vector<size_t>> local_lists;
   std::vector<size_t> all;
-  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
-    return w.cost != workers.front().cost;
-  });
-  for (size_t w = 0; w < workers.size(); ++w) {
-    if (free[w] > 0) all.push_back(w);
-  }
-  if (priced) {  // cheapest first; the workers' order among equals
-    std::stable_sort(all.begin(), all.end(),
-                     [&](size_t a, size_t b) { return workers[a].cost < workers[b].cost; });
-  }
-  for (size_t w : all) {
-    if (!workers[w].locality.empty()) local_lists[workers[w].locality].push_back(w);
-  }
+  FreeLists(workers, free, &all, &local_lists);
   std::unordered_map<std::string, size_t> local_cursor;
   size_t all_cursor = 0;
   auto fill = [&](size_t j, const std::vector<size_t>& list, size_t& cursor) {

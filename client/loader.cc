@@ -31,10 +31,6 @@ namespace {
 // stage, so placement never disturbs augmentation.
 constexpr uint32_t kPlacementStream = kMaxStages - 1;
 
-// What a job asks the scheduler for when it has no measure of what it
-// would use: as much as its fair share gives.
-constexpr double kWantAllCores = 1e6;
-
 // A sample that storage did not answer for, its retries and outage wait
 // spent (storage/http.h): what says nothing of the sample's own bytes.
 // Where each batch of `n` samples in batches of `b` starts, with the end
@@ -99,12 +95,15 @@ void Loader::PlanByLength(int64_t epoch, std::vector<int64_t>* order,
   }
 }
 
-double Loader::WantedRemoteCores() const {
+std::optional<double> Loader::WantedRemoteCores() const {
   if (offload_.kind == OffloadMode::kOff) return 0;
-  double want = options_.max_remote_cores > 0 ? options_.max_remote_cores : kWantAllCores;
+  std::optional<double> want;
+  if (options_.max_remote_cores > 0) want = options_.max_remote_cores;
   // kAuto: what the planner would use with the pool to itself.
   if (replanner_ && offload_.kind == OffloadMode::kAuto) {
-    want = std::min(want, replanner_->WantedRemoteCores().value_or(want));
+    if (std::optional<double> planned = replanner_->WantedRemoteCores()) {
+      want = std::min(want.value_or(*planned), *planned);
+    }
   }
   return want;
 }

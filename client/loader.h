@@ -44,6 +44,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -165,8 +166,9 @@ class Loader {
   // The echo factor of `epoch`, chosen when its order is made.
   int ChooseEpochEcho(int epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::JobOpen JobOpenMessage() const;
-  // Remote cores to ask the scheduler for.
-  double WantedRemoteCores() const;
+  // Remote cores to ask the scheduler for; nullopt when there is no measure
+  // of them (no plan yet, or a fixed placement: as much as the share gives).
+  std::optional<double> WantedRemoteCores() const;
   // Cores this process may spend on preprocessing: its threads, capped by
   // its cgroup quota (re-read each time: a quota may change while it runs).
   double LocalCores() const;

@@ -584,8 +584,11 @@ void SchedulerCore::AddDemand(SchedulerCounts* c) const {
     if (grants != allocation_->grants.end()) {
       for (const Grant& g : grants->second) granted += g.cores;
     }
-    c->wanted_cores += j.beat.wanted_cores();
-    c->short_cores += std::max(0.0, j.beat.wanted_cores() - granted);
+    // A rank with no measure of its want asks for the whole share: count
+    // what it holds, not that.
+    const double wanted = j.beat.want_unknown() ? granted : j.beat.wanted_cores();
+    c->wanted_cores += wanted;
+    c->short_cores += std::max(0.0, wanted - granted);
   }
   c->idle_cores = std::max(0.0, c->pool_cores - c->granted_cores);
   for (const auto& [id, w] : workers_) {

@@ -11,6 +11,10 @@
 namespace prepflow {
 namespace {
 
+// What a job asks the scheduler for when it has no measure of what it
+// would use: as much as its fair share gives.
+constexpr double kWantAllCores = 1e6;
+
 // Who beats: the job, this rank, and this process (a random instance, so
 // that the scheduler can tell a second process claiming the rank).
 proto::JobBeat Identity(const SchedulerGrants::Options& options) {
@@ -26,7 +30,7 @@ proto::JobBeat Identity(const SchedulerGrants::Options& options) {
 }  // namespace
 
 SchedulerGrants::SchedulerGrants(const Options& options, const Security& security, RemotePool* pool,
-                                 std::function<double()> want)
+                                 std::function<std::optional<double>()> want)
     : options_(options), pool_(pool), want_(std::move(want)) {
   registration_ = std::make_unique<JobRegistration>(
       options_.scheduler, security, Identity(options_),
@@ -92,11 +96,13 @@ void SchedulerGrants::FillBeat(proto::JobBeat* beat) {
     absl::MutexLock lock(&mu_);
     finished = finished_;
   }
-  const double want = finished ? 0 : want_();
+  const std::optional<double> measured = finished ? 0 : want_();
+  const double want = measured.value_or(kWantAllCores);
   {
     absl::MutexLock lock(&mu_);
     state_.wanted_cores = want;
   }
+  beat->set_want_unknown(!measured.has_value());
   beat->set_weight(options_.weight);
   beat->mutable_labels()->insert(options_.labels.begin(), options_.labels.end());
   beat->set_wanted_cores(want);

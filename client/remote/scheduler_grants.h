@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -40,9 +41,11 @@ class SchedulerGrants {
     double weight = 1;
     std::map<std::string, std::string> labels;
   };
-  // `pool` must outlive this object. `want`: remote cores to ask for now.
+  // `pool` must outlive this object. `want`: remote cores to ask for now;
+  // nullopt for no measure of them (the beat asks for what the fair share
+  // gives, kWantAllCores, and says its want is unknown).
   SchedulerGrants(const Options& options, const Security& security, RemotePool* pool,
-                  std::function<double()> want);
+                  std::function<std::optional<double>()> want);
   // Stop().
   ~SchedulerGrants();
 
@@ -77,7 +80,7 @@ class SchedulerGrants {
 
   const Options options_;
   RemotePool* const pool_;
-  const std::function<double()> want_;
+  const std::function<std::optional<double>()> want_;
   mutable absl::Mutex mu_;
   bool answered_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

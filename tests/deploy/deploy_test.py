@@ -5,6 +5,11 @@
   they template, give probes ports that exist, and define every $(VAR)
   their args use; workers are a DaemonSet on a labelled node pool with the
   data mounted read-only, the scheduler a Deployment behind a Service.
+- The autoscaling manifests (k8s/autoscale/) have the fields their APIs
+  require (HorizontalPodAutoscaler autoscaling/v2, the adapter's rules,
+  KEDA's ScaledObject), scale the elastic worker Deployment on the
+  recording rule rules.yml defines, with one pod's cores as the target, and
+  give its pods time to drain.
 - systemd units parse, run a binary we build with flags it accepts, and
   sandbox it (ProtectSystem=strict; the worker's data read-only).
 - Every flag in the manifests, units and env files is one the binary's
@@ -136,7 +141,8 @@ class Kubernetes(unittest.TestCase):
         self.assertTrue(any(a.startswith("--advertise=$(POD_IP)") for a in args))
 
     def test_the_scheduler_is_a_deployment_behind_a_service(self):
-        deployment = self.by_kind["Deployment"][0]
+        deployment = [d for d in self.by_kind["Deployment"]
+                      if d["metadata"]["name"] == "prepflow-scheduler"][0]
         service = self.by_kind["Service"][0]
         pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
         for k, v in service["spec"]["selector"].items():
@@ -231,6 +237,73 @@ def help_flags_of_subcommand(command):
     out = subprocess.run([BIN / "prepflow", command, "--help"], capture_output=True, text=True,
                          check=True)
     return set(re.findall(r"--([a-z][a-z0-9-]*)", out.stdout))
+
+
+class Autoscaling(unittest.TestCase):
+    def setUp(self):
+        self.docs = {}
+        for path in sorted((DEPLOY / "k8s/autoscale").glob("*.yaml")):
+            for doc in yaml.safe_load_all(path.read_text()):
+                self.docs[doc["kind"]] = doc
+        self.elastic = yaml.safe_load((DEPLOY / "k8s/worker-deployment.yaml").read_text())
+        config = yaml.safe_load((DEPLOY / "k8s/configmap.yaml").read_text())["data"]
+        self.grace = int(config["WORKER_GRACE_SECONDS"])
+        self.elastic_class = config["ELASTIC_WORKER_CLASS"]
+        rules = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())
+        self.recorded = {r["record"]: r["expr"] for g in rules["groups"]
+                         for r in g["rules"] if "record" in r}
+        self.pod_cores = self.elastic["spec"]["template"]["spec"]["containers"][0][
+            "resources"]["limits"]["cpu"]
+
+    def test_the_hpa_scales_the_elastic_workers_on_the_adapters_metric(self):
+        hpa = self.docs["HorizontalPodAutoscaler"]
+        self.assertEqual(hpa["apiVersion"], "autoscaling/v2")
+        self.assertEqual(hpa["metadata"]["namespace"], "prepflow")
+        spec = hpa["spec"]
+        ref = spec["scaleTargetRef"]
+        self.assertEqual((ref["apiVersion"], ref["kind"], ref["name"]),
+                         ("apps/v1", "Deployment", self.elastic["metadata"]["name"]))
+        self.assertGreaterEqual(spec["minReplicas"], 1)
+        self.assertGreater(spec["maxReplicas"], spec["minReplicas"])
+        [metric] = spec["metrics"]
+        self.assertEqual(metric["type"], "External")
+        target = metric["external"]["target"]
+        self.assertEqual(target["type"], "AverageValue")
+        self.assertEqual(target["averageValue"], self.pod_cores, "one pod's cores")
+        # The adapter serves that name, from a series a rule records.
+        adapter = yaml.safe_load(self.docs["ConfigMap"]["data"]["config.yaml"])
+        [rule] = adapter["externalRules"]
+        self.assertEqual(rule["name"]["as"], metric["external"]["metric"]["name"])
+        self.assertIn(rule["seriesQuery"].strip("'"), self.recorded)
+        for policy in spec["behavior"]["scaleDown"]["policies"] + \
+                spec["behavior"]["scaleUp"]["policies"]:
+            self.assertIn(policy["type"], ("Pods", "Percent"))
+            self.assertGreater(policy["value"], 0)
+
+    def test_keda_asks_prometheus_for_the_same_signal(self):
+        so = self.docs["ScaledObject"]
+        self.assertEqual(so["apiVersion"], "keda.sh/v1alpha1")
+        spec = so["spec"]
+        self.assertEqual(spec["scaleTargetRef"]["name"], self.elastic["metadata"]["name"])
+        [trigger] = spec["triggers"]
+        self.assertEqual(trigger["type"], "prometheus")
+        self.assertEqual(trigger["metricType"], "AverageValue")
+        self.assertIn(trigger["metadata"]["query"], self.recorded)
+        self.assertEqual(trigger["metadata"]["threshold"], self.pod_cores)
+        self.assertTrue(trigger["metadata"]["serverAddress"].startswith("http"))
+        self.assertGreaterEqual(spec["minReplicaCount"], 1)
+
+    def test_the_signal_nets_out_the_fixed_pool_by_the_elastic_class(self):
+        expr = self.recorded["prepflow:elastic_wanted_cores"]
+        self.assertIn('what="wanted_cores"', expr)
+        self.assertIn(f'class!="{self.elastic_class}"', expr)
+
+    def test_elastic_pods_drain_within_their_grace_period(self):
+        spec = self.elastic["spec"]["template"]["spec"]
+        self.assertGreater(spec["terminationGracePeriodSeconds"], self.grace)
+        args = spec["containers"][0]["args"]
+        self.assertIn("--class=$(ELASTIC_WORKER_CLASS)", args)
+        self.assertIn("--grace-seconds=$(WORKER_GRACE_SECONDS)", args)
 
 
 class Systemd(unittest.TestCase):

@@ -146,6 +146,22 @@ TEST(SchedulerCore, CountsTheCoresThePoolIsShortOfAndHoldsIdle) {
   EXPECT_DOUBLE_EQ(c.idle_cores, 0);
 }
 
+// A rank with no plan yet asks for everything (as much as its share gives);
+// as demand, only what it holds counts, or one job starting would ask an
+// autoscaler for the largest pool it allows.
+TEST(SchedulerCore, AnUnknownWantCountsAsWhatItHolds) {
+  SchedulerCore core({});
+  ASSERT_TRUE(Beat(core, Worker("w1", 4), 0).ok());
+  proto::JobBeat starting = Job("a", 1e6);
+  starting.set_want_unknown(true);
+  auto grant = core.JobBeat(starting, 0);
+  ASSERT_TRUE(grant.ok());
+  EXPECT_DOUBLE_EQ(Granted(*grant), 4);  // it gets its share all the same
+  const SchedulerCounts c = core.counts();
+  EXPECT_DOUBLE_EQ(c.wanted_cores, 4);
+  EXPECT_DOUBLE_EQ(c.short_cores, 0);
+}
+
 // Classes and prices: the grant says what it costs an hour, the counts give
 // each training job's cost and each class's cores; a price that is not a
 // finite non-negative number is refused naming the field.

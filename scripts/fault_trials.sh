@@ -6,28 +6,36 @@
 # and reports the run's images/s against an undisturbed run's. One JSON line
 # per trial, then a summary line.
 #
-#   scripts/fault_trials.sh [TRIALS=10] [--data DIR] [--epochs 4]
+#   scripts/fault_trials.sh [TRIALS=10] [--data DIR] [--epochs 4] [--notice 30]
 #
 # Faults, in rotation (each at a random moment 0.3-2.5 s after the job opened
 # on its workers, on a random worker):
 #   sigkill    SIGKILL the worker
-#   sigterm    SIGTERM it (graceful: it finishes its items, hands the rest back)
+#   sigterm    SIGTERM it: it drains (the scheduler and the job are told, it
+#              answers what it holds, and exits when the job closes its stream)
 #   link-down  its link goes down for 4 s (the trainer's --worker-timeout 2
 #              moves its items), then up
 #   slow-link  its link is cut to 20 Mbit/s for the rest of the run (a token
 #              bucket: this kernel has no netem for delay and loss)
 #   scheduler  the scheduler is SIGKILLed and restarted on the same port (the
 #              job takes its workers from it)
+#   rolling    every worker is replaced once, one after another: SIGTERM, its
+#              exit, a new one in its place (a rolling update)
+#   wave       a preemption wave: w1 and w2 (two of the three) get SIGTERM at
+#              once, and SIGKILL --notice seconds later if still running
+#   scale-up   a fourth worker (w4) registers while the job runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 trials=${1:-10}
 shift || true
 data=""
 epochs=4
+notice=30
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) data=$2; shift ;;
     --epochs) epochs=$2; shift ;;
+    --notice) notice=$2; shift ;;
     *) echo "fault_trials.sh: unknown flag '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -42,7 +50,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-"$tb" up 3 >/dev/null
+"$tb" up 4 >/dev/null  # w4 joins only in the scale-up trial
 if [ -z "$data" ]; then
   "$bin/prepflow" demo --images 192 --local-workers 0 --keep --json 2>/dev/null | tail -n 1 >"$work/demo.json"
   data=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["dataset"])' "$work/demo.json")
@@ -65,12 +73,17 @@ start_scheduler() {  # port (0: any)
 start_worker() {  # host
   rm -f "$work/$1.port"
   ("$tb" exec "$1" "$bin/prepflow-worker" --listen "$("$tb" addr "$1")" --insecure \
-    --data-root "$root" --threads 1 --port-file "$work/$1.port" --grace-seconds 5 \
+    --data-root "$root" --threads 1 --port-file "$work/$1.port" --grace-seconds "$notice" \
     --scheduler "$("$tb" addr trainer):$(cat "$work/sched.port")" \
     >/dev/null 2>>"$work/$1.err" &)
   for _ in $(seq 100); do [ -s "$work/$1.port" ] && break; sleep 0.05; done
 }
 worker_pid() { pgrep -f "prepflow-worker --listen $("$tb" addr "$1")" | head -1; }
+# Waits up to `2` seconds for process `1` to exit; SIGKILL if it has not.
+await_exit() {
+  for _ in $(seq $((${2%.*} * 20 + 1))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+  kill -KILL "$1" 2>/dev/null || true
+}
 
 start_scheduler 0
 sched_port=$(cat "$work/sched.port")
@@ -83,7 +96,7 @@ run() {  # output file
 run "$work/baseline.json"
 baseline=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["images_per_s"])' "$work/baseline.json")
 
-kinds=(sigkill sigterm link-down slow-link scheduler)
+kinds=(sigkill sigterm link-down slow-link scheduler rolling wave scale-up)
 passed=0
 for i in $(seq "$trials"); do
   kind=${kinds[$(((i - 1) % ${#kinds[@]}))]}
@@ -108,6 +121,19 @@ for i in $(seq "$trials"); do
       pkill -KILL -f "$bin/prepflow-scheduler" || true
       sleep 1
       start_scheduler "$sched_port" ;;
+    rolling)
+      for w in w1 w2 w3; do
+        pid=$(worker_pid "$w")
+        kill -TERM "$pid"
+        await_exit "$pid" "$notice"
+        start_worker "$w"
+      done ;;
+    wave)
+      p1=$(worker_pid w1) p2=$(worker_pid w2)
+      kill -TERM "$p1" "$p2"
+      await_exit "$p1" "$notice"
+      await_exit "$p2" 0 ;;
+    scale-up) start_worker w4 ;;
   esac
   wait $runner || true
   ok=$(python3 - "$work/trial.json" "$expected" "$local_sum" "$baseline" "$kind" "$victim" "$delay" <<'PY'
@@ -131,6 +157,8 @@ PY
   # Repair for the next trial.
   case "$kind" in
     sigkill|sigterm) start_worker "$victim"; sleep 1 ;;
+    wave) start_worker w1; start_worker w2; sleep 1 ;;
+    scale-up) kill -TERM "$(worker_pid w4)"; sleep 1 ;;
     slow-link) ip netns exec "pf-$victim" tc qdisc del dev eth0 root 2>/dev/null || true ;;
   esac
 done 2>&1

@@ -172,7 +172,20 @@ def build():
 
     d.row("Scheduler")
     d.panel("Pool", "Workers and jobs the scheduler knows, and its cores: in the pool and granted.",
-            [("prepflow_scheduler_pool", "{{what}}")])
+            [('prepflow_scheduler_pool{what=~"workers|jobs|ranks|pool_cores|granted_cores"}',
+              "{{what}}")])
+    d.panel("Demand: how big the pool should be",
+            "Cores the jobs' plans want, those wanted and not granted (the pool is short: "
+            "PrepflowPoolShort fires after 15 minutes), the pool's idle cores, the workers "
+            "draining, and what the elastic class should hold (the autoscaler's signal).",
+            [('prepflow_scheduler_pool{what=~"wanted_cores|short_cores|idle_cores|'
+              'draining_workers"}', "{{what}}"),
+             ("prepflow:elastic_wanted_cores", "elastic class target")])
+    d.panel("Cost and classes",
+            "What each training job's grants cost an hour (workers' --cost-per-core-hour), and "
+            "each worker class's cores in the pool and granted.",
+            [(f"prepflow_scheduler_job_cost_per_hour{{{JOB}}}", "{{job_id}} per hour"),
+             ("prepflow_scheduler_class_cores", "{{class}} {{what}}")])
     d.panel("Fair shares: jobs and their ranks",
             "Each training job's fair share of the pool (weights apply per job, however many "
             "ranks it has), and each rank's part of it (max-min by what the ranks want).",

@@ -337,7 +337,13 @@ bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, doub
   // (Requiring an idle trainer as well meant the link was never found in a
   // real run: with --offload auto the trainer runs its own share flat out.)
   const double receive_cores = rate * receive_cost_.value_or(options_.prior_receive_cost_per_byte);
-  return saturated >= 0.8 && busy < 0.6 && (here_busy < 0.7 || receive_cores < 0.25);
+  // With every credit out, the credits' time in the window is credits x
+  // seconds; where the worker held the items for most of it (queued for
+  // its threads, or running slowly: its CPU contended or starved, which its
+  // own busy share does not show), the worker binds, not its link.
+  const double held =
+      w.credits > 0 ? (w.run_seconds - start.run_seconds) / (w.credits * seconds) : 0;
+  return saturated >= 0.8 && busy < 0.6 && held < 0.5 && (here_busy < 0.7 || receive_cores < 0.25);
 }
 
 void Replanner::FoldIngest(const Snapshot& s) {

@@ -149,6 +149,10 @@ struct WorkerTotals {
   double cpu_seconds = 0;  // CPU it reported for this job's items
   int64_t results = 0;
   int64_t saturated_results = 0;  // results that arrived with every credit out
+  // Wall seconds its answers spent on the worker, launch to ready to send
+  // (ItemResult.run_seconds, summed), and the items it may hold at once.
+  double run_seconds = 0;
+  int credits = 0;
   // The worker's own report of the share of its cores it kept busy (all
   // its jobs), in its latest result; 0 when it reports none.
   double worker_busy = 0;

@@ -507,7 +507,8 @@ bool WorkerCore::AdmitToMemory(Admission a) {
 
 bool WorkerCore::Launch(Admission a) {
   const int64_t bytes = a.bytes;
-  const bool queued = pool_->Submit([this, bytes, a = std::move(a)](int thread) {
+  const int64_t launched = WallNanos();
+  const bool queued = pool_->Submit([this, bytes, launched, a = std::move(a)](int thread) {
     ItemOutput out;
     // Released when the caller drops the output, after writing its reply.
     out.reservation = std::shared_ptr<void>(nullptr, [this, bytes](void*) { Release(bytes); });
@@ -517,6 +518,7 @@ bool WorkerCore::Launch(Admission a) {
     for (const Payload& p : out.payloads) sent += static_cast<int64_t>(p.size);
     out.result.set_transport_cpu_per_byte(CountSent(sent));
     out.result.set_worker_busy(BusyShare());
+    out.result.set_run_seconds((WallNanos() - launched) * 1e-9);
     a.done(std::move(out));
   });
   if (metrics_ != nullptr) metrics_->SetQueueDepth(static_cast<double>(pool_->queue_depth()));

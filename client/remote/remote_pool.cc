@@ -352,6 +352,8 @@ void RemotePool::CountAnswer(Worker& worker, const ReceivedMessage& answer) {
   const double busy = answer.message.result().worker_busy();
   worker.worker_busy = std::isfinite(busy) ? std::clamp(busy, 0.0, 1.0) : 0;
   worker.answer_bytes += static_cast<double>(answer.wire_bytes);
+  const double run = answer.message.result().run_seconds();
+  if (std::isfinite(run) && run > 0) worker.run_seconds += std::min(run, 3600.0);
   for (const proto::SampleResult& r : answer.message.result().samples()) {
     worker.cpu_seconds += r.read_cpu_seconds();
     for (const auto& stage : r.stages()) worker.cpu_seconds += stage.cpu_seconds();
@@ -641,6 +643,8 @@ void RemotePool::FillSnapshot(policy::Snapshot* snapshot) const {
     t.cpu_seconds = w.cpu_seconds;
     t.results = w.results;
     t.saturated_results = w.saturated_results;
+    t.run_seconds = w.run_seconds;
+    t.credits = w.credits;
     t.worker_busy = w.worker_busy;
     if (t.usable && w.stages < std::numeric_limits<int>::max() &&
         (snapshot->max_cut < 0 || w.stages < snapshot->max_cut)) {

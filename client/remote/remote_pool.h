@@ -231,6 +231,7 @@ class RemotePool {
     // credit out (CountAnswer).
     double answer_bytes = 0;
     double cpu_seconds = 0;
+    double run_seconds = 0;  // the answers' ItemResult.run_seconds, summed
     int64_t results = 0, saturated_results = 0;
     double worker_busy = 0;  // its latest report (ItemResult.worker_busy)
   };

@@ -86,11 +86,12 @@ class RemotePoolTest : public ::testing::Test {
   void Submit(std::vector<int64_t> slots) { pool_->Submit(RemoteItem{&batch_, slots, 2}); }
 
   // The worker behind `s` answers the item it was sent as its `k`-th.
-  void Answer(FakeStream* s, size_t k, int64_t wire_bytes = 100) {
+  void Answer(FakeStream* s, size_t k, int64_t wire_bytes = 100, double run_seconds = 0) {
     const proto::WorkItem& item = s->sent.at(k);
     auto answer = std::make_shared<ReceivedMessage>();
     proto::ItemResult* r = answer->message.mutable_result();
     r->set_item_id(item.item_id());
+    r->set_run_seconds(run_seconds);
     for (int64_t index : item.indices()) {
       proto::SampleResult* sr = r->add_samples();
       sr->set_index(index);
@@ -529,6 +530,26 @@ TEST_F(RemotePoolTest, TheSnapshotCountsAnswersForTheLinkEstimate) {
   EXPECT_EQ(s.workers[0].saturated_results, 1);  // it arrived with every credit out
   EXPECT_DOUBLE_EQ(s.workers[0].received_bytes, 5000);
   EXPECT_DOUBLE_EQ(s.workers[0].cpu_seconds, 0.002);
+  EXPECT_EQ(s.workers[0].credits, 1);
+}
+
+// The wall time answers spent on the worker adds up; a worker's report that
+// is not a number, negative or absurd does not move it past an hour each.
+TEST_F(RemotePoolTest, TheSnapshotAddsTheAnswersTimeOnTheWorker) {
+  Make();
+  FakeStream* a = Open("a:1", 1);
+  Submit({0});
+  Submit({1});
+  Submit({2});
+  Submit({3});
+  Answer(a, 0, 100, 0.25);
+  Answer(a, 1, 100, std::nan(""));
+  Answer(a, 2, 100, -5);
+  Answer(a, 3, 100, 1e300);
+  policy::Snapshot s;
+  pool_->FillSnapshot(&s);
+  EXPECT_DOUBLE_EQ(s.workers[0].run_seconds, 0.25 + 3600);
+  ExpectExactlyOnce({0, 1, 2, 3});
 }
 
 // A far worker whose every item is copied to a faster one and lost there

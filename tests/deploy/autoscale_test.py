@@ -34,46 +34,14 @@ import urllib.request
 
 import yaml
 
+from daemons import Daemon
+
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 120  # seconds for any one wait; only a stalled machine gets near it
 MAX_REPLICAS = 4  # this machine's share of hpa.yaml's 64
 STABILIZE = 3.0  # seconds of scale-down stabilization (hpa.yaml: 300)
 TICK = 0.5
 EPOCHS = 300
-
-
-class Daemon:
-    def __init__(self, args, logdir, name):
-        self.name = name
-        self.out = pathlib.Path(logdir, f"{name}.out")
-        self.err = pathlib.Path(logdir, f"{name}.err")
-        self.proc = subprocess.Popen(args, stdout=self.out.open("w"), stderr=self.err.open("w"))
-
-    def wait_for(self, pattern, path):
-        deadline = time.time() + PATIENCE
-        while time.time() < deadline:
-            m = re.search(pattern, path.read_text())
-            if m:
-                return m
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        sys.exit(f"FAIL: {self.name} never logged /{pattern}/ (exit {self.proc.poll()}):\n"
-                 f"{self.err.read_text()[-3000:]}")
-
-    def drain(self):
-        """SIGTERM, as Kubernetes sends a pod it removes; its exit status."""
-        self.proc.terminate()
-        try:
-            return self.proc.wait(PATIENCE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def series(metrics_text, name, **labels):
@@ -143,7 +111,8 @@ def main():
         local = json.loads(local.stdout.strip().splitlines()[-1])
 
         scheduler = Daemon([bin_dir / "prepflow-scheduler", "--port", "0", "--metrics-port", "0",
-                            "--heartbeat-seconds", "0.2", "--expire-after", "2"], tmp, "scheduler")
+                            "--heartbeat-seconds", "0.2", "--expire-after", "2"], tmp, "scheduler",
+                           PATIENCE)
         daemons.append(scheduler)
         address = scheduler.wait_for(r"listening (\S+)", scheduler.out).group(1)
         metrics_url = "http://" + scheduler.wait_for(
@@ -153,7 +122,7 @@ def main():
             w = Daemon([bin_dir / "prepflow-worker", "--port", "0", "--data-root", generated,
                         "--threads", "1", "--scheduler", address, "--class", elastic_class,
                         "--cost-per-core-hour", "0.012", "--grace-seconds", "30"],
-                       tmp, f"worker{len(daemons)}")
+                       tmp, f"worker{len(daemons)}", PATIENCE)
             daemons.append(w)
             w.wait_for(r"listening (\S+)", w.out)
             workers.append(w)
@@ -199,7 +168,8 @@ def main():
                                    elastic_wanted_cores(scrape(), elastic_class)))
             time.sleep(TICK)
 
-        assert most > 1, f"the pool never grew: the signal was {signals}"
+        assert most > 1, (f"the pool never grew: the signal was {signals}; the job's log:\n"
+                          + (tmp / "job.err").read_text()[-4000:])
         assert summary["images"] == EPOCHS * 64, summary["images"]
         assert summary["errors"] == 0, summary
         assert summary["checksum"] == local["checksum"], (summary["checksum"], local["checksum"])

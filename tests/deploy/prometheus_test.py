@@ -23,39 +23,10 @@ import time
 import urllib.parse
 import urllib.request
 
+from daemons import Daemon
+
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 60  # seconds; only a stalled machine gets near it
-
-
-class Daemon:
-    """A process whose stdout/stderr go to files, so logs can be searched."""
-
-    def __init__(self, args, logdir, name):
-        self.name = name
-        self.out = pathlib.Path(logdir, f"{name}.out")
-        self.err = pathlib.Path(logdir, f"{name}.err")
-        self.proc = subprocess.Popen(args, stdout=self.out.open("w"), stderr=self.err.open("w"))
-
-    def wait_for(self, pattern, path):
-        deadline = time.time() + PATIENCE
-        while time.time() < deadline:
-            m = re.search(pattern, path.read_text())
-            if m:
-                return m
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        sys.exit(f"FAIL: {self.name} never logged /{pattern}/ (exit {self.proc.poll()}):\n"
-                 f"{self.err.read_text()[-3000:]}")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def free_port():

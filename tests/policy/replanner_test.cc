@@ -23,6 +23,10 @@ struct Job {
   double worker_bytes = 0, worker_cpu = 0;
   int64_t worker_results = 0, worker_saturated = 0;
   double worker_reported_busy = 0;  // the worker's own report, for all its jobs
+  // Wall seconds its answers spent on the worker (ItemResult.run_seconds),
+  // and its credits.
+  double worker_run_seconds = 0;
+  int worker_credits = 4;
   // What the workers reported of their transport CPU, and for how many bytes.
   double worker_transport_cpu = 0, worker_transport_bytes = 0;
   // Reads: bytes per read (here and on the workers), the wall seconds the
@@ -61,6 +65,8 @@ struct Job {
     w.results = worker_results;
     w.saturated_results = worker_saturated;
     w.worker_busy = worker_reported_busy;
+    w.run_seconds = worker_run_seconds;
+    w.credits = worker_credits;
     s.workers.push_back(w);
     return s;
   }
@@ -310,7 +316,7 @@ TEST(Replanner, APlanAfterInvalidateReplacesTheRunningOneWhateverTheGain) {
 // window opens), and 1.5 s of answers (it closes).
 ReplanState LinkAfterWindows(double process_busy, double worker_busy, double saturated_share,
                              std::vector<std::string>* notes, double receive_cpu_per_byte = 0,
-                             double worker_reported_busy = 0) {
+                             double worker_reported_busy = 0, double held_share = 0) {
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;
   job.worker_reported_busy = worker_reported_busy;
@@ -325,6 +331,7 @@ ReplanState LinkAfterWindows(double process_busy, double worker_busy, double sat
   job.worker_saturated += static_cast<int64_t>(20 * saturated_share);
   job.worker_bytes += 30e6;
   job.worker_cpu += worker_busy * 1.5 * job.remote_cores;
+  job.worker_run_seconds += held_share * 1.5 * job.worker_credits;
   job.process_cpu_seconds += process_busy * 1.5 * 2;
   r.Update(job.At(4, 300), notes);
   return r.State();
@@ -349,6 +356,21 @@ TEST(Replanner, NoLinkLimitWhenTheWorkerIsBusyOrCreditsAreFreeOrReceivingIsWork)
   EXPECT_EQ(LinkAfterWindows(0.3, 0.9, 1.0, &notes).links.at(7).limit, 0);  // worker busy
   EXPECT_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).limit, 0);  // credits free
   EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 0.5, &notes).links.at(7).ingest_rate, 20e6);
+}
+
+// Every credit out and the worker's CPU idle by its own count, but its
+// answers spent most of the credits' time on the worker (queued for its
+// threads, or running slowly): a worker whose CPU another process starves
+// reports little CPU and answers late, and that is not its link. (On a
+// loaded machine, each plan took the worker's slow answers for a link, cut
+// the remote share to it, and the next window found a slower "link": down
+// to all local.)
+TEST(Replanner, NoLinkLimitWhenTheWorkerHeldTheItems) {
+  std::vector<std::string> notes;
+  EXPECT_EQ(LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0, 0, /*held_share=*/0.8).links.at(7).limit, 0);
+  // Items held a fifth of the time and waiting on the wire the rest: the link.
+  EXPECT_DOUBLE_EQ(
+      LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0, 0, /*held_share=*/0.2).links.at(7).limit, 20e6);
 }
 
 // This job's items used a fifth of the worker, every credit out, but the

@@ -126,6 +126,51 @@ void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>
   }
 }
 
+// 4. Where prices differ, grants on a worker move to free cores that cost
+// less (not away from the job's locality to a worker outside it): a job that
+// was granted dear cores before cheap ones joined does not keep paying for
+// them. `all`: the workers that had free cores, cheapest first.
+void MoveToCheaperCores(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
+                        const std::vector<size_t>& order, const std::vector<size_t>& all,
+                        std::vector<double>& free,
+                        std::vector<std::vector<std::pair<size_t, double>>>& granted) {
+  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
+    return w.cost != workers.front().cost;
+  });
+  if (!priced) return;
+  size_t cursor = 0;  // past workers with nothing left
+  for (size_t j : order) {
+    const std::string& local = jobs[j].locality;
+    const size_t held = granted[j].size();
+    for (size_t k = 0; k < held; ++k) {
+      const size_t from = granted[j][k].first;
+      const bool keeps_locality = !local.empty() && workers[from].locality == local;
+      for (size_t c = cursor; c < all.size() && granted[j][k].second >= kMinGrantCores; ++c) {
+        const size_t to = all[c];
+        if (workers[to].cost >= workers[from].cost) break;  // none cheaper left
+        if (free[to] < kMinGrantCores) {
+          if (c == cursor) ++cursor;
+          continue;
+        }
+        if (keeps_locality && workers[to].locality != local) continue;
+        double moved = std::min(granted[j][k].second, free[to]);
+        const double left = granted[j][k].second - moved;
+        // Leave a whole grant behind or nothing, never a sliver.
+        if (left > 0 && left < kMinGrantCores) moved -= kMinGrantCores - left;
+        if (moved < kMinGrantCores) continue;
+        granted[j][k].second -= moved;
+        granted[j].emplace_back(to, moved);
+        free[to] -= moved;
+        free[from] += moved;
+      }
+    }
+    // What stayed behind is a sliver or nothing: not worth a stream.
+    granted[j].erase(std::remove_if(granted[j].begin(), granted[j].end(),
+                                    [](const auto& g) { return g.second < 1e-12; }),
+                     granted[j].end());
+  }
+}
+
 }  // namespace
 
 Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
@@ -195,6 +240,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     if (list != local_lists.end()) fill(j, list->second, local_cursor[jobs[j].locality]);
   }
   for (size_t j : order) fill(j, all, all_cursor);
+  MoveToCheaperCores(workers, jobs, order, all, free, granted);
   AddGrants(workers, jobs, order, granted, by_id_order, &out);
   return out;
 }

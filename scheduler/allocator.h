@@ -24,7 +24,10 @@
 //   2. fill from workers whose locality label equals the job's;
 //   3. fill from any worker with free cores.
 // Passes 2 and 3 take the cheapest workers first (PoolWorker::cost, e.g.
-// spot before on-demand), ties in the workers' order.
+// spot before on-demand), ties in the workers' order; then
+//   4. where prices differ, a grant moves to free cores that cost less
+//      (keeping the job's locality where it has it): a job granted dear
+//      cores before cheap ones joined does not keep them.
 // Each pass walks per-label lists of workers with free cores, so a rebalance
 // costs O(workers + jobs + grants) after an O(J log J) sort.
 //

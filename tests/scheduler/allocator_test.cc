@@ -64,6 +64,32 @@ TEST(Allocate, GrantsTheCheapestCoresFirstAndPricesEachJob) {
   EXPECT_EQ(a.cost_per_hour.count("j"), 0u);
 }
 
+// A job granted dear cores before cheap ones were free moves to the cheap
+// ones; where too few are free, only as many move; a job whose locality the
+// dear worker serves stays on it.
+TEST(Allocate, EarlierGrantsOnDearCoresMoveToFreeCheaperOnes) {
+  const std::vector<PoolWorker> workers = {{"a-dear", 4, "zone-b", 0.04},
+                                           {"c-cheap", 4, "zone-a", 0.01}};
+  const std::map<std::string, std::vector<Grant>> before = {{"j", {G("a-dear", 3)}}};
+  Allocation a = Allocate(workers, {{"j", 1, 3, ""}}, before);
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("c-cheap", 3)));
+  EXPECT_DOUBLE_EQ(a.cost_per_hour.at("j"), 0.03);
+  // Another job keeps 2.5 of the cheap cores: 1.5 move, 1.5 stay.
+  a = Allocate(workers, {{"j", 1, 3, ""}, {"k", 1, 2.5, ""}},
+               {{"j", {G("a-dear", 3)}}, {"k", {G("c-cheap", 2.5)}}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("a-dear", 1.5), G("c-cheap", 1.5)));
+  EXPECT_THAT(a.grants.at("k"), ElementsAre(G("c-cheap", 2.5)));
+  // A zone-b job stays on its zone's dear worker.
+  a = Allocate(workers, {{"j", 1, 3, "zone-b"}}, before);
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("a-dear", 3)));
+  // Never a sliver left behind: 3.98 wanted, 3.95 cheap free -> 3.93 move.
+  const std::vector<PoolWorker> tight = {{"a-dear", 4, "", 0.04}, {"c-cheap", 3.95, "", 0.01}};
+  a = Allocate(tight, {{"j", 1, 3.98, ""}}, {{"j", {G("a-dear", 3.98)}}});
+  ASSERT_EQ(a.grants.at("j").size(), 2u);
+  EXPECT_NEAR(a.grants.at("j")[0].cores, kMinGrantCores, 1e-9);
+  EXPECT_NEAR(a.grants.at("j")[1].cores, 3.93, 1e-9);
+}
+
 TEST(Allocate, ContendedPoolIsSharedFairlyAndCoversEveryCore) {
   std::vector<PoolWorker> workers;
   for (int i = 0; i < 5; ++i) workers.push_back({"w" + std::to_string(i), 2, ""});

@@ -11,7 +11,7 @@
 # inherits another's caches or streams.
 #
 #   sudo scripts/bench_scenarios.sh [DATA]
-#   env: SCENARIOS (all: cpu link far churn echo light storage), ROUNDS (3),
+#   env: SCENARIOS (all: cpu link far churn echo light storage jobs2), ROUNDS (3),
 #        EPOCHS (30), SWEEP (the static splits; each scenario has its own
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
@@ -30,12 +30,14 @@
 #   storage as cpu, the data packed into WebDataset shards on an S3-compatible
 #          store (s3rver) on w3, whose link is STORAGE_MBIT (50): trainer
 #          and workers read through it, and storage binds every placement
-# Not here yet: two jobs sharing a pool and ranks (scripts/bench_ranks.sh
-# measures those with a scheduler).
+#   jobs2  two jobs at once, on the trainer and on w3 (0.5 core each),
+#          sharing w1 and w2 through a scheduler (each worker 0.5 core):
+#          rates, predictions and epochs are the two jobs' together
+# Not here yet: ranks (scripts/bench_ranks.sh measures those).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
-scenarios=${SCENARIOS:-cpu link far churn echo light storage}
+scenarios=${SCENARIOS:-cpu link far churn echo light storage jobs2}
 rounds=${ROUNDS:-3}
 epochs=${EPOCHS:-30}
 churn_at=${CHURN_AT:-4}
@@ -58,7 +60,7 @@ trap cleanup EXIT
 # tight link, only small remote shares finish in reasonable time).
 scenario() {
   up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
-  pipeline=imagenet-train store=
+  pipeline=imagenet-train store="" trainers=trainer shared=""
   sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
   sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
@@ -74,6 +76,7 @@ scenario() {
     churn) up="3 --cpu 0.5 --trainer-cpu 0.5" listed="w1 w2 w3" during=churn ;;
     echo) flags="--cache-bytes 1000000000 --echo 2" ;;
     light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
+    jobs2) up="3 --cpu 0.5 --trainer-cpu 0.5" trainers="trainer w3" shared=1 ;;
     storage)
       up="3 --cpu 0.5 --trainer-cpu 0.5 --bw ${STORAGE_MBIT:-50} --bw-hosts w3" store=w3
       sweep="cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 remote"
@@ -119,7 +122,8 @@ start_worker() {  # host
   rm -f "$work/$1.port"
   # shellcheck disable=SC2086
   "$tb" exec "$1" env $creds build/bin/prepflow-worker --listen "$("$tb" addr "$1")" --port "$port" \
-    --insecure --data-root "$data" $wflags --port-file "$work/$1.port" >/dev/null 2>>"$work/$1.err" &
+    --insecure --data-root "$data" $wflags ${sched:+--scheduler "$sched"} --port-file "$work/$1.port" \
+    >/dev/null 2>>"$work/$1.err" &
   pid[$1]=$!
   for _ in $(seq 100); do [ -s "$work/$1.port" ] && return; sleep 0.1; done
   echo "bench_scenarios: the worker on $1 did not start: $(tail -n 3 "$work/$1.err")" >&2
@@ -136,25 +140,81 @@ churn() {  # beside a run: w3 joins, w2 is killed
   kill -9 "${pid[w2]}" 2>/dev/null || true
 }
 
+# The scheduler the jobs2 scenario shares its workers through: on the
+# trainer's host; sets sched (its address).
+sched="" sched_pid=""
+start_scheduler() {
+  rm -f "$work/sched.port"
+  "$tb" exec trainer build/bin/prepflow-scheduler --listen "$("$tb" addr trainer)" --insecure \
+    --port 0 --port-file "$work/sched.port" --heartbeat-seconds 0.5 --expire-after 3 \
+    >/dev/null 2>>"$work/scheduler.err" &
+  sched_pid=$!
+  for _ in $(seq 100); do [ -s "$work/sched.port" ] && break; sleep 0.05; done
+  sched="$("$tb" addr trainer):$(cat "$work/sched.port")"
+}
+
+# One job on each host of $trainers, at once; prints their JSON lines joined
+# into one (jobs2: the jobs' rates, predictions and epochs added up).
+run_jobs() {  # log-prefix, then the run's flags
+  local log=$1 i=0 t jobs=()
+  shift
+  for t in $trainers; do
+    # shellcheck disable=SC2086
+    timeout "$run_limit" "$tb" exec "$t" env $creds build/bin/prepflow run --data "$source" \
+      --index-cache-dir "" --pipeline "$pipeline" --epochs "$epochs" --worker-timeout 60 --json \
+      "$@" 2>"$log.$t.log" | tail -n 1 >"$work/job.$i" &
+    jobs+=($!)
+    i=$((i + 1))
+  done
+  wait "${jobs[@]}"
+  python3 - "$work"/job.* <<'PY'
+import json, sys
+jobs = []
+for path in sys.argv[1:]:
+    try:
+        jobs.append(json.load(open(path)))
+    except Exception:
+        jobs.append({"images_per_s": 0, "error": "no result"})
+if len(jobs) == 1:
+    print(json.dumps(jobs[0]))
+    sys.exit()
+out = dict(jobs[0])
+for k in ("images_per_s", "plan_predicted_images_per_s"):
+    out[k] = sum(j.get(k, 0) for j in jobs)
+# Epoch by epoch, the jobs' rates added: an "epoch" of one job's samples in
+# the harmonic sum of their epochs' seconds.
+eps = [j.get("epoch_seconds") or [] for j in jobs]
+n = min(len(e) for e in eps)
+out["epoch_seconds"] = [1 / sum(1 / e[k] for e in eps) for k in range(n)]
+out["images"] = jobs[0].get("images", 0)
+sums = {j.get("checksum") for j in jobs}
+out["checksum"] = sums.pop() if len(sums) == 1 else "the jobs differ"
+print(json.dumps(out))
+PY
+  rm -f "$work"/job.*
+}
+
 run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB> JSON
   local s=$1 mode=$2 r=$3 beside="" workers="" offload=$2 prev=""
   [ "$mode" = auto ] && prev=${AUTO_FLAGS:-}
   if [ "$mode" = auto-prev ]; then
     offload=auto prev="--replan-probe-share 1 --replan-min-gain 0 --replan-link-growth 0"
   fi
+  if [ -n "$shared" ]; then start_scheduler; fi
   for h in $hosts; do start_worker "$h"; done
+  if [ -n "$shared" ]; then sleep 2; fi  # every worker registered
   for h in $listed; do workers="${workers:+$workers,}$("$tb" addr "$h"):$port"; done
   if [ -n "$during" ]; then "$during" & beside=$!; fi
-  local json
+  local json pool=(--workers "$workers")
+  if [ -n "$shared" ]; then pool=(--scheduler "$sched"); fi
   # shellcheck disable=SC2086
-  json=$(timeout "$run_limit" "$tb" exec trainer env $creds build/bin/prepflow run --data "$source" \
-    --index-cache-dir "" --pipeline "$pipeline" \
-    --epochs "$epochs" --offload "$offload" --workers "$workers" --worker-timeout 60 --json $flags $prev \
-    2>"$work/$s.${mode//[^a-z0-9]/_}.$r.log" | tail -n 1) || true
+  json=$(run_jobs "$work/$s.${mode//[^a-z0-9]/_}.$r" --offload "$offload" "${pool[@]}" $flags $prev)
   [[ "$json" == "{"* ]] || json="{\"images_per_s\": 0, \"error\": \"no result in ${run_limit} s\"}"
   if [ -n "$beside" ]; then wait "$beside" || true; fi
   if [ -s "$work/w3.pid" ]; then pid[w3]=$(cat "$work/w3.pid"); rm -f "$work/w3.pid"; fi
   stop_workers
+  if [ -n "$sched_pid" ]; then kill "$sched_pid" 2>/dev/null || true; wait "$sched_pid" 2>/dev/null || true; fi
+  sched="" sched_pid=""
   printf '%s\t%s\t%s\t%s\n' "$s" "$mode" "$r" "$json"
 }
 

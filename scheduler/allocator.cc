@@ -106,17 +106,20 @@ void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant
   }
 }
 
+// Whether the workers' prices differ (then passes 2 to 4 look at them).
+bool Priced(const std::vector<PoolWorker>& workers) {
+  return std::any_of(workers.begin(), workers.end(),
+                     [&](const PoolWorker& w) { return w.cost != workers.front().cost; });
+}
+
 // The workers with free cores, in all and per locality label, cheapest first
-// (the workers' order among equals).
-void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>& free,
+// where `priced` (the workers' order among equals).
+void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>& free, bool priced,
                std::vector<size_t>* all,
                std::unordered_map<std::string, std::vector<size_t>>* local_lists) {
   for (size_t w = 0; w < workers.size(); ++w) {
     if (free[w] > 0) all->push_back(w);
   }
-  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
-    return w.cost != workers.front().cost;
-  });
   if (priced) {
     std::stable_sort(all->begin(), all->end(),
                      [&](size_t a, size_t b) { return workers[a].cost < workers[b].cost; });
@@ -126,18 +129,15 @@ void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>
   }
 }
 
-// 4. Where prices differ, grants on a worker move to free cores that cost
-// less (not away from the job's locality to a worker outside it): a job that
-// was granted dear cores before cheap ones joined does not keep paying for
-// them. `all`: the workers that had free cores, cheapest first.
+// 4. Where prices differ (the caller asks only then), grants on a worker
+// move to free cores that cost less (not away from the job's locality to a
+// worker outside it): a job that was granted dear cores before cheap ones
+// joined does not keep paying for them. `all`: the workers that had free
+// cores, cheapest first.
 void MoveToCheaperCores(const std::vector<PoolWorker>& workers, const std::vector<JobWant>& jobs,
                         const std::vector<size_t>& order, const std::vector<size_t>& all,
                         std::vector<double>& free,
                         std::vector<std::vector<std::pair<size_t, double>>>& granted) {
-  const bool priced = std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
-    return w.cost != workers.front().cost;
-  });
-  if (!priced) return;
   size_t cursor = 0;  // past workers with nothing left
   for (size_t j : order) {
     const std::string& local = jobs[j].locality;
@@ -221,7 +221,8 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
   // walked by a cursor that only moves past workers with nothing left.
   std::unordered_map<std::string, std::vector<size_t>> local_lists;
   std::vector<size_t> all;
-  FreeLists(workers, free, &all, &local_lists);
+  const bool priced = Priced(workers);
+  FreeLists(workers, free, priced, &all, &local_lists);
   std::unordered_map<std::string, size_t> local_cursor;
   size_t all_cursor = 0;
   auto fill = [&](size_t j, const std::vector<size_t>& list, size_t& cursor) {
@@ -240,7 +241,7 @@ Allocation Allocate(const std::vector<PoolWorker>& workers, const std::vector<Jo
     if (list != local_lists.end()) fill(j, list->second, local_cursor[jobs[j].locality]);
   }
   for (size_t j : order) fill(j, all, all_cursor);
-  MoveToCheaperCores(workers, jobs, order, all, free, granted);
+  if (priced) MoveToCheaperCores(workers, jobs, order, all, free, granted);
   AddGrants(workers, jobs, order, granted, by_id_order, &out);
   return out;
 }

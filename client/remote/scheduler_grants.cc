@@ -77,16 +77,17 @@ void SchedulerGrants::Stop() {
 SchedulerGrants::State SchedulerGrants::state() const {
   absl::MutexLock lock(&mu_);
   State s = state_;
-  if (!finished_ && !stopped_ && cost_since_ != absl::InfinitePast()) {
-    s.cost += s.cost_per_hour * absl::ToDoubleHours(absl::Now() - cost_since_);
-  }
+  s.cost = CostUntil(absl::Now());
   return s;
 }
 
+double SchedulerGrants::CostUntil(absl::Time now) const {
+  if (cost_since_ == absl::InfinitePast() || finished_ || stopped_) return state_.cost;
+  return state_.cost + state_.cost_per_hour * absl::ToDoubleHours(now - cost_since_);
+}
+
 void SchedulerGrants::AddCost(absl::Time now) {
-  if (cost_since_ != absl::InfinitePast() && !finished_ && !stopped_) {
-    state_.cost += state_.cost_per_hour * absl::ToDoubleHours(now - cost_since_);
-  }
+  state_.cost = CostUntil(now);
   cost_since_ = now;
 }
 

@@ -87,7 +87,10 @@ class SchedulerGrants {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   State state_ ABSL_GUARDED_BY(mu_);
   absl::Time cost_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // of cost_per_hour
-  // Adds the running rate's cost up to `now` to state_.cost.
+  // What the grants cost until `now`: state_.cost and the running rate's
+  // since cost_since_ (nothing more once finished or stopped).
+  double CostUntil(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Folds the running rate's cost up to `now` into state_.cost.
   void AddCost(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::unique_ptr<JobRegistration> registration_;  // last: its thread uses the above
 };

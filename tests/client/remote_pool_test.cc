@@ -491,6 +491,15 @@ TEST_F(RemotePoolTest, ADrainingWorkerFinishesItsItemsAndGetsNoMore) {
   for (size_t k = 0; k < a->sent.size(); ++k) Answer(a, k);  // the rest went to a
   ExpectExactlyOnce({0, 1, 2, 3, 4});
   EXPECT_EQ(pool_->counters().reissued_items, 0);
+  // A notice is the worker's word on itself; what it says of its stay (not
+  // a number, negative, endless, or a second notice) changes nothing more.
+  a->handlers.draining(std::nan(""));
+  a->handlers.draining(-1);
+  FakeStream* c = Open("c:1", 1);
+  c->handlers.draining(std::numeric_limits<double>::infinity());
+  EXPECT_EQ(pool_->counters().drained_workers, 3);
+  EXPECT_TRUE(a->closed);  // it owed nothing
+  EXPECT_TRUE(c->closed);
 }
 
 TEST_F(RemotePoolTest, WorkersThatDoNotOpenInTimeAreDropped) {

@@ -34,7 +34,7 @@ import urllib.request
 
 import yaml
 
-from daemons import Daemon
+from daemons import Daemon, demo_dataset, start_scheduler
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 120  # seconds for any one wait; only a stalled machine gets near it
@@ -99,24 +99,16 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="prepflow-autoscale-"))
     workers, daemons, exits = [], [], []
     try:
-        demo = subprocess.run([bin_dir / "prepflow", "demo", "--images", "64", "--local-workers",
-                               "0", "--keep", "--json", "--threads", "1"],
-                              capture_output=True, text=True, check=True)
-        data = json.loads(demo.stdout.strip().splitlines()[-1])["dataset"]
-        generated = str(pathlib.Path(data).parent)
+        data, generated = demo_dataset(bin_dir, 64)
         job = [bin_dir / "prepflow", "run", "--data", data, "--epochs", str(EPOCHS),
                "--threads", "1", "--json"]
         local = subprocess.run(job + ["--offload", "off"], capture_output=True, text=True)
         assert local.returncode == 0, local.stderr[-3000:]
         local = json.loads(local.stdout.strip().splitlines()[-1])
 
-        scheduler = Daemon([bin_dir / "prepflow-scheduler", "--port", "0", "--metrics-port", "0",
-                            "--heartbeat-seconds", "0.2", "--expire-after", "2"], tmp, "scheduler",
-                           PATIENCE)
+        scheduler, address, metrics = start_scheduler(bin_dir, tmp, PATIENCE)
         daemons.append(scheduler)
-        address = scheduler.wait_for(r"listening (\S+)", scheduler.out).group(1)
-        metrics_url = "http://" + scheduler.wait_for(
-            r"metrics (127\.0\.0\.1:\d+)\)", scheduler.err).group(1) + "/metrics"
+        metrics_url = f"http://{metrics}/metrics"
 
         def start_worker():
             w = Daemon([bin_dir / "prepflow-worker", "--port", "0", "--data-root", generated,

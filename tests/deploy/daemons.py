@@ -1,6 +1,7 @@
 """Real prepflow daemons for the deploy tests (prometheus_test.py,
 autoscale_test.py): a process whose stdout and stderr go to files, so its
 log can be searched for what it announces."""
+import json
 import pathlib
 import re
 import subprocess
@@ -49,3 +50,24 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def demo_dataset(bin_dir, images):
+    """A generated ImageFolder of `images` photos-like JPEGs (prepflow demo
+    --keep): its path, and the folder to remove afterwards."""
+    demo = subprocess.run([bin_dir / "prepflow", "demo", "--images", str(images),
+                           "--local-workers", "0", "--keep", "--json", "--threads", "1"],
+                          capture_output=True, text=True, check=True)
+    data = json.loads(demo.stdout.strip().splitlines()[-1])["dataset"]
+    return data, str(pathlib.Path(data).parent)
+
+
+def start_scheduler(bin_dir, logdir, patience=PATIENCE):
+    """A prepflow-scheduler beating fast (0.2 s, expiry 2 s) with /metrics:
+    the daemon, its address and its metrics address."""
+    scheduler = Daemon([bin_dir / "prepflow-scheduler", "--port", "0", "--metrics-port", "0",
+                        "--heartbeat-seconds", "0.2", "--expire-after", "2"], logdir, "scheduler",
+                       patience)
+    address = scheduler.wait_for(r"listening (\S+)", scheduler.out).group(1)
+    metrics = scheduler.wait_for(r"metrics (127\.0\.0\.1:\d+)\)", scheduler.err).group(1)
+    return scheduler, address, metrics

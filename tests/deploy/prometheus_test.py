@@ -23,7 +23,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from daemons import Daemon
+from daemons import Daemon, demo_dataset, start_scheduler
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 60  # seconds; only a stalled machine gets near it
@@ -72,17 +72,9 @@ def main():
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="prepflow-prom-"))
     daemons = []
     try:
-        demo = subprocess.run([bin_dir / "prepflow", "demo", "--images", "16", "--local-workers",
-                               "0", "--keep", "--json", "--threads", "1"],
-                              capture_output=True, text=True, check=True)
-        data = json.loads(demo.stdout.strip().splitlines()[-1])["dataset"]
-        generated = str(pathlib.Path(data).parent)
-
-        scheduler = Daemon([bin_dir / "prepflow-scheduler", "--port", "0", "--metrics-port", "0",
-                            "--heartbeat-seconds", "0.2", "--expire-after", "2"], tmp, "scheduler")
+        data, generated = demo_dataset(bin_dir, 16)
+        scheduler, sched_addr, sched_metrics = start_scheduler(bin_dir, tmp)
         daemons.append(scheduler)
-        sched_addr = scheduler.wait_for(r"listening (\S+)", scheduler.out).group(1)
-        sched_metrics = scheduler.wait_for(r"metrics (127\.0\.0\.1:\d+)\)", scheduler.err).group(1)
 
         worker = Daemon([bin_dir / "prepflow-worker", "--port", "0", "--metrics-port", "0",
                          "--data-root", generated, "--threads", "1", "--scheduler", sched_addr],

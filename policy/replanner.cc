@@ -46,11 +46,16 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
   check(a.read_bytes, b.read_bytes, "the bytes a read takes");
   check(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
   check(a.remote_storage_bandwidth, b.remote_storage_bandwidth, "storage's bandwidth to workers");
+  // A link found binding (or no longer counted) is a whole change; else the
+  // links' sum moved.
   double links_a = 0, links_b = 0;
   for (const PlanInput::WorkerLink& w : a.worker_links) links_a += w.bandwidth;
   for (const PlanInput::WorkerLink& w : b.worker_links) links_b += w.bandwidth;
-  if (a.worker_links.size() != b.worker_links.size()) links_a = 0;  // one found or lost
-  check(links_a > 0 ? links_a : 1e300, links_b > 0 ? links_b : 1e300, "the workers' links");
+  if (a.worker_links.size() != b.worker_links.size()) {
+    if (worst.first < 1) worst = {1, "the workers' links"};
+  } else if (!a.worker_links.empty()) {
+    check(links_a, links_b, "the workers' links");
+  }
   return worst;
 }
 

@@ -415,8 +415,9 @@ Plan PlanOfRates(const PlanInput& in, const std::vector<double>& rate) {
 
 // MakePlan with link-bound workers (planner.h): a plan is made at a guess of
 // ρ, first the workers' full cores, then at the ρ of the plan made, until a
-// guess repeats; each plan's split is scored at its own ρ (ThroughputOf) and
-// the best split is the plan, at the rate it reaches.
+// plan's own ρ is its guess (at most 8 tries); each plan's split is scored at
+// its own ρ (ThroughputOf) and the best split is the plan, at the rate it
+// reaches.
 absl::StatusOr<Plan> PlanWithLinks(const PlanInput& in) {
   const std::vector<std::array<double, kRows>> use = PathUse(in);
   std::vector<double> best_rate;

@@ -16,10 +16,12 @@ void DeliveryTrial::Reopen(int64_t now) {
   open_ = false;
 }
 
-void DeliveryTrial::PlanStarted(int64_t now, double predicted, double local_predicted) {
-  step_ = Step::kPlan;
+void DeliveryTrial::PlanStarted(int64_t now, double predicted, double local_predicted,
+                                bool revises) {
   predicted_ = predicted;
   local_predicted_ = local_predicted;
+  if (revises && step_ == Step::kPlan) return;
+  step_ = Step::kPlan;
   Reopen(now);
 }
 

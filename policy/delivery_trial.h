@@ -7,7 +7,8 @@
 //   rule        what it does
 //   settle      a window opens period/2 after a placement starts, and
 //               closes after a period and min_samples delivered (or ten
-//               periods)
+//               periods); a plan that only revises the one watched (the
+//               caller says so) keeps its window
 //   judged      a plan (not all local) whose window delivered less than
 //               (1 - tolerance) x its prediction, and not clearly more than
 //               all local is predicted to (1 + 2 tolerance), while the trainer
@@ -51,7 +52,11 @@ class DeliveryTrial {
   // A plan that is not all local started at `now` (nanoseconds; the
   // trainer's delivered samples and busy seconds then), predicted to give
   // `predicted` samples/s where all local is predicted `local_predicted`.
-  void PlanStarted(int64_t now, double predicted, double local_predicted);
+  // With `revises` (it places samples as the plan being watched does, but
+  // for a few percent), that plan's window goes on and is judged against
+  // the new prediction: re-plans that only adjust do not put the
+  // judgement off.
+  void PlanStarted(int64_t now, double predicted, double local_predicted, bool revises = false);
   // Each snapshot's counters (cumulative): a verdict, with `why` (one line)
   // set, when one is due.
   Verdict Observe(int64_t now, double delivered, double busy_seconds, std::string* why);

@@ -12,6 +12,9 @@ namespace {
 
 // What the re-planner asks for when it scores the pool as its own.
 constexpr double kUnlimitedCores = 1e6;
+// A new plan whose placement differs from the running one's by at most this
+// share of samples revises it: the delivery trial watching it goes on.
+constexpr double kRevision = 0.05;
 
 // The share of `cores` that `cpu_seconds` kept busy over `seconds`.
 double Busy(double cpu_seconds, double seconds, double cores) {
@@ -110,6 +113,14 @@ std::vector<double> Placement::Fractions() const {
     prev = c;
   }
   return out;
+}
+
+double Placement::Distance(const Placement& other) const {
+  if (cdf_.size() != other.cdf_.size()) return 1;
+  const std::vector<double> a = Fractions(), b = other.Fractions();
+  double sum = 0;
+  for (size_t k = 0; k < a.size(); ++k) sum += std::abs(a[k] - b[k]);
+  return sum / 2;
 }
 
 std::vector<double> Placement::PathShares() const {
@@ -240,7 +251,7 @@ absl::StatusOr<Plan> Replanner::WorthwhilePlan(const PlanInput& in, std::string*
 void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
                       std::vector<std::string>* notes) {
   throughput_ = plan.throughput;
-  placement_ = Placement::FromRates(plan.rate);
+  const Placement before = std::exchange(placement_, Placement::FromRates(plan.rate));
   explanation_ = plan.explanation;
   reason_ = std::move(reason);
   ++changes_;
@@ -250,7 +261,8 @@ void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in,
   if (placement_.all_local()) return;
   const Placement local = AllLocal(placement_);
   const absl::StatusOr<double> local_rate = ThroughputOf(in, local.PathShares());
-  trial_.PlanStarted(now, plan.throughput, local_rate.ok() ? *local_rate : 0);
+  trial_.PlanStarted(now, plan.throughput, local_rate.ok() ? *local_rate : 0,
+                     /*revises=*/placement_.Distance(before) <= kRevision);
 }
 
 void Replanner::Invalidate() {

@@ -119,6 +119,9 @@ class Placement {
   // The planner's view: share per path k = 0..n (0 local; cut 0, which plans
   // never use, counts as local).
   std::vector<double> PathShares() const;
+  // The share of samples whose path differs between the two (total
+  // variation); 1 where they have different numbers of stages.
+  double Distance(const Placement& other) const;
 
  private:
   std::vector<double> cdf_;

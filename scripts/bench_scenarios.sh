@@ -11,7 +11,7 @@
 # inherits another's caches or streams.
 #
 #   sudo scripts/bench_scenarios.sh [DATA]
-#   env: SCENARIOS (all: cpu link far churn echo light storage jobs2), ROUNDS (3),
+#   env: SCENARIOS (all: cpu link far churn echo light storage jobs2 ranks), ROUNDS (3),
 #        EPOCHS (30), SWEEP (the static splits; each scenario has its own
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
@@ -33,11 +33,14 @@
 #   jobs2  two jobs at once, on the trainer and on w3 (0.5 core each),
 #          sharing w1 and w2 through a scheduler (each worker 0.5 core):
 #          rates, predictions and epochs are the two jobs' together
-# Not here yet: ranks (scripts/bench_ranks.sh measures those).
+#   ranks  one job of two ranks on the trainer (1 core; --local-ranks 2),
+#          workers 0.5, shared through a scheduler: the job's rate is its
+#          ranks' samples over the slower rank's time; its checksum, the
+#          ranks' in order (scripts/bench_ranks.sh compares more settings)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
-scenarios=${SCENARIOS:-cpu link far churn echo light storage jobs2}
+scenarios=${SCENARIOS:-cpu link far churn echo light storage jobs2 ranks}
 rounds=${ROUNDS:-3}
 epochs=${EPOCHS:-30}
 churn_at=${CHURN_AT:-4}
@@ -60,7 +63,7 @@ trap cleanup EXIT
 # tight link, only small remote shares finish in reasonable time).
 scenario() {
   up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
-  pipeline=imagenet-train store="" trainers=trainer shared=""
+  pipeline=imagenet-train store="" trainers=trainer shared="" ranks=""
   sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
   sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
@@ -77,6 +80,7 @@ scenario() {
     echo) flags="--cache-bytes 1000000000 --echo 2" ;;
     light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
     jobs2) up="3 --cpu 0.5 --trainer-cpu 0.5" trainers="trainer w3" shared=1 ;;
+    ranks) up="2 --cpu 0.5 --trainer-cpu 1" trainers="trainer trainer" shared=1 ranks=2 ;;
     storage)
       up="3 --cpu 0.5 --trainer-cpu 0.5 --bw ${STORAGE_MBIT:-50} --bw-hosts w3" store=w3
       sweep="cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 remote"
@@ -153,24 +157,26 @@ start_scheduler() {
   sched="$("$tb" addr trainer):$(cat "$work/sched.port")"
 }
 
-# One job on each host of $trainers, at once; prints their JSON lines joined
-# into one (jobs2: the jobs' rates, predictions and epochs added up).
+# One job on each host of $trainers (with $ranks: one rank each), at once;
+# prints their JSON lines joined into one (jobs2 and ranks: the rates,
+# predictions and epochs added up).
 run_jobs() {  # log-prefix, then the run's flags
-  local log=$1 i=0 t jobs=()
+  local log=$1 i=0 t jobs=() rank=()
   shift
   for t in $trainers; do
+    if [ -n "$ranks" ]; then rank=(--job bench --rank "$i" --world-size "$ranks" --local-ranks "$ranks"); fi
     # shellcheck disable=SC2086
     timeout "$run_limit" "$tb" exec "$t" env $creds build/bin/prepflow run --data "$source" \
       --index-cache-dir "" --pipeline "$pipeline" --epochs "$epochs" --worker-timeout 60 --json \
-      "$@" 2>"$log.$t.log" | tail -n 1 >"$work/job.$i" &
+      "${rank[@]}" "$@" 2>"$log.$t$i.log" | tail -n 1 >"$work/job.$i" &
     jobs+=($!)
     i=$((i + 1))
   done
   wait "${jobs[@]}"
-  python3 - "$work"/job.* <<'PY'
+  python3 - "$ranks" "$work"/job.* <<'PY'
 import json, sys
-jobs = []
-for path in sys.argv[1:]:
+ranks, jobs = sys.argv[1], []
+for path in sys.argv[2:]:
     try:
         jobs.append(json.load(open(path)))
     except Exception:
@@ -187,8 +193,12 @@ eps = [j.get("epoch_seconds") or [] for j in jobs]
 n = min(len(e) for e in eps)
 out["epoch_seconds"] = [1 / sum(1 / e[k] for e in eps) for k in range(n)]
 out["images"] = jobs[0].get("images", 0)
-sums = {j.get("checksum") for j in jobs}
-out["checksum"] = sums.pop() if len(sums) == 1 else "the jobs differ"
+if ranks:  # one job: its samples over the slower rank's time; each rank's checksum
+    out["images_per_s"] = sum(j.get("images", 0) for j in jobs) / max(j.get("seconds", 1e9) for j in jobs)
+    out["checksum"] = "+".join(str(j.get("checksum")) for j in jobs)
+else:
+    sums = {j.get("checksum") for j in jobs}
+    out["checksum"] = sums.pop() if len(sums) == 1 else "the jobs differ"
 print(json.dumps(out))
 PY
   rm -f "$work"/job.*

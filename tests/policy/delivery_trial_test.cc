@@ -87,6 +87,32 @@ TEST(DeliveryTrial, ThePlanComesBackWhenLocalIsNoBetter) {
   EXPECT_EQ(f.Run(trial, 10, 650, 0.3, &why), Verdict::kNone);  // judged once
 }
 
+// Re-plans that only adjust the watched plan (the link scenario: 16%, then
+// 14%, then 13% remote, a couple of seconds apart) keep its window: the
+// verdict comes a window after the first, judged against the latest
+// prediction. A plan that is not a revision starts a window of its own.
+TEST(DeliveryTrial, RevisionsKeepTheWindowAndANewPlanStartsOne) {
+  DeliveryTrial trial(Options());
+  Feed f;
+  trial.PlanStarted(f.now(), 820, 700);
+  std::string why;
+  ASSERT_EQ(f.Run(trial, 1.5, 650, 0.3, &why), Verdict::kNone);
+  trial.PlanStarted(f.now(), 800, 690, /*revises=*/true);
+  ASSERT_EQ(f.Run(trial, 1.0, 650, 0.3, &why), Verdict::kNone);
+  trial.PlanStarted(f.now(), 780, 700, /*revises=*/true);
+  ASSERT_EQ(f.Run(trial, 10, 650, 0.3, &why), Verdict::kTryLocal);
+  EXPECT_NEAR(f.t, 3.0, 0.15);
+  EXPECT_THAT(why, HasSubstr("against 780.0 predicted, not clearly above all local's 700.0"));
+  ASSERT_EQ(f.Run(trial, 10, 660, 0.3, &why), Verdict::kBackToPlan);
+
+  trial.PlanStarted(f.now(), 820, 700);
+  const double start = f.t;
+  ASSERT_EQ(f.Run(trial, 1.5, 650, 0.3, &why), Verdict::kNone);
+  trial.PlanStarted(f.now(), 820, 700, /*revises=*/false);
+  ASSERT_EQ(f.Run(trial, 10, 650, 0.3, &why), Verdict::kTryLocal);
+  EXPECT_NEAR(f.t - start, 4.5, 0.15);
+}
+
 TEST(DeliveryTrial, NoTrialWhereTheTrainerIsWhatLimits) {
   DeliveryTrial trial(Options());
   Feed f;

@@ -130,6 +130,15 @@ TEST(Placement, DrawsEachPathInProportion) {
   EXPECT_EQ(r.PathShares(), (std::vector<double>{0.25, 0, 0.75, 0}));
 }
 
+TEST(Placement, DistanceIsTheShareOfSamplesOnAnotherPath) {
+  const Placement a = Placement::Cut(3, 3, 0.16);
+  EXPECT_NEAR(a.Distance(Placement::Cut(3, 3, 0.13)), 0.03, 1e-9);
+  EXPECT_NEAR(a.Distance(Placement::Cut(3, 2, 0.16)), 0.16, 1e-9);  // the same share, another cut
+  EXPECT_NEAR(a.Distance(Placement::Cut(3, 0, 0)), 0.16, 1e-9);
+  EXPECT_EQ(a.Distance(a), 0);
+  EXPECT_EQ(a.Distance(Placement::Cut(4, 3, 0.16)), 1);
+}
+
 TEST(Replanner, NoPlanUntilEveryStageIsMeasured) {
   Replanner r(Options(), Placement::Cut(2, 0, 0));
   Job job;

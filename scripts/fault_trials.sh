@@ -24,6 +24,10 @@
 #   wave       a preemption wave: w1 and w2 (two of the three) get SIGTERM at
 #              once, and SIGKILL --notice seconds later if still running
 #   scale-up   a fourth worker (w4) registers while the job runs
+#   none       no fault: an undisturbed run in the rotation, so a fault's
+#              cost can be read against runs beside it, not only the first
+# KINDS (env) picks and orders the kinds, e.g. KINDS="none rolling" for the
+# cost of a rolling replacement (default: every kind but none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 trials=${1:-10}
@@ -96,7 +100,13 @@ run() {  # output file
 run "$work/baseline.json"
 baseline=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["images_per_s"])' "$work/baseline.json")
 
-kinds=(sigkill sigterm link-down slow-link scheduler rolling wave scale-up)
+read -ra kinds <<<"${KINDS:-sigkill sigterm link-down slow-link scheduler rolling wave scale-up}"
+for k in "${kinds[@]}"; do
+  case "$k" in
+    sigkill|sigterm|link-down|slow-link|scheduler|rolling|wave|scale-up|none) ;;
+    *) echo "fault_trials.sh: unknown kind '$k' in KINDS" >&2; exit 2 ;;
+  esac
+done
 passed=0
 for i in $(seq "$trials"); do
   kind=${kinds[$(((i - 1) % ${#kinds[@]}))]}
@@ -134,6 +144,7 @@ for i in $(seq "$trials"); do
       await_exit "$p1" "$notice"
       await_exit "$p2" 0 ;;
     scale-up) start_worker w4 ;;
+    none) ;;
   esac
   wait $runner || true
   ok=$(python3 - "$work/trial.json" "$expected" "$local_sum" "$baseline" "$kind" "$victim" "$delay" <<'PY'

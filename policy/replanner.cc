@@ -21,45 +21,86 @@ double Busy(double cpu_seconds, double seconds, double cores) {
   return cpu_seconds / (seconds * std::max(cores, 0.01));
 }
 
-// The largest relative change between two plan inputs, and what it was.
-std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b) {
+// The largest change between two plan inputs, and what it was.
+struct DriftMeter {
   std::pair<double, std::string> worst = {0, ""};
-  auto check = [&](double x, double y, const std::string& what) {
-    const bool x_limited = x < 1e299, y_limited = y < 1e299;
-    const double change = x_limited != y_limited ? 1 : x_limited ? RelativeChange(x, y) : 0;
+  void Note(double change, const std::string& what) {
     if (change > worst.first) worst = {change, what};
-  };
+  }
+  // Relative to the larger; a limit appearing or going is a whole change.
+  void Relative(double x, double y, const std::string& what) {
+    const bool x_limited = x < 1e299, y_limited = y < 1e299;
+    Note(x_limited != y_limited ? 1 : x_limited ? RelativeChange(x, y) : 0, what);
+  }
+  // A term of a larger whole: by its change's part of the whole.
+  void Part(double x, double y, double whole, const std::string& what) {
+    Note(whole > 0 ? std::min(1.0, std::abs(x - y) / whole) : 0, what);
+  }
+};
+
+// `remote_bytes`: what a remote sample brings under the running placement.
+std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b, double remote_bytes) {
+  DriftMeter m;
   double la = 0, lb = 0, ra = 0, rb = 0;
   for (size_t i = 0; i < a.local_cost.size() && i < b.local_cost.size(); ++i) {
     la += a.local_cost[i];
     lb += b.local_cost[i];
     ra += a.remote_cost[i];
     rb += b.remote_cost[i];
-    check(a.boundary_bytes[i], b.boundary_bytes[i], absl::StrCat("stage ", i, "'s output size"));
+    m.Relative(a.boundary_bytes[i], b.boundary_bytes[i],
+               absl::StrCat("stage ", i, "'s output size"));
   }
-  check(la, lb, "the local cost per sample");
-  check(ra, rb, "the workers' cost per sample");
-  check(a.local_cores, b.local_cores, "the local cores");
-  check(a.remote_cores, b.remote_cores, "the remote cores");
-  check(a.bandwidth, b.bandwidth, "the ingest bandwidth");
-  check(a.demand, b.demand, "the demand");
-  check(a.local_cost_per_byte, b.local_cost_per_byte, "the receive cost per byte");
-  check(a.fixed_local_cost, b.fixed_local_cost, "the trainer's own cost per sample");
-  check(a.remote_cost_per_byte, b.remote_cost_per_byte, "the workers' send cost per byte");
-  check(a.read_bytes, b.read_bytes, "the bytes a read takes");
-  check(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
-  check(a.remote_storage_bandwidth, b.remote_storage_bandwidth, "storage's bandwidth to workers");
+  m.Relative(la, lb, "the local cost per sample");
+  m.Relative(ra, rb, "the workers' cost per sample");
+  m.Relative(a.local_cores, b.local_cores, "the local cores");
+  m.Relative(a.remote_cores, b.remote_cores, "the remote cores");
+  m.Relative(a.bandwidth, b.bandwidth, "the ingest bandwidth");
+  m.Relative(a.demand, b.demand, "the demand");
+  // Terms added to a sample's cost here (the trainer's own work, receiving)
+  // or on a worker (sending) move by their part of that sample's whole
+  // cost: the noise of a small term is no reason to re-plan.
+  const double t_l = std::max(a.local_cost_per_byte, b.local_cost_per_byte);
+  const double t_r = std::max(a.remote_cost_per_byte, b.remote_cost_per_byte);
+  const double here =
+      std::max(la + a.fixed_local_cost, lb + b.fixed_local_cost) + remote_bytes * t_l;
+  const double there = std::max(ra, rb) + remote_bytes * t_r;
+  m.Part(remote_bytes * a.local_cost_per_byte, remote_bytes * b.local_cost_per_byte, here,
+         "the receive cost per byte");
+  m.Part(a.fixed_local_cost, b.fixed_local_cost, here, "the trainer's own cost per sample");
+  m.Part(remote_bytes * a.remote_cost_per_byte, remote_bytes * b.remote_cost_per_byte, there,
+         "the workers' send cost per byte");
+  // The bytes a read takes only matter where storage is limited.
+  const bool storage = std::min({a.local_storage_bandwidth, a.remote_storage_bandwidth,
+                                 b.local_storage_bandwidth, b.remote_storage_bandwidth}) < 1e299;
+  if (storage) m.Relative(a.read_bytes, b.read_bytes, "the bytes a read takes");
+  m.Relative(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
+  m.Relative(a.remote_storage_bandwidth, b.remote_storage_bandwidth,
+             "storage's bandwidth to workers");
   // A link found binding (or no longer counted) is a whole change; else the
   // links' sum moved.
   double links_a = 0, links_b = 0;
   for (const PlanInput::WorkerLink& w : a.worker_links) links_a += w.bandwidth;
   for (const PlanInput::WorkerLink& w : b.worker_links) links_b += w.bandwidth;
   if (a.worker_links.size() != b.worker_links.size()) {
-    if (worst.first < 1) worst = {1, "the workers' links"};
+    m.Note(1, "the workers' links");
   } else if (!a.worker_links.empty()) {
-    check(links_a, links_b, "the workers' links");
+    m.Relative(links_a, links_b, "the workers' links");
   }
-  return worst;
+  return m.worst;
+}
+
+// What a remote sample of `placement` brings (bytes at its cuts, weighted
+// by their shares); all local: the fewest bytes any cut would.
+double RemoteSampleBytes(const Placement& placement, const PlanInput& in) {
+  const std::vector<double> shares = placement.PathShares();
+  double bytes = 0, remote = 0, fewest = 1e300;
+  for (size_t k = 1; k < shares.size() && k <= in.boundary_bytes.size(); ++k) {
+    bytes += shares[k] * in.boundary_bytes[k - 1];
+    remote += shares[k];
+    fewest = std::min(fewest, in.boundary_bytes[k - 1]);
+  }
+  if (remote > 0) return bytes / remote;
+  return fewest < 1e300 ? fewest : 0;
 }
 
 void Fold(std::vector<SmoothedRatio>& cpu, std::vector<SmoothedRatio>& bytes,
@@ -560,7 +601,8 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
     return std::nullopt;  // the first plan waits for the links (see the rules)
   }
   const int64_t period = static_cast<int64_t>(options_.period_seconds * 1e9);
-  const auto [drift, what] = input_ ? Drift(*input_, *in) : std::make_pair(1.0, std::string());
+  const auto [drift, what] = input_ ? Drift(*input_, *in, RemoteSampleBytes(placement_, *input_))
+                                    : std::make_pair(1.0, std::string());
   const int64_t since = now - last_plan_nanos_;
   const bool drifted = drift > options_.drift && since >= period / 4;
   const bool due = last_plan_nanos_ == 0 || since >= period;

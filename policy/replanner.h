@@ -16,7 +16,9 @@
 //   window      increments between snapshots folded into one smoothed value
 //               (SmoothedRatio; links and storage: >= 1 s and >= 4 events)
 //   drift       the largest relative change of any planner input since the
-//               last plan (RelativeChange)
+//               last plan (RelativeChange); a term added to a sample's cost
+//               (the trainer's own work, receiving or sending per byte)
+//               counts as its change's part of that sample's whole cost
 //
 //   rule        what it does
 //   warm-up     until every stage is measured, R / (L + R) of samples (at
@@ -338,7 +340,9 @@ class Replanner {
   std::vector<SmoothedRatio> local_cpu_ ABSL_GUARDED_BY(mu_), local_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<SmoothedRatio> remote_cpu_ ABSL_GUARDED_BY(mu_), remote_bytes_ ABSL_GUARDED_BY(mu_);
   SmoothedRatio read_cpu_ ABSL_GUARDED_BY(mu_){8};
-  SmoothedRatio trainer_cpu_ ABSL_GUARDED_BY(mu_){64};     // Snapshot::trainer_work
+  // Snapshot::trainer_work, per 64 samples (a batch's CPU is noisy: a window
+  // counts for a fifth)
+  SmoothedRatio trainer_cpu_ ABSL_GUARDED_BY(mu_){64, 0.2};
   SmoothedRatio receive_cost_ ABSL_GUARDED_BY(mu_){16e6};  // per 16 MB received
   SmoothedRatio send_cost_ ABSL_GUARDED_BY(mu_){16e6};     // per 16 MB the workers sent
   SmoothedRatio demand_ ABSL_GUARDED_BY(mu_){0.25};        // per 0.25 busy s

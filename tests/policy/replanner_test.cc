@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -285,6 +288,45 @@ TEST(Replanner, DriftBringsTheNextPlanForwardButNotBeforeAQuarterPeriod) {
   EXPECT_TRUE(r.Update(job.At(1.6, 300), &notes).has_value());
   ASSERT_FALSE(notes.empty());
   EXPECT_EQ(notes[0], "re-planning: the remote cores moved 88%");
+}
+
+// The trainer's own cost per sample is noisy (one batch's CPU at a time).
+// Tripling when it is a small part of a sample's cost here (0.5 ms of 11.5)
+// brings no plan forward, though it moved over half; the same when it is
+// most of that cost does, and says by how much of the whole.
+TEST(Replanner, TheTrainersOwnCostDriftsByItsPartOfTheCostHere) {
+  for (const double own : {0.0005, 0.02}) {
+    Replanner r(Options(), Placement::Cut(2, 0, 0));
+    Job job;
+    Snapshot s = job.At(1, 100);
+    s.trainer_work = {own * 100, 0, 100};
+    ASSERT_TRUE(r.Update(s, nullptr).has_value());
+    std::vector<std::string> notes;
+    double samples = 100, work = own * 100;
+    for (int k = 1; k <= 6; ++k) {  // every window at three times the cost
+      samples += 100;
+      work += 3 * own * 100;
+      s = job.At(1 + 0.1 * k, samples);
+      s.trainer_work = {work, 0, samples};
+      r.Update(s, &notes);
+    }
+    const bool moved = absl::c_any_of(notes, [](const std::string& n) {
+      return absl::StartsWith(n, "re-planning: the trainer's own cost per sample moved");
+    });
+    EXPECT_EQ(moved, own > 0.001) << "own cost " << own << ": " << absl::StrJoin(notes, "; ");
+  }
+}
+
+// The bytes a read takes vary from file to file; where no storage limit is
+// known they change no plan, so their moving brings none forward.
+TEST(Replanner, ReadSizesMovingBringNoPlanForwardWithoutAStorageLimit) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  std::vector<std::string> notes;
+  job.read_bytes = 300e3;  // three times the size
+  for (int k = 1; k <= 8; ++k) r.Update(job.At(1 + 0.1 * k, 100 + 100 * k), &notes);
+  EXPECT_TRUE(notes.empty()) << absl::StrJoin(notes, "; ");
 }
 
 TEST(Replanner, SmallDriftWaitsForThePeriod) {

@@ -7,17 +7,18 @@ the workers are the real ones.
 
   1. A scheduler and one elastic worker (class "spot", one thread: a pod of
      one core here, so the target is 1 core a pod, not hpa.yaml's 4).
-  2. A job with --offload auto and the scheduler runs; every tick the
+  2. JOBS jobs with --offload auto and the scheduler run at once (their
+     demand adds up in the signal); every tick the
      stand-in computes prepflow:elastic_wanted_cores as the recording rule
      does (deploy/prometheus/rules.yml) from the scheduler's series, and sets
      the replicas as the HPA would: ceil(signal / target) outside its 10%
      tolerance, within [minReplicas, MAX_REPLICAS], scaling down to the
      highest recommendation of the last STABILIZE seconds (hpa.yaml: 300;
      shortened here). A pod removed gets SIGTERM, newest first, and drains.
-  3. Checked: the pool grew past one worker while the job ran; the job
+  3. Checked: the pool grew past one worker while the jobs ran; each job
      delivered every sample once (its count, and its checksum against the
      same job run all local) and re-issued nothing; every worker stopped
-     exited 0; and after the job ended the pool went back to minReplicas.
+     exited 0; and after the jobs ended the pool went back to minReplicas.
 
     tests/deploy/autoscale_test.py BUILD_DIR
 """
@@ -41,7 +42,8 @@ PATIENCE = 120  # seconds for any one wait; only a stalled machine gets near it
 MAX_REPLICAS = 4  # this machine's share of hpa.yaml's 64
 STABILIZE = 3.0  # seconds of scale-down stabilization (hpa.yaml: 300)
 TICK = 0.5
-EPOCHS = 300
+EPOCHS = 150  # each job's
+JOBS = 2
 
 
 def series(metrics_text, name, **labels):
@@ -139,19 +141,23 @@ def main():
             assert time.time() < deadline, "the first worker never registered"
             time.sleep(0.1)
 
-        run = subprocess.Popen(job + ["--offload", "auto", "--scheduler", address],
-                               stdout=subprocess.PIPE, stderr=(tmp / "job.err").open("w"), text=True)
-        most, signals = 1, []
-        while run.poll() is None:
+        runs = [subprocess.Popen(job + ["--offload", "auto", "--scheduler", address],
+                                 stdout=subprocess.PIPE, stderr=(tmp / f"job{k}.err").open("w"),
+                                 text=True) for k in range(JOBS)]
+        most, signals, jobs_seen = 1, [], 0
+        while any(run.poll() is None for run in runs):
             text = scrape()
+            jobs_seen = max([jobs_seen] + series(text, "prepflow_scheduler_pool", what="jobs"))
             signal = elastic_wanted_cores(text, elastic_class)
             signals.append(round(signal, 2))
             scale(hpa_loop.desired(time.time(), len(workers), signal))
             most = max(most, len(workers))
             time.sleep(TICK)
-        out = run.stdout.read()
-        assert run.returncode == 0, (tmp / "job.err").read_text()[-3000:]
-        summary = json.loads(out.strip().splitlines()[-1])
+        summaries = []
+        for k, run in enumerate(runs):
+            out = run.stdout.read()
+            assert run.returncode == 0, (tmp / f"job{k}.err").read_text()[-3000:]
+            summaries.append(json.loads(out.strip().splitlines()[-1]))
         # After the job: back down to minReplicas once the window passes.
         deadline = time.time() + PATIENCE
         while len(workers) > hpa_loop.min:
@@ -160,17 +166,19 @@ def main():
                                    elastic_wanted_cores(scrape(), elastic_class)))
             time.sleep(TICK)
 
-        assert most > 1, (f"the pool never grew: the signal was {signals}; the job's log:\n"
-                          + (tmp / "job.err").read_text()[-4000:])
-        assert summary["images"] == EPOCHS * 64, summary["images"]
-        assert summary["errors"] == 0, summary
-        assert summary["checksum"] == local["checksum"], (summary["checksum"], local["checksum"])
-        assert summary["reissued_items"] == 0, summary["reissued_items"]
+        assert most > 1, (f"the pool never grew: the signal was {signals}; the first job's log:\n"
+                          + (tmp / "job0.err").read_text()[-4000:])
+        for summary in summaries:
+            assert summary["images"] == EPOCHS * 64, summary["images"]
+            assert summary["errors"] == 0, summary
+            assert summary["checksum"] == local["checksum"], (summary["checksum"], local["checksum"])
+            assert summary["reissued_items"] == 0, summary["reissued_items"]
+        assert jobs_seen == JOBS, f"the scheduler saw {jobs_seen} jobs at most, not {JOBS}"
         assert exits and all(code == 0 for code in exits), exits
-        print(f"ok: the pool grew to {most} workers for a job that wanted up to "
-              f"{max(signals):.1f} cores, and went back to {len(workers)} after it; "
-              f"{summary['images']} samples once each, {len(exits)} workers drained, "
-              f"{summary['remote_images']} samples remote")
+        print(f"ok: the pool grew to {most} workers for {JOBS} jobs that wanted up to "
+              f"{max(signals):.1f} cores together, and went back to {len(workers)} after them; "
+              f"{EPOCHS * 64} samples once each per job, {len(exits)} workers drained, "
+              f"{[s['remote_images'] for s in summaries]} samples remote")
         return 0
     finally:
         for d in reversed(daemons):

@@ -16,13 +16,14 @@ void DeliveryTrial::Reopen(int64_t now) {
   open_ = false;
 }
 
-void DeliveryTrial::PlanStarted(int64_t now, double predicted, double local_predicted,
+bool DeliveryTrial::PlanStarted(int64_t now, double predicted, double local_predicted,
                                 bool revises) {
   predicted_ = predicted;
   local_predicted_ = local_predicted;
-  if (revises && step_ == Step::kPlan) return;
+  if (revises && step_ == Step::kPlan) return true;
   step_ = Step::kPlan;
   Reopen(now);
+  return false;
 }
 
 bool DeliveryTrial::Closed(int64_t now, double delivered, double busy, double* rate,

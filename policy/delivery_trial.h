@@ -55,8 +55,8 @@ class DeliveryTrial {
   // With `revises` (it places samples as the plan being watched does, but
   // for a few percent), that plan's window goes on and is judged against
   // the new prediction: re-plans that only adjust do not put the
-  // judgement off.
-  void PlanStarted(int64_t now, double predicted, double local_predicted, bool revises = false);
+  // judgement off. Returns whether a window went on (else one starts).
+  bool PlanStarted(int64_t now, double predicted, double local_predicted, bool revises = false);
   // Each snapshot's counters (cumulative): a verdict, with `why` (one line)
   // set, when one is due.
   Verdict Observe(int64_t now, double delivered, double busy_seconds, std::string* why);

@@ -12,8 +12,9 @@ namespace {
 
 // What the re-planner asks for when it scores the pool as its own.
 constexpr double kUnlimitedCores = 1e6;
-// A new plan whose placement differs from the running one's by at most this
-// share of samples revises it: the delivery trial watching it goes on.
+// A new plan whose placement differs from the one the delivery trial's window
+// started with by at most this share of samples revises it: the window goes
+// on (small steps cannot add up to a new plan judged as the old).
 constexpr double kRevision = 0.05;
 
 // The share of `cores` that `cpu_seconds` kept busy over `seconds`.
@@ -200,7 +201,11 @@ Placement AllLocal(const Placement& like) {
 }  // namespace
 
 Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
-    : options_(options), placement_(initial), trial_(TrialOptions(options)), tried_(initial) {}
+    : options_(options),
+      placement_(initial),
+      trial_(TrialOptions(options)),
+      watched_(initial),
+      tried_(initial) {}
 
 std::optional<Placement> Replanner::StartWarmUp(const std::vector<int64_t>& fixed_bytes,
                                                 double local_cores, double remote_cores) {
@@ -292,7 +297,7 @@ absl::StatusOr<Plan> Replanner::WorthwhilePlan(const PlanInput& in, std::string*
 void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
                       std::vector<std::string>* notes) {
   throughput_ = plan.throughput;
-  const Placement before = std::exchange(placement_, Placement::FromRates(plan.rate));
+  placement_ = Placement::FromRates(plan.rate);
   explanation_ = plan.explanation;
   reason_ = std::move(reason);
   ++changes_;
@@ -302,8 +307,9 @@ void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in,
   if (placement_.all_local()) return;
   const Placement local = AllLocal(placement_);
   const absl::StatusOr<double> local_rate = ThroughputOf(in, local.PathShares());
-  trial_.PlanStarted(now, plan.throughput, local_rate.ok() ? *local_rate : 0,
-                     /*revises=*/placement_.Distance(before) <= kRevision);
+  const bool kept = trial_.PlanStarted(now, plan.throughput, local_rate.ok() ? *local_rate : 0,
+                                       /*revises=*/placement_.Distance(watched_) <= kRevision);
+  if (!kept) watched_ = placement_;
 }
 
 void Replanner::Invalidate() {

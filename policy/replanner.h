@@ -368,6 +368,9 @@ class Replanner {
   // B's slow-start cap in the last input, bytes/s; 0: none (see the rules).
   double network_cap_ ABSL_GUARDED_BY(mu_) = 0;
   DeliveryTrial trial_ ABSL_GUARDED_BY(mu_);
+  // The placement whose delivery the trial's window started with: later
+  // plans within kRevision of it keep the window.
+  Placement watched_ ABSL_GUARDED_BY(mu_);
   // The plan a trial of all local replaced, to restore.
   Placement tried_ ABSL_GUARDED_BY(mu_);
   std::string tried_explanation_ ABSL_GUARDED_BY(mu_);

@@ -94,12 +94,12 @@ TEST(DeliveryTrial, ThePlanComesBackWhenLocalIsNoBetter) {
 TEST(DeliveryTrial, RevisionsKeepTheWindowAndANewPlanStartsOne) {
   DeliveryTrial trial(Options());
   Feed f;
-  trial.PlanStarted(f.now(), 820, 700);
+  EXPECT_FALSE(trial.PlanStarted(f.now(), 820, 700));
   std::string why;
   ASSERT_EQ(f.Run(trial, 1.5, 650, 0.3, &why), Verdict::kNone);
-  trial.PlanStarted(f.now(), 800, 690, /*revises=*/true);
+  EXPECT_TRUE(trial.PlanStarted(f.now(), 800, 690, /*revises=*/true));
   ASSERT_EQ(f.Run(trial, 1.0, 650, 0.3, &why), Verdict::kNone);
-  trial.PlanStarted(f.now(), 780, 700, /*revises=*/true);
+  EXPECT_TRUE(trial.PlanStarted(f.now(), 780, 700, /*revises=*/true));
   ASSERT_EQ(f.Run(trial, 10, 650, 0.3, &why), Verdict::kTryLocal);
   EXPECT_NEAR(f.t, 3.0, 0.15);
   EXPECT_THAT(why, HasSubstr("against 780.0 predicted, not clearly above all local's 700.0"));
@@ -108,7 +108,7 @@ TEST(DeliveryTrial, RevisionsKeepTheWindowAndANewPlanStartsOne) {
   trial.PlanStarted(f.now(), 820, 700);
   const double start = f.t;
   ASSERT_EQ(f.Run(trial, 1.5, 650, 0.3, &why), Verdict::kNone);
-  trial.PlanStarted(f.now(), 820, 700, /*revises=*/false);
+  EXPECT_FALSE(trial.PlanStarted(f.now(), 820, 700, /*revises=*/false));
   ASSERT_EQ(f.Run(trial, 10, 650, 0.3, &why), Verdict::kTryLocal);
   EXPECT_NEAR(f.t - start, 4.5, 0.15);
 }

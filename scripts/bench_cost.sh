@@ -14,7 +14,8 @@
 # run.
 #
 #   sudo scripts/bench_cost.sh [DATA]
-#   env: CORES (1), WANT (2), EPOCHS (20), ROUNDS (2), SPOT (0.012), DEAR (0.04)
+#   env: CORES (1), WANT (2), EPOCHS (20), ROUNDS (2), SPOT (0.012), DEAR (0.04),
+#        KEEP_LOGS (a folder for every run's log and the daemons')
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
@@ -26,13 +27,14 @@ cleanup() {
   pkill -f "build/bin/prepflow-worker --listen 10.77" 2>/dev/null || true
   pkill -f "build/bin/prepflow-scheduler --listen 10.77" 2>/dev/null || true
   "$tb" down >/dev/null 2>&1 || true
+  if [ -n "${KEEP_LOGS:-}" ]; then mkdir -p "$KEEP_LOGS" && cp -r "$work"/. "$KEEP_LOGS"/; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
 "$tb" up 4 --cpu "$cores" --trainer-cpu 0.5 >&2
 
-run() {  # priced|flat -> one JSON line
-  local mode=$1 extra id price
+run() {  # priced|flat round -> one JSON line
+  local mode=$1 round=$2 extra id price
   cleanup_daemons
   rm -f "$work/sched.port"
   "$tb" exec trainer build/bin/prepflow-scheduler --listen "$("$tb" addr trainer)" --insecure \
@@ -52,7 +54,7 @@ run() {  # priced|flat -> one JSON line
   sleep 2  # every worker registered
   "$tb" exec trainer build/bin/prepflow run --data "$data" --pipeline imagenet-train \
     --epochs "$epochs" --offload auto --scheduler "$scheduler" --max-remote-cores "$want" --json \
-    2>>"$work/run.err" | tail -n 1 >"$work/run.json"
+    2>"$work/run.$mode.$round.err" | tail -n 1 >"$work/run.json"
   cleanup_daemons
   python3 - "$work/run.json" "$mode" "$spot" "$dear" "$epochs" "$("$tb" addr w1)" \
     "$("$tb" addr w2)" <<'PY'
@@ -76,7 +78,7 @@ cleanup_daemons() {
   sleep 0.5
 }
 
-for _ in $(seq "$rounds"); do
-  run priced
-  run flat
+for r in $(seq "$rounds"); do
+  run priced "$r"
+  run flat "$r"
 done

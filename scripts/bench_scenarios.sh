@@ -15,7 +15,8 @@
 #        EPOCHS (30), SWEEP (the static splits; each scenario has its own
 #        default), RUN_LIMIT (seconds a run may take, 300; one that takes
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
-#        runs, e.g. "--replan-probe-share 0.1" to try a setting), OUT (a file for the JSON lines; one
+#        runs, e.g. "--replan-probe-share 0.1" to try a setting), WORKER_FLAGS (more flags
+#        for every worker, e.g. "--max-items-per-stream 2"), OUT (a file for the JSON lines; one
 #        per scenario, also printed), LOGS (a folder to keep every run's log in)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
@@ -126,7 +127,7 @@ start_worker() {  # host
   rm -f "$work/$1.port"
   # shellcheck disable=SC2086
   "$tb" exec "$1" env $creds build/bin/prepflow-worker --listen "$("$tb" addr "$1")" --port "$port" \
-    --insecure --data-root "$data" $wflags ${sched:+--scheduler "$sched"} --port-file "$work/$1.port" \
+    --insecure --data-root "$data" $wflags ${WORKER_FLAGS:-} ${sched:+--scheduler "$sched"} --port-file "$work/$1.port" \
     >/dev/null 2>>"$work/$1.err" &
   pid[$1]=$!
   for _ in $(seq 100); do [ -s "$work/$1.port" ] && return; sleep 0.1; done

@@ -26,7 +26,6 @@ import json
 import math
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,7 +34,7 @@ import urllib.request
 
 import yaml
 
-from daemons import Daemon, demo_dataset, start_scheduler
+from daemons import Daemon, demo_dataset, start_scheduler, tear_down
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 120  # seconds for any one wait; only a stalled machine gets near it
@@ -181,11 +180,8 @@ def main():
               f"{[s['remote_images'] for s in summaries]} samples remote")
         return 0
     finally:
-        for d in reversed(daemons):
-            d.kill()
-        if "generated" in locals():
-            shutil.rmtree(generated, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        # The workers removed have drained already: the rest need no grace.
+        tear_down(daemons, locals().get("generated"), tmp, graceful=False)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ log can be searched for what it announces."""
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -50,6 +51,19 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def tear_down(daemons, *dirs, graceful=True):
+    """Stops `daemons`, newest first (SIGTERM and a wait where `graceful`,
+    else SIGKILL), and removes the folders of `dirs` that are not None."""
+    for d in reversed(daemons):
+        if graceful:
+            d.stop()
+        else:
+            d.kill()
+    for path in dirs:
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def demo_dataset(bin_dir, images):

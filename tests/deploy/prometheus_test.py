@@ -23,7 +23,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from daemons import Daemon, demo_dataset, start_scheduler
+from daemons import Daemon, demo_dataset, start_scheduler, tear_down
 
 SOURCE = pathlib.Path(__file__).resolve().parents[2]
 PATIENCE = 60  # seconds; only a stalled machine gets near it
@@ -137,11 +137,7 @@ scrape_configs:
               f"{len(rules)} rules healthy")
         return 0
     finally:
-        for d in reversed(daemons):
-            d.stop()
-        if "generated" in locals():
-            shutil.rmtree(generated, ignore_errors=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        tear_down(daemons, locals().get("generated"), tmp)
 
 
 if __name__ == "__main__":

@@ -150,8 +150,8 @@ void Loader::StartWarmUp() {
   spdlog::info("--offload auto: {}", replanner_->State().reason);
 }
 
-void Loader::MaybeReplan() {
-  if (!replanner_ || images_ == 0) return;
+void Loader::MaybeReplan(int64_t waiting_since) {
+  if (!replanner_ || (images_ == 0 && waiting_since == 0)) return;
   policy::Snapshot s;
   if (remote_) remote_->FillSnapshot(&s);
   // --echo auto plans without workers too: for its echo factor.
@@ -167,14 +167,28 @@ void Loader::MaybeReplan() {
   s.cache_misses =
       static_cast<double>(runner_->remote_cache_misses() + (cache_ ? cache_->misses() : 0));
   s.echo = delivered_echo_;
-  s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_) * 1e-9;
+  // The wait under way is not busy time either.
+  const int64_t waiting = waiting_since > 0 ? s.now_nanos - waiting_since : 0;
+  s.busy_seconds = (s.now_nanos - start_nanos_ - wait_nanos_ - waiting) * 1e-9;
   std::vector<std::string> notes;
   std::optional<policy::Placement> next = replanner_->Update(s, &notes);
   // Without --offload auto the plans only inform --echo auto: not news.
   const auto level =
       offload_.kind == OffloadMode::kAuto ? spdlog::level::info : spdlog::level::debug;
   for (const std::string& note : notes) spdlog::log(level, "{}", note);
-  if (next && offload_.kind == OffloadMode::kAuto) placement_ = *std::move(next);
+  if (!next || offload_.kind != OffloadMode::kAuto) return;
+  const double before = placement_.remote_share();
+  placement_ = *std::move(next);
+  planned_ = true;
+  // Items the old plan placed that still wait for a credit would hold the
+  // trainer's batches behind the workers (a warm-up behind a tight link).
+  if (remote_ && placement_.remote_share() < before) {
+    const int64_t reclaimed = remote_->ReclaimQueued();
+    if (reclaimed > 0) {
+      spdlog::info("{} items waiting for a worker run here instead (the plan sends fewer out)",
+                   reclaimed);
+    }
+  }
 }
 
 bool Loader::EpochStillLoading() const {
@@ -504,8 +518,20 @@ void Loader::AwaitBatch(const Batch& batch) {
   // batch is still short, its samples were lost (a bug): the run stops saying
   // so, rather than waiting for ever.
   int idle_checks = 0;
+  const int64_t since = WallNanos();
+  int64_t checked = since;
   while (!batch.complete() && failure_.ok()) {
-    if (!batch_done_.WaitWithTimeout(&mu_, absl::Seconds(1))) continue;
+    // Until the first plan, with every worker's link probed, it is made
+    // while waiting (every 0.1 s), as soon as the stages are measured: the
+    // warm-up's first batches may wait on the workers' links for seconds.
+    const bool early = replanner_ && offload_.kind == OffloadMode::kAuto && !planned_ && remote_ &&
+                       remote_->Probed();
+    const bool timed_out =
+        batch_done_.WaitWithTimeout(&mu_, absl::Milliseconds(early ? 100 : 1000));
+    if (early) MaybeReplan(since);
+    const int64_t now = WallNanos();
+    if (!timed_out || now - checked < 1'000'000'000) continue;
+    checked = now;
     const bool held = runner_->pending_tasks() > 0 || (remote_ && remote_->owed_items() > 0);
     idle_checks = held || batch.complete() ? 0 : idle_checks + 1;
     if (idle_checks < 3) continue;

@@ -203,7 +203,8 @@ class Loader {
   // LoaderStats::epoch_seconds.
   std::vector<double> EpochSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the re-planner a snapshot; under kAuto applies a new placement.
-  void MaybeReplan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `waiting_since`: when the wait for a batch under way began (0: none).
+  void MaybeReplan(int64_t waiting_since = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts and reports the failed samples of a finished batch; under
   // OnError::kFail the first one ends the run (returned).
   absl::Status TakeErrors(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -267,6 +268,7 @@ class Loader {
   std::vector<int64_t> bounds_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> order_copies_ ABSL_GUARDED_BY(mu_);  // echoed copies; empty: none
   bool order_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool planned_ ABSL_GUARDED_BY(mu_) = false;  // kAuto: a plan replaced the warm-up
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   int64_t start_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t end_nanos_ ABSL_GUARDED_BY(mu_) = 0;

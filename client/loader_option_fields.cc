@@ -412,6 +412,10 @@ Rows TuningRows() {
                       false,
                       "--offload auto without --bandwidth-mbps: until a link is seen binding, plan "
                       "at most this many times the fastest ingest seen (0: no cap)"),
+      IntOption<O>("link_probe_bytes", "link-probe-bytes", &O::link_probe_bytes, 0, kInt64Max,
+                   "--offload auto: bytes each worker sends as its stream opens, timed to know "
+                   "its link before the first item crosses it (0: none; a worker sends at most "
+                   "its --max-probe-bytes)"),
       DoubleOption<O>("connect_timeout_seconds", "connect-timeout-seconds",
                       &O::connect_timeout_seconds, 0, kNoMax, true,
                       "seconds for the job to open on each worker"),

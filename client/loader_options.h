@@ -155,6 +155,9 @@ struct LoaderOptions {
   double replan_probe_share = policy::kProbeShare;
   double replan_min_gain = policy::kMinGain;
   double replan_link_growth = policy::kLinkGrowth;
+  // kAuto: bytes each worker is asked to send as its stream opens, timed to
+  // know its link before the first item crosses it (0: none).
+  int64_t link_probe_bytes = int64_t{1} << 20;
   double worker_timeout_seconds = 30;  // silence while owing results
   // Hedging: an item that has waited this many times the fastest worker's
   // item latency is copied to an idle worker; the first answer wins and the

@@ -146,6 +146,7 @@ void Loader::AddRemoteStats(const policy::ReplanState& plan, LoaderStats* st) co
     if (auto link = plan.links.find(m.id); link != plan.links.end()) {
       ws.link_limit = std::max(ws.link_limit, link->second.limit);
       if (m.alive) ws.ingest_rate = link->second.ingest_rate;
+      ws.link_probe = std::max(ws.link_probe, link->second.probe);
     }
   }
   st->workers_total = static_cast<int>(st->workers.size());

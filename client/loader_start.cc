@@ -359,6 +359,8 @@ proto::JobOpen Loader::JobOpenMessage() const {
   open.set_cache_at(cache_at_);
   open.set_echo_at(echo_at_);
   open.set_echo(echo_cap_);
+  // Only the planner uses the probe (ReplanOptions: the links).
+  if (offload_.kind == OffloadMode::kAuto) open.set_probe_bytes(options_.link_probe_bytes);
   return open;
 }
 

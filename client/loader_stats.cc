@@ -468,6 +468,13 @@ const std::vector<StatField<W>>& WorkerStatFields() {
        kG,
        {},
        "Bytes/s received from each worker over the last window (--offload auto)."},
+      {"link_probe",
+       [](const W& w) -> StatValue { return w.link_probe; },
+       "prepflow_client_worker_link_probe_bytes_per_second",
+       kG,
+       {},
+       "Bytes/s each worker's link probe came at as its stream opened (--offload auto; 0: "
+       "none)."},
   };
   return *fields;
 }

@@ -63,6 +63,7 @@ struct LoaderStats {
     int64_t samples = 0;     // samples it returned
     double link_limit = 0;   // bytes/s its link was seen to bind at; 0: not seen
     double ingest_rate = 0;  // bytes/s received from it over the last window (kAuto)
+    double link_probe = 0;   // bytes/s its link probe came at (kAuto); 0: none
   };
   std::vector<WorkerStats> workers;
   // The cores this rank plans with: its share of the machine's.

@@ -13,6 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
 
 namespace prepflow::policy {
 
@@ -48,6 +52,73 @@ class SmoothedRatio {
   bool known_ = false;
   double value_ = 0;
 };
+
+// A link probe's chunks (proto LinkProbe) as they arrive, timed here. The
+// rate is the bytes after the first chunk over the time from its arrival to
+// the last's: a shaper's burst and the connection's first round trips pass
+// within the first chunk. It is steady when no gap between arrivals is over
+// three times another: a sender held by its link sends chunks evenly (two
+// probes sharing a link, one ending first, speed the other's last up), while
+// one held by TCP's window still opening halves each gap, and a receiver
+// that stalled (a throttled process) leaves one long gap. A steady rate is the
+// link's; any other is only what the link carried at least.
+class ProbeTimer {
+ public:
+  // A chunk of `bytes` arrived at `now_nanos`, one of `count`. Chunks past
+  // `count` (or after a count that changed) are ignored.
+  void Arrived(int64_t now_nanos, double bytes, int count) {
+    if (count < 2 || done() || (chunks_ > 0 && count != count_)) return;
+    count_ = count;
+    if (chunks_ > 0) {
+      const double gap = static_cast<double>(now_nanos - last_nanos_);
+      min_gap_ = chunks_ == 1 ? gap : std::min(min_gap_, gap);
+      max_gap_ = std::max(max_gap_, gap);
+      bytes_ += bytes;
+    } else {
+      first_nanos_ = now_nanos;
+    }
+    last_nanos_ = now_nanos;
+    ++chunks_;
+  }
+  bool done() const { return chunks_ >= 2 && chunks_ == count_; }
+  // Bytes/s once done (0 before, or when no time passed).
+  double rate() const {
+    const double seconds = (last_nanos_ - first_nanos_) * 1e-9;
+    return done() && seconds > 0 ? bytes_ / seconds : 0;
+  }
+  // Needs two gaps at least (three chunks).
+  bool steady() const { return done() && chunks_ >= 3 && max_gap_ <= 3 * min_gap_; }
+  // The timed part: from the first chunk's arrival to the last's, and the
+  // bytes after the first.
+  int64_t first_nanos() const { return first_nanos_; }
+  int64_t last_nanos() const { return last_nanos_; }
+  double timed_bytes() const { return bytes_; }
+
+ private:
+  int chunks_ = 0, count_ = 0;
+  int64_t first_nanos_ = 0, last_nanos_ = 0;
+  double bytes_ = 0, min_gap_ = 0, max_gap_ = 0;
+};
+
+// The rate probes crossed at together: their timed bytes over the time any
+// of them was arriving (the union of their timed spans), so probes that ran
+// one after another are not counted as at once. 0 unless every one is done.
+inline double TogetherRate(const std::vector<const ProbeTimer*>& probes) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  double bytes = 0;
+  for (const ProbeTimer* p : probes) {
+    if (!p->done()) return 0;
+    spans.emplace_back(p->first_nanos(), p->last_nanos());
+    bytes += p->timed_bytes();
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t busy = 0, end = std::numeric_limits<int64_t>::min();
+  for (const auto& [first, last] : spans) {
+    busy += std::max<int64_t>(0, last - std::max(first, end));
+    end = std::max(end, last);
+  }
+  return busy > 0 ? bytes / (busy * 1e-9) : 0;
+}
 
 // A transport cost a worker reported, in CPU-s per byte, when it is
 // plausible (above 0, at most 1 us: a core moving 1 MB/s); 0 otherwise, so

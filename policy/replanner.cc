@@ -345,8 +345,11 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
   for (const WorkerTotals& w : s.workers) {
     if (!w.usable) continue;
     LinkWindow& lw = links_[w.id];
+    if (w.probe.rate() > 0 && lw.link.probe == 0) SeedFromProbe(w, lw, notes);
     if (lw.start_nanos == 0) {  // opens at its first answers
-      if (w.results > 0) lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, lw.link};
+      if (w.results > 0) {
+        lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, lw.link, lw.measured, lw.probed};
+      }
       continue;
     }
     const double seconds = (s.now_nanos - lw.start_nanos) * 1e-9;
@@ -358,14 +361,15 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
     ReplanState::Link& link = lw.link;
     link.ingest_rate = rate;
     if (LinkBound(w, lw.start, seconds, rate, here_busy)) {
-      if (link.limit == 0 && notes != nullptr) {
+      if ((link.limit == 0 || lw.probed) && notes != nullptr) {
         notes->push_back(absl::StrFormat(
             "worker %s: its link binds at %.1f MB/s (every credit out, CPU %.0f%% busy with "
             "this job, %.0f%% in all)",
             w.name, rate / 1e6, 100 * Busy(w.cpu_seconds - lw.start.cpu_seconds, seconds, w.cores),
             100 * w.worker_busy));
       }
-      link.limit = link.limit > 0 ? 0.5 * (link.limit + rate) : rate;
+      // The first window's verdict replaces the probe's.
+      link.limit = link.limit > 0 && !lw.probed ? 0.5 * (link.limit + rate) : rate;
     } else if (link.limit > 0 && rate > link.limit) {
       link.limit = rate;
     } else if (link.limit > 0 && Saturated(w, lw.start) < 0.5) {
@@ -376,6 +380,20 @@ void Replanner::FoldLinks(const Snapshot& s, std::vector<std::string>* notes) {
       link.limit *= 1.1;
     }
     lw = LinkWindow{s.now_nanos, s.process_cpu_nanos, w, link, true};
+  }
+}
+
+void Replanner::SeedFromProbe(const WorkerTotals& w, LinkWindow& lw,
+                              std::vector<std::string>* notes) {
+  lw.link.probe = w.probe.rate();
+  if (!w.probe.steady() || lw.link.limit > 0) return;
+  lw.link.limit = lw.link.probe;
+  lw.measured = lw.probed = true;
+  if (notes != nullptr) {
+    notes->push_back(absl::StrFormat(
+        "worker %s: its link probe came steadily at %.1f MB/s, taken as its link's limit until "
+        "a window measures it",
+        w.name, lw.link.probe / 1e6));
   }
 }
 
@@ -410,8 +428,43 @@ bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, doub
   return saturated >= 0.8 && busy < 0.6 && held < 0.5 && (here_busy < 0.7 || receive_cores < 0.25);
 }
 
-void Replanner::FoldIngest(const Snapshot& s) {
+void Replanner::SeedIngestFromProbes(const Snapshot& s, std::vector<std::string>* notes) {
+  if (ingest_.probes_seen) return;
+  std::vector<const ProbeTimer*> probes;
+  double fastest = 0;
+  bool steady = true;
+  for (const WorkerTotals& w : s.workers) {
+    if (!w.usable) continue;
+    if (!w.probe.done()) return;  // every one, or none
+    probes.push_back(&w.probe);
+    fastest = std::max(fastest, w.probe.rate());
+    steady = steady && w.probe.steady();
+  }
+  if (probes.empty()) return;
+  ingest_.probes_seen = true;
+  const double together = TogetherRate(probes);
+  if (probes.size() < 2 || !steady || !(together > 0) || fastest > 1.2 * together ||
+      ingest_.limit > 0) {
+    return;
+  }
+  ingest_.limit = together;
+  ingest_.probed = true;
+  if (notes != nullptr) {
+    notes->push_back(absl::StrFormat(
+        "the workers' link probes came at %.1f MB/s together, no faster than the fastest alone "
+        "(%.1f MB/s): one link into this machine, taken as its limit until a window measures it",
+        together / 1e6, fastest / 1e6));
+  }
+}
+
+void Replanner::FoldIngest(const Snapshot& s, std::vector<std::string>* notes) {
   IngestWindow& iw = ingest_;
+  SeedIngestFromProbes(s, notes);
+  // A probe's rate passed on its link (the fastest: probes need not have
+  // run at the same time).
+  for (const WorkerTotals& w : s.workers) {
+    if (w.usable) iw.peak = std::max(iw.peak, w.probe.rate());
+  }
   auto open = [&] {
     iw.start_nanos = s.now_nanos;
     iw.start_cpu_nanos = s.process_cpu_nanos;
@@ -455,11 +508,12 @@ void Replanner::FoldIngest(const Snapshot& s) {
         all_bound && it != iw.start.end() && LinkBound(w, it->second, seconds, rate, here_busy);
   }
   iw.peak = std::max(iw.peak, rate);
-  if (all_bound) {
-    iw.limit = iw.limit > 0 ? 0.5 * (iw.limit + rate) : rate;
+  if (all_bound) {  // the first window's verdict replaces the probes'
+    iw.limit = iw.limit > 0 && !iw.probed ? 0.5 * (iw.limit + rate) : rate;
   } else if (iw.limit > 0 && rate > iw.limit) {
     iw.limit = rate;
   }
+  iw.probed = false;
   open();  // the next window (the limit stays)
 }
 
@@ -568,7 +622,7 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   absl::MutexLock lock(&mu_);
   FoldStages(snapshot);
   FoldLinks(snapshot, notes);
-  FoldIngest(snapshot);
+  FoldIngest(snapshot, notes);
   double worker_cores = 0;
   for (const WorkerTotals& w : snapshot.workers) worker_cores += w.usable ? w.cores : 0;
   const StageTotals none;

@@ -24,9 +24,9 @@
 //   warm-up     until every stage is measured, R / (L + R) of samples (at
 //               most probe_share, 1 by default) go remote at the cut
 //               with the fewest bytes (WarmUp); the first plan also waits,
-//               at most link_wait_seconds, for a link window from every
-//               worker unless the bandwidth was given or slow start (below)
-//               can pace it
+//               at most link_wait_seconds, for a link window (or a steady
+//               probe) from every worker unless the bandwidth was given or
+//               slow start (below) can pace it
 //   worth it    a plan that offloads must predict min_gain over all local
 //               (the model's error, delivery_trial.h's tolerance), judged
 //               without the slow-start cap below; otherwise all local is
@@ -35,6 +35,15 @@
 //               drift > `drift`; at the next snapshot after Invalidate()
 //   hysteresis  switch only when T_new > (1 + gain) T_running on the same
 //               inputs (ThroughputOf); not after Invalidate()
+//   probe       a worker's link probe at stream open (WorkerTotals::probe):
+//               a steady one is its link's limit until the first window
+//               closes (that window's verdict replaces it), so the first
+//               plan need not wait; any probe's rate counts as ingest seen
+//               for slow start (below). Steady probes of two or more
+//               workers that came no faster together than the fastest alone
+//               (within a fifth) crossed one link into this machine: the
+//               rate they came at together (TogetherRate) is B's limit
+//               until the first ingest window closes
 //   links       a worker's link binds in a window when its credits were out
 //               and its CPU idle enough (LinkBound; every answer on its
 //               stream counts, a hedged copy's loser too); its rate is then
@@ -116,6 +125,8 @@ class Placement {
   // all locally, else the remote cut.
   int Draw(double u) const;
   bool all_local() const { return cdf_[0] >= 1; }
+  // The share of samples on workers (at any cut).
+  double remote_share() const { return 1 - cdf_[0]; }
   // The share of each outcome: local, then remote cut 0..n.
   std::vector<double> Fractions() const;
   // The planner's view: share per path k = 0..n (0 local; cut 0, which plans
@@ -161,6 +172,8 @@ struct WorkerTotals {
   // The worker's own report of the share of its cores it kept busy (all
   // its jobs), in its latest result; 0 when it reports none.
   double worker_busy = 0;
+  // Its link probe at stream open, as it arrived here.
+  ProbeTimer probe;
 };
 
 struct Snapshot {
@@ -241,6 +254,7 @@ struct ReplanState {
   struct Link {
     double limit = 0;        // bytes/s the link bound at; 0: never seen binding
     double ingest_rate = 0;  // bytes/s over its last window
+    double probe = 0;        // bytes/s its probe came at (WorkerTotals); 0: none
   };
   std::map<int, Link> links;  // by WorkerTotals::id
   // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
@@ -315,8 +329,15 @@ class Replanner {
     std::map<int, WorkerTotals> start;  // each usable worker's counters then
     double limit = 0;                   // bytes/s; 0: never seen binding
     double peak = 0;                    // the fastest window's bytes/s
+    bool probes_seen = false;           // SeedIngestFromProbes looked
+    bool probed = false;                // limit is the probes': no window has closed
   };
-  void FoldIngest(const Snapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FoldIngest(const Snapshot& snapshot, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the workers' link probes together as the ingest's limit where they
+  // shared one link (see the rules), once every usable worker's has come.
+  void SeedIngestFromProbes(const Snapshot& snapshot, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The share of the results since `start` that came with every credit out.
   static double Saturated(const WorkerTotals& w, const WorkerTotals& start);
   // Whether worker `w`'s increments since `start` say its link bound: every
@@ -331,8 +352,11 @@ class Replanner {
     int64_t start_cpu_nanos = 0;  // this process's CPU then
     WorkerTotals start;           // the worker's counters then
     ReplanState::Link link;
-    bool measured = false;  // a window has closed
+    bool measured = false;  // a window has closed, or a steady probe came
+    bool probed = false;    // link.limit is the probe's: no window has closed
   };
+  // Takes worker `w`'s link probe (see the rules).
+  static void SeedFromProbe(const WorkerTotals& w, LinkWindow& lw, std::vector<std::string>* notes);
 
   const ReplanOptions options_;
   mutable absl::Mutex mu_;

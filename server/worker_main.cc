@@ -49,8 +49,12 @@ struct WorkerFlags {
   int grace_seconds = 30;
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
-  double open_timeout_seconds = 10;
-  double reply_timeout_seconds = 120;
+  WorkerServiceOptions service = [] {
+    WorkerServiceOptions o;
+    o.open_timeout_seconds = 10;
+    o.reply_timeout_seconds = 120;
+    return o;
+  }();
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
   RemoteReadOptions storage;
@@ -63,13 +67,16 @@ struct WorkerFlags {
     f.Int("max-streams", &options.max_streams, "job streams open at once");
     f.Int("max-streams-per-client", &options.max_streams_per_client,
           "job streams open at once from one client host");
-    f.Double("open-timeout-seconds", &open_timeout_seconds,
+    f.Double("open-timeout-seconds", &service.open_timeout_seconds,
              "end a stream that has not opened a job, and a connection that has not finished "
              "its handshake, within this (0: never; handshakes then get 120 s)");
-    f.Double("reply-timeout-seconds", &reply_timeout_seconds,
+    f.Double("reply-timeout-seconds", &service.reply_timeout_seconds,
              "cancel a stream whose client has taken no reply for this long, dropping its "
              "unsent results and freeing their memory for other jobs (its client sends the "
              "items elsewhere); 0: never");
+    f.Int("max-probe-bytes", &service.max_probe_bytes,
+          "most bytes of link probe a job stream gets right after it opens (the client asks "
+          "for them to time its link before any item; 0: none)");
     f.Double("reindex-seconds", &options.min_reindex_seconds,
              "index a dataset again (a job brought a new fingerprint) at most this often; a "
              "refused open is answered from the cache for as long");
@@ -190,8 +197,12 @@ struct WorkerFlags {
              "--max-message-bytes at least 1024, --idle-connection-seconds at least 1 and "
              "--port >= 0";
     }
-    if (!(reply_timeout_seconds >= 0)) return "--reply-timeout-seconds must be >= 0";
-    server.handshake_timeout_seconds = open_timeout_seconds > 0 ? open_timeout_seconds : 120;
+    if (!(service.reply_timeout_seconds >= 0)) return "--reply-timeout-seconds must be >= 0";
+    if (service.max_probe_bytes < 0 || service.max_probe_bytes > (int64_t{1} << 30)) {
+      return "--max-probe-bytes must be 0 to 1 GiB";
+    }
+    server.handshake_timeout_seconds =
+        service.open_timeout_seconds > 0 ? service.open_timeout_seconds : 120;
     server.max_receive_message_bytes = max_message_bytes;
     server.unlimited_send = true;
     server.tolerate_pings = true;
@@ -259,8 +270,9 @@ int Run(const WorkerFlags& f, const Security& security) {
   const int64_t open_files = daemon::RaiseOpenFilesLimit();
   daemon::RouteGrpcLogs();
   daemon::DaemonServer server(f.server, security, [&] {
-    return std::make_unique<WorkerService>(&core, security.token, f.open_timeout_seconds,
-                                           f.reply_timeout_seconds);
+    WorkerServiceOptions service = f.service;
+    service.token = security.token;
+    return std::make_unique<WorkerService>(&core, std::move(service));
   });
   if (!server.Start()) return 1;
   spdlog::info(

@@ -1,5 +1,6 @@
 #include "server/worker_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -24,6 +25,11 @@ std::string ClientHost(const std::string& peer) {
 }
 
 namespace {
+
+// A link probe's chunks: large enough that a shaper's burst (a token
+// bucket's, commonly up to a few hundred kB) passes within the first, which
+// the client does not time.
+constexpr int64_t kProbeChunkBytes = 256 << 10;
 
 // A reply waiting to be written, with its share of the worker's memory
 // budget (WorkerCore::Submit), released when the reply is freed.
@@ -184,6 +190,20 @@ class StreamReactor : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
     job_ = *std::move(job);
     credits_ = reply.opened().max_items_in_flight();
     Send(EncodeMessage(reply));
+    SendProbe(std::min(msg_.open().probe_bytes(), service_->options_.max_probe_bytes));
+  }
+
+  // The link probe (JobOpen.probe_bytes): `bytes` in `count` equal chunks of
+  // at most kProbeChunkBytes (at least two), queued back to back behind
+  // JobOpened. One chunk is encoded; the copies share its buffer.
+  void SendProbe(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (bytes < 2) return;
+    const int64_t count = std::max<int64_t>(2, (bytes + kProbeChunkBytes - 1) / kProbeChunkBytes);
+    proto::WorkerMessage chunk;
+    chunk.mutable_probe()->set_count(static_cast<int32_t>(count));
+    chunk.mutable_probe()->mutable_padding()->resize(static_cast<size_t>(bytes / count));
+    const grpc::ByteBuffer encoded = EncodeMessage(chunk);
+    for (int64_t i = 0; i < count; ++i) Send(grpc::ByteBuffer(encoded));
   }
 
   void TakeItem() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -298,7 +318,7 @@ class RefusedStream : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::Byt
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Process(
     grpc::CallbackServerContext* context) {
-  if (absl::Status s = CheckToken(context->client_metadata(), token_); !s.ok()) {
+  if (absl::Status s = CheckToken(context->client_metadata(), options_.token); !s.ok()) {
     core_->RefuseStream(s, context->peer());
     return new RefusedStream(s);
   }
@@ -315,13 +335,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* WorkerService::Proc
   return reactor;
 }
 
-WorkerService::WorkerService(WorkerCore* core, std::string token, double open_timeout_seconds,
-                             double reply_timeout_seconds)
-    : core_(core),
-      token_(std::move(token)),
-      open_timeout_seconds_(open_timeout_seconds),
-      reply_timeout_seconds_(reply_timeout_seconds) {
-  if (open_timeout_seconds_ > 0 || reply_timeout_seconds_ > 0) {
+WorkerService::WorkerService(WorkerCore* core, WorkerServiceOptions options)
+    : core_(core), options_(std::move(options)) {
+  if (options_.open_timeout_seconds > 0 || options_.reply_timeout_seconds > 0) {
     janitor_ = std::thread([this] { JanitorLoop(); });
   }
 }
@@ -336,7 +352,7 @@ WorkerService::~WorkerService() {
 
 void WorkerService::JanitorLoop() {
   double tick_seconds = 1;
-  for (const double limit : {open_timeout_seconds_, reply_timeout_seconds_}) {
+  for (const double limit : {options_.open_timeout_seconds, options_.reply_timeout_seconds}) {
     if (limit > 0) tick_seconds = std::min(tick_seconds, limit / 4);
   }
   const absl::Duration tick = absl::Seconds(tick_seconds);
@@ -348,8 +364,9 @@ void WorkerService::JanitorLoop() {
       // As Drain(): a reactor cannot be deleted while mu_ is held (Forget).
       const int64_t now = WallNanos();
       for (StreamReactor* r : streams_) {
-        if (open_timeout_seconds_ > 0) r->ExpireIfUnopened(now, open_timeout_seconds_);
-        if (reply_timeout_seconds_ > 0 && r->Stalled(now, reply_timeout_seconds_)) {
+        if (options_.open_timeout_seconds > 0)
+          r->ExpireIfUnopened(now, options_.open_timeout_seconds);
+        if (options_.reply_timeout_seconds > 0 && r->Stalled(now, options_.reply_timeout_seconds)) {
           stalled.push_back(r);
         }
       }
@@ -357,7 +374,7 @@ void WorkerService::JanitorLoop() {
     }
     // Outside mu_: a cancel may run the stream's callbacks here, OnDone's
     // Forget included (which then does not wait for this thread's pin).
-    for (StreamReactor* r : stalled) r->CancelStalled(reply_timeout_seconds_);
+    for (StreamReactor* r : stalled) r->CancelStalled(options_.reply_timeout_seconds);
     absl::MutexLock lock(&mu_);
     pinned_.clear();
   }

@@ -6,6 +6,7 @@
 #ifndef PREPFLOW_SERVER_WORKER_SERVICE_H_
 #define PREPFLOW_SERVER_WORKER_SERVICE_H_
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <thread>
@@ -19,22 +20,29 @@ namespace prepflow {
 
 class StreamReactor;
 
+struct WorkerServiceOptions {
+  // The bearer token every stream must carry (security.h); empty: none.
+  std::string token;
+  // A stream that has not opened a job by then is ended DEADLINE_EXCEEDED,
+  // so idle connections cannot hold the stream slots (--max-streams); 0: no
+  // limit.
+  double open_timeout_seconds = 0;
+  // A stream whose client has not taken a reply for this long is cancelled,
+  // its unsent results (and their share of the memory budget) dropped, so a
+  // client that stops reading cannot hold the budget other jobs wait on;
+  // its client hands the items elsewhere. 0: no limit.
+  double reply_timeout_seconds = 0;
+  // The most link-probe bytes a stream gets (JobOpen.probe_bytes).
+  int64_t max_probe_bytes = int64_t{4} << 20;
+};
+
 // The Process method is served raw (byte buffers) so results go out without
 // protobuf copying their payloads (result_encoding.h); the messages on the
 // wire are the same WorkerMessage and ClientMessage.
 class WorkerService final
     : public proto::Worker::WithRawCallbackMethod_Process<proto::Worker::Service> {
  public:
-  // `token`: the bearer token every stream must carry (security.h); empty:
-  // none. `open_timeout_seconds`: a stream that has not opened a job by then
-  // is ended DEADLINE_EXCEEDED, so idle connections cannot hold the stream
-  // slots (--max-streams); 0: no limit. `reply_timeout_seconds`: a stream
-  // whose client has not taken a reply for this long is cancelled, its
-  // unsent results (and their share of the memory budget) dropped, so a
-  // client that stops reading cannot hold the budget other jobs wait on;
-  // its client hands the items elsewhere. 0: no limit.
-  explicit WorkerService(WorkerCore* core, std::string token = "", double open_timeout_seconds = 0,
-                         double reply_timeout_seconds = 0);
+  explicit WorkerService(WorkerCore* core, WorkerServiceOptions options = {});
   ~WorkerService() override;
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(
@@ -58,9 +66,7 @@ class WorkerService final
   void JanitorLoop();
 
   WorkerCore* core_;
-  const std::string token_;
-  const double open_timeout_seconds_;
-  const double reply_timeout_seconds_;
+  const WorkerServiceOptions options_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread janitor_;

@@ -42,6 +42,7 @@ int RemotePool::Add(const std::string& address, const std::string& worker_id, do
     OnResult(id, std::move(answer));
   };
   handlers.draining = [this, id](double seconds) { OnDraining(id, seconds); };
+  handlers.probe = [this, id](int64_t bytes, int count) { OnProbe(id, bytes, count); };
   handlers.closed = [this, id](const absl::Status& status) { OnClosed(id, status); };
   Worker& worker = workers_.emplace_back();
   worker.member.id = id;
@@ -69,6 +70,14 @@ absl::Status RemotePool::AwaitOpened(absl::Time deadline) {
   };
   mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
   if (!refusal_.ok()) return refusal_;
+  // The probes cross the links while nothing else does and this process is
+  // idle, so their chunks are timed as they arrive (a busy process takes
+  // them late and together, and times a rate above its link's).
+  auto probed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ProbedLocked(); };
+  if (open_.probe_bytes() > 0) {
+    mu_.AwaitWithDeadline(absl::Condition(&probed),
+                          std::min(deadline, absl::Now() + absl::Seconds(kProbeWaitSeconds)));
+  }
   int credits = 0;
   for (size_t w = 0; w < workers_.size(); ++w) {
     if (workers_[w].member.alive && !workers_[w].member.opened) {
@@ -123,6 +132,18 @@ void RemotePool::OnOpened(int w, const proto::JobOpened& opened) {
   all_gone_logged_ = false;
   if (callbacks_.changed) callbacks_.changed();
   Dispatch();
+}
+
+void RemotePool::OnProbe(int w, int64_t bytes, int count) {
+  absl::MutexLock lock(&mu_);
+  Worker& worker = workers_[w];
+  if (worker.probe.done()) return;
+  worker.probe.Arrived(clock_(), static_cast<double>(bytes), count);
+  if (!worker.probe.done()) return;
+  spdlog::info("worker {}: its link probe came at {:.1f} MB/s ({})", worker.member.address,
+               worker.probe.rate() / 1e6,
+               worker.probe.steady() ? "steady: the link's rate"
+                                     : "unsteady: what the link carries at least");
 }
 
 void RemotePool::Submit(RemoteItem item) {
@@ -242,6 +263,38 @@ void RemotePool::Dispatch() {
     Send(target, id);
   }
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one
+}
+
+bool RemotePool::ProbedLocked() const {
+  if (open_.probe_bytes() <= 0) return false;
+  bool any = false;
+  for (const Worker& w : workers_) {
+    if (!w.member.usable()) continue;
+    if (!w.probe.done()) return false;
+    any = true;
+  }
+  return any;
+}
+
+bool RemotePool::Probed() const {
+  absl::MutexLock lock(&mu_);
+  return ProbedLocked();
+}
+
+int64_t RemotePool::ReclaimQueued() {
+  absl::MutexLock lock(&mu_);
+  int64_t reclaimed = 0;
+  for (auto q = queued_.begin(); q != queued_.end();) {
+    const auto it = items_.find(*q);
+    if (it->second.item.home >= 0) {  // its samples' values are kept there
+      ++q;
+      continue;
+    }
+    q = queued_.erase(q);
+    RunHere(it);
+    ++reclaimed;
+  }
+  return reclaimed;
 }
 
 void RemotePool::Send(int w, uint64_t id) {
@@ -646,6 +699,7 @@ void RemotePool::FillSnapshot(policy::Snapshot* snapshot) const {
     t.run_seconds = w.run_seconds;
     t.credits = w.credits;
     t.worker_busy = w.worker_busy;
+    t.probe = w.probe;
     if (t.usable && w.stages < std::numeric_limits<int>::max() &&
         (snapshot->max_cut < 0 || w.stages < snapshot->max_cut)) {
       snapshot->max_cut = w.stages;

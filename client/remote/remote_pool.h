@@ -61,6 +61,7 @@
 #include "client/remote/worker_stream.h"
 #include "pipeline/core/batch.h"
 #include "pipeline/core/wire.h"
+#include "policy/measurements.h"
 #include "policy/replanner.h"
 #include "proto/worker.pb.h"
 
@@ -75,6 +76,10 @@ struct RemoteItem {
   // (RemotePool::HomeOf); -1: any worker.
   int home = -1;
 };
+
+// How long the start waits for the link probes (JobOpen.probe_bytes) at
+// most: 1 MiB takes 0.08 s at 100 Mbit/s.
+inline constexpr double kProbeWaitSeconds = 1;
 
 struct RemotePoolOptions {
   double worker_timeout_seconds = 30;   // silence while owing answers
@@ -125,12 +130,22 @@ class RemotePool {
   int Add(const std::string& address, const std::string& worker_id = "", double granted_cores = 0,
           const std::string& tls_name = "");
   // Waits until every worker added so far has opened the job or failed, or
-  // until `deadline`; drops those still not open. Returns the refusal that
-  // stops the run, if one came.
+  // until `deadline`; drops those still not open. Then, when the job asks
+  // for link probes, until each open worker's probe has come, at most
+  // kProbeWaitSeconds more. Returns the refusal that stops the run, if one
+  // came.
   absl::Status AwaitOpened(absl::Time deadline);
 
   // Queues an item and dispatches what credits allow.
   void Submit(RemoteItem item);
+  // Whether the job asked for link probes and every usable worker's has
+  // come (false with no usable worker).
+  bool Probed() const;
+  // Hands every item still waiting for a worker's credit back to run here
+  // (run_locally), except those waiting for their home worker (locality);
+  // returns how many. For a new plan that sends fewer samples out: items
+  // placed by the old one would otherwise hold the trainer's batches.
+  int64_t ReclaimQueued();
   // Drops workers silent past the timeout or not open in time, and hedges.
   // The watchdog thread (StartWatchdog) runs it every 100 ms; tests call it.
   void Tick();
@@ -233,10 +248,12 @@ class RemotePool {
     double cpu_seconds = 0;
     double run_seconds = 0;  // the answers' ItemResult.run_seconds, summed
     int64_t results = 0, saturated_results = 0;
-    double worker_busy = 0;  // its latest report (ItemResult.worker_busy)
+    double worker_busy = 0;    // its latest report (ItemResult.worker_busy)
+    policy::ProbeTimer probe;  // its link probe (JobOpen.probe_bytes)
   };
 
   double UsableCores(const Worker& w) const;
+  bool ProbedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int CreditsFor(const Worker& w) const;
   static int FreeCredits(const Worker& w) {
     return w.credits - static_cast<int>(w.items.size() + w.abandoned.size());
@@ -265,6 +282,7 @@ class RemotePool {
   void RetireLocked(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnDraining(int w, double seconds);
   void OnOpened(int w, const proto::JobOpened& opened);
+  void OnProbe(int w, int64_t bytes, int count);
   void OnResult(int w, std::shared_ptr<const ReceivedMessage> answer);
   void OnClosed(int w, const absl::Status& status);
   // Takes `answer` from worker `w` into `out` if it is the one to take;

@@ -151,6 +151,10 @@ void RemoteWorker::OnRead(bool ok) {
     if (handlers_.result) handlers_.result(std::move(msg));
   } else if (msg->message.has_draining()) {
     if (handlers_.draining) handlers_.draining(msg->message.draining().seconds());
+  } else if (msg->message.has_probe()) {
+    if (handlers_.probe) {
+      handlers_.probe(static_cast<int64_t>(msg->wire_bytes), msg->message.probe().count());
+    }
   }
   receive_cpu_nanos_.fetch_add(ThreadCpuNanos() - cpu, std::memory_order_relaxed);
 }

@@ -31,6 +31,9 @@ class WorkerStream {
     std::function<void(std::shared_ptr<const ReceivedMessage>)> result;
     // The worker is leaving and stays `seconds` (DrainNotice).
     std::function<void(double seconds)> draining;
+    // A chunk of the link probe (LinkProbe) arrived: its bytes on the wire
+    // and the probe's chunk count.
+    std::function<void(int64_t bytes, int count)> probe;
     std::function<void(const absl::Status&)> closed;
   };
 

@@ -147,6 +147,29 @@ TEST_F(RemotePoolTest, SendsNoMoreThanTheCreditsAndRefillsOnEachAnswer) {
   EXPECT_EQ(pool_->counters().reissued_items, 0);
 }
 
+// A new plan that sends fewer samples out takes back what waits for a
+// credit: those items run here, the ones out stay out, and every sample
+// still arrives once. An item waiting for its home worker (whose cache
+// holds its samples) stays.
+TEST_F(RemotePoolTest, ItemsWaitingForACreditAreReclaimedToRunHere) {
+  Make();
+  FakeStream* w = Open("w:1", /*credits=*/2);
+  for (int64_t i = 0; i < 5; ++i) Submit({i});
+  ASSERT_EQ(w->sent.size(), 2u);
+  EXPECT_EQ(pool_->ReclaimQueued(), 3);
+  EXPECT_EQ(local_.size(), 3u);
+  EXPECT_EQ(pool_->ReclaimQueued(), 0);
+  Answer(w, 0);
+  Answer(w, 1);
+  EXPECT_EQ(w->sent.size(), 2u) << "nothing was left to send";
+  ExpectExactlyOnce({0, 1, 2, 3, 4});
+  EXPECT_EQ(pool_->owed_items(), 0);
+  pool_->Submit(RemoteItem{&batch_, {5}, 2, /*home=*/0});
+  pool_->Submit(RemoteItem{&batch_, {6}, 2, /*home=*/0});
+  pool_->Submit(RemoteItem{&batch_, {7}, 2, /*home=*/0});
+  EXPECT_EQ(pool_->ReclaimQueued(), 0);
+}
+
 // JobOpened.num_stages and .unavailable are the worker's word: one that
 // says it stops short of an item's cut is never sent it (the item runs here
 // when no other worker can take it), a negative count counts as 0, and its
@@ -540,6 +563,37 @@ TEST_F(RemotePoolTest, TheSnapshotCountsAnswersForTheLinkEstimate) {
   EXPECT_DOUBLE_EQ(s.workers[0].received_bytes, 5000);
   EXPECT_DOUBLE_EQ(s.workers[0].cpu_seconds, 0.002);
   EXPECT_EQ(s.workers[0].credits, 1);
+}
+
+// A link probe's chunks are timed on the pool's clock as they arrive: the
+// bytes after the first over the time since it; evenly spaced, it is steady.
+// A worker that sends the count wrong or more chunks than it said moves
+// nothing.
+TEST_F(RemotePoolTest, TheSnapshotCarriesEachWorkersLinkProbe) {
+  Make();
+  FakeStream* a = Open("a:1", 1);
+  FakeStream* b = Open("b:1", 1);
+  for (int i = 0; i < 4; ++i) {  // 100 kB every 10 ms: 10 MB/s
+    a->handlers.probe(100'000, 4);
+    now_ += 10'000'000;
+  }
+  a->handlers.probe(100'000, 4);                              // a fifth: ignored
+  for (int64_t gap : {40'000'000, 20'000'000, 10'000'000}) {  // a window still opening
+    b->handlers.probe(100'000, 4);
+    now_ += gap;
+  }
+  policy::Snapshot s;
+  pool_->FillSnapshot(&s);
+  ASSERT_EQ(s.workers.size(), 2u);
+  EXPECT_NEAR(s.workers[0].probe.rate(), 300'000 / 0.03, 1);
+  EXPECT_TRUE(s.workers[0].probe.steady());
+  EXPECT_EQ(s.workers[1].probe.rate(), 0) << "three of four chunks";
+  b->handlers.probe(100'000, 5);  // the count changed: ignored
+  b->handlers.probe(100'000, 4);
+  s = {};
+  pool_->FillSnapshot(&s);
+  EXPECT_NEAR(s.workers[1].probe.rate(), 300'000 / 0.07, 1);
+  EXPECT_FALSE(s.workers[1].probe.steady()) << "each gap shorter than the last: TCP's window";
 }
 
 // The wall time answers spent on the worker adds up; a worker's report that

@@ -496,6 +496,11 @@ TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {
   EXPECT_GT(seconds, 0);
   ASSERT_EQ(r.stats.plan_fractions.size(), 6u);  // local, remote cut 0..4
   EXPECT_EQ(r.stats.plan_fractions[1], 0);       // the planner never sends raw files
+  // Each stream's link probe came before its results (loopback: fast).
+  double probed = 0;
+  for (const LoaderStats::WorkerStats& ws : r.stats.workers)
+    probed = std::max(probed, ws.link_probe);
+  EXPECT_GT(probed, 1e6);
 }
 
 TEST_F(RemoteTest, AutoReplansWhenAWorkerGoes) {
@@ -790,6 +795,26 @@ TEST_F(RemoteTest, HugeSamplesStayWithinTheWorkersMemoryBudget) {
   }
 }
 
+// The message opening job `job_id` over the dataset at `data` with the
+// pipeline in text format.
+proto::ClientMessage OpenMessage(const std::string& data, const std::string& job_id,
+                                 const std::string& pipeline) {
+  proto::DatasetSpec spec;
+  spec.set_path(data);
+  auto dataset = OpenDataset(spec);
+  EXPECT_TRUE(dataset.ok()) << dataset.status();
+  proto::ClientMessage open;
+  proto::JobOpen* job = open.mutable_open();
+  job->set_job_id(job_id);
+  *job->mutable_dataset() = spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(pipeline, job->mutable_pipeline()));
+  if (dataset.ok()) {
+    job->set_dataset_size((*dataset)->size());
+    job->set_dataset_fingerprint((*dataset)->fingerprint());
+  }
+  return open;
+}
+
 // A client that opened job `job_id` on a worker, over the remote test set,
 // with the pipeline that makes 12 MB samples (a 1000 px crop as float32),
 // sent `items` items of one sample each, and reads nothing after the job
@@ -801,23 +826,13 @@ class StalledClient {
 
   void Start(const std::string& address, const std::string& data, const std::string& job_id,
              int items) {
-    proto::DatasetSpec spec;
-    spec.set_path(data);
-    auto dataset = OpenDataset(spec);
-    ASSERT_TRUE(dataset.ok()) << dataset.status();
     stub_ =
         proto::Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     stream_ = stub_->Process(&context_);
-    proto::ClientMessage open;
-    proto::JobOpen* job = open.mutable_open();
-    job->set_job_id(job_id);
-    *job->mutable_dataset() = spec;
-    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-        "name: 'big' stages { decode {} } stages { random_resized_crop { size: 1000 } } "
-        "stages { normalize {} }",
-        job->mutable_pipeline()));
-    job->set_dataset_size((*dataset)->size());
-    job->set_dataset_fingerprint((*dataset)->fingerprint());
+    const proto::ClientMessage open =
+        OpenMessage(data, job_id,
+                    "name: 'big' stages { decode {} } stages { random_resized_crop { size: "
+                    "1000 } } stages { normalize {} }");
     proto::WorkerMessage opened;
     ASSERT_TRUE(stream_->Write(open));
     ASSERT_TRUE(stream_->Read(&opened));
@@ -841,6 +856,43 @@ class StalledClient {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<proto::ClientMessage, proto::WorkerMessage>> stream_;
 };
+
+// The link probe: a stream that asks for one gets it right after JobOpened,
+// in equal chunks, capped by the worker's --max-probe-bytes, and then its
+// results; a stream that asks for none gets its results straight away.
+TEST_F(RemoteTest, TheLinkProbeComesBeforeAnyResultAndWithinTheWorkersCap) {
+  WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--max-probe-bytes", "600000"});
+  for (const int64_t asked : {int64_t{4} << 20, int64_t{0}}) {
+    auto stub = proto::Worker::NewStub(
+        grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    auto stream = stub->Process(&context);
+    proto::ClientMessage open = OpenMessage(dir_->Join("root/data"), "probe",
+                                            "name: 'p' stages { decode {} } stages { resize "
+                                            "{ shorter_side: 8 } }");
+    open.mutable_open()->set_probe_bytes(asked);
+    ASSERT_TRUE(stream->Write(open));
+    proto::ClientMessage item;
+    item.mutable_item()->set_item_id(1);
+    item.mutable_item()->set_cut(2);
+    item.mutable_item()->add_indices(0);
+    ASSERT_TRUE(stream->Write(item));
+    stream->WritesDone();
+    std::vector<proto::WorkerMessage> got;
+    for (proto::WorkerMessage m; stream->Read(&m);) got.push_back(m);
+    ASSERT_TRUE(stream->Finish().ok());
+    // 600000 bytes: three chunks of 200000 (at most 256 KiB each).
+    const size_t chunks = asked > 0 ? 3 : 0;
+    ASSERT_EQ(got.size(), 2 + chunks) << "asked " << asked;
+    EXPECT_TRUE(got.front().has_opened());
+    for (size_t i = 1; i <= chunks; ++i) {
+      ASSERT_TRUE(got[i].has_probe());
+      EXPECT_EQ(got[i].probe().count(), 3);
+      EXPECT_EQ(got[i].probe().padding().size(), 200000u);
+    }
+    EXPECT_TRUE(got.back().has_result());
+  }
+}
 
 // A client that opens a job, sends items and never reads the replies held
 // the worker's whole memory budget: another job's items waited until their

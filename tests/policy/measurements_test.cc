@@ -2,6 +2,7 @@
 #include "policy/measurements.h"
 
 #include <cmath>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -53,6 +54,33 @@ TEST(RelativeChange, IsSymmetricAndBounded) {
   EXPECT_DOUBLE_EQ(RelativeChange(8, 10), 0.2);
   EXPECT_DOUBLE_EQ(RelativeChange(0, 0), 0);
   EXPECT_DOUBLE_EQ(RelativeChange(0, 5), 1);
+}
+
+// Chunks evenly spaced are the link's rate; one long gap (a receiver that
+// stalled) or shrinking gaps are not steady; two chunks cannot say.
+TEST(ProbeTimer, TimesTheBytesAfterTheFirstChunkAndJudgesTheGaps) {
+  auto timed = [](const std::vector<int64_t>& gaps_ms) {
+    ProbeTimer t;
+    int64_t now = 5'000'000'000;
+    const int count = static_cast<int>(gaps_ms.size()) + 1;
+    t.Arrived(now, 1e5, count);
+    for (int64_t gap : gaps_ms) {
+      EXPECT_FALSE(t.done());
+      t.Arrived(now += gap * 1'000'000, 1e5, count);
+    }
+    EXPECT_TRUE(t.done());
+    return t;
+  };
+  EXPECT_DOUBLE_EQ(timed({10, 10, 10}).rate(), 1e7);
+  EXPECT_TRUE(timed({10, 12, 9}).steady());
+  EXPECT_FALSE(timed({2, 50, 2}).steady());
+  EXPECT_FALSE(timed({40, 20, 10}).steady());
+  EXPECT_FALSE(timed({10}).steady());
+  EXPECT_DOUBLE_EQ(timed({10}).rate(), 1e7);
+  ProbeTimer none;
+  none.Arrived(1, 1e5, 1);  // one chunk is no probe
+  EXPECT_FALSE(none.done());
+  EXPECT_EQ(none.rate(), 0);
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ struct Job {
   // and its credits.
   double worker_run_seconds = 0;
   int worker_credits = 4;
+  // Its link probe at stream open (WorkerTotals::probe).
+  ProbeTimer worker_probe;
   // What the workers reported of their transport CPU, and for how many bytes.
   double worker_transport_cpu = 0, worker_transport_bytes = 0;
   // Reads: bytes per read (here and on the workers), the wall seconds the
@@ -70,10 +72,25 @@ struct Job {
     w.worker_busy = worker_reported_busy;
     w.run_seconds = worker_run_seconds;
     w.credits = worker_credits;
+    w.probe = worker_probe;
     s.workers.push_back(w);
     return s;
   }
 };
+
+// A link probe of four chunks that came at `rate` bytes/s from `start`
+// seconds on: evenly (steady), or with each gap half the last (a window
+// still opening).
+ProbeTimer Probe(double rate, bool steady, double start = 0.05) {
+  const std::vector<double> gaps = steady ? std::vector<double>{0.01, 0.01, 0.01}
+                                          : std::vector<double>{0.04, 0.02, 0.01};
+  const double chunk = rate * (gaps[0] + gaps[1] + gaps[2]) / 3;
+  ProbeTimer p;
+  double t = start;
+  p.Arrived(static_cast<int64_t>(t * kSecond), chunk, 4);
+  for (double gap : gaps) p.Arrived(static_cast<int64_t>((t += gap) * kSecond), chunk, 4);
+  return p;
+}
 
 ReplanOptions Options() {
   ReplanOptions o;
@@ -816,6 +833,85 @@ TEST(Replanner, SlowStartPacesAFirstPlanBeforeTheLinksAreWatched) {
       EXPECT_DOUBLE_EQ(r.State().ingest_limit, 8e6);
     }
   }
+}
+
+// A steady link probe is the worker's link until a window measures it: the
+// first plan comes at once, within what the probe carried (20 MB/s: 133
+// samples/s of 150 KB beside 182 here), where without it the plan waits for
+// the link and then sends 5x that. The first window's verdict (10 MB/s)
+// replaces the probe's, not averaged with it.
+TEST(Replanner, ASteadyLinkProbeIsTheFirstPlansLinkUntilAWindowMeasuresIt) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  job.worker_probe = Probe(20e6, /*steady=*/true);
+  std::vector<std::string> notes;
+  ASSERT_TRUE(r.Update(job.At(1, 100), &notes).has_value());
+  ReplanState st = r.State();
+  EXPECT_DOUBLE_EQ(st.links.at(7).limit, 20e6);
+  EXPECT_DOUBLE_EQ(st.links.at(7).probe, 20e6);
+  EXPECT_GT(st.throughput, 2 / 0.011);
+  EXPECT_LT(st.throughput, 2 / 0.011 + 20e6 / 150e3 + 1);
+  EXPECT_THAT(notes, ::testing::Contains(
+                         ::testing::HasSubstr("w:1: its link probe came steadily at 20.0 MB/s")));
+  Job unprobed;
+  unprobed.worker_results = 10;
+  Replanner waits(Options(), Placement::Cut(2, 0, 0));
+  EXPECT_FALSE(waits.Update(unprobed.At(1, 100), nullptr).has_value());
+  ASSERT_TRUE(waits.Update(unprobed.At(3.1, 100), nullptr).has_value());
+  const double here = 2 / 0.011;
+  EXPECT_GT(waits.State().throughput - here, 5 * (st.throughput - here));
+  // A window: 15 MB in 1.5 s with every credit out, both sides idle.
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 15e6;
+  r.Update(job.At(2.5, 200), nullptr);
+  EXPECT_DOUBLE_EQ(r.State().links.at(7).limit, 10e6);
+}
+
+// A probe whose chunks came unevenly (a window still opening, a stalled
+// receiver) says only what the link carried at least: no limit, but the
+// first plan comes at once, paced by slow start from it.
+TEST(Replanner, AnUnsteadyLinkProbeOnlyPacesTheFirstPlan) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  job.worker_probe = Probe(5e6, /*steady=*/false);
+  ASSERT_TRUE(r.Update(job.At(1, 100), nullptr).has_value());
+  const ReplanState st = r.State();
+  EXPECT_EQ(st.links.at(7).limit, 0);
+  EXPECT_DOUBLE_EQ(st.links.at(7).probe, 5e6);
+  EXPECT_DOUBLE_EQ(st.ingest_limit, kLinkGrowth * 5e6);
+}
+
+// Two workers' steady probes that came together no faster than the fastest
+// alone shared the link into this machine: what they came at together is
+// the first plan's B, not the sum of their rates. Probes that ran one after
+// the other are not counted as together; a worker whose own probe came far
+// faster than both together has a link of its own, and B is left unknown.
+TEST(Replanner, ProbesThatSharedOneLinkGiveTheIngestLimit) {
+  auto first_plan_b = [](const ProbeTimer& a, const ProbeTimer& b) {
+    Replanner r(Options(), Placement::Cut(2, 0, 0));
+    Job job;
+    job.worker_results = 10;
+    job.worker_probe = a;
+    Snapshot s = job.At(1, 100);
+    WorkerTotals other = s.workers[0];
+    other.id = 8;
+    other.name = "w:2";
+    other.probe = b;
+    s.workers.push_back(other);
+    EXPECT_TRUE(r.Update(s, nullptr).has_value());
+    return r.State().ingest_limit;
+  };
+  // Side by side, each at 6 MB/s over the same 30 ms: 12 MB/s together.
+  EXPECT_NEAR(first_plan_b(Probe(6e6, true), Probe(6e6, true)), 12e6, 1);
+  // One, then the other: each alone at 12 MB/s, and 12 together.
+  EXPECT_NEAR(first_plan_b(Probe(12e6, true), Probe(12e6, true, 0.5)), 12e6, 1);
+  // A fast link beside a slow one: no shared limit, only each its own.
+  EXPECT_NEAR(first_plan_b(Probe(500e6, true), Probe(5e6, true)), 505e6, 1);
+  // A probe that was not steady says too little: slow start paces the plan.
+  EXPECT_NEAR(first_plan_b(Probe(6e6, true), Probe(6e6, false)), kLinkGrowth * 6e6, 1);
 }
 
 }  // namespace

@@ -55,7 +55,13 @@ int RemotePool::Add(const std::string& address, const std::string& worker_id, do
   worker.stream = factory_(address, tls_name, std::move(handlers));
   // Started under the lock: Stop() cannot take the stream away meanwhile,
   // and its handlers (which take the lock) run only once this returns.
-  worker.stream->Start(open_);
+  if (probing_) {
+    worker.stream->Start(open_);
+  } else {  // see AwaitOpened
+    proto::JobOpen open = open_;
+    open.clear_probe_bytes();
+    worker.stream->Start(open);
+  }
   return id;
 }
 
@@ -78,6 +84,9 @@ absl::Status RemotePool::AwaitOpened(absl::Time deadline) {
     mu_.AwaitWithDeadline(absl::Condition(&probed),
                           std::min(deadline, absl::Now() + absl::Seconds(kProbeWaitSeconds)));
   }
+  // A worker that joins later would be probed while this process is busy:
+  // its chunks would be timed late and together.
+  probing_ = false;
   int credits = 0;
   for (size_t w = 0; w < workers_.size(); ++w) {
     if (workers_[w].member.alive && !workers_[w].member.opened) {

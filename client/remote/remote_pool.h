@@ -132,8 +132,8 @@ class RemotePool {
   // Waits until every worker added so far has opened the job or failed, or
   // until `deadline`; drops those still not open. Then, when the job asks
   // for link probes, until each open worker's probe has come, at most
-  // kProbeWaitSeconds more. Returns the refusal that stops the run, if one
-  // came.
+  // kProbeWaitSeconds more; workers added after it are not asked for one.
+  // Returns the refusal that stops the run, if one came.
   absl::Status AwaitOpened(absl::Time deadline);
 
   // Queues an item and dispatches what credits allow.
@@ -311,6 +311,7 @@ class RemotePool {
   int64_t item_bytes_limit_ ABSL_GUARDED_BY(mu_) = kMaxReplyBytes;
   absl::Status refusal_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool probing_ ABSL_GUARDED_BY(mu_) = true;  // workers opened now are asked for probes
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);

@@ -26,7 +26,12 @@ struct FakeStream : WorkerStream {
   std::vector<proto::WorkItem> sent;
   int64_t bytes = 0;
 
-  void Start(const proto::JobOpen&) override { started = true; }
+  proto::JobOpen open;  // what Start sent
+
+  void Start(const proto::JobOpen& job) override {
+    started = true;
+    open = job;
+  }
   void Send(proto::WorkItem item) override { sent.push_back(std::move(item)); }
   void Close() override { closed = true; }
   void Cancel() override { cancelled = true; }
@@ -42,7 +47,7 @@ class RemotePoolTest : public ::testing::Test {
     batch_.Reset(/*epoch=*/3, 0, indices);
   }
 
-  void Make(RemotePoolOptions options = {}) {
+  void Make(RemotePoolOptions options = {}, int64_t probe_bytes = 0) {
     RemotePool::Callbacks cb;
     cb.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                        const std::string& address) {
@@ -66,6 +71,7 @@ class RemotePoolTest : public ::testing::Test {
     };
     proto::JobOpen open;
     open.set_job_id("job-test");
+    open.set_probe_bytes(probe_bytes);
     pool_ = std::make_unique<RemotePool>(options, open, factory, cb, [this] { return now_; });
   }
 
@@ -594,6 +600,25 @@ TEST_F(RemotePoolTest, TheSnapshotCarriesEachWorkersLinkProbe) {
   pool_->FillSnapshot(&s);
   EXPECT_NEAR(s.workers[1].probe.rate(), 300'000 / 0.07, 1);
   EXPECT_FALSE(s.workers[1].probe.steady()) << "each gap shorter than the last: TCP's window";
+}
+
+// Workers there at the start are asked for a link probe, and the start
+// waits for it; one that joins later is not asked (this process is busy
+// then, and would time its chunks late and together).
+TEST_F(RemotePoolTest, OnlyWorkersThereAtTheStartAreAskedForALinkProbe) {
+  Make({}, /*probe_bytes=*/1 << 20);
+  FakeStream* a = Open("a:1", 1);
+  EXPECT_EQ(a->open.probe_bytes(), 1 << 20);
+  EXPECT_FALSE(pool_->Probed());
+  for (int i = 0; i < 4; ++i) {
+    a->handlers.probe(1 << 18, 4);
+    now_ += 10'000'000;
+  }
+  EXPECT_TRUE(pool_->Probed());
+  ASSERT_TRUE(pool_->AwaitOpened(absl::Now() + absl::Seconds(60)).ok());
+  FakeStream* b = Open("b:1", 1);
+  EXPECT_EQ(b->open.probe_bytes(), 0);
+  EXPECT_EQ(b->open.job_id(), "job-test");
 }
 
 // The wall time answers spent on the worker adds up; a worker's report that

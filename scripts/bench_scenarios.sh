@@ -17,7 +17,7 @@
 #        longer counts as 0 samples/s), AUTO_FLAGS (more flags for the auto
 #        runs, e.g. "--replan-probe-share 0.1" to try a setting), WORKER_FLAGS (more flags
 #        for every worker, e.g. "--max-items-per-stream 2"), OUT (a file for the JSON lines; one
-#        per scenario, also printed), LOGS (a folder to keep every run's log in)
+#        per scenario, also printed), LOGS (a folder to keep every run's log in, and each worker host's stderr)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
 #   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound
@@ -53,7 +53,7 @@ out=${OUT:-$work/scenarios.jsonl}
 cleanup() {
   stop_store
   "$tb" down >/dev/null 2>&1 || true
-  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$work"/*.tsv "$LOGS"/ 2>/dev/null || true; fi
+  if [ -n "${LOGS:-}" ]; then mkdir -p "$LOGS" && cp "$work"/*.log "$work"/*.tsv "$work"/*.err "$LOGS"/ 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

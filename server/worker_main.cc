@@ -49,12 +49,7 @@ struct WorkerFlags {
   int grace_seconds = 30;
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
-  WorkerServiceOptions service = [] {
-    WorkerServiceOptions o;
-    o.open_timeout_seconds = 10;
-    o.reply_timeout_seconds = 120;
-    return o;
-  }();
+  WorkerServiceOptions service;
   std::string plugins, allow_url_prefix;
   SecurityOptions security;
   RemoteReadOptions storage;

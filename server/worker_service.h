@@ -26,12 +26,12 @@ struct WorkerServiceOptions {
   // A stream that has not opened a job by then is ended DEADLINE_EXCEEDED,
   // so idle connections cannot hold the stream slots (--max-streams); 0: no
   // limit.
-  double open_timeout_seconds = 0;
+  double open_timeout_seconds = 10;
   // A stream whose client has not taken a reply for this long is cancelled,
   // its unsent results (and their share of the memory budget) dropped, so a
   // client that stops reading cannot hold the budget other jobs wait on;
   // its client hands the items elsewhere. 0: no limit.
-  double reply_timeout_seconds = 0;
+  double reply_timeout_seconds = 120;
   // The most link-probe bytes a stream gets (JobOpen.probe_bytes).
   int64_t max_probe_bytes = int64_t{4} << 20;
 };
@@ -42,7 +42,7 @@ struct WorkerServiceOptions {
 class WorkerService final
     : public proto::Worker::WithRawCallbackMethod_Process<proto::Worker::Service> {
  public:
-  explicit WorkerService(WorkerCore* core, WorkerServiceOptions options = {});
+  WorkerService(WorkerCore* core, WorkerServiceOptions options);
   ~WorkerService() override;
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Process(

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
@@ -859,10 +860,13 @@ class StalledClient {
 
 // The link probe: a stream that asks for one gets it right after JobOpened,
 // in equal chunks, capped by the worker's --max-probe-bytes, and then its
-// results; a stream that asks for none gets its results straight away.
+// results; a stream that asks for none, or for a negative amount, gets its
+// results straight away, and one asking for the most an int64 holds gets the
+// cap.
 TEST_F(RemoteTest, TheLinkProbeComesBeforeAnyResultAndWithinTheWorkersCap) {
   WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--max-probe-bytes", "600000"});
-  for (const int64_t asked : {int64_t{4} << 20, int64_t{0}}) {
+  for (const int64_t asked :
+       {int64_t{4} << 20, int64_t{0}, int64_t{-5}, std::numeric_limits<int64_t>::max()}) {
     auto stub = proto::Worker::NewStub(
         grpc::CreateChannel(w.address(), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;

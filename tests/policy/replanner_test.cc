@@ -82,8 +82,8 @@ struct Job {
 // seconds on: evenly (steady), or with each gap half the last (a window
 // still opening).
 ProbeTimer Probe(double rate, bool steady, double start = 0.05) {
-  const std::vector<double> gaps = steady ? std::vector<double>{0.01, 0.01, 0.01}
-                                          : std::vector<double>{0.04, 0.02, 0.01};
+  const std::vector<double> gaps =
+      steady ? std::vector<double>{0.01, 0.01, 0.01} : std::vector<double>{0.04, 0.02, 0.01};
   const double chunk = rate * (gaps[0] + gaps[1] + gaps[2]) / 3;
   ProbeTimer p;
   double t = start;

@@ -34,7 +34,7 @@ bool ReadAhead::MakeRoom(size_t bytes) {
   while (held_bytes_ + static_cast<int64_t>(bytes) > options_.max_bytes) {
     auto oldest = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.done &&
+      if (it->second.done && !it->second.claimed &&
           (oldest == entries_.end() || it->second.order < oldest->second.order)) {
         oldest = it;
       }
@@ -68,7 +68,8 @@ void ReadAhead::Start(int64_t index, size_t size, Fetch fetch) {
 bool ReadAhead::Take(int64_t index, Buffer* out, size_t* size, absl::Status* status) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(index);
-  if (it == entries_.end()) return false;
+  if (it == entries_.end() || it->second.claimed) return false;
+  it->second.claimed = true;  // the entry stays until this Take erases it
   ++counters_.taken;
   if (!it->second.running && !it->second.done) {
     // Still queued: read it here and now rather than wait behind the queue

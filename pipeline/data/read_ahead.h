@@ -56,7 +56,9 @@ class ReadAhead {
   void Start(int64_t index, size_t size, Fetch fetch);
   // When `index` was started: waits for its read, gives its bytes to `out`
   // (`*size`) or its error to `*status`, adds what it cost to this thread's
-  // ThreadStorageStats, and returns true. False when it was not started.
+  // ThreadStorageStats, and returns true. False when it was not started, or
+  // another Take has it already (one sample in two batches in flight): the
+  // caller reads it itself.
   bool Take(int64_t index, Buffer* out, size_t* size, absl::Status* status);
 
   // Waits until every read started so far has finished (taken or held).
@@ -80,6 +82,9 @@ class ReadAhead {
     StorageStats cost;
     bool running = false;
     bool done = false;
+    // A Take has it (and may be waiting for it): no other Take gets it, and
+    // MakeRoom does not drop it once done, so the taker's entry stays.
+    bool claimed = false;
   };
   void IoLoop();
   // Drops held, finished entries, oldest first, until `bytes` more fit.

@@ -1,6 +1,8 @@
 // Reading ahead: reads run concurrently on the I/O threads, within the byte
 // budget, hand their bytes, errors and request counts to whoever takes them,
-// and a read still queued is done by its taker rather than waited for.
+// and a read still queued is done by its taker rather than waited for. A read
+// someone waits for is theirs: neither a second taker nor the budget's
+// eviction takes it from under them.
 #include "pipeline/data/read_ahead.h"
 
 #include <atomic>
@@ -174,6 +176,82 @@ TEST(ReadAheadTest, AReadStillQueuedIsDoneByItsTaker) {
   EXPECT_TRUE(here) << "waited behind the queue instead";
   EXPECT_EQ(out.data()[9], 1);
   gate.Open();
+}
+
+// Waits (up to a minute) until `done` holds, polling: for states the
+// ReadAhead shows only through its counters.
+template <typename Done>
+bool Eventually(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// One sample in two batches in flight at once (the last batch of an epoch and
+// the first of the next) is taken by two threads. Both used to wait for its
+// read, and the second to wake used the entry the first had erased: heap
+// corruption ("double free or corruption") in trainers and workers reading
+// shards from a slow store, where takers wait for reads.
+TEST(ReadAheadTest, OfTwoTakersOfOneReadInFlightOneGetsItAndTheOtherReadsItself) {
+  ReadAhead ahead({2, 1 << 20, nullptr});
+  Gate gate;
+  ahead.Start(7, 100, Fill(7, &gate));
+  ASSERT_TRUE(gate.AwaitWaiting(1));
+  struct Taker {
+    Buffer out;
+    size_t size = 0;
+    absl::Status status;
+    std::atomic<bool> took{false}, returned{false};
+  } first, second;
+  const auto take = [&](Taker* t) {
+    t->took = ahead.Take(7, &t->out, &t->size, &t->status);
+    t->returned = true;
+  };
+  std::thread a(take, &first);
+  ASSERT_TRUE(Eventually([&] { return ahead.counters().taken == 1; }));  // a waits for the read
+  std::thread b(take, &second);
+  // The second taker is answered at once (it reads the sample itself); a
+  // build without the fix waits beside the first instead.
+  ASSERT_TRUE(Eventually([&] { return second.returned || ahead.counters().taken == 2; }));
+  gate.Open();
+  a.join();
+  b.join();
+  EXPECT_TRUE(first.took);
+  EXPECT_FALSE(second.took) << "both takers were handed one read";
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  ASSERT_EQ(first.size, 100u);
+  EXPECT_EQ(first.out.data()[99], 7);
+  EXPECT_EQ(ahead.counters().taken, 1);
+}
+
+// A read that finished while its taker was still waking is not evicted to make
+// room for a new one (the taker would use an entry no longer there). The
+// window is between the read's end and the taker's wake, so it is tried
+// many times.
+TEST(ReadAheadTest, AReadSomeoneWaitsForIsNotEvictedForRoom) {
+  for (int round = 0; round < 200; ++round) {
+    ReadAhead ahead({2, 100, nullptr});
+    Gate gate;
+    ahead.Start(1, 60, Fill(1, &gate));
+    ASSERT_TRUE(gate.AwaitWaiting(1));
+    Buffer out;
+    size_t size = 0;
+    absl::Status status;
+    bool took = false;
+    std::thread taker([&] { took = ahead.Take(1, &out, &size, &status); });
+    ASSERT_TRUE(Eventually([&] { return ahead.counters().taken == 1; }));
+    gate.Open();
+    ahead.Start(2, 60, Fill(2));  // room only if 1 were dropped
+    taker.join();
+    ASSERT_TRUE(took);
+    ASSERT_TRUE(status.ok()) << status;
+    ASSERT_EQ(size, 60u);
+    ASSERT_EQ(out.data()[59], 1) << "round " << round;
+    ASSERT_EQ(ahead.counters().evicted, 0) << "round " << round;
+  }
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ void AddPlanStats(const policy::ReplanState& plan, LoaderStats* st) {
   st->plan_changes = plan.changes;
   st->plan_backoffs = plan.backoffs;
   st->plan_throughput = plan.throughput;
+  st->plan_delivered = plan.delivered;
+  st->plan_prediction_error = plan.prediction_error;
+  st->plan_prediction_seconds = plan.prediction_seconds;
   st->ingest_limit = plan.ingest_limit;
   st->receive_cpu_per_byte = plan.receive_cost_per_byte;
   st->unseen_cpu_per_sample = plan.unseen_cost_per_sample;

@@ -256,6 +256,39 @@ std::vector<StatField<S>>* CacheFields() {
   };
 }
 
+// What the plan in force predicts, and how every plan's prediction held.
+std::vector<StatField<S>>* PredictionFields() {
+  return new std::vector<StatField<S>>{
+      {"plan_predicted_images_per_s",
+       [](const S& s) -> StatValue { return s.plan_throughput; },
+       "prepflow_client_plan_predicted_samples_per_second",
+       kGauge,
+       {},
+       "Throughput the current plan predicts (--offload auto)."},
+      {"plan_delivered_images_per_s",
+       [](const S& s) -> StatValue { return s.plan_delivered; },
+       "prepflow_client_plan_delivered_samples_per_second",
+       kGauge,
+       {},
+       "Samples/s the placement in force delivered since it settled (--offload auto; 0: not "
+       "yet)."},
+      {"plan_prediction_error",
+       [](const S& s) -> StatValue { return s.plan_prediction_error; },
+       "prepflow_client_plan_prediction_error_ratio",
+       kGauge,
+       {},
+       "Each placement's delivery against its prediction while it ran, |delivered - "
+       "predicted| / predicted weighted by time, over the spans the trainer waited for data "
+       "(--offload auto)."},
+      {"plan_prediction_seconds",
+       [](const S& s) -> StatValue { return s.plan_prediction_seconds; },
+       "prepflow_client_plan_prediction_seconds",
+       kGauge,
+       {},
+       "Seconds of delivery plan_prediction_error judges (--offload auto)."},
+  };
+}
+
 // Where samples run: the mode, the plan in force and what it was made from.
 std::vector<StatField<S>>* PlanFields() {
   return new std::vector<StatField<S>>{
@@ -292,12 +325,6 @@ std::vector<StatField<S>>* PlanFields() {
        kGauge,
        {},
        "The cut most remote samples take (0: all local)."},
-      {"plan_predicted_images_per_s",
-       [](const S& s) -> StatValue { return s.plan_throughput; },
-       "prepflow_client_plan_predicted_samples_per_second",
-       kGauge,
-       {},
-       "Throughput the current plan predicts (--offload auto)."},
       {"ingest_limit",
        [](const S& s) -> StatValue { return s.ingest_limit; },
        "prepflow_client_ingest_limit_bytes_per_second",
@@ -411,8 +438,8 @@ std::vector<StatField<S>>* PoolFields() {
 const std::vector<StatField<S>>& LoaderStatFields() {
   static const auto* fields = [] {
     std::vector<StatField<S>>* all = DeliveryFields();
-    for (std::vector<StatField<S>>* part :
-         {RecoveryFields(), StorageFields(), CacheFields(), PlanFields(), PoolFields()}) {
+    for (std::vector<StatField<S>>* part : {RecoveryFields(), StorageFields(), CacheFields(),
+                                            PlanFields(), PredictionFields(), PoolFields()}) {
       all->insert(all->end(), part->begin(), part->end());
       delete part;
     }

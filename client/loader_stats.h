@@ -50,7 +50,12 @@ struct LoaderStats {
   int64_t plan_changes = 0;
   int64_t plan_backoffs = 0;   // plans given up for all local (policy/delivery_trial.h)
   double plan_throughput = 0;  // kAuto: what the current plan predicts, samples/s
-  double ingest_limit = 0;     // kAuto: bytes/s the links were measured to bind at; 0: none seen
+  double plan_delivered = 0;   // kAuto: what it delivered since it settled, samples/s
+  // kAuto: every placement's delivery against its prediction, time-weighted
+  // (policy/prediction_ledger.h), over the seconds it could be judged.
+  double plan_prediction_error = 0;
+  double plan_prediction_seconds = 0;
+  double ingest_limit = 0;  // kAuto: bytes/s the links were measured to bind at; 0: none seen
   double receive_cpu_per_byte = 0;      // kAuto: measured transport CPU here, s/byte
   double unseen_cpu_per_sample = 0;     // kAuto: CPU here outside measured stages, s/sample
   double worker_send_cpu_per_byte = 0;  // kAuto: the workers' transport CPU, s/byte

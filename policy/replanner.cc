@@ -205,6 +205,8 @@ Replanner::Replanner(const ReplanOptions& options, const Placement& initial)
       placement_(initial),
       trial_(TrialOptions(options)),
       watched_(initial),
+      ledger_(options.period_seconds),
+      ledger_placement_(initial),
       tried_(initial) {}
 
 std::optional<Placement> Replanner::StartWarmUp(const std::vector<int64_t>& fixed_bytes,
@@ -620,6 +622,16 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
 std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
                                            std::vector<std::string>* notes) {
   absl::MutexLock lock(&mu_);
+  std::optional<Placement> placed = Decide(snapshot, notes);
+  const bool started = placement_.Distance(ledger_placement_) > kRevision;
+  if (started) ledger_placement_ = placement_;
+  ledger_.Observe(snapshot.now_nanos, snapshot.delivered_samples, snapshot.busy_seconds,
+                  throughput_, started);
+  return placed;
+}
+
+std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
+                                           std::vector<std::string>* notes) {
   FoldStages(snapshot);
   FoldLinks(snapshot, notes);
   FoldIngest(snapshot, notes);
@@ -717,6 +729,9 @@ ReplanState Replanner::State() const {
   st.changes = changes_;
   st.backoffs = trial_.backoffs();
   st.throughput = throughput_;
+  st.delivered = ledger_.current().rate();
+  st.prediction_error = ledger_.error();
+  st.prediction_seconds = ledger_.seconds();
   if (input_ && input_->bandwidth < 1e299) st.ingest_limit = input_->bandwidth;
   st.receive_cost_per_byte = receive_cost_.value_or(0);
   st.unseen_cost_per_sample = std::max(0.0, unseen_cpu_.value_or(0));

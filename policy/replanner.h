@@ -89,6 +89,7 @@
 #include "policy/delivery_trial.h"
 #include "policy/measurements.h"
 #include "policy/planner.h"
+#include "policy/prediction_ledger.h"
 
 namespace prepflow::policy {
 
@@ -242,11 +243,17 @@ struct ReplanOptions {
 
 // What the re-planner holds now, for stats.
 struct ReplanState {
-  std::string explanation;            // of the plan in force ("" before the first)
-  std::string reason;                 // why the placement in force was chosen
-  int64_t changes = 0;                // plans applied
-  int64_t backoffs = 0;               // plans given up for all local (delivery)
-  double throughput = 0;              // T the running placement reaches, samples/s
+  std::string explanation;  // of the plan in force ("" before the first)
+  std::string reason;       // why the placement in force was chosen
+  int64_t changes = 0;      // plans applied
+  int64_t backoffs = 0;     // plans given up for all local (delivery)
+  double throughput = 0;    // T the running placement reaches, samples/s
+  // What the placement in force delivered since it settled, samples/s (0:
+  // not yet), and the time-weighted error of every placement's delivery
+  // against its prediction over `prediction_seconds` (PredictionLedger).
+  double delivered = 0;
+  double prediction_error = 0;
+  double prediction_seconds = 0;
   double ingest_limit = 0;            // B of the last plan input; 0: unlimited
   double receive_cost_per_byte = 0;   // t_l as measured; 0: not yet
   double unseen_cost_per_sample = 0;  // CPU-s here no counter saw, per sample
@@ -290,6 +297,9 @@ class Replanner {
   ReplanState State() const;
 
  private:
+  // Update's decision, before the ledger is told what it came to.
+  std::optional<Placement> Decide(const Snapshot& snapshot, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The planner's input from the smoothed measurements; nullopt while a
   // stage is unmeasured on both sides.
   std::optional<PlanInput> CurrentInput(const Snapshot& snapshot)
@@ -395,6 +405,10 @@ class Replanner {
   // The placement whose delivery the trial's window started with: later
   // plans within kRevision of it keep the window.
   Placement watched_ ABSL_GUARDED_BY(mu_);
+  // What each placement delivered against its prediction; a span is one
+  // placement, revisions within kRevision of it included.
+  PredictionLedger ledger_ ABSL_GUARDED_BY(mu_);
+  Placement ledger_placement_ ABSL_GUARDED_BY(mu_);
   // The plan a trial of all local replaced, to restore.
   Placement tried_ ABSL_GUARDED_BY(mu_);
   std::string tried_explanation_ ABSL_GUARDED_BY(mu_);

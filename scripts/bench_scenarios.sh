@@ -4,9 +4,10 @@
 # splits once each; then ROUNDS interleaved rounds of off, auto, auto as it
 # was before 2026-11-28 (auto-prev: no minimum gain, no slow start) and the
 # two best static splits of the sweep. Medians per mode; auto against off and
-# against the best static split; auto's prediction (its last plan's
-# plan_predicted_images_per_s) beside what it delivered in steady state (the
-# second half of its epochs, from epoch_seconds). Every run's checksum must
+# against the best static split; auto's prediction error (each placement's
+# delivery against its prediction while it ran: plan_prediction_error), and
+# its last plan's prediction beside the second half of its epochs' rate
+# (second_half_error, from epoch_seconds). Every run's checksum must
 # agree within a scenario. Workers are restarted before every run, so no run
 # inherits another's caches or streams.
 #
@@ -186,8 +187,14 @@ if len(jobs) == 1:
     print(json.dumps(jobs[0]))
     sys.exit()
 out = dict(jobs[0])
-for k in ("images_per_s", "plan_predicted_images_per_s"):
+for k in ("images_per_s", "plan_predicted_images_per_s", "plan_delivered_images_per_s"):
     out[k] = sum(j.get(k, 0) for j in jobs)
+# The jobs' prediction errors, weighted by the seconds each judged.
+judged = sum(j.get("plan_prediction_seconds", 0) for j in jobs)
+out["plan_prediction_seconds"] = judged
+out["plan_prediction_error"] = sum(
+    j.get("plan_prediction_error", 0) * j.get("plan_prediction_seconds", 0) for j in jobs
+) / judged if judged > 0 else 0
 # Epoch by epoch, the jobs' rates added: an "epoch" of one job's samples in
 # the harmonic sum of their epochs' seconds.
 eps = [j.get("epoch_seconds") or [] for j in jobs]
@@ -254,8 +261,12 @@ def steady(d):  # samples/s over the second half of the epochs
     ep = d.get("epoch_seconds", [])
     half = ep[len(ep) // 2:]
     return d["images"] / len(ep) * len(half) / sum(half) if half and sum(half) > 0 else 0
-errors = [abs(steady(d) - d["plan_predicted_images_per_s"]) / d["plan_predicted_images_per_s"]
-          for d in autos if d.get("plan_predicted_images_per_s", 0) > 0]
+# Each placement's delivery against its prediction while it ran (the
+# client's plan_prediction_error), and, as before 2026-11-29, the last
+# plan's prediction against the second half's rate.
+errors = [d["plan_prediction_error"] for d in autos if d.get("plan_prediction_seconds", 0) > 0]
+half_errors = [abs(steady(d) - d["plan_predicted_images_per_s"]) / d["plan_predicted_images_per_s"]
+               for d in autos if d.get("plan_predicted_images_per_s", 0) > 0]
 last = autos[-1] if autos else {}
 print(json.dumps({
     "benchmark": "scenario", "scenario": scenario, "epochs": epochs, "rounds": len(autos),
@@ -269,6 +280,8 @@ print(json.dumps({
         d.get("plan_predicted_images_per_s", 0) for d in autos), 1) if autos else 0,
     "auto_steady": round(statistics.median(steady(d) for d in autos), 1) if autos else 0,
     "prediction_error": round(statistics.median(errors), 3) if errors else None,
+    "prediction_seconds": [round(d.get("plan_prediction_seconds", 0), 1) for d in autos],
+    "second_half_error": round(statistics.median(half_errors), 3) if half_errors else None,
     "auto_plan": last.get("plan"), "auto_plan_reason": last.get("plan_reason"),
     "auto_plan_changes": [d.get("plan_changes") for d in autos],
     "auto_backoffs": [d.get("plan_backoffs") for d in autos],

@@ -717,7 +717,11 @@ TEST(Replanner, APlanThatDoesNotDeliverIsTriedAgainstAllLocalAndGivenUp) {
   ASSERT_TRUE(local.has_value());
   EXPECT_TRUE(local->all_local());
   EXPECT_THAT(notes.back(), ::testing::HasSubstr("trying all local"));
-  EXPECT_FALSE(run(6, 180).has_value());  // better: kept, no placement to switch to
+  // The ledger judged the plan's span: 150 delivered against its prediction.
+  EXPECT_NEAR(r.State().prediction_error, 1 - 150 / predicted, 0.01);
+  EXPECT_GE(r.State().prediction_seconds, 2);
+  EXPECT_FALSE(run(6, 180).has_value());     // better: kept, no placement to switch to
+  EXPECT_NEAR(r.State().delivered, 180, 1);  // all local's span, since it settled
   EXPECT_THAT(r.State().explanation, ::testing::HasSubstr("all local: it delivered 180.0"));
   EXPECT_EQ(r.State().backoffs, 1);
   EXPECT_FALSE(run(10, 180).has_value());  // held: no offload plan meanwhile

@@ -1,0 +1,57 @@
+#include "policy/prediction_ledger.h"
+
+#include <cmath>
+
+namespace prepflow::policy {
+namespace {
+
+constexpr double kDataBound = 0.05;  // the trainer waited this share of a span, at least
+
+}  // namespace
+
+bool PredictionLedger::Counts(const Span& s) const {
+  return s.seconds >= period_seconds_ && s.predicted > 0 &&
+         1 - s.busy_seconds / s.seconds >= kDataBound;
+}
+
+void PredictionLedger::Observe(int64_t now, double delivered, double busy_seconds, double predicted,
+                               bool started) {
+  if (open_) {
+    const double dt = (now - last_) * 1e-9;
+    current_.seconds += dt;
+    current_.delivered += delivered - last_delivered_;
+    current_.busy_seconds += busy_seconds - last_busy_;
+    current_.predicted += last_predicted_ * dt;
+  }
+  if (started) {
+    if (Counts(current_)) {
+      closed_error_ += std::abs(current_.delivered - current_.predicted);
+      closed_predicted_ += current_.predicted;
+      closed_seconds_ += current_.seconds;
+    }
+    current_ = Span();
+    open_ = false;
+    settle_until_ = now + static_cast<int64_t>(period_seconds_ / 2 * 1e9);
+  } else if (!open_ && now >= settle_until_) {
+    open_ = true;
+  }
+  last_ = now;
+  last_delivered_ = delivered;
+  last_busy_ = busy_seconds;
+  last_predicted_ = predicted;
+}
+
+double PredictionLedger::error() const {
+  double err = closed_error_, pred = closed_predicted_;
+  if (Counts(current_)) {
+    err += std::abs(current_.delivered - current_.predicted);
+    pred += current_.predicted;
+  }
+  return pred > 0 ? err / pred : 0;
+}
+
+double PredictionLedger::seconds() const {
+  return closed_seconds_ + (Counts(current_) ? current_.seconds : 0);
+}
+
+}  // namespace prepflow::policy

@@ -27,6 +27,7 @@ void AddPlanStats(const policy::ReplanState& plan, LoaderStats* st) {
   st->worker_send_cpu_per_byte = plan.send_cost_per_byte;
   st->storage_limit_here = plan.storage_limit_here;
   st->storage_limit_workers = plan.storage_limit_workers;
+  st->storage_limit_shared = plan.storage_limit_shared;
 }
 
 }  // namespace

@@ -109,6 +109,8 @@ struct LoaderStats {
   // bytes/s, as the planner learnt it (0: not seen binding).
   double storage_limit_here = 0;
   double storage_limit_workers = 0;
+  // ... and to both together, from one store they share (0: not seen so).
+  double storage_limit_shared = 0;
   // Sample caches (--cache-bytes, --cache-dir): the boundary whose values
   // they keep, and how often a sample's value was found there, here and on
   // the workers together.

@@ -12,8 +12,9 @@
 namespace prepflow::policy {
 namespace {
 
-// Local CPU, remote CPU, network, demand, storage here, storage on workers.
-constexpr int kRows = 6;
+// Local CPU, remote CPU, network, demand, storage here, storage on workers,
+// storage both together.
+constexpr int kRows = 7;
 constexpr double kUnlimited = 1e299;
 
 struct Candidate {
@@ -73,6 +74,8 @@ const char* BindingName(Binding b) {
       return "storage reads here";
     case Binding::kRemoteStorage:
       return "storage reads on workers";
+    case Binding::kSharedStorage:
+      return "storage reads here and on workers together";
     case Binding::kWorkerLinks:
       return "workers' links";
   }
@@ -87,7 +90,8 @@ std::array<double, kRows> Capacities(const PlanInput& in) {
           in.bandwidth,
           in.demand,
           in.local_storage_bandwidth,
-          in.remote_storage_bandwidth};
+          in.remote_storage_bandwidth,
+          in.storage_bandwidth};
 }
 
 // Checks the input and computes each path's use of each resource per sample.
@@ -108,7 +112,13 @@ absl::Status Validate(const PlanInput& in) {
     }
   }
   const std::array<double, kRows> cap = Capacities(in);
-  const char* const names[kRows] = {"local_cores", "remote_cores", "bandwidth", "demand"};
+  const char* const names[kRows] = {"local_cores",
+                                    "remote_cores",
+                                    "bandwidth",
+                                    "demand",
+                                    "local_storage_bandwidth",
+                                    "remote_storage_bandwidth",
+                                    "storage_bandwidth"};
   for (int r = 0; r < kRows; ++r) {
     if (!(cap[r] >= 0) || std::isnan(cap[r])) {
       return absl::InvalidArgumentError(
@@ -173,7 +183,8 @@ std::vector<std::array<double, kRows>> PathUse(const PlanInput& in) {
               bytes,
               1.0,
               k == 0 ? read : 0.0,
-              k == 0 ? 0.0 : read};
+              k == 0 ? 0.0 : read,
+              read};
   }
   return use;
 }
@@ -306,9 +317,9 @@ Plan ToPlan(const PlanInput& in, const Candidate& best,
   for (size_t k = 0; k < paths; ++k) {
     for (int r = 0; r < kRows; ++r) used[r] += best.rate[k] * use[k][r];
   }
-  const Binding kinds[kRows] = {Binding::kLocalCpu,     Binding::kRemoteCpu,
-                                Binding::kNetwork,      Binding::kDemand,
-                                Binding::kLocalStorage, Binding::kRemoteStorage};
+  const Binding kinds[kRows] = {
+      Binding::kLocalCpu,     Binding::kRemoteCpu,     Binding::kNetwork,      Binding::kDemand,
+      Binding::kLocalStorage, Binding::kRemoteStorage, Binding::kSharedStorage};
   for (int r : finite_rows) {
     if (used[r] >= cap[r] * (1 - 1e-6) && cap[r] > 0) plan.binding.push_back(kinds[r]);
     if (cap[r] == 0) plan.binding.push_back(kinds[r]);

@@ -16,6 +16,8 @@
 //                  is answered by a cache with probability h, and yields E
 //                  echoed copies; s bytes are read from storage per miss.
 //   S_l, S_r       storage read bandwidth of this trainer and of the workers.
+//   S              storage read bandwidth of both together: one store whose
+//                  own capacity (its egress, say) both sides share.
 //   c_j, l_j       a worker whose own link binds: its cores and its link's
 //                  bytes/s (worker_links; its cores are counted in R too).
 //
@@ -28,6 +30,7 @@
 //              Σ_k y_k                <= D       (demand)
 //              y_0 · s·(1-h)/E        <= S_l     (storage, here)
 //              Σ_{k>0} y_k · s·(1-h)/E <= S_r    (storage, workers)
+//              Σ_k y_k · s·(1-h)/E     <= S      (storage, shared)
 //
 // where, on the paths that reuse (k = 0, where the trainer's cache and echo
 // store serve, and k >= K, where the workers' do), the stages before K cost
@@ -46,8 +49,8 @@
 //
 // (c_i includes, on every path, the trainer's fixed per-sample work: batch
 // ops), and, among plans reaching the best T, use the fewest remote cores, then the
-// fewest network bytes. It is a linear programme with four constraints, so an
-// optimum (lexicographic too) lies at a vertex with at most four paths in use;
+// fewest network bytes. It is a linear programme, so an optimum (lexicographic too) lies at a
+// vertex with at most as many paths in use as constraints bind;
 // the planner enumerates those vertices and so solves it exactly, in
 // microseconds for pipelines of a dozen stages.
 //
@@ -89,6 +92,7 @@ struct PlanInput {
   double read_bytes = 0;
   double local_storage_bandwidth = 1e300;
   double remote_storage_bandwidth = 1e300;
+  double storage_bandwidth = 1e300;  // S: both sides' reads together
   // Workers whose own link binds (c_j, l_j): see "Workers whose own link
   // binds" above. Their cores are part of remote_cores.
   struct WorkerLink {
@@ -105,6 +109,7 @@ enum class Binding {
   kDemand,
   kLocalStorage,
   kRemoteStorage,
+  kSharedStorage,
   kWorkerLinks,  // remote CPU binds, cut to what link-bound workers' links carry
 };
 const char* BindingName(Binding b);

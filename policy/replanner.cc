@@ -72,11 +72,13 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b, dou
          "the workers' send cost per byte");
   // The bytes a read takes only matter where storage is limited.
   const bool storage = std::min({a.local_storage_bandwidth, a.remote_storage_bandwidth,
-                                 b.local_storage_bandwidth, b.remote_storage_bandwidth}) < 1e299;
+                                 a.storage_bandwidth, b.local_storage_bandwidth,
+                                 b.remote_storage_bandwidth, b.storage_bandwidth}) < 1e299;
   if (storage) m.Relative(a.read_bytes, b.read_bytes, "the bytes a read takes");
   m.Relative(a.local_storage_bandwidth, b.local_storage_bandwidth, "storage's bandwidth here");
   m.Relative(a.remote_storage_bandwidth, b.remote_storage_bandwidth,
              "storage's bandwidth to workers");
+  m.Relative(a.storage_bandwidth, b.storage_bandwidth, "storage's bandwidth to both together");
   // A link found binding (or no longer counted) is a whole change; else the
   // links' sum moved.
   double links_a = 0, links_b = 0;
@@ -549,6 +551,33 @@ bool Replanner::FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, 
   return first;
 }
 
+void Replanner::FoldStorageSides(const Snapshot& snapshot, std::vector<std::string>* notes) {
+  double worker_cores = 0;
+  for (const WorkerTotals& w : snapshot.workers) worker_cores += w.usable ? w.cores : 0;
+  const StageTotals none;
+  const StageTotals& remote_read =
+      snapshot.remote_stages.empty() ? none : snapshot.remote_stages[0];
+  if (FoldStorage(storage_here_, snapshot.now_nanos, snapshot.read_wait_seconds,
+                  snapshot.read.output_bytes, snapshot.read.samples, snapshot.read_threads) &&
+      notes != nullptr) {
+    notes->push_back(
+        absl::StrFormat("storage binds the reads here at %.1f MB/s", storage_here_.limit / 1e6));
+  }
+  if (FoldStorage(storage_workers_, snapshot.now_nanos, snapshot.remote_read_wait_seconds,
+                  snapshot.remote_read_bytes, remote_read.samples, worker_cores) &&
+      notes != nullptr) {
+    notes->push_back(absl::StrFormat("storage binds the workers' reads at %.1f MB/s",
+                                     storage_workers_.limit / 1e6));
+  }
+  const std::string shared =
+      store_share_.Observe(snapshot.now_nanos,
+                           {snapshot.read_wait_seconds, snapshot.read.output_bytes,
+                            snapshot.read.samples, snapshot.read_threads},
+                           {snapshot.remote_read_wait_seconds, snapshot.remote_read_bytes,
+                            remote_read.samples, worker_cores});
+  if (!shared.empty() && notes != nullptr) notes->push_back(shared);
+}
+
 std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   PlanInput in;
   for (size_t i = 0; i < local_cpu_.size() && i + 1 < remote_cpu_.size(); ++i) {
@@ -600,6 +629,13 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.read_bytes = read_bytes_.value_or(remote_read_bytes_.value_or(0));
   if (storage_here_.limit > 0) in.local_storage_bandwidth = storage_here_.limit;
   if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
+  // One store both sides share: a side's limit was its share of it, and
+  // either side alone may read at what both did.
+  if (const double shared = store_share_.shared_limit(); shared > 0) {
+    in.storage_bandwidth = shared;
+    in.local_storage_bandwidth = std::max(in.local_storage_bandwidth, shared);
+    in.remote_storage_bandwidth = std::max(in.remote_storage_bandwidth, shared);
+  }
   // (Workers that offer no cores leave the default: MakePlan refuses 0.)
   in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
   if (usable > 0 && ingest_.limit > 0) in.bandwidth = std::min(in.bandwidth, ingest_.limit);
@@ -635,23 +671,7 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   FoldStages(snapshot);
   FoldLinks(snapshot, notes);
   FoldIngest(snapshot, notes);
-  double worker_cores = 0;
-  for (const WorkerTotals& w : snapshot.workers) worker_cores += w.usable ? w.cores : 0;
-  const StageTotals none;
-  const StageTotals& remote_read =
-      snapshot.remote_stages.empty() ? none : snapshot.remote_stages[0];
-  if (FoldStorage(storage_here_, snapshot.now_nanos, snapshot.read_wait_seconds,
-                  snapshot.read.output_bytes, snapshot.read.samples, snapshot.read_threads) &&
-      notes != nullptr) {
-    notes->push_back(
-        absl::StrFormat("storage binds the reads here at %.1f MB/s", storage_here_.limit / 1e6));
-  }
-  if (FoldStorage(storage_workers_, snapshot.now_nanos, snapshot.remote_read_wait_seconds,
-                  snapshot.remote_read_bytes, remote_read.samples, worker_cores) &&
-      notes != nullptr) {
-    notes->push_back(absl::StrFormat("storage binds the workers' reads at %.1f MB/s",
-                                     storage_workers_.limit / 1e6));
-  }
+  FoldStorageSides(snapshot, notes);
   const std::optional<PlanInput> in = CurrentInput(snapshot);
   if (!in) return std::nullopt;
   latest_input_ = in;
@@ -739,6 +759,7 @@ ReplanState Replanner::State() const {
   for (const auto& [id, lw] : links_) st.links[id] = lw.link;
   st.storage_limit_here = storage_here_.limit;
   st.storage_limit_workers = storage_workers_.limit;
+  st.storage_limit_shared = store_share_.shared_limit();
   return st;
 }
 

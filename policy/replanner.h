@@ -57,7 +57,9 @@
 //               spare), so plans grow into an unknown link by steps (slow
 //               start) instead of sending it all at once
 //   storage     readers that waited for bytes half their time were bound by
-//               storage: its rate is S_l here, S_r on the workers (FoldStorage)
+//               storage: its rate is S_l here, S_r on the workers (FoldStorage);
+//               both bound at once read from one store they share, S, until
+//               a side alone reads well under what both did (store_share.h)
 //   demand      D: samples delivered per second the trainer did not wait
 //               (or the operator's figure)
 //   trainer     fixed_local_cost: this machine's CPU per delivered sample
@@ -90,6 +92,7 @@
 #include "policy/measurements.h"
 #include "policy/planner.h"
 #include "policy/prediction_ledger.h"
+#include "policy/store_share.h"
 
 namespace prepflow::policy {
 
@@ -267,6 +270,9 @@ struct ReplanState {
   // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
   double storage_limit_here = 0;
   double storage_limit_workers = 0;
+  // Bytes/s both read at together from one store they share (StoreShare);
+  // 0: not seen, or each side has storage of its own.
+  double storage_limit_shared = 0;
 };
 
 class Replanner {
@@ -328,6 +334,10 @@ class Replanner {
     double wait_seconds = 0, bytes = 0, reads = 0;  // the counters when it opened
     double limit = 0;
   };
+  // Folds both sides' storage counters in (each side's window, and whether
+  // they share one store), with a note for each limit found.
+  void FoldStorageSides(const Snapshot& snapshot, std::vector<std::string>* notes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Folds one side's counters in; true when storage is first found binding.
   static bool FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
                           double reads, double readers);
@@ -388,6 +398,7 @@ class Replanner {
   std::map<int, LinkWindow> links_ ABSL_GUARDED_BY(mu_);
   IngestWindow ingest_ ABSL_GUARDED_BY(mu_);
   StorageWindow storage_here_ ABSL_GUARDED_BY(mu_), storage_workers_ ABSL_GUARDED_BY(mu_);
+  StoreShare store_share_ ABSL_GUARDED_BY(mu_);
   SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
   SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;

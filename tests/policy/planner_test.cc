@@ -159,6 +159,24 @@ TEST(Planner, StorageReadsBindAndCachesAndEchoesLiftThem) {
   EXPECT_NEAR(plan->throughput, 300, kTol);
 }
 
+// One store both sides share (S = 10 MB/s together): whichever side reads,
+// 100 samples/s in all, so offloading gains nothing and the fewest remote
+// cores win: all local. A cache on the workers' side still lifts it.
+TEST(Planner, AStoreBothSidesShareCapsTheirReadsTogether) {
+  PlanInput in = StorageBound();
+  in.local_storage_bandwidth = in.remote_storage_bandwidth = 1e300;
+  in.storage_bandwidth = 10e6;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 100, kTol);
+  EXPECT_NEAR(plan->remote_fraction, 0, kTol);
+  EXPECT_THAT(plan->binding, ::testing::Contains(Binding::kSharedStorage));
+  EXPECT_THAT(plan->explanation, HasSubstr("storage reads here and on workers together"));
+  EXPECT_NEAR(*ThroughputOf(in, {0.5, 0, 0.5}), 100, kTol);
+  in.storage_bandwidth = -1;
+  EXPECT_THAT(std::string(MakePlan(in).status().message()), HasSubstr("storage_bandwidth"));
+}
+
 TEST(Planner, OnlyPathsThatReachTheReuseBoundaryReuse) {
   // The decode (stage 0) runs once per load: with half the loads cached, a
   // sample costs 4 + 2 ms on the local path and at cut 2; at cut 1... also

@@ -528,6 +528,53 @@ TEST(Replanner, BindingStorageCapsThePlanAndAutoEchoMeetsTheDemand) {
   EXPECT_FALSE(Replanner(o, Placement::Cut(2, 0, 0)).EchoFactor(8, nullptr).has_value());
 }
 
+// The storage scenario on the testbed: trainer and workers read one store
+// behind one link, and each side's readers wait. Each side's limit is then
+// its share of the store: planned as two limits, all local looked held to
+// half of what the store gives and offloading credited with the other half.
+// Seen as one store, offloading gains nothing and the plan stays local; a
+// trainer alone held to half again has storage of its own, and the plan
+// offloads.
+TEST(Replanner, BothSidesWaitingOnStorageShareOneStoreUntilOneAloneGetsLess) {
+  ReplanOptions o = Options();
+  o.bandwidth = 1e12;  // told: the first plan need not wait for the links
+  Replanner r(o, Placement::Cut(2, 0, 0));
+  Job job;
+  std::vector<std::string> notes;
+  // Windows of 1.5 s, 100 reads of 100 KB a side: 6.7 MB/s each, waiting
+  // 80% of the time (two readers here, eight worker cores there).
+  for (int i = 0; i < 5; ++i) {
+    if (i == 4) r.Invalidate();
+    r.Update(job.At(1 + 1.5 * i, 100 * (i + 1)), &notes);
+    job.read_wait += 0.8 * 1.5 * 2;
+    job.remote_read_wait += 0.8 * 1.5 * 8;
+  }
+  ReplanState st = r.State();
+  EXPECT_NEAR(st.storage_limit_shared, 2 * 10e6 / 1.5, 1);
+  EXPECT_EQ(st.reason, "offloading predicts no gain");
+  EXPECT_NEAR(st.throughput, 2 * 10e6 / 1.5 / 100e3, 0.5);  // the store's 133 samples/s
+  bool noted = false;
+  for (const std::string& n : notes) noted |= n.find("planned as one store") != n.npos;
+  EXPECT_TRUE(noted);
+  // All local: the trainer alone reads 50 a window (3.3 MB/s), waiting as
+  // much, while the workers read nothing.
+  const Snapshot last = job.At(7, 500);
+  for (int i = 1; i <= 6; ++i) {
+    if (i == 6) r.Invalidate();
+    Snapshot s = job.At(7 + 1.5 * i, 500 + 50 * i);
+    s.remote_read_bytes = last.remote_read_bytes;
+    s.remote_stages = last.remote_stages;
+    s.remote_read_wait_seconds = last.remote_read_wait_seconds;
+    job.read_wait += 0.8 * 1.5 * 2;
+    r.Update(s, &notes);
+  }
+  st = r.State();
+  EXPECT_EQ(st.storage_limit_shared, 0);
+  EXPECT_THAT(notes, ::testing::Contains(::testing::HasSubstr("each reads storage of its own")));
+  EXPECT_THAT(st.reason, ::testing::HasSubstr("offloading predicts +"));
+  EXPECT_THAT(st.explanation, ::testing::HasSubstr("cut"));
+}
+
 TEST(Replanner, TheFirstPlanWaitsForTheLinksUnlessTold) {
   // Answers have come, but no link window has closed: no plan yet. Once it
   // closes (1.5 s, 20 results, every credit out, 20 MB/s), the first plan

@@ -174,18 +174,6 @@ std::vector<StatField<S>>* StorageFields() {
        {},
        "Objects fetched whole because their server ignores Range requests, by the trainer and "
        "its workers."},
-  };
-}
-
-// Reuse across epochs: the sample caches.
-std::vector<StatField<S>>* CacheFields() {
-  return new std::vector<StatField<S>>{
-      {"storage_bytes_read_per_epoch",
-       [](const S& s) -> StatValue { return s.storage_bytes_read_per_epoch; }},
-      {"padded_samples_per_epoch",
-       [](const S& s) -> StatValue { return s.padded_samples_per_epoch; }},
-      {"dropped_samples_per_epoch",
-       [](const S& s) -> StatValue { return s.dropped_samples_per_epoch; }},
       {"storage_limit_here",
        [](const S& s) -> StatValue { return s.storage_limit_here; },
        "prepflow_client_storage_limit_bytes_per_second",
@@ -204,6 +192,18 @@ std::vector<StatField<S>>* CacheFields() {
        kGauge,
        {{"side", "shared"}},
        "Bytes/s storage gave while it bound the reads (learnt by the planner; 0: not seen)."},
+  };
+}
+
+// Reuse across epochs: the sample caches.
+std::vector<StatField<S>>* CacheFields() {
+  return new std::vector<StatField<S>>{
+      {"storage_bytes_read_per_epoch",
+       [](const S& s) -> StatValue { return s.storage_bytes_read_per_epoch; }},
+      {"padded_samples_per_epoch",
+       [](const S& s) -> StatValue { return s.padded_samples_per_epoch; }},
+      {"dropped_samples_per_epoch",
+       [](const S& s) -> StatValue { return s.dropped_samples_per_epoch; }},
       {"cache_at", [](const S& s) -> StatValue { return static_cast<int64_t>(s.cache_at); }},
       {"cache_hits",
        [](const S& s) -> StatValue { return s.cache_hits; },

@@ -629,12 +629,12 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.read_bytes = read_bytes_.value_or(remote_read_bytes_.value_or(0));
   if (storage_here_.limit > 0) in.local_storage_bandwidth = storage_here_.limit;
   if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
-  // One store both sides share: a side's limit was its share of it, and
-  // either side alone may read at what both did.
-  if (const double shared = store_share_.shared_limit(); shared > 0) {
-    in.storage_bandwidth = shared;
-    in.local_storage_bandwidth = std::max(in.local_storage_bandwidth, shared);
-    in.remote_storage_bandwidth = std::max(in.remote_storage_bandwidth, shared);
+  // Seen binding both sides at once: what they read together limits all
+  // reads, and a side's window rate was only its share (store_share.h).
+  if (store_share_.together() > 0) {
+    in.storage_bandwidth = store_share_.together();
+    in.local_storage_bandwidth = store_share_.here_limit();
+    in.remote_storage_bandwidth = store_share_.workers_limit();
   }
   // (Workers that offer no cores leave the default: MakePlan refuses 0.)
   in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
@@ -759,7 +759,7 @@ ReplanState Replanner::State() const {
   for (const auto& [id, lw] : links_) st.links[id] = lw.link;
   st.storage_limit_here = storage_here_.limit;
   st.storage_limit_workers = storage_workers_.limit;
-  st.storage_limit_shared = store_share_.shared_limit();
+  st.storage_limit_shared = store_share_.together();
   return st;
 }
 

@@ -58,8 +58,9 @@
 //               start) instead of sending it all at once
 //   storage     readers that waited for bytes half their time were bound by
 //               storage: its rate is S_l here, S_r on the workers (FoldStorage);
-//               both bound at once read from one store they share, S, until
-//               a side alone reads well under what both did (store_share.h)
+//               once both bind at once, what they read together (S) limits
+//               all reads, and each side's limit is what it read alone, or S
+//               where never seen alone (store_share.h)
 //   demand      D: samples delivered per second the trainer did not wait
 //               (or the operator's figure)
 //   trainer     fixed_local_cost: this machine's CPU per delivered sample
@@ -270,8 +271,8 @@ struct ReplanState {
   // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
   double storage_limit_here = 0;
   double storage_limit_workers = 0;
-  // Bytes/s both read at together from one store they share (StoreShare);
-  // 0: not seen, or each side has storage of its own.
+  // Bytes/s both sides read at together while storage bound both (S,
+  // StoreShare); 0: not seen.
   double storage_limit_shared = 0;
 };
 

@@ -9,15 +9,11 @@ namespace {
 
 constexpr double kBound = 0.5;   // a side waited this share of its readers' time, at least
 constexpr double kQuiet = 0.05;  // the other side read under this share of the bytes
-constexpr double kShared = 0.8;  // alone at least this share of together: one store
 
+// The mean with the last rate; the rate itself the first time.
 double Smoothed(double last, double rate) { return last > 0 ? 0.5 * (last + rate) : rate; }
 
 }  // namespace
-
-bool StoreShare::Shared() const {
-  return together_ > 0 && (alone_ == 0 || alone_ >= kShared * together_);
-}
 
 std::string StoreShare::Observe(int64_t now, const Side& here, const Side& workers) {
   if (start_ == 0) {
@@ -28,41 +24,40 @@ std::string StoreShare::Observe(int64_t now, const Side& here, const Side& worke
   }
   const double seconds = (now - start_) * 1e-9;
   if (seconds < 1 || here.reads + workers.reads - here_.reads - workers_.reads < 4) return "";
-  const double here_rate = (here.bytes - here_.bytes) / seconds;
-  const double workers_rate = (workers.bytes - workers_.bytes) / seconds;
-  const auto waited = [&](const Side& now_side, const Side& then) {
-    return (now_side.wait_seconds - then.wait_seconds) /
-           (seconds * std::max(now_side.readers, 0.01));
+  const auto rate = [&](const Side& side, const Side& then) {
+    return (side.bytes - then.bytes) / seconds;
   };
-  const bool here_bound = waited(here, here_) >= kBound;
-  const bool workers_bound = waited(workers, workers_) >= kBound;
+  const auto bound = [&](const Side& side, const Side& then) {
+    return (side.wait_seconds - then.wait_seconds) / (seconds * std::max(side.readers, 0.01)) >=
+           kBound;
+  };
+  const double here_rate = rate(here, here_), workers_rate = rate(workers, workers_);
+  const bool here_bound = bound(here, here_), workers_bound = bound(workers, workers_);
   const double total = here_rate + workers_rate;
+  std::string note;
   if (here_bound && workers_bound && here_rate > 0 && workers_rate > 0) {
+    if (together_ == 0) {
+      note = absl::StrFormat(
+          "storage binds the reads here and on the workers together at %.1f MB/s: a limit on "
+          "all reads, wherever they run",
+          total / 1e6);
+    }
     together_ = Smoothed(together_, total);
   } else if (here_bound && workers_rate < kQuiet * total) {
-    alone_ = Smoothed(alone_, here_rate);
+    if (alone_here_ == 0)
+      note = absl::StrFormat("storage gives the reads here alone %.1f MB/s", here_rate / 1e6);
+    alone_here_ = Smoothed(alone_here_, here_rate);
   } else if (workers_bound && here_rate < kQuiet * total) {
-    alone_ = Smoothed(alone_, workers_rate);
+    if (alone_workers_ == 0) {
+      note =
+          absl::StrFormat("storage gives the workers' reads alone %.1f MB/s", workers_rate / 1e6);
+    }
+    alone_workers_ = Smoothed(alone_workers_, workers_rate);
   }
   start_ = now;
   here_ = here;
   workers_ = workers;
-  if (together_ == 0) return "";
-  const Said verdict = Shared() ? Said::kShared : Said::kSeparate;
-  if (verdict == said_) return "";
-  said_ = verdict;
-  if (verdict == Said::kShared) {
-    return absl::StrFormat(
-        "storage binds the reads here and on the workers together at %.1f MB/s%s: planned as "
-        "one store they share",
-        together_ / 1e6,
-        alone_ > 0 ? absl::StrFormat(" (one side alone: %.1f MB/s)", alone_ / 1e6)
-                   : " (no side seen alone yet)");
-  }
-  return absl::StrFormat(
-      "storage gave one side alone %.1f MB/s against %.1f MB/s to both together: each reads "
-      "storage of its own",
-      alone_ / 1e6, together_ / 1e6);
+  return note;
 }
 
 }  // namespace prepflow::policy

@@ -1,27 +1,28 @@
-// Whether this trainer and its workers read from one store whose capacity
-// they share (its egress, its request rate), or each from storage of its
-// own, as far as the reads show.
+// What storage gives this trainer and its workers when both read from it at
+// once, and what each side gets alone: one store they share (its egress, its
+// request rate) or storage of their own, as far as the reads show.
 //
 // Storage is seen binding a side when its readers wait for bytes half their
 // time (Replanner's FoldStorage gives S_l here and S_r on the workers). When
-// both sides bind at once, each limit is only that side's share of what the
+// both sides bind at once, each rate is only that side's share of what the
 // store gave: planned as separate limits, all local would be held to S_l and
 // offloading credited with S_r on top, a gain a shared store never gives.
 //
 //   window     at least a second and four reads (both sides together)
-//   together   both sides waited >= half their time: what they read
-//              together (smoothed: the mean with the last)
+//   together   both sides waited >= half their time: S, what they read
+//              together (smoothed: the mean with the last), a limit on all
+//              reads wherever they run
 //   alone      one side waited >= half its time while the other read under
-//              5% of the bytes: what it read alone (smoothed likewise)
-//   shared     seen together, and alone (when seen) at least 0.8x together:
-//              one side alone gets what both got, so they share one store;
-//              S (PlanInput::storage_bandwidth) is the together rate
-//   separate   alone under 0.8x together: each side has storage of its own,
-//              and the per-side limits stand
+//              5% of the bytes: that side's own limit (smoothed likewise)
+//   limits     once S is seen: S together, and each side's alone rate, or S
+//              where that side was never seen alone (a shared store's
+//              reading: one side may get what both did). Separate stores
+//              show as alone rates that sum to S, where S never binds
 //
-// Until a side is seen alone, a store seen binding both at once is taken as
-// shared: the prudent reading (it plans no gain from reading elsewhere), and
-// the one that lets all local be tried, where the alone rate settles it.
+// The unseen side taken at S is the prudent reading (it credits offloading
+// with no second store), and the one that lets all local run, where the
+// trainer's alone rate is then measured. No verdict flips between readings:
+// each term is a measured rate.
 //
 // Thread-safety: not thread-safe (the Replanner holds it under its lock).
 #ifndef PREPFLOW_POLICY_STORE_SHARE_H_
@@ -44,22 +45,22 @@ class StoreShare {
   };
 
   // Folds both sides' counters in at `now` (nanoseconds). Returns a line
-  // worth logging when the verdict changes (shared, or separate), else "".
+  // worth logging when a rate is first seen, else "".
   std::string Observe(int64_t now, const Side& here, const Side& workers);
 
-  // S: bytes/s both sides read at together, when they share a store; 0 when
-  // not seen binding together, or seen to have storage of their own.
-  double shared_limit() const { return Shared() ? together_ : 0; }
+  // S, bytes/s: what both sides read together while both waited; 0: not seen.
   double together() const { return together_; }
-  double alone() const { return alone_; }
+  // Each side's limit once S is seen: its alone rate, or S (see above); 0
+  // before S is seen (the per-side windows stand).
+  double here_limit() const { return Limit(alone_here_); }
+  double workers_limit() const { return Limit(alone_workers_); }
 
  private:
-  bool Shared() const;
+  double Limit(double alone) const { return together_ == 0 ? 0 : alone > 0 ? alone : together_; }
 
   int64_t start_ = 0;
   Side here_, workers_;  // the counters when the window opened
-  double together_ = 0, alone_ = 0;
-  enum class Said { kNothing, kShared, kSeparate } said_ = Said::kNothing;
+  double together_ = 0, alone_here_ = 0, alone_workers_ = 0;
 };
 
 }  // namespace prepflow::policy

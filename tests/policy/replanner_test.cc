@@ -529,13 +529,13 @@ TEST(Replanner, BindingStorageCapsThePlanAndAutoEchoMeetsTheDemand) {
 }
 
 // The storage scenario on the testbed: trainer and workers read one store
-// behind one link, and each side's readers wait. Each side's limit is then
-// its share of the store: planned as two limits, all local looked held to
-// half of what the store gives and offloading credited with the other half.
-// Seen as one store, offloading gains nothing and the plan stays local; a
-// trainer alone held to half again has storage of its own, and the plan
-// offloads.
-TEST(Replanner, BothSidesWaitingOnStorageShareOneStoreUntilOneAloneGetsLess) {
+// behind one link, and each side's readers wait. Each side's window rate is
+// then its share of the store: planned as two limits, all local looked held
+// to half of what the store gives and offloading credited with the other
+// half. With what both read together as the limit on all reads, offloading
+// gains nothing and the plan stays local; a trainer alone held to a quarter
+// of it has storage of its own, and the plan offloads.
+TEST(Replanner, WhatBothSidesReadTogetherLimitsAllReadsAndASideAloneItsOwn) {
   ReplanOptions o = Options();
   o.bandwidth = 1e12;  // told: the first plan need not wait for the links
   Replanner r(o, Placement::Cut(2, 0, 0));
@@ -554,7 +554,7 @@ TEST(Replanner, BothSidesWaitingOnStorageShareOneStoreUntilOneAloneGetsLess) {
   EXPECT_EQ(st.reason, "offloading predicts no gain");
   EXPECT_NEAR(st.throughput, 2 * 10e6 / 1.5 / 100e3, 0.5);  // the store's 133 samples/s
   bool noted = false;
-  for (const std::string& n : notes) noted |= n.find("planned as one store") != n.npos;
+  for (const std::string& n : notes) noted |= n.find("a limit on all reads") != n.npos;
   EXPECT_TRUE(noted);
   // All local: the trainer alone reads 50 a window (3.3 MB/s), waiting as
   // much, while the workers read nothing.
@@ -569,8 +569,8 @@ TEST(Replanner, BothSidesWaitingOnStorageShareOneStoreUntilOneAloneGetsLess) {
     r.Update(s, &notes);
   }
   st = r.State();
-  EXPECT_EQ(st.storage_limit_shared, 0);
-  EXPECT_THAT(notes, ::testing::Contains(::testing::HasSubstr("each reads storage of its own")));
+  EXPECT_NEAR(st.storage_limit_shared, 2 * 10e6 / 1.5, 1);
+  EXPECT_THAT(notes, ::testing::Contains(::testing::HasSubstr("reads here alone 3.3 MB/s")));
   EXPECT_THAT(st.reason, ::testing::HasSubstr("offloading predicts +"));
   EXPECT_THAT(st.explanation, ::testing::HasSubstr("cut"));
 }

@@ -1,7 +1,7 @@
-// One store or two, from hand-made read counters: both sides bound at once
-// are taken as sharing one store (their together rate is its limit) until a
-// side alone is seen to read well under it; a side alone that reads what both
-// did confirms the store is shared. Short or quiet windows say nothing.
+// What storage gives both sides together and each alone, from hand-made
+// read counters: both bound at once give S, a limit on all reads, and each
+// side's limit is what it read alone, or S where never seen alone. Short or
+// quiet windows, and readers that do not wait, say nothing.
 #include "policy/store_share.h"
 
 #include <string>
@@ -34,30 +34,35 @@ struct Feed {
   }
 };
 
-TEST(StoreShare, BothSidesBoundAtOnceShareOneStoreUntilOneAloneSaysOtherwise) {
+TEST(StoreShare, BothSidesBoundAtOnceGiveALimitOnAllReads) {
   Feed f;
-  f.Window(0, 0, 0, 0);  // opens the first window
-  const std::string note = f.Window(3e6, 0.8, 3e6, 0.8);
-  EXPECT_THAT(note, HasSubstr("together at 6.0 MB/s"));
-  EXPECT_THAT(note, HasSubstr("no side seen alone yet"));
-  EXPECT_DOUBLE_EQ(f.share.shared_limit(), 6e6);
-  // All local: the trainer alone reads what both did. Still one store.
-  EXPECT_EQ(f.Window(6e6, 0.8, 0, 0), "");
-  EXPECT_DOUBLE_EQ(f.share.alone(), 6e6);
-  EXPECT_DOUBLE_EQ(f.share.shared_limit(), 6e6);
+  f.Window(0, 0, 0, 0);                // opens the first window
+  EXPECT_EQ(f.share.here_limit(), 0);  // nothing seen: the per-side windows stand
+  EXPECT_THAT(f.Window(3e6, 0.8, 3e6, 0.8), HasSubstr("together at 6.0 MB/s"));
+  EXPECT_DOUBLE_EQ(f.share.together(), 6e6);
+  // Neither side seen alone: either may read what both did.
+  EXPECT_DOUBLE_EQ(f.share.here_limit(), 6e6);
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 6e6);
+  // All local: the trainer alone reads what both did (one store).
+  EXPECT_THAT(f.Window(6e6, 0.8, 0, 0), HasSubstr("reads here alone 6.0 MB/s"));
+  EXPECT_DOUBLE_EQ(f.share.here_limit(), 6e6);
+  EXPECT_EQ(f.Window(6e6, 0.8, 0, 0), "");  // said once
 }
 
-TEST(StoreShare, ASideAloneReadingWellUnderBothTogetherHasStorageOfItsOwn) {
+TEST(StoreShare, ASideAloneGetsWhatItReadsAlone) {
   Feed f;
   f.Window(0, 0, 0, 0);
   f.Window(3e6, 0.8, 3e6, 0.8);
-  // All local: the trainer alone is held to its own 3 MB/s.
-  EXPECT_THAT(f.Window(3e6, 0.8, 0, 0), HasSubstr("each reads storage of its own"));
-  EXPECT_EQ(f.share.shared_limit(), 0);
-  EXPECT_DOUBLE_EQ(f.share.together(), 6e6);
-  // The workers alone, likewise (smoothed with the trainer's).
-  f.Window(0, 0, 3e6, 0.8);
-  EXPECT_EQ(f.share.shared_limit(), 0);
+  // All local: the trainer alone is held to its own 3 MB/s (storage of its
+  // own); the workers' limit stays S until they are seen alone.
+  f.Window(3e6, 0.8, 0, 0);
+  EXPECT_DOUBLE_EQ(f.share.here_limit(), 3e6);
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 6e6);
+  EXPECT_THAT(f.Window(0, 0, 2e6, 0.8), HasSubstr("workers' reads alone 2.0 MB/s"));
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 2e6);
+  // Rates are smoothed: the mean with the last.
+  f.Window(0, 0, 4e6, 0.8);
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 3e6);
 }
 
 TEST(StoreShare, WindowsThatShowNoBindingOrTooLittleSayNothing) {
@@ -65,9 +70,9 @@ TEST(StoreShare, WindowsThatShowNoBindingOrTooLittleSayNothing) {
   f.Window(0, 0, 0, 0);
   EXPECT_EQ(f.Window(3e6, 0.3, 3e6, 0.3), "");  // readers mostly busy: not storage
   EXPECT_EQ(f.Window(3e6, 0.8, 3e6, 0.2), "");  // one side bound, the other reading
-  EXPECT_EQ(f.share.shared_limit(), 0);
-  EXPECT_EQ(f.share.alone(), 0);
   EXPECT_EQ(f.share.together(), 0);
+  EXPECT_EQ(f.share.here_limit(), 0);
+  EXPECT_EQ(f.share.workers_limit(), 0);
   // Under a second, or fewer than four reads: the window stays open.
   StoreShare s;
   s.Observe(1'000'000'000, {0, 0, 0, 2}, {0, 0, 0, 2});

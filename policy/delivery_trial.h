@@ -57,6 +57,13 @@ class DeliveryTrial {
   // the new prediction: re-plans that only adjust do not put the
   // judgement off. Returns whether a window went on (else one starts).
   bool PlanStarted(int64_t now, double predicted, double local_predicted, bool revises = false);
+  // The running plan was scored again on new measurements (no new plan): its
+  // window, if one is watched, is judged against these predictions.
+  void Rescored(double predicted, double local_predicted) {
+    if (step_ != Step::kPlan) return;
+    predicted_ = predicted;
+    local_predicted_ = local_predicted;
+  }
   // Each snapshot's counters (cumulative): a verdict, with `why` (one line)
   // set, when one is due.
   Verdict Observe(int64_t now, double delivered, double busy_seconds, std::string* why);

@@ -714,6 +714,8 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
     const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
     if (running.ok() && plan->throughput <= (1 + options_.gain) * *running) {
       throughput_ = *running;
+      const absl::StatusOr<double> local = ThroughputOf(*in, AllLocal(placement_).PathShares());
+      trial_.Rescored(*running, local.ok() ? *local : 0);
       return std::nullopt;
     }
   }

@@ -113,6 +113,27 @@ TEST(DeliveryTrial, RevisionsKeepTheWindowAndANewPlanStartsOne) {
   EXPECT_NEAR(f.t - start, 4.5, 0.15);
 }
 
+// The running plan scored again on new measurements (storage found binding
+// after the plan was made) is judged against that score: plan 1 of a
+// storage run predicted 1323 samples/s before storage was seen, then 180
+// once it was; judged against 1323 its 175 looked a miss. Only a window
+// being watched takes the new score.
+TEST(DeliveryTrial, ARescoredPlanIsJudgedAgainstItsNewScore) {
+  DeliveryTrial trial(Options());
+  Feed f;
+  trial.PlanStarted(f.now(), 1323, 560);
+  trial.Rescored(180, 150);
+  std::string why;
+  EXPECT_EQ(f.Run(trial, 10, 175, 0.3, &why), Verdict::kNone) << why;
+  DeliveryTrial stale(Options());
+  Feed g;
+  stale.PlanStarted(g.now(), 1323, 560);
+  EXPECT_EQ(g.Run(stale, 10, 175, 0.3, &why), Verdict::kTryLocal);
+  DeliveryTrial idle(Options());
+  idle.Rescored(180, 150);  // no plan watched: nothing to judge
+  EXPECT_EQ(g.Run(idle, 10, 175, 0.3, &why), Verdict::kNone);
+}
+
 TEST(DeliveryTrial, NoTrialWhereTheTrainerIsWhatLimits) {
   DeliveryTrial trial(Options());
   Feed f;

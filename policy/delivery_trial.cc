@@ -3,13 +3,9 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "policy/measurements.h"
 
 namespace prepflow::policy {
-namespace {
-
-constexpr double kDataBound = 0.05;  // the trainer waited this share of a window, at least
-
-}  // namespace
 
 void DeliveryTrial::Reopen(int64_t now) {
   settle_until_ = now + static_cast<int64_t>(options_.period_seconds / 2 * 1e9);

@@ -125,6 +125,24 @@ inline double TogetherRate(const std::vector<const ProbeTimer*>& probes) {
 // that a NaN, a negative or a huge figure never reaches the planner.
 inline double PlausibleCpuPerByte(double v) { return v > 0 && v <= 1e-6 ? v : 0; }
 
+// A trainer that waited for data at least this share of a window or span
+// was held by its data, not by itself: only then does a delivered rate judge
+// a plan (DeliveryTrial, PredictionLedger).
+inline constexpr double kDataBound = 0.05;
+
+// Whether readers (`readers`, at least one counted) that waited
+// `wait_seconds` for bytes over a window of `seconds` were held by storage:
+// half their time or more.
+inline bool StorageBound(double wait_seconds, double seconds, double readers) {
+  return wait_seconds / (seconds * std::max(readers, 1.0)) >= 0.5;
+}
+
+// A limit measured again: the mean with the last, or the rate itself the
+// first time (`last` 0).
+inline double MeanWithLast(double last, double rate) {
+  return last > 0 ? 0.5 * (last + rate) : rate;
+}
+
 // How far apart two measurements are, relative to the larger: 0 when equal,
 // 1 when one is zero and the other is not.
 inline double RelativeChange(double a, double b) {

@@ -2,12 +2,9 @@
 
 #include <cmath>
 
+#include "policy/measurements.h"
+
 namespace prepflow::policy {
-namespace {
-
-constexpr double kDataBound = 0.05;  // the trainer waited this share of a span, at least
-
-}  // namespace
 
 bool PredictionLedger::Counts(const Span& s) const {
   return s.seconds >= period_seconds_ && s.predicted > 0 &&

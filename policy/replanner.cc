@@ -540,10 +540,10 @@ bool Replanner::FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, 
   const double seconds = (now - w.start_nanos) * 1e-9;
   if (seconds < 1 || reads - w.reads < 4) return false;
   const double rate = (bytes - w.bytes) / seconds;
-  const double waiting = Busy(wait_seconds - w.wait_seconds, seconds, std::max(readers, 1.0));
-  const bool first = waiting >= 0.5 && w.limit == 0;
-  if (waiting >= 0.5) {
-    w.limit = w.limit > 0 ? 0.5 * (w.limit + rate) : rate;
+  const bool bound = StorageBound(wait_seconds - w.wait_seconds, seconds, readers);
+  const bool first = bound && w.limit == 0;
+  if (bound) {
+    w.limit = MeanWithLast(w.limit, rate);
   } else if (w.limit > 0 && rate > w.limit) {
     w.limit = rate;
   }

@@ -1,17 +1,12 @@
 #include "policy/store_share.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_format.h"
+#include "policy/measurements.h"
 
 namespace prepflow::policy {
 namespace {
 
-constexpr double kBound = 0.5;   // a side waited this share of its readers' time, at least
 constexpr double kQuiet = 0.05;  // the other side read under this share of the bytes
-
-// The mean with the last rate; the rate itself the first time.
-double Smoothed(double last, double rate) { return last > 0 ? 0.5 * (last + rate) : rate; }
 
 }  // namespace
 
@@ -28,8 +23,7 @@ std::string StoreShare::Observe(int64_t now, const Side& here, const Side& worke
     return (side.bytes - then.bytes) / seconds;
   };
   const auto bound = [&](const Side& side, const Side& then) {
-    return (side.wait_seconds - then.wait_seconds) / (seconds * std::max(side.readers, 0.01)) >=
-           kBound;
+    return StorageBound(side.wait_seconds - then.wait_seconds, seconds, side.readers);
   };
   const double here_rate = rate(here, here_), workers_rate = rate(workers, workers_);
   const bool here_bound = bound(here, here_), workers_bound = bound(workers, workers_);
@@ -42,17 +36,17 @@ std::string StoreShare::Observe(int64_t now, const Side& here, const Side& worke
           "all reads, wherever they run",
           total / 1e6);
     }
-    together_ = Smoothed(together_, total);
+    together_ = MeanWithLast(together_, total);
   } else if (here_bound && workers_rate < kQuiet * total) {
     if (alone_here_ == 0)
       note = absl::StrFormat("storage gives the reads here alone %.1f MB/s", here_rate / 1e6);
-    alone_here_ = Smoothed(alone_here_, here_rate);
+    alone_here_ = MeanWithLast(alone_here_, here_rate);
   } else if (workers_bound && here_rate < kQuiet * total) {
     if (alone_workers_ == 0) {
       note =
           absl::StrFormat("storage gives the workers' reads alone %.1f MB/s", workers_rate / 1e6);
     }
-    alone_workers_ = Smoothed(alone_workers_, workers_rate);
+    alone_workers_ = MeanWithLast(alone_workers_, workers_rate);
   }
   start_ = now;
   here_ = here;

@@ -381,6 +381,10 @@ Rows OffloadRows() {
                       "fastest worker's item latency; the first answer wins (0: never)"),
       IntOption<O>("item_samples", "item-samples", &O::item_samples, 1, kIntMax,
                    "samples per remote work item"),
+      DoubleOption<O>("prefetch_seconds", "prefetch-seconds", &O::prefetch_seconds, 0, 60, false,
+                      "with workers: batches prepared ahead also cover this many seconds of "
+                      "delivery (at the rate so far; at most 32 batches), so one side's pause "
+                      "does not idle the other (0: --prefetch alone)"),
       BoolOption<O>("fallback_local", "fallback-local", &O::fallback_local,
                     "with --offload remote or cut=K: run locally (with a warning) when no worker "
                     "can be reached at the start, instead of failing"),

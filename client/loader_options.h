@@ -118,6 +118,10 @@ struct LoaderOptions {
   // torchrun), else 1.
   int local_ranks = 0;
   int prefetch_batches = 2;  // raised as needed to keep remote workers busy
+  // With workers: the batches ahead also cover this many seconds of delivery
+  // (at the rate delivered so far), so a pause on one side (a worker's round
+  // trip, a CPU quota's throttled slice) does not idle the other.
+  double prefetch_seconds = 0.5;
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;
   int max_jpeg_scans = kDefaultMaxJpegScans;  // see DecodeOptions

@@ -276,8 +276,8 @@ std::vector<StatField<S>>* PredictionFields() {
        "prepflow_client_plan_delivered_samples_per_second",
        kGauge,
        {},
-       "Samples/s the placement in force delivered since it settled (--offload auto; 0: not "
-       "yet)."},
+       "Samples/s the placement in force delivered since it settled, once it ran a re-planning "
+       "period (before that, the placement before it; --offload auto; 0: none yet)."},
       {"plan_prediction_error",
        [](const S& s) -> StatValue { return s.plan_prediction_error; },
        "prepflow_client_plan_prediction_error_ratio",

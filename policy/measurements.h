@@ -30,13 +30,32 @@ class SmoothedRatio {
         weight_(weight),
         first_step_(first_step >= 0 ? first_step : min_step) {}
 
+  // A mean over about the last `memory` units of the denominator, however
+  // they came in windows: the mean of all of them until memory / 4 have come,
+  // then each window counts by its share of the latter half of what was
+  // folded so far (at least memory / 4), or of `memory` once that is less. For a
+  // per-sample cost over samples that differ (photographs of 3 KB and
+  // 350 KB), whose windows' means swing by the samples each happened to
+  // hold: the noise falls with the samples seen, not with the windows. The
+  // half forgets a run's first samples (cold caches, pages touched the first
+  // time: twice as dear on the testbed) as the run goes on.
+  static SmoothedRatio OverLast(double memory, double min_step, double first_step) {
+    SmoothedRatio r(min_step, 0, first_step);
+    r.memory_ = memory;
+    return r;
+  }
+
   // Cumulative numerator and denominator. Returns true when a window was
   // folded in.
   bool Update(double numerator, double denominator) {
     const double dn = numerator - numerator_, dd = denominator - denominator_;
     if (dd < (known_ ? min_step_ : first_step_) || dd <= 0) return false;
     const double ratio = dn / dd;
-    value_ = known_ ? (1 - weight_) * value_ + weight_ * ratio : ratio;
+    folded_ += dd;
+    const double span =
+        std::min(memory_, std::max({folded_ / 2, std::min(folded_, memory_ / 4), dd}));
+    const double weight = memory_ > 0 ? std::min(1.0, dd / span) : weight_;
+    value_ = known_ ? (1 - weight) * value_ + weight * ratio : ratio;
     known_ = true;
     numerator_ = numerator;
     denominator_ = denominator;
@@ -48,7 +67,9 @@ class SmoothedRatio {
 
  private:
   double min_step_, weight_, first_step_;
+  double memory_ = 0;  // OverLast's; 0: each window weighs weight_
   double numerator_ = 0, denominator_ = 0;
+  double folded_ = 0;  // the denominator's units folded in so far
   bool known_ = false;
   double value_ = 0;
 };

@@ -21,6 +21,7 @@ void PredictionLedger::Observe(int64_t now, double delivered, double busy_second
     current_.predicted += last_predicted_ * dt;
   }
   if (started) {
+    if (current_.seconds >= period_seconds_) last_full_rate_ = current_.rate();
     if (Counts(current_)) {
       closed_error_ += std::abs(current_.delivered - current_.predicted);
       closed_predicted_ += current_.predicted;
@@ -36,6 +37,10 @@ void PredictionLedger::Observe(int64_t now, double delivered, double busy_second
   last_delivered_ = delivered;
   last_busy_ = busy_seconds;
   last_predicted_ = predicted;
+}
+
+double PredictionLedger::delivered() const {
+  return current_.seconds >= period_seconds_ ? current_.rate() : last_full_rate_;
 }
 
 double PredictionLedger::error() const {

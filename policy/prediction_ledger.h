@@ -46,6 +46,10 @@ class PredictionLedger {
   };
   // The span under way (settled; empty before it settles).
   const Span& current() const { return current_; }
+  // Samples/s delivered by the latest span that ran at least a period: the
+  // one under way once it has, else the one before (0: none yet). A span a
+  // moment old says nothing: one batch in a millisecond is 30,000/s.
+  double delivered() const;
   // The time-weighted error over counted spans, the one under way included
   // when it counts; 0 when none counts (see seconds()).
   double error() const;
@@ -63,6 +67,7 @@ class PredictionLedger {
   Span current_;
   double closed_error_ = 0;  // |delivered - predicted| of closed counted spans
   double closed_predicted_ = 0, closed_seconds_ = 0;
+  double last_full_rate_ = 0;  // of the latest closed span of a period or more
 };
 
 }  // namespace prepflow::policy

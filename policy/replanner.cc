@@ -39,8 +39,10 @@ struct DriftMeter {
   }
 };
 
-// `remote_bytes`: what a remote sample brings under the running placement.
-std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b, double remote_bytes) {
+// `remote_bytes`: what a remote sample brings under the running placement;
+// `throughput`: what that placement reaches (0: not known).
+std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b, double remote_bytes,
+                                     double throughput) {
   DriftMeter m;
   double la = 0, lb = 0, ra = 0, rb = 0;
   for (size_t i = 0; i < a.local_cost.size() && i < b.local_cost.size(); ++i) {
@@ -56,7 +58,11 @@ std::pair<double, std::string> Drift(const PlanInput& a, const PlanInput& b, dou
   m.Relative(a.local_cores, b.local_cores, "the local cores");
   m.Relative(a.remote_cores, b.remote_cores, "the remote cores");
   m.Relative(a.bandwidth, b.bandwidth, "the ingest bandwidth");
-  m.Relative(a.demand, b.demand, "the demand");
+  // A trainer that takes far more than any placement gives limits none: its
+  // demand's swings (a consumer that only counts samples swings by half)
+  // are no reason to re-plan until it comes near what is delivered.
+  const double cap = throughput > 0 ? 2 * throughput : 1e300;
+  m.Relative(std::min(a.demand, cap), std::min(b.demand, cap), "the demand");
   // Terms added to a sample's cost here (the trainer's own work, receiving)
   // or on a worker (sending) move by their part of that sample's whole
   // cost: the noise of a small term is no reason to re-plan.
@@ -108,9 +114,15 @@ double RemoteSampleBytes(const Placement& placement, const PlanInput& in) {
 
 void Fold(std::vector<SmoothedRatio>& cpu, std::vector<SmoothedRatio>& bytes,
           const std::vector<StageTotals>& totals) {
-  if (cpu.empty()) {  // windows of 64 samples, a first estimate after 16
-    cpu.assign(totals.size(), SmoothedRatio(64, 0.3, 16));
-    bytes.assign(totals.size(), SmoothedRatio(64, 0.3, 16));
+  if (cpu.empty()) {
+    // Over about the last 1024 samples, a first estimate after 16: a
+    // sample's cost follows its size (photographs of 3 KB and 350 KB), so a
+    // mean over fewer swings by which samples it happened to hold (windows
+    // of 64 weighed 30% each: the costs planned with moved by 10-15% from
+    // one period to the next, and each plan's split with them). The first
+    // estimate stays early: a slow pipeline's 64 samples take seconds.
+    cpu.assign(totals.size(), SmoothedRatio::OverLast(1024, 32, 16));
+    bytes.assign(totals.size(), SmoothedRatio::OverLast(1024, 32, 16));
   }
   for (size_t i = 0; i < totals.size() && i < cpu.size(); ++i) {
     cpu[i].Update(totals[i].cpu_seconds, totals[i].samples);
@@ -693,8 +705,9 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
     return std::nullopt;  // the first plan waits for the links (see the rules)
   }
   const int64_t period = static_cast<int64_t>(options_.period_seconds * 1e9);
-  const auto [drift, what] = input_ ? Drift(*input_, *in, RemoteSampleBytes(placement_, *input_))
-                                    : std::make_pair(1.0, std::string());
+  const auto [drift, what] =
+      input_ ? Drift(*input_, *in, RemoteSampleBytes(placement_, *input_), throughput_)
+             : std::make_pair(1.0, std::string());
   const int64_t since = now - last_plan_nanos_;
   const bool drifted = drift > options_.drift && since >= period / 4;
   const bool due = last_plan_nanos_ == 0 || since >= period;
@@ -751,7 +764,7 @@ ReplanState Replanner::State() const {
   st.changes = changes_;
   st.backoffs = trial_.backoffs();
   st.throughput = throughput_;
-  st.delivered = ledger_.current().rate();
+  st.delivered = ledger_.delivered();
   st.prediction_error = ledger_.error();
   st.prediction_seconds = ledger_.seconds();
   if (input_ && input_->bandwidth < 1e299) st.ingest_limit = input_->bandwidth;

@@ -14,11 +14,13 @@
 //   snapshot    the client's cumulative counters and capacities at one
 //               instant; time comes in with it (no clock here)
 //   window      increments between snapshots folded into one smoothed value
-//               (SmoothedRatio; links and storage: >= 1 s and >= 4 events)
+//               (SmoothedRatio; stage costs and sizes: over about the last
+//               1024 samples; links and storage: >= 1 s and >= 4 events)
 //   drift       the largest relative change of any planner input since the
 //               last plan (RelativeChange); a term added to a sample's cost
 //               (the trainer's own work, receiving or sending per byte)
-//               counts as its change's part of that sample's whole cost
+//               counts as its change's part of that sample's whole cost; the
+//               demand counts up to twice the running placement's throughput
 //
 //   rule        what it does
 //   warm-up     until every stage is measured, R / (L + R) of samples (at
@@ -252,8 +254,9 @@ struct ReplanState {
   int64_t changes = 0;      // plans applied
   int64_t backoffs = 0;     // plans given up for all local (delivery)
   double throughput = 0;    // T the running placement reaches, samples/s
-  // What the placement in force delivered since it settled, samples/s (0:
-  // not yet), and the time-weighted error of every placement's delivery
+  // What the placement in force delivered since it settled, samples/s, once
+  // it ran a period (before that, the one before it; 0: none yet), and the
+  // time-weighted error of every placement's delivery
   // against its prediction over `prediction_seconds` (PredictionLedger).
   double delivered = 0;
   double prediction_error = 0;

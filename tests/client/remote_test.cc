@@ -193,6 +193,9 @@ TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
     o.pipeline = ResizeFirst();
     o.echo = 3;
     o.echo_window = 16;
+    // Epochs of 12 batches: 0.5 s of batches ahead would start the next
+    // epoch, its echo chosen, before the measurements that choose it.
+    o.prefetch_seconds = 0;
     return o;
   };
   const RunResult here = RunWith(options("off"));
@@ -245,6 +248,9 @@ TEST_F(RemoteTest, AutoEchoPicksEachEpochsFactorAndStaysExactlyOnce) {
     o.demand = 1e9;
     o.epochs = 3;
     o.echo_window = 16;
+    // Epochs of 12 batches: 0.5 s of batches ahead would start the next
+    // epoch, its echo chosen, before the measurements that choose it.
+    o.prefetch_seconds = 0;
     return o;
   };
   const RunResult here = RunWith(options("off"));
@@ -470,6 +476,34 @@ TEST_F(RemoteTest, PluginOpsRunOnWorkersThatHaveThemAndHereOtherwise) {
     EXPECT_EQ(r.stats.workers_alive, static_cast<int>(workers.size())) << what;
     if (mode != "auto") {
       EXPECT_EQ(r.stats.remote_images, 96) << what;
+    }
+  }
+}
+
+// With workers, the batches ahead cover --prefetch-seconds of delivery at
+// the rate so far, at most 32, past --prefetch and the workers' items in
+// flight: one side's pause does not idle the other. 0 leaves those alone.
+TEST_F(RemoteTest, BatchesAheadCoverPrefetchSecondsOfDelivery) {
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  const uint64_t local = LocalChecksum();
+  for (const double seconds : {0.0, 60.0}) {
+    LoaderOptions o = Options({a.address()}, "cut=1,remote_fraction=0.5");
+    o.prefetch_batches = 1;
+    o.prefetch_seconds = seconds;
+    int most = 0;
+    const RunResult r = RunWith(
+        o, [](Loader&) {},
+        [&most](const Loader& l) {
+          most = std::max(most, l.prefetch_batches());
+          return false;  // only watches
+        });
+    ExpectExactlyOnce(r, 96);
+    EXPECT_EQ(r.stats.checksum, local) << seconds;
+    // Items of 2 samples in batches of 8: 2 + the items in flight's batches.
+    if (seconds == 0) {
+      EXPECT_LE(most, 4);
+    } else {
+      EXPECT_EQ(most, 32);
     }
   }
 }

@@ -41,6 +41,52 @@ TEST(SmoothedRatio, FollowsAStepChangeWithinAFewWindows) {
   EXPECT_NEAR(r.value(), 4 - 2.0 / 32, 1e-12);  // within 2% after five windows
 }
 
+// Per-sample costs that differ from sample to sample: OverLast is a mean of
+// the samples seen (about the latter half of them, at most `memory`),
+// however the windows cut them; past that it follows a change over about
+// `memory` samples.
+TEST(SmoothedRatio, OverLastWeighsSamplesNotWindows) {
+  // The same 600 samples (costs 1, 1, 4, 1, 1, 4, ...: mean 2) in windows
+  // of 3 and in windows of 150.
+  auto feed = [](SmoothedRatio& r, int window) {
+    double num = 0;
+    for (int i = 1; i <= 600; ++i) {
+      num += i % 3 == 0 ? 4 : 1;
+      if (i % window == 0) r.Update(num, i);
+    }
+  };
+  SmoothedRatio small = SmoothedRatio::OverLast(1024, 1, 1);
+  SmoothedRatio large = SmoothedRatio::OverLast(1024, 1, 1);
+  feed(small, 3);
+  feed(large, 150);
+  EXPECT_DOUBLE_EQ(small.value(), 2);
+  EXPECT_DOUBLE_EQ(large.value(), 2);
+  // Windows weighed alike (the default) make a short window count as much
+  // as a long one: 500 samples at 1, then 100 at 10. By samples, the latter
+  // half (300: 200 at 1, 100 at 10) gives 4.
+  SmoothedRatio by_samples = SmoothedRatio::OverLast(1024, 1, 1), by_windows(1, 0.5);
+  for (SmoothedRatio* r : {&by_samples, &by_windows}) {
+    r->Update(500, 500);
+    r->Update(1500, 600);
+  }
+  EXPECT_DOUBLE_EQ(by_samples.value(), 4);
+  EXPECT_DOUBLE_EQ(by_windows.value(), 5.5);
+  // A run's first samples are forgotten as it goes on: 100 at 2 (a cold
+  // start), then 1900 at 1, in windows of 30 -- the plain mean is 1.05.
+  SmoothedRatio start = SmoothedRatio::OverLast(1024, 30, 16);
+  start.Update(200, 100);
+  for (int i = 1; i <= 1900 / 30; ++i) start.Update(200 + 30 * i, 100 + 30 * i);
+  EXPECT_LT(start.value(), 1.015);
+  // Past `memory`, a step from 2 to 4 is followed: about 63% of the way after
+  // `memory` more samples, in windows of 32.
+  SmoothedRatio r = SmoothedRatio::OverLast(1024, 32, 16);
+  double num = 0, den = 0;
+  for (int i = 0; i < 100; ++i) r.Update(num += 64, den += 32);
+  EXPECT_DOUBLE_EQ(r.value(), 2);
+  for (int i = 0; i < 32; ++i) r.Update(num += 128, den += 32);
+  EXPECT_NEAR(r.value(), 2 + 2 * (1 - std::exp(-1.0)), 0.02);
+}
+
 TEST(PlausibleCpuPerByte, KeepsOnlyWhatAWorkerCouldSpend) {
   EXPECT_EQ(PlausibleCpuPerByte(2e-9), 2e-9);
   EXPECT_EQ(PlausibleCpuPerByte(1e-6), 1e-6);

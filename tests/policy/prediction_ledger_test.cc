@@ -49,6 +49,26 @@ TEST(PredictionLedger, TheErrorIsWhatThePlacementDeliveredAgainstItsPrediction) 
   EXPECT_NEAR(f.ledger.seconds(), 9, 1e-6);  // the first period/2 settles
 }
 
+// What "delivered" says: the span under way once it ran a period, before
+// that the span before it. A span a moment old is not a rate: at a run's
+// end one batch just after a switch read as 30,000 samples/s.
+TEST(PredictionLedger, DeliveredIsThatOfTheLatestSpanOfAPeriod) {
+  Feed f;
+  EXPECT_EQ(f.ledger.delivered(), 0);
+  f.Start(100);
+  f.Run(1.5, 90);  // settled for 0.5 s: under a period
+  EXPECT_EQ(f.ledger.delivered(), 0);
+  f.Run(3, 90);
+  EXPECT_NEAR(f.ledger.delivered(), 90, 1e-6);
+  f.Start(200);
+  f.Run(1.1, 0, 1.0);  // the switch settles
+  f.delivered += 300;  // a batch lands
+  f.Run(0.1, 0);
+  EXPECT_NEAR(f.ledger.delivered(), 90, 1e-6);
+  f.Run(2, 150);  // the span settled 1 s after the switch: 2.2 s now
+  EXPECT_NEAR(f.ledger.delivered(), (300 + 2 * 150) / 2.2, 1e-6);
+}
+
 TEST(PredictionLedger, TheSwitchsTransientIsNotJudged) {
   Feed f;
   f.Start(100);

@@ -307,6 +307,36 @@ TEST(Replanner, DriftBringsTheNextPlanForwardButNotBeforeAQuarterPeriod) {
   EXPECT_EQ(notes[0], "re-planning: the remote cores moved 88%");
 }
 
+// A trainer that takes samples far faster than any placement gives them (a
+// consumer that only counts them) limits no plan: its demand swinging by
+// 38% brings no plan forward. The same swing where the demand is near what
+// is delivered does.
+TEST(Replanner, ADemandFarAboveTheDeliveryMovesNoPlan) {
+  for (const double first : {40000.0, 1200.0}) {
+    ReplanOptions o = Options();
+    o.demand = 0;  // measured: delivered samples over the trainer's busy seconds
+    Replanner r(o, Placement::Cut(2, 0, 0));
+    Job job;
+    Snapshot s = job.At(1, first * 0.25);
+    s.busy_seconds = 0.25;
+    ASSERT_TRUE(r.Update(s, nullptr).has_value());
+    // The far demand stays over twice the plan's throughput; the near one
+    // is under it.
+    const double twice = 2 * r.State().throughput;
+    ASSERT_TRUE(first < 10000 ? first < twice : first / 4 > twice) << first << " " << twice;
+    // A second second of the trainer's at a quarter of the rate: the
+    // smoothed demand falls by 38%.
+    s = job.At(1.6, first * 0.25 + first / 4);
+    s.busy_seconds = 1.25;
+    std::vector<std::string> notes;
+    const bool replanned =
+        r.Update(s, &notes).has_value() || absl::c_any_of(notes, [](const std::string& n) {
+          return absl::StartsWith(n, "re-planning: the demand moved");
+        });
+    EXPECT_EQ(replanned, first < 10000) << first << ": " << absl::StrJoin(notes, "; ");
+  }
+}
+
 // The trainer's own cost per sample is noisy (one batch's CPU at a time).
 // Tripling when it is a small part of a sample's cost here (0.5 ms of 11.5)
 // brings no plan forward, though it moved over half; the same when it is

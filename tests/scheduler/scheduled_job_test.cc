@@ -211,6 +211,9 @@ TEST_F(ScheduledJobTest, PicksUpAWorkerThatRegistersMidRun) {
   bool joined = false;
   LoaderOptions o = Options(scheduler->address(), "remote");
   o.fallback_local = true;  // locally until a worker is granted
+  // A short run: 0.5 s of batches ahead would place it all here before the
+  // worker comes.
+  o.prefetch_seconds = 0;
   const testing::Drained r = testing::Drain(o, [&](Loader& loader) {
     EXPECT_EQ(loader.Stats().workers_alive, 0);  // nothing granted yet: all local
     late = std::make_unique<testing::WorkerProcess>(Worker(scheduler->address()));

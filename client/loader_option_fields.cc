@@ -383,8 +383,9 @@ Rows OffloadRows() {
                    "samples per remote work item"),
       DoubleOption<O>("prefetch_seconds", "prefetch-seconds", &O::prefetch_seconds, 0, 60, false,
                       "with workers: batches prepared ahead also cover this many seconds of "
-                      "delivery (at the rate so far; at most 32 batches), so one side's pause "
-                      "does not idle the other (0: --prefetch alone)"),
+                      "delivery (at the rate so far; at most 32 batches, or --prefetch, and "
+                      "256 MiB of them), so one side's pause does not idle the other (0: "
+                      "--prefetch alone)"),
       BoolOption<O>("fallback_local", "fallback-local", &O::fallback_local,
                     "with --offload remote or cut=K: run locally (with a warning) when no worker "
                     "can be reached at the start, instead of failing"),

@@ -40,6 +40,8 @@ namespace prepflow {
 inline constexpr int kMaxThreads = 1024;
 inline constexpr int kMaxBatch = 1 << 20;
 inline constexpr int kMaxPrefetch = 256;
+// The most batch memory --prefetch-seconds adds batches for.
+inline constexpr double kPrefetchSecondsBytes = 256.0 * (1 << 20);
 
 enum class OnError { kSkip, kFail };
 // The Parse functions' errors quote the text and say what is expected;
@@ -119,8 +121,9 @@ struct LoaderOptions {
   int local_ranks = 0;
   int prefetch_batches = 2;  // raised as needed to keep remote workers busy
   // With workers: the batches ahead also cover this many seconds of delivery
-  // (at the rate delivered so far), so a pause on one side (a worker's round
-  // trip, a CPU quota's throttled slice) does not idle the other.
+  // (at the rate delivered so far; at most kPrefetchSecondsBytes of batches),
+  // so a pause on one side (a worker's round trip, a CPU quota's throttled
+  // slice) does not idle the other.
   double prefetch_seconds = 0.5;
   OnError on_error = OnError::kSkip;
   int64_t max_pixels = 64'000'000;

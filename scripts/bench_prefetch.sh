@@ -25,10 +25,11 @@ trap cleanup EXIT
 scripts/setup.sh >&2
 "$tb" up 2 --cpu 0.5 --trainer-cpu 1 >&2
 
+hz=$(getconf CLK_TCK)
 worker_cpu() {  # the CPU seconds the running workers have used
   local total=0 p
   for p in $(pgrep -f "prepflow-worker .*--port-file $work/"); do
-    total=$(awk -v t="$total" '{ print t + ($14 + $15) / 100 }' "/proc/$p/stat")
+    total=$(awk -v t="$total" -v hz="$hz" '{ print t + ($14 + $15) / hz }' "/proc/$p/stat")
   done
   echo "$total"
 }

@@ -96,7 +96,11 @@ TEST(OptionTableTest, ErrorsNameTheOptionAsEachSurfaceSpellsIt) {
            {"replan_probe_share", -0.1},
            {"replan_min_gain", -1},
            {"replan_min_gain", nan},
-           {"replan_link_growth", std::numeric_limits<double>::infinity()}}) {
+           {"replan_link_growth", std::numeric_limits<double>::infinity()},
+           {"prefetch_seconds", -1},
+           {"prefetch_seconds", 61},
+           {"prefetch_seconds", nan},
+           {"prefetch_seconds", std::numeric_limits<double>::infinity()}}) {
     EXPECT_THAT(SetOptions(table, {{key, OptionValue(bad)}}, OptionSurface::kPython, &o).message(),
                 HasSubstr(key + ": must be"))
         << key << " " << bad;
@@ -108,6 +112,10 @@ TEST(OptionTableTest, ErrorsNameTheOptionAsEachSurfaceSpellsIt) {
   EXPECT_THAT(ResolveOptions(from_python).status().message(),
               HasSubstr("threads: must be 0 to 1024, got 5000"));
   from_python.threads = 0;
+  from_python.prefetch_seconds = std::numeric_limits<double>::infinity();
+  EXPECT_THAT(ResolveOptions(from_python).status().message(),
+              HasSubstr("prefetch_seconds: must be"));
+  from_python.prefetch_seconds = 0.5;
   from_python.world_size = 2;
   from_python.rank = 2;
   EXPECT_THAT(ResolveOptions(from_python).status().message(),

@@ -193,9 +193,6 @@ TEST_F(RemoteTest, EchoedCopiesAreExactlyOnceDistinctAndPlacementIndependent) {
     o.pipeline = ResizeFirst();
     o.echo = 3;
     o.echo_window = 16;
-    // Epochs of 12 batches: 0.5 s of batches ahead would start the next
-    // epoch, its echo chosen, before the measurements that choose it.
-    o.prefetch_seconds = 0;
     return o;
   };
   const RunResult here = RunWith(options("off"));
@@ -506,6 +503,20 @@ TEST_F(RemoteTest, BatchesAheadCoverPrefetchSecondsOfDelivery) {
       EXPECT_EQ(most, 32);
     }
   }
+  // Held to 256 MiB of batches: batches of 48 crops of 602,112 bytes (28.9
+  // MB) stop at 9, however many seconds are asked for.
+  LoaderOptions big = Options({a.address()}, "cut=1,remote_fraction=0.5");
+  big.batch_size = 48;
+  big.prefetch_seconds = 60;
+  int most = 0;
+  const RunResult r = RunWith(
+      big, [](Loader&) {},
+      [&most](const Loader& l) {
+        most = std::max(most, l.prefetch_batches());
+        return false;
+      });
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(most, 9);
 }
 
 TEST_F(RemoteTest, AutoPlansFromMeasurementsAndKeepsTheChecksum) {

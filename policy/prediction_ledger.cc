@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_format.h"
 #include "policy/measurements.h"
 
 namespace prepflow::policy {
@@ -11,8 +12,10 @@ bool PredictionLedger::Counts(const Span& s) const {
          1 - s.busy_seconds / s.seconds >= kDataBound;
 }
 
-void PredictionLedger::Observe(int64_t now, double delivered, double busy_seconds, double predicted,
-                               bool started) {
+std::optional<PredictionLedger::Span> PredictionLedger::Observe(int64_t now, double delivered,
+                                                                double busy_seconds,
+                                                                double predicted, bool started) {
+  std::optional<Span> ended;
   if (open_) {
     const double dt = (now - last_) * 1e-9;
     current_.seconds += dt;
@@ -27,6 +30,7 @@ void PredictionLedger::Observe(int64_t now, double delivered, double busy_second
       closed_predicted_ += current_.predicted;
       closed_seconds_ += current_.seconds;
     }
+    if (open_) ended = current_;
     current_ = Span();
     open_ = false;
     settle_until_ = now + static_cast<int64_t>(period_seconds_ / 2 * 1e9);
@@ -37,6 +41,7 @@ void PredictionLedger::Observe(int64_t now, double delivered, double busy_second
   last_delivered_ = delivered;
   last_busy_ = busy_seconds;
   last_predicted_ = predicted;
+  return ended;
 }
 
 double PredictionLedger::delivered() const {
@@ -54,6 +59,24 @@ double PredictionLedger::error() const {
 
 double PredictionLedger::seconds() const {
   return closed_seconds_ + (Counts(current_) ? current_.seconds : 0);
+}
+
+std::string PredictionLedger::Describe(const Span& s) const {
+  const double predicted = s.predicted_rate();
+  std::string judged = "judged";
+  if (s.predicted <= 0) {
+    judged = "not judged: no prediction";
+  } else if (s.seconds < period_seconds_) {
+    judged = "not judged: under a period";
+  } else if (!Counts(s)) {
+    judged = absl::StrFormat("not judged: the trainer waited for data %.0f%% of it",
+                             100 * (1 - s.busy_seconds / s.seconds));
+  }
+  return absl::StrFormat(
+      "the placement before delivered %.1f samples/s over %.1f s against %.1f predicted (%+.1f%%; "
+      "%s)",
+      s.rate(), s.seconds, predicted, predicted > 0 ? 100 * (s.rate() / predicted - 1) : 0.0,
+      judged);
 }
 
 }  // namespace prepflow::policy

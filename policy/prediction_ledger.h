@@ -23,6 +23,8 @@
 #define PREPFLOW_POLICY_PREDICTION_LEDGER_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace prepflow::policy {
 
@@ -33,8 +35,11 @@ class PredictionLedger {
   // At each snapshot (`now` in nanoseconds; the trainer's delivered samples
   // and busy seconds, cumulative): `predicted` samples/s is what the
   // placement in force from now on is predicted to give; `started` says it
-  // is a new placement (the span before it ends).
-  void Observe(int64_t now, double delivered, double busy_seconds, double predicted, bool started);
+  // is a new placement (the span before it ends). Returns the span that
+  // ended, if it had settled.
+  struct Span;
+  std::optional<Span> Observe(int64_t now, double delivered, double busy_seconds, double predicted,
+                              bool started);
 
   struct Span {
     double seconds = 0;
@@ -55,10 +60,13 @@ class PredictionLedger {
   double error() const;
   // Seconds of the counted spans.
   double seconds() const;
+  // Whether a span is judged (see above).
+  bool Counts(const Span& s) const;
+  // A line for the log: what a span delivered against its prediction, and
+  // whether it is judged and if not, why.
+  std::string Describe(const Span& s) const;
 
  private:
-  bool Counts(const Span& s) const;
-
   const double period_seconds_;
   int64_t settle_until_ = 0;
   bool open_ = false;  // the span under way has settled and is measured

@@ -435,13 +435,21 @@ bool Replanner::LinkBound(const WorkerTotals& w, const WorkerTotals& start, doub
   // (Requiring an idle trainer as well meant the link was never found in a
   // real run: with --offload auto the trainer runs its own share flat out.)
   const double receive_cores = rate * receive_cost_.value_or(options_.prior_receive_cost_per_byte);
+  // Nor is it the link where the link's probe carried over twice as much: a
+  // process at its CPU quota takes answers only while it runs (with 0.5 s of
+  // batches ahead, a 0.5-core trainer left every credit out on a bridge with
+  // no limit, and the windows said 55-68 MB/s on links whose probes passed
+  // GB/s). A link slower than its probe (a burst allowance) is found while
+  // this process is idle.
+  const bool probe_carried_more = w.probe.rate() > 2 * rate;
   // With every credit out, the credits' time in the window is credits x
   // seconds; where the worker held the items for most of it (queued for
   // its threads, or running slowly: its CPU contended or starved, which its
   // own busy share does not show), the worker binds, not its link.
   const double held =
       w.credits > 0 ? (w.run_seconds - start.run_seconds) / (w.credits * seconds) : 0;
-  return saturated >= 0.8 && busy < 0.6 && held < 0.5 && (here_busy < 0.7 || receive_cores < 0.25);
+  return saturated >= 0.8 && busy < 0.6 && held < 0.5 &&
+         (here_busy < 0.7 || (receive_cores < 0.25 && !probe_carried_more));
 }
 
 void Replanner::SeedIngestFromProbes(const Snapshot& s, std::vector<std::string>* notes) {
@@ -670,11 +678,14 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
 std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
                                            std::vector<std::string>* notes) {
   absl::MutexLock lock(&mu_);
+  const size_t noted = notes != nullptr ? notes->size() : 0;
   std::optional<Placement> placed = Decide(snapshot, notes);
   const bool started = placement_.Distance(ledger_placement_) > kRevision;
   if (started) ledger_placement_ = placement_;
-  ledger_.Observe(snapshot.now_nanos, snapshot.delivered_samples, snapshot.busy_seconds,
-                  throughput_, started);
+  const std::optional<PredictionLedger::Span> ended = ledger_.Observe(
+      snapshot.now_nanos, snapshot.delivered_samples, snapshot.busy_seconds, throughput_, started);
+  // Told before what replaced it.
+  if (ended && notes != nullptr) notes->insert(notes->begin() + noted, ledger_.Describe(*ended));
   return placed;
 }
 

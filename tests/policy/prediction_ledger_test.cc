@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace prepflow::policy {
@@ -35,8 +38,9 @@ struct Feed {
   }
   void Say(double p, bool started) {
     predicted = p;
-    ledger.Observe(ticks * 100'000'000, delivered, busy, predicted, started);
+    ended = ledger.Observe(ticks * 100'000'000, delivered, busy, predicted, started);
   }
+  std::optional<PredictionLedger::Span> ended;  // by the last snapshot
 };
 
 TEST(PredictionLedger, TheErrorIsWhatThePlacementDeliveredAgainstItsPrediction) {
@@ -118,6 +122,34 @@ TEST(PredictionLedger, NoPredictionNoJudgement) {
   f.Run(10, 100);  // the warm-up: nothing predicted
   EXPECT_EQ(f.ledger.seconds(), 0);
   EXPECT_EQ(f.ledger.error(), 0);
+}
+
+// Each span that ended is handed back for the log: what it delivered
+// against its prediction, and whether (and why not) it is judged.
+TEST(PredictionLedger, ASpanThatEndsIsDescribed) {
+  using ::testing::HasSubstr;
+  Feed f;
+  f.Start(100);
+  f.Run(5, 90);
+  EXPECT_FALSE(f.ended.has_value());
+  f.Start(200);
+  ASSERT_TRUE(f.ended.has_value());
+  EXPECT_NEAR(f.ended->seconds, 4, 1e-6);
+  EXPECT_THAT(f.ledger.Describe(*f.ended),
+              HasSubstr("delivered 90.0 samples/s over 4.0 s against 100.0 predicted (-10.0%; "
+                        "judged)"));
+  f.Run(2, 100);
+  f.Start(200);
+  EXPECT_THAT(f.ledger.Describe(*f.ended), HasSubstr("(-50.0%; not judged: under a period)"));
+  f.Run(5, 100, 0.01);
+  f.Start(0);
+  EXPECT_THAT(f.ledger.Describe(*f.ended),
+              HasSubstr("not judged: the trainer waited for data 1% of it"));
+  f.Run(5, 100);
+  f.Start(100);
+  EXPECT_THAT(f.ledger.Describe(*f.ended), HasSubstr("not judged: no prediction"));
+  f.Start(100);  // at once: the span before never settled
+  EXPECT_FALSE(f.ended.has_value());
 }
 
 }  // namespace

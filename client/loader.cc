@@ -370,6 +370,9 @@ void Loader::EndRun() {
   if (end_nanos_ != 0) return;
   end_nanos_ = WallNanos();
   end_cpu_nanos_ = ProcessCpuNanos();
+  if (replanner_ && replanner_->State().changes > 0) {
+    spdlog::info("--offload auto: {}", replanner_->LedgerSummary());
+  }
   // Let the workers finish their streams cleanly; the scheduler learns at
   // once that this job wants nothing now.
   if (remote_) remote_->Finish();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "policy/measurements.h"
 
@@ -61,7 +62,15 @@ double PredictionLedger::seconds() const {
   return closed_seconds_ + (Counts(current_) ? current_.seconds : 0);
 }
 
-std::string PredictionLedger::Describe(const Span& s) const {
+std::string PredictionLedger::Summary() const {
+  std::string last;
+  if (open_ && current_.seconds > 0)
+    absl::StrAppend(&last, Describe(current_, "the last placement"), "; ");
+  return absl::StrFormat("%sover the run, %.1f%% from the predictions over %.1f s judged", last,
+                         100 * error(), seconds());
+}
+
+std::string PredictionLedger::Describe(const Span& s, const char* which) const {
   const double predicted = s.predicted_rate();
   std::string judged = "judged";
   if (s.predicted <= 0) {
@@ -73,8 +82,7 @@ std::string PredictionLedger::Describe(const Span& s) const {
                              100 * (1 - s.busy_seconds / s.seconds));
   }
   return absl::StrFormat(
-      "the placement before delivered %.1f samples/s over %.1f s against %.1f predicted (%+.1f%%; "
-      "%s)",
+      "%s delivered %.1f samples/s over %.1f s against %.1f predicted (%+.1f%%; %s)", which,
       s.rate(), s.seconds, predicted, predicted > 0 ? 100 * (s.rate() / predicted - 1) : 0.0,
       judged);
 }

@@ -63,8 +63,11 @@ class PredictionLedger {
   // Whether a span is judged (see above).
   bool Counts(const Span& s) const;
   // A line for the log: what a span delivered against its prediction, and
-  // whether it is judged and if not, why.
-  std::string Describe(const Span& s) const;
+  // whether it is judged and if not, why; `which` names it.
+  std::string Describe(const Span& s, const char* which = "the placement before") const;
+  // At a run's end: the span under way (if it settled), and the error over
+  // the run.
+  std::string Summary() const;
 
  private:
   const double period_seconds_;

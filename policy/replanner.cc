@@ -689,6 +689,11 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   return placed;
 }
 
+std::string Replanner::LedgerSummary() const {
+  absl::MutexLock lock(&mu_);
+  return ledger_.Summary();
+}
+
 std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
                                            std::vector<std::string>* notes) {
   FoldStages(snapshot);

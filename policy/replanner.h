@@ -305,6 +305,9 @@ class Replanner {
   // measured. `why` (may be null) gets the plan it expects, one line.
   std::optional<int> EchoFactor(int max_echo, std::string* why) const;
   ReplanState State() const;
+  // For the log at a run's end: the last placement's delivery against its
+  // prediction, and the error over the run (PredictionLedger::Summary).
+  std::string LedgerSummary() const;
 
  private:
   // Update's decision, before the ledger is told what it came to.

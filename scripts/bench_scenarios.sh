@@ -38,7 +38,11 @@
 #   ranks  one job of two ranks on the trainer (1 core; --local-ranks 2),
 #          workers 0.5, shared through a scheduler: the job's rate is its
 #          ranks' samples over the slower rank's time; its checksum, the
-#          ranks' in order (scripts/bench_ranks.sh compares more settings)
+#          ranks' in order (scripts/bench_ranks.sh compares more settings).
+#          Each rank reads half of every epoch, so the ranks run 2 x EPOCHS
+#          epochs: a run as long as the other rows' (at 20 epochs a rank's
+#          run was 5 s, and the planner's cold-start costs held its
+#          predictions 15% low for half of it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=$(realpath "${1:-../shared/datasets/photos-512}")
@@ -65,7 +69,7 @@ trap cleanup EXIT
 # tight link, only small remote shares finish in reasonable time).
 scenario() {
   up="2 --cpu 0.5 --trainer-cpu 0.5" hosts="w1 w2" listed="w1 w2" flags="" during=""
-  pipeline=imagenet-train store="" trainers=trainer shared="" ranks=""
+  pipeline=imagenet-train store="" trainers=trainer shared="" ranks="" run_epochs=$epochs
   sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
   sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
@@ -82,7 +86,10 @@ scenario() {
     echo) flags="--cache-bytes 1000000000 --echo 2" ;;
     light) up="2 --cpu 0.5 --trainer-cpu 1" pipeline=bench/light.pbtxt ;;
     jobs2) up="3 --cpu 0.5 --trainer-cpu 0.5" trainers="trainer w3" shared=1 ;;
-    ranks) up="2 --cpu 0.5 --trainer-cpu 1" trainers="trainer trainer" shared=1 ranks=2 ;;
+    ranks)
+      up="2 --cpu 0.5 --trainer-cpu 1" trainers="trainer trainer" shared=1 ranks=2
+      run_epochs=$((2 * epochs))
+      ;;
     storage)
       up="3 --cpu 0.5 --trainer-cpu 0.5 --bw ${STORAGE_MBIT:-50} --bw-hosts w3" store=w3
       sweep="cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5 remote"
@@ -169,7 +176,7 @@ run_jobs() {  # log-prefix, then the run's flags
     if [ -n "$ranks" ]; then rank=(--job bench --rank "$i" --world-size "$ranks" --local-ranks "$ranks"); fi
     # shellcheck disable=SC2086
     timeout "$run_limit" "$tb" exec "$t" env $creds build/bin/prepflow run --data "$source" \
-      --index-cache-dir "" --pipeline "$pipeline" --epochs "$epochs" --worker-timeout 60 --json \
+      --index-cache-dir "" --pipeline "$pipeline" --epochs "$run_epochs" --worker-timeout 60 --json \
       "${rank[@]}" "$@" 2>"$log.$t$i.log" | tail -n 1 >"$work/job.$i" &
     jobs+=($!)
     i=$((i + 1))
@@ -237,7 +244,7 @@ run() {  # scenario mode round -> one line: scenario <TAB> mode <TAB> round <TAB
 }
 
 summarise() {  # scenario tsv -> one JSON line
-  python3 - "$1" "$2" "$epochs" <<'PY'
+  python3 - "$1" "$2" "$run_epochs" <<'PY'
 import json, statistics, sys
 scenario, path, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 rows = [line.rstrip("\n").split("\t", 3) for line in open(path)]

@@ -152,5 +152,16 @@ TEST(PredictionLedger, ASpanThatEndsIsDescribed) {
   EXPECT_FALSE(f.ended.has_value());
 }
 
+// At a run's end the log gets the span under way and the run's error.
+TEST(PredictionLedger, TheSummaryTellsTheLastSpanAndTheRunsError) {
+  Feed f;
+  EXPECT_EQ(f.ledger.Summary(), "over the run, 0.0% from the predictions over 0.0 s judged");
+  f.Start(100);
+  f.Run(5, 90);
+  EXPECT_EQ(f.ledger.Summary(),
+            "the last placement delivered 90.0 samples/s over 4.0 s against 100.0 predicted "
+            "(-10.0%; judged); over the run, 10.0% from the predictions over 4.0 s judged");
+}
+
 }  // namespace
 }  // namespace prepflow::policy

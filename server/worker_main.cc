@@ -30,6 +30,7 @@
 #include "prometheus/exposer.h"
 #include "server/metrics.h"
 #include "server/worker_core.h"
+#include "server/worker_drain.h"
 #include "server/worker_service.h"
 #include "spdlog/spdlog.h"
 #include "storage/metrics.h"
@@ -47,6 +48,8 @@ struct WorkerFlags {
   double cost_per_core_hour = 0;
   std::map<std::string, std::string> parsed_labels;
   int grace_seconds = 30;
+  bool drain = false;
+  std::string pid_file;
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   WorkerServiceOptions service;
@@ -106,20 +109,7 @@ struct WorkerFlags {
     f.Int("max-video-frames", &options.max_video_frames_limit,
           "most frames one clip may need decoded (from the keyframe before it); a job may "
           "ask for less");
-    f.Int("grace-seconds", &grace_seconds, "on SIGTERM, time to finish in-flight items");
-    f.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
-    f.String("scheduler", &scheduler,
-             "prepflow-scheduler host:port to register with and heartbeat to (empty: none)");
-    f.String("advertise", &advertise,
-             "host:port clients should dial, as told to the scheduler (default: --listen, or "
-             "this host's name when listening on every address, with the bound port)");
-    f.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
-    f.String("class", &worker_class,
-             "what kind of capacity this is, for the scheduler's grants and metrics (e.g. spot, "
-             "on-demand)");
-    f.Double("cost-per-core-hour", &cost_per_core_hour,
-             "what a core of this worker costs an hour: the scheduler grants the cheapest cores "
-             "first and reports each job's cost (0: free, or not known)");
+    RegisterPoolFlags(f);
     f.String("allow-url-prefix", &allow_url_prefix,
              "URLs jobs may name as data, PREFIX[,PREFIX...] (e.g. s3://bucket/train/,"
              "https://data.example.com/shards/); a job naming any other URL is refused. Default: "
@@ -134,9 +124,42 @@ struct WorkerFlags {
              "naming an op none provides runs here only up to that op");
   }
 
+  // How it joins the pool and leaves it.
+  void RegisterPoolFlags(cli::FlagSet& f) {
+    f.Int("grace-seconds", &grace_seconds,
+          "on SIGTERM (or --drain), time to finish in-flight items; with --drain, the command "
+          "waits this plus 10 s for the worker to leave");
+    f.String("pid-file", &pid_file,
+             "write this process's id here once listening (removed on exit); with --drain, the "
+             "worker to drain");
+    f.Bool("drain", &drain,
+           "instead of serving: make the running worker drain and leave (the one --pid-file "
+           "names; without it, process 1, a container's), and wait for it: exit 0 once it has "
+           "left, 1 if it is still running after --grace-seconds + 10 s, 2 if there is no such "
+           "worker. For a preStop hook or a node's termination handler");
+    f.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
+    f.String("scheduler", &scheduler,
+             "prepflow-scheduler host:port to register with and heartbeat to (empty: none)");
+    f.String("advertise", &advertise,
+             "host:port clients should dial, as told to the scheduler (default: --listen, or "
+             "this host's name when listening on every address, with the bound port)");
+    f.String("labels", &labels, "locality labels for the scheduler, k=v,... (e.g. zone=a)");
+    f.String("class", &worker_class,
+             "what kind of capacity this is, for the scheduler's grants and metrics (e.g. spot, "
+             "on-demand)");
+    f.Double("cost-per-core-hour", &cost_per_core_hour,
+             "what a core of this worker costs an hour: the scheduler grants the cheapest cores "
+             "first and reports each job's cost (0: free, or not known)");
+  }
+
+  std::string CheckGrace() const {
+    return grace_seconds >= 0 && grace_seconds <= 86400 ? "" : "--grace-seconds must be 0 to 86400";
+  }
+
   // The error to print (exit 2), or "" when every flag is usable.
   std::string Check() {
     if (data_root.empty()) return "--data-root is required";
+    if (const std::string e = CheckGrace(); !e.empty()) return e;
     char root_real[PATH_MAX];
     if (realpath(data_root.c_str(), root_real) == nullptr) {
       return absl::StrCat("--data-root ", data_root, ": ", std::strerror(errno));
@@ -279,6 +302,7 @@ int Run(const WorkerFlags& f, const Security& security) {
       security.server_tls() ? (security.client_ca.empty() ? "TLS" : "mutual TLS") : "plaintext",
       security.token.empty() ? "" : ", bearer token required");
   daemon::AnnounceListening(f.server.listen, server.port(), f.server.port_file);
+  if (!f.pid_file.empty()) WritePidFile(f.pid_file);
   std::unique_ptr<WorkerRegistration> registration =
       RegisterWithScheduler(f, security, core, server.port());
   const int signal_number =
@@ -295,8 +319,24 @@ int Run(const WorkerFlags& f, const Security& security) {
   server.Shutdown(f.grace_seconds);
   registration.reset();  // stop beating: the scheduler drops this worker
   core.Stop();
+  if (!f.pid_file.empty()) RemovePidFile(f.pid_file);
   spdlog::info("stopped");
   return 0;
+}
+
+// --drain: the running worker drains and leaves; this waits for it.
+int Drain(const WorkerFlags& f) {
+  absl::StatusOr<pid_t> pid = f.CheckGrace().empty() ? FindWorkerToDrain(f.pid_file)
+                                                     : absl::InvalidArgumentError(f.CheckGrace());
+  if (!pid.ok()) {
+    std::fprintf(stderr, "prepflow-worker --drain: %s\n",
+                 std::string(pid.status().message()).c_str());
+    return 2;
+  }
+  const absl::Status drained = DrainAndWait(*pid, f.grace_seconds + 10.0);
+  if (drained.ok()) return 0;
+  std::fprintf(stderr, "prepflow-worker --drain: %s\n", std::string(drained.message()).c_str());
+  return absl::IsPermissionDenied(drained) ? 2 : 1;
 }
 
 int Main(int argc, char** argv) {
@@ -306,6 +346,7 @@ int Main(int argc, char** argv) {
                      "the first stages of each job's pipeline and streams the results back.");
   f.Register(flags);
   if (std::optional<int> exit = flags.ParseOrExit(argc, argv, 1)) return *exit;
+  if (f.drain) return Drain(f);
   std::string error = f.Check();
   auto security = error.empty() ? LoadServerSecurity(f.security, f.server.listen)
                                 : absl::StatusOr<Security>(absl::InvalidArgumentError(error));

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "client/loader.h"
@@ -733,6 +734,12 @@ TEST_F(RemoteTest, AllWorkersGoneMeansTheJobFinishesLocally) {
   EXPECT_GT(r.stats.local_images, 0);
 }
 
+// Of two workers, the second has answered (so it holds items when told to go).
+bool SecondWorkerAnswered(const Loader& l) {
+  const LoaderStats st = l.Stats();
+  return st.workers.size() == 2 && st.workers[1].samples > 0;
+}
+
 // SIGTERM mid-run: b tells the client it is leaving (DrainNotice), gets no
 // new items, answers those it holds and those already on their way, and
 // exits once the client closes its stream: nothing is re-issued, and b
@@ -750,10 +757,7 @@ TEST_F(RemoteTest, SigtermDrainsWithNothingReissuedAndExitsZero) {
         status = b.Wait();
       },
       // Once b has answered, so that it holds items when told to go.
-      [](const Loader& l) {
-        const LoaderStats st = l.Stats();
-        return st.workers.size() == 2 && st.workers[1].samples > 0;
-      });
+      SecondWorkerAnswered);
   ExpectExactlyOnce(r, 96);
   EXPECT_EQ(r.stats.checksum, LocalChecksum());
   ASSERT_TRUE(WIFEXITED(status)) << status;
@@ -761,6 +765,60 @@ TEST_F(RemoteTest, SigtermDrainsWithNothingReissuedAndExitsZero) {
   EXPECT_EQ(r.stats.drained_workers, 1);
   EXPECT_EQ(r.stats.reissued_items, 0);
   EXPECT_EQ(r.stats.workers_alive, 1);
+}
+
+// The same drain by command (a preStop hook's, a node termination
+// handler's): `prepflow-worker --drain --pid-file F` signals the worker F
+// names, waits until it has left and exits 0; the worker removed its pid file.
+TEST_F(RemoteTest, DrainCommandDrainsTheWorkerItsPidFileNamesWithNothingReissued) {
+  const std::string pid_file = dir_->Join("b.pid");
+  WorkerProcess a(dir_->Join("root"), {"--threads", "1"});
+  WorkerProcess b(dir_->Join("root"),
+                  {"--threads", "1", "--grace-seconds", "20", "--pid-file", pid_file});
+  pid_t named = 0;
+  std::ifstream(pid_file) >> named;
+  EXPECT_EQ(named, b.pid());
+  int drain = -1, status = -1;
+  LoaderOptions o = Options({a.address(), b.address()}, "remote");
+  o.hedge_after = 0;
+  const RunResult r = RunWith(
+      o,
+      [&](Loader&) {
+        drain = std::system(
+            absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow-worker --drain --pid-file ", pid_file)
+                .c_str());
+        status = b.Wait();
+      },
+      SecondWorkerAnswered);
+  ExpectExactlyOnce(r, 96);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum());
+  ASSERT_TRUE(WIFEXITED(drain)) << drain;
+  EXPECT_EQ(WEXITSTATUS(drain), 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(r.stats.drained_workers, 1);
+  EXPECT_EQ(r.stats.reissued_items, 0);
+  EXPECT_FALSE(std::filesystem::exists(pid_file));
+}
+
+// A worker that does not leave (stopped here: it cannot run its drain) is
+// reported: --drain exits 1 after --grace-seconds + 10 s, so a hook does not
+// pass for done. Let run again, the worker drains on the signal it was sent.
+TEST_F(RemoteTest, DrainCommandExitsOneWhileTheWorkerIsStillThere) {
+  const std::string pid_file = dir_->Join("w.pid");
+  WorkerProcess w(dir_->Join("root"), {"--threads", "1", "--pid-file", pid_file});
+  w.Signal(SIGSTOP);
+  const int drain = std::system(absl::StrCat(PREPFLOW_BIN_DIR,
+                                             "/prepflow-worker --drain --grace-seconds 0 "
+                                             "--pid-file ",
+                                             pid_file, " 2>/dev/null")
+                                    .c_str());
+  ASSERT_TRUE(WIFEXITED(drain)) << drain;
+  EXPECT_EQ(WEXITSTATUS(drain), 1);
+  w.Signal(SIGCONT);
+  const int status = w.Wait();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST_F(RemoteTest, ThirtyTwoStreamsOnOneWorkerStayBounded) {

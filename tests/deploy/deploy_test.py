@@ -300,10 +300,26 @@ class Autoscaling(unittest.TestCase):
 
     def test_elastic_pods_drain_within_their_grace_period(self):
         spec = self.elastic["spec"]["template"]["spec"]
-        self.assertGreater(spec["terminationGracePeriodSeconds"], self.grace)
         args = spec["containers"][0]["args"]
         self.assertIn("--class=$(ELASTIC_WORKER_CLASS)", args)
-        self.assertIn("--grace-seconds=$(WORKER_GRACE_SECONDS)", args)
+        fixed = yaml.safe_load((DEPLOY / "k8s/worker-daemonset.yaml").read_text())
+        for workload in (self.elastic, fixed):
+            with self.subTest(workload=workload["kind"]):
+                self.assert_drains_before_it_is_killed(workload["spec"]["template"]["spec"])
+
+    # The preStop hook drains the worker and waits for it (up to
+    # --grace-seconds + 10 s) before Kubernetes sends SIGTERM; the pod's grace
+    # period covers that wait, or the worker is killed mid-drain.
+    def assert_drains_before_it_is_killed(self, spec):
+        self.assertGreaterEqual(spec["terminationGracePeriodSeconds"], self.grace + 10)
+        [container] = spec["containers"]
+        self.assertIn("--grace-seconds=$(WORKER_GRACE_SECONDS)", container["args"])
+        hook = container["lifecycle"]["preStop"]["exec"]["command"]
+        self.assertEqual(hook[:2], ["/bin/sh", "-c"])
+        words = hook[2].split()
+        self.assertEqual(words[:3], ["exec", "prepflow-worker", "--drain"])
+        self.assertIn('--grace-seconds="$WORKER_GRACE_SECONDS"', words)
+        self.assertLessEqual(used_flags(words[2:]), help_flags("prepflow-worker"))
 
 
 class Systemd(unittest.TestCase):

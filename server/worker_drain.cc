@@ -1,0 +1,153 @@
+#include "server/worker_drain.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/text.h"
+#include "spdlog/spdlog.h"
+
+namespace prepflow {
+namespace {
+
+constexpr char kWorkerName[] = "prepflow-worker";  // its comm (15 characters: all of it)
+constexpr int64_t kMaxPid = int64_t{1} << 22;      // the kernel's PID_MAX_LIMIT
+
+struct ProcStat {
+  std::string name;
+  char state = '?';
+};
+
+// /proc/PID/stat's name and state; nullopt when there is no such process.
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  // "PID (NAME) STATE ...": the name may hold spaces and parentheses.
+  const size_t open = s.find('('), close = s.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open ||
+      close + 2 >= s.size()) {
+    return std::nullopt;
+  }
+  return ProcStat{s.substr(open + 1, close - open - 1), s[close + 2]};
+}
+
+// At most a few bytes of a regular file: a pid file that is a FIFO, a device
+// or a gigabyte is refused, not read.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ENOENT
+               ? absl::NotFoundError(absl::StrCat("--pid-file ", path, ": no such file"))
+               : absl::InvalidArgumentError(
+                     absl::StrCat("--pid-file ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  char buf[32];
+  ssize_t n = -1;
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (regular && st.st_size < static_cast<off_t>(sizeof(buf))) n = read(fd, buf, sizeof(buf));
+  close(fd);
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pid-file ", path, ": not a small regular file holding a process id"));
+  }
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool Gone(pid_t pid, const std::string& name) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  // A zombie has exited (its parent has yet to reap it); another name is
+  // another process that took the number.
+  const std::optional<ProcStat> st = ReadProcStat(pid);
+  return !st || st->state == 'Z' || st->state == 'X' || st->name != name;
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> FindWorkerToDrain(const std::string& pid_file) {
+  int64_t pid = 1;
+  if (!pid_file.empty()) {
+    absl::StatusOr<std::string> text = ReadSmallFile(pid_file);
+    if (!text.ok()) return text.status();
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid < 1 || pid > kMaxPid) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pid-file ", pid_file, ": holds no process id ('", SafeText(*text), "')"));
+    }
+  }
+  const std::string which = pid_file.empty() ? "process 1 (no --pid-file)"
+                                             : absl::StrCat("process ", pid, " (", pid_file, ")");
+  const std::optional<ProcStat> st = ReadProcStat(static_cast<pid_t>(pid));
+  if (!st || st->state == 'Z' || st->state == 'X') {
+    return absl::NotFoundError(absl::StrCat(which, ": no such process"));
+  }
+  if (st->name != kWorkerName) {
+    return absl::InvalidArgumentError(absl::StrCat(which, " is '", SafeText(st->name),
+                                                   "', not a prepflow-worker: not signalled"));
+  }
+  return static_cast<pid_t>(pid);
+}
+
+absl::Status DrainAndWait(pid_t pid, double wait_seconds) {
+  if (kill(pid, SIGTERM) != 0) {
+    if (errno == ESRCH) return absl::OkStatus();  // gone already
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot signal worker ", pid, ": ", std::strerror(errno)));
+  }
+  spdlog::info("told worker {} to drain (SIGTERM); waiting up to {} s for it to leave", pid,
+               wait_seconds);
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double next_note = 5;
+  while (!Gone(pid, kWorkerName)) {
+    if (seconds() >= wait_seconds) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("worker ", pid, " is still running after ", wait_seconds, " s"));
+    }
+    if (seconds() >= next_note) {
+      spdlog::info("worker {} is still draining after {:.0f} s", pid, seconds());
+      next_note += 5;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  spdlog::info("worker {} has left, {:.1f} s after it was told", pid, seconds());
+  return absl::OkStatus();
+}
+
+bool WritePidFile(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  const bool written = f != nullptr && std::fprintf(f, "%d\n", static_cast<int>(getpid())) > 0;
+  if (f != nullptr && std::fclose(f) != 0) return false;
+  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    spdlog::error("--pid-file {}: cannot write it: {}", path, std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+void RemovePidFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  int64_t pid = 0;
+  if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) && pid == getpid()) {
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace prepflow

@@ -1,0 +1,45 @@
+// prepflow-worker --drain: makes a running worker drain and leave, and waits
+// until it has. For a Kubernetes preStop hook, a node's termination handler
+// (a spot VM's notice) and scripts.
+//
+// The worker is told by SIGTERM, so only who may signal it can drain it (no
+// network call to authenticate). On SIGTERM it stops taking grants and items,
+// answers what it holds, and exits once its jobs have closed their streams,
+// at most its --grace-seconds later (docs/deploy.md). The worker is found by
+// its --pid-file; without one, process 1 (a container's main process).
+// Either must be a prepflow-worker: a stale pid file naming another program
+// is refused, never signalled.
+//
+// Thread-safety: functions of the calling thread only.
+#ifndef PREPFLOW_SERVER_WORKER_DRAIN_H_
+#define PREPFLOW_SERVER_WORKER_DRAIN_H_
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace prepflow {
+
+// The worker's process id: the number in `pid_file`, or process 1 when it is
+// empty. NotFound: no such file or process; InvalidArgument: the file holds
+// no process id, or the process is not a prepflow-worker (its name says
+// which it is).
+absl::StatusOr<pid_t> FindWorkerToDrain(const std::string& pid_file);
+
+// Sends `pid` SIGTERM and waits up to `wait_seconds` for it to exit, logging
+// every 5 s. DeadlineExceeded when it is still running then;
+// PermissionDenied when this process may not signal it.
+absl::Status DrainAndWait(pid_t pid, double wait_seconds);
+
+// Writes this process's id to `path` (atomically: a rename), for --drain.
+// False (logged) when it cannot.
+bool WritePidFile(const std::string& path);
+// Removes `path` if it still holds this process's id.
+void RemovePidFile(const std::string& path);
+
+}  // namespace prepflow
+
+#endif  // PREPFLOW_SERVER_WORKER_DRAIN_H_

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -106,10 +107,17 @@ void AddGrants(const std::vector<PoolWorker>& workers, const std::vector<JobWant
   }
 }
 
+// The order workers are granted in where prices differ: a reclaimed
+// class's last, then by cost.
+bool Cheaper(const PoolWorker& a, const PoolWorker& b) {
+  return std::tie(a.reclaimed, a.cost) < std::tie(b.reclaimed, b.cost);
+}
+
 // Whether the workers' prices differ (then passes 2 to 4 look at them).
 bool Priced(const std::vector<PoolWorker>& workers) {
-  return std::any_of(workers.begin(), workers.end(),
-                     [&](const PoolWorker& w) { return w.cost != workers.front().cost; });
+  return std::any_of(workers.begin(), workers.end(), [&](const PoolWorker& w) {
+    return Cheaper(w, workers.front()) || Cheaper(workers.front(), w);
+  });
 }
 
 // The workers with free cores, in all and per locality label, cheapest first
@@ -122,7 +130,7 @@ void FreeLists(const std::vector<PoolWorker>& workers, const std::vector<double>
   }
   if (priced) {
     std::stable_sort(all->begin(), all->end(),
-                     [&](size_t a, size_t b) { return workers[a].cost < workers[b].cost; });
+                     [&](size_t a, size_t b) { return Cheaper(workers[a], workers[b]); });
   }
   for (size_t w : *all) {
     if (!workers[w].locality.empty()) (*local_lists)[workers[w].locality].push_back(w);
@@ -147,7 +155,7 @@ void MoveToCheaperCores(const std::vector<PoolWorker>& workers, const std::vecto
       const bool keeps_locality = !local.empty() && workers[from].locality == local;
       for (size_t c = cursor; c < all.size() && granted[j][k].second >= kMinGrantCores; ++c) {
         const size_t to = all[c];
-        if (workers[to].cost >= workers[from].cost) break;  // none cheaper left
+        if (!Cheaper(workers[to], workers[from])) break;  // none cheaper left
         if (free[to] < kMinGrantCores) {
           if (c == cursor) ++cursor;
           continue;

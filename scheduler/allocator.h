@@ -24,10 +24,12 @@
 //   2. fill from workers whose locality label equals the job's;
 //   3. fill from any worker with free cores.
 // Passes 2 and 3 take the cheapest workers first (PoolWorker::cost, e.g.
-// spot before on-demand), ties in the workers' order; then
+// spot before on-demand; a reclaimed class's after all others), ties in the
+// workers' order; then
 //   4. where prices differ, a grant moves to free cores that cost less
 //      (keeping the job's locality where it has it): a job granted dear
-//      cores before cheap ones joined does not keep them.
+//      cores before cheap ones joined does not keep them, nor one on a
+//      class being reclaimed where other cores are free.
 // Each pass walks per-label lists of workers with free cores, so a rebalance
 // costs O(workers + jobs + grants) after an O(J log J) sort.
 //
@@ -46,6 +48,9 @@ struct PoolWorker {
   double cores = 0;
   std::string locality;  // e.g. its zone or rack; "" for none
   double cost = 0;       // per core-hour: the cheapest cores are granted first
+  // Its class is being reclaimed (spot capacity taken back): its cores come
+  // after every other worker's, whatever they cost.
+  bool reclaimed = false;
 };
 
 struct JobWant {

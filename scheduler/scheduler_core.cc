@@ -183,6 +183,7 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
     }
     if (beat.draining() && !w.beat.draining() && !added) {
       spdlog::info("worker {} is draining: its jobs move elsewhere", SafeText(beat.worker_id()));
+      Reclaiming(beat.worker_class(), beat.worker_id(), now);
     }
     w.beat = beat;
     w.beat.clear_lease();  // never handed out
@@ -413,9 +414,32 @@ void SchedulerCore::Expire(int64_t now) {
       ++it;
     }
   }
+  for (auto it = reclaimed_until_.begin(); it != reclaimed_until_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    spdlog::info("class {} is no longer being reclaimed: its cores are granted by their cost",
+                 SafeText(it->first));
+    it = reclaimed_until_.erase(it);
+    Changed(/*pool=*/true);
+  }
   // The rebalancer picks the changes up within its gap; without it the
   // ticker's thread rebalances (no beat waits on it).
   if (!rebalancer_started_ || stopping_) Rebalance(/*wait=*/true);
+}
+
+void SchedulerCore::Reclaiming(const std::string& worker_class, const std::string& worker_id,
+                               int64_t now) {
+  if (worker_class.empty() || !(options_.reclaim_seconds > 0)) return;
+  int64_t& until = reclaimed_until_[worker_class];
+  if (until == 0) {
+    spdlog::info(
+        "class {} is being reclaimed (worker {} is draining): its cores are granted after "
+        "every other class's for {} s, and jobs move off them where other cores are free",
+        SafeText(worker_class), SafeText(worker_id), options_.reclaim_seconds);
+  }
+  until = now + static_cast<int64_t>(options_.reclaim_seconds * 1e9);
 }
 
 void SchedulerCore::Changed(bool pool) {
@@ -443,7 +467,8 @@ std::shared_ptr<const std::vector<PoolWorker>> SchedulerCore::Pool() {
   for (const auto& [id, w] : workers_) {
     if (w.beat.draining()) continue;  // leaving: granted to no one
     pool->push_back({id, w.beat.cores(), Label(w.beat.labels(), options_.locality_label),
-                     w.beat.cost_per_core_hour()});
+                     w.beat.cost_per_core_hour(),
+                     reclaimed_until_.count(w.beat.worker_class()) != 0});
   }
   pool_ = std::move(pool);
   return pool_;
@@ -591,6 +616,8 @@ void SchedulerCore::AddDemand(SchedulerCounts* c) const {
     c->short_cores += std::max(0.0, wanted - granted);
   }
   c->idle_cores = std::max(0.0, c->pool_cores - c->granted_cores);
+  for (const auto& [worker_class, until] : reclaimed_until_)
+    c->reclaimed_classes.insert(worker_class);
   for (const auto& [id, w] : workers_) {
     c->draining_workers += w.beat.draining() ? 1 : 0;
     if (!w.beat.draining()) c->class_cores[w.beat.worker_class()].first += w.beat.cores();

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -61,6 +62,12 @@ struct SchedulerOptions {
   // With the rebalancer (StartRebalancer): pool changes no beat waits for
   // are gathered for this long after the last rebalance.
   double rebalance_gap_seconds = 0.1;
+  // A worker of a class (its worker_class, when it has one) that starts
+  // draining marks the class as being reclaimed for this long: spot
+  // capacity is taken back in waves, so the class's other workers are
+  // granted after every other class's, whatever they cost, and jobs move
+  // off them where other cores are free. 0: never.
+  double reclaim_seconds = 120;
 };
 
 struct SchedulerCounts {
@@ -76,6 +83,8 @@ struct SchedulerCounts {
   double short_cores = 0;
   double idle_cores = 0;
   int draining_workers = 0;
+  // The classes being reclaimed now (see SchedulerOptions::reclaim_seconds).
+  std::set<std::string> reclaimed_classes;
   // Cost and classes: each training job's grants' cost an hour (its ranks'
   // together, where workers have a cost_per_core_hour), and per worker
   // class the cores in the pool and granted.
@@ -207,6 +216,10 @@ class SchedulerCore {
   // ranks' wants, and the grants jobs report that this scheduler has not
   // made (after a restart).
   std::shared_ptr<const std::vector<PoolWorker>> Pool() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker of `worker_class` started draining at `now`: the class is
+  // being reclaimed (logged when it starts).
+  void Reclaiming(const std::string& worker_class, const std::string& worker_id, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The demand figures of SchedulerCounts, from the ranks' wants and grants.
   void AddDemand(SchedulerCounts* c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<JobWant> Wants() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,6 +236,8 @@ class SchedulerCore {
   // By (job_id, rank).
   std::map<std::pair<std::string, int>, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   int64_t first_beat_nanos_ ABSL_GUARDED_BY(mu_) = -1;
+  // Worker class -> until when it is being reclaimed (nanoseconds).
+  std::map<std::string, int64_t> reclaimed_until_ ABSL_GUARDED_BY(mu_);
   // The allocation installed, shared with a rebalance that keeps its grants.
   std::shared_ptr<const Allocation> allocation_ ABSL_GUARDED_BY(mu_);
   // Changes counted, and how many of them the installed allocation covers.

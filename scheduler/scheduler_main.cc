@@ -97,6 +97,10 @@ struct SchedulerFlags {
              "how often workers and jobs are told to beat");
     f.Double("expire-after", &options.expire_after_seconds,
              "seconds of silence after which a worker or job is dropped");
+    f.Double("reclaim-seconds", &options.reclaim_seconds,
+             "a worker of a class (--class) that starts draining marks the class as being "
+             "reclaimed for this long: its other workers are granted after every other "
+             "class's, and jobs move off them where other cores are free (0: never)");
     f.String("locality-label", &options.locality_label,
              "the worker/job label whose equal values mean local (e.g. zone, rack)");
     f.Double("max-job-weight", &options.max_job_weight,
@@ -127,6 +131,9 @@ struct SchedulerFlags {
     if (!(options.max_job_weight > 0) || !std::isfinite(options.max_job_weight) ||
         options.max_jobs_per_credential < 1) {
       return "--max-job-weight must be positive and finite, --max-jobs-per-credential >= 1";
+    }
+    if (!(options.reclaim_seconds >= 0) || options.reclaim_seconds > 86400) {
+      return "--reclaim-seconds must be 0 to 86400";
     }
     if (cert_roles && security.client_ca.empty()) {
       return "--cert-roles needs --tls-client-ca (mutual TLS)";

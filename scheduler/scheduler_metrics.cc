@@ -96,7 +96,9 @@ SchedulerMetrics::SchedulerMetrics()
       class_cores_(prometheus::BuildGauge()
                        .Name("prepflow_scheduler_class_cores")
                        .Help("Cores per worker class (--class): in the pool (draining "
-                             "workers' not counted) and granted.")
+                             "workers' not counted), granted, and reclaimed (the pool's "
+                             "cores of a class being reclaimed, granted after all others; "
+                             "else 0).")
                        .Register(*registry_)) {
   // Both kinds' series exist from the start, at zero.
   for (const char* kind : {"worker", "job"}) {
@@ -123,6 +125,7 @@ void SchedulerMetrics::Update(const SchedulerCounts& c) {
   for (const auto& [name, cores] : c.class_cores) {
     class_cores[{name, "pool"}] = cores.first;
     class_cores[{name, "granted"}] = cores.second;
+    class_cores[{name, "reclaimed"}] = c.reclaimed_classes.count(name) != 0 ? cores.first : 0;
   }
   SetSeries(class_cores_, class_cores_series_, class_cores,
             [](const std::pair<std::string, std::string>& key) {

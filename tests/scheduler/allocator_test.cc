@@ -90,6 +90,24 @@ TEST(Allocate, EarlierGrantsOnDearCoresMoveToFreeCheaperOnes) {
   EXPECT_NEAR(a.grants.at("j")[1].cores, 3.93, 1e-9);
 }
 
+// A worker of a class being reclaimed is granted after every other, cheap
+// as it is, and a grant on it moves to free cores elsewhere; its cost is
+// still its own price. With no other cores free it is granted all the same.
+TEST(Allocate, AReclaimedWorkerIsGrantedLastWhateverItCosts) {
+  const std::vector<PoolWorker> workers = {{"dear", 4, "", 0.04},
+                                           {"spot", 4, "", 0.01, /*reclaimed=*/true}};
+  Allocation a = Allocate(workers, {{"j", 1, 3, ""}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("dear", 3)));
+  a = Allocate(workers, {{"j", 1, 3, ""}}, {{"j", {G("spot", 3)}}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("dear", 3)));
+  a = Allocate(workers, {{"j", 1, 6, ""}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("dear", 4), G("spot", 2)));
+  EXPECT_DOUBLE_EQ(a.cost_per_hour.at("j"), 4 * 0.04 + 2 * 0.01);
+  // Equal prices: reclaimed alone orders them.
+  a = Allocate({{"a", 4, "", 0, true}, {"b", 4, "", 0}}, {{"j", 1, 2, ""}});
+  EXPECT_THAT(a.grants.at("j"), ElementsAre(G("b", 2)));
+}
+
 TEST(Allocate, ContendedPoolIsSharedFairlyAndCoversEveryCore) {
   std::vector<PoolWorker> workers;
   for (int i = 0; i < 5; ++i) workers.push_back({"w" + std::to_string(i), 2, ""});

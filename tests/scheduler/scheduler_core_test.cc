@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -191,6 +192,57 @@ TEST(SchedulerCore, GrantsCarryTheirCostAndClassesAreCounted) {
   bad.set_cost_per_core_hour(0);
   bad.set_worker_class(std::string(64, 'x'));
   EXPECT_THAT(core.WorkerBeat(bad, 0).status().message(), HasSubstr("worker_class"));
+}
+
+// A spot worker that starts draining marks its class as being reclaimed
+// (spot capacity is taken back in waves): the job's grant on the other spot
+// worker moves to the on-demand one's free cores at once, and its cost says
+// so; after --reclaim-seconds the class is priced by its cost again and the
+// grant moves back. A draining worker without a class marks nothing.
+TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfter) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 1000;  // nothing expires here
+  o.reclaim_seconds = 120;
+  SchedulerCore core(o);
+  auto worker = [](const std::string& id, const std::string& worker_class, double price) {
+    proto::WorkerBeat b = Worker(id, 2);
+    b.set_worker_class(worker_class);
+    b.set_cost_per_core_hour(price);
+    return b;
+  };
+  const proto::WorkerBeat spot1 = worker("spot1", "spot", 0.01);
+  proto::WorkerBeat spot2 = worker("spot2", "spot", 0.01);
+  const proto::WorkerBeat dear = worker("dear", "on-demand", 0.04);
+  for (const proto::WorkerBeat& b : {spot1, spot2, dear}) ASSERT_TRUE(Beat(core, b, 0).ok());
+  auto on = [](const proto::JobGrant& g) {
+    std::map<std::string, double> cores;
+    for (const proto::WorkerGrant& w : g.workers()) cores[w.worker_id()] += w.cores();
+    return cores;
+  };
+  auto grant = core.JobBeat(Job("a", 2), 0);
+  ASSERT_TRUE(grant.ok());
+  // Spot first, the first of equals: spot1. Then spot2, which holds none
+  // of the job, drains.
+  ASSERT_EQ(on(*grant), (std::map<std::string, double>{{"spot1", 2}}));
+  spot2.set_draining(true);
+  ASSERT_TRUE(Beat(core, spot2, 10 * kSecond).ok());
+  grant = core.JobBeat(Job("a", 2), 10 * kSecond);
+  EXPECT_EQ(on(*grant), (std::map<std::string, double>{{"dear", 2}}));
+  EXPECT_NEAR(grant->cost_per_hour(), 2 * 0.04, 1e-12);
+  SchedulerCounts c = core.counts();
+  EXPECT_EQ(c.reclaimed_classes, std::set<std::string>{"spot"});
+  core.Expire(129 * kSecond);  // 119 s after the drain: still reclaimed
+  EXPECT_EQ(on(*core.JobBeat(Job("a", 2), 129 * kSecond)).count("dear"), 1u);
+  core.Expire(131 * kSecond);
+  EXPECT_EQ(on(*core.JobBeat(Job("a", 2), 131 * kSecond)),
+            (std::map<std::string, double>{{"spot1", 2}}));
+  EXPECT_TRUE(core.counts().reclaimed_classes.empty());
+  // Without a class, or with --reclaim-seconds 0, nothing is marked.
+  proto::WorkerBeat plain = Worker("plain", 2);
+  ASSERT_TRUE(Beat(core, plain, 132 * kSecond).ok());
+  plain.set_draining(true);
+  ASSERT_TRUE(Beat(core, plain, 133 * kSecond).ok());
+  EXPECT_TRUE(core.counts().reclaimed_classes.empty());
 }
 
 TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {

@@ -47,12 +47,12 @@
 //               rate they came at together (TogetherRate) is B's limit
 //               until the first ingest window closes
 //   links       a worker's link binds in a window when its credits were out
-//               and its CPU idle enough (LinkBound; every answer on its
+//               and its CPU idle enough (LinkWatch::LinkBound; every answer on its
 //               stream counts, a hedged copy's loser too); its rate is then
-//               the link's, kept and probed as FoldLinks says, and the plan
+//               the link's, kept and probed as LinkWatch::FoldLinks says, and the plan
 //               counts that worker's cores only as far as its link carries
 //               (PlanInput::worker_links). The trainer's ingest likewise
-//               over all workers (FoldIngest). B: the ingest, capped by the
+//               over all workers (LinkWatch::FoldIngest). B: the ingest, capped by the
 //               operator's bandwidth. Until every link binds (and untold), B is at most
 //               link_growth x the fastest ingest seen (over a window, or
 //               from a quarter second into one while credits were to
@@ -92,9 +92,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "policy/delivery_trial.h"
+#include "policy/link_watch.h"
 #include "policy/measurements.h"
 #include "policy/planner.h"
 #include "policy/prediction_ledger.h"
+#include "policy/snapshot.h"
 #include "policy/store_share.h"
 
 namespace prepflow::policy {
@@ -155,76 +157,6 @@ class Placement {
 std::optional<Placement> WarmUp(const std::vector<int64_t>& fixed_bytes, double local_cores,
                                 double remote_cores, double probe_share, int* cut);
 
-// Cumulative counters of one stage.
-struct StageTotals {
-  double cpu_seconds = 0;
-  double output_bytes = 0;
-  double samples = 0;
-};
-
-// One worker stream as the client saw it, counters cumulative since it opened.
-struct WorkerTotals {
-  int id = 0;           // stable for the stream's life
-  std::string name;     // for notes: its address
-  bool usable = false;  // open, taking items, not retiring
-  double cores = 0;     // cores this job may use there
-  double received_bytes = 0;
-  double cpu_seconds = 0;  // CPU it reported for this job's items
-  int64_t results = 0;
-  int64_t saturated_results = 0;  // results that arrived with every credit out
-  // Wall seconds its answers spent on the worker, launch to ready to send
-  // (ItemResult.run_seconds, summed), and the items it may hold at once.
-  double run_seconds = 0;
-  int credits = 0;
-  // The worker's own report of the share of its cores it kept busy (all
-  // its jobs), in its latest result; 0 when it reports none.
-  double worker_busy = 0;
-  // Its link probe at stream open, as it arrived here.
-  ProbeTimer probe;
-};
-
-struct Snapshot {
-  int64_t now_nanos = 0;
-  int64_t process_cpu_nanos = 0;  // this process's CPU time, all threads
-  double local_cores = 1;         // L
-  StageTotals read;               // reading files here
-  // Work here on every delivered sample outside the pipeline: batch ops
-  // (MixUp/CutMix), a Python tail. Samples: those delivered.
-  StageTotals trainer_work;
-  std::vector<StageTotals> local_stages;   // one per stage, here
-  std::vector<StageTotals> remote_stages;  // "read", then one per stage, on workers
-  double received_bytes = 0;               // from every worker
-  double receive_cpu_seconds = 0;          // spent here receiving them
-  // The workers' transport CPU (their reports of it per byte, times the
-  // bytes) and the bytes it covers: t_r once measured.
-  struct {
-    double cpu_seconds = 0;
-    double bytes = 0;
-  } worker_transport;
-  double delivered_samples = 0;       // to the trainer
-  double busy_seconds = 0;            // the trainer's time not waiting for data
-  std::vector<WorkerTotals> workers;  // every stream, dead ones too
-  // The last cut workers can take (PlanInput::max_cut) and why; -1: any.
-  int max_cut = -1;
-  std::string max_cut_why;
-  // Reuse (PlanInput's reuse terms): the boundary a load reaches, the
-  // sample caches' hits and misses so far (here and on workers), and the
-  // echo factor.
-  int reuse_at = 0;
-  double cache_hits = 0;
-  double cache_misses = 0;
-  double echo = 1;
-  // Storage: wall seconds the threads reading here spent waiting for bytes
-  // (summed over them) and how many threads read; the workers' waits as
-  // their items report them (their cores read), and the bytes they read.
-  // Bytes read here are the "read" stage's output bytes; reads on workers
-  // are remote_stages[0].samples.
-  double read_wait_seconds = 0;
-  double read_threads = 1;
-  double remote_read_wait_seconds = 0;
-  double remote_read_bytes = 0;
-};
-
 struct ReplanOptions {
   double period_seconds = 2;
   double drift = 0.25;
@@ -265,11 +197,7 @@ struct ReplanState {
   double receive_cost_per_byte = 0;   // t_l as measured; 0: not yet
   double unseen_cost_per_sample = 0;  // CPU-s here no counter saw, per sample
   double send_cost_per_byte = 0;      // t_r as the workers measured it; 0: not yet
-  struct Link {
-    double limit = 0;        // bytes/s the link bound at; 0: never seen binding
-    double ingest_rate = 0;  // bytes/s over its last window
-    double probe = 0;        // bytes/s its probe came at (WorkerTotals); 0: none
-  };
+  using Link = LinkEstimate;
   std::map<int, Link> links;  // by WorkerTotals::id
   // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
   double storage_limit_here = 0;
@@ -329,8 +257,6 @@ class Replanner {
   // Applies a new plan (placement, explanation and reason, the trial).
   void Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
              std::vector<std::string>* notes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FoldLinks(const Snapshot& snapshot, std::vector<std::string>* notes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether every worker that has answered has had a link window close (or
   // the operator gave the bandwidth).
   bool LinksMeasured(const Snapshot& snapshot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -349,42 +275,6 @@ class Replanner {
   static bool FoldStorage(StorageWindow& w, int64_t now, double wait_seconds, double bytes,
                           double reads, double readers);
 
-  // The workers' links together: the trainer's ingest.
-  struct IngestWindow {
-    int64_t start_nanos = 0;
-    int64_t start_cpu_nanos = 0;
-    std::map<int, WorkerTotals> start;  // each usable worker's counters then
-    double limit = 0;                   // bytes/s; 0: never seen binding
-    double peak = 0;                    // the fastest window's bytes/s
-    bool probes_seen = false;           // SeedIngestFromProbes looked
-    bool probed = false;                // limit is the probes': no window has closed
-  };
-  void FoldIngest(const Snapshot& snapshot, std::vector<std::string>* notes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes the workers' link probes together as the ingest's limit where they
-  // shared one link (see the rules), once every usable worker's has come.
-  void SeedIngestFromProbes(const Snapshot& snapshot, std::vector<std::string>* notes)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The share of the results since `start` that came with every credit out.
-  static double Saturated(const WorkerTotals& w, const WorkerTotals& start);
-  // Whether worker `w`'s increments since `start` say its link bound: every
-  // credit out (>= 80% of results), its CPU < 60% busy for this job and
-  // < 80% for all (its own report), and this process either < 70% busy or
-  // needing < 0.25 core to receive `rate`.
-  bool LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds, double rate,
-                 double here_busy) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  struct LinkWindow {
-    int64_t start_nanos = 0;
-    int64_t start_cpu_nanos = 0;  // this process's CPU then
-    WorkerTotals start;           // the worker's counters then
-    ReplanState::Link link;
-    bool measured = false;  // a window has closed, or a steady probe came
-    bool probed = false;    // link.limit is the probe's: no window has closed
-  };
-  // Takes worker `w`'s link probe (see the rules).
-  static void SeedFromProbe(const WorkerTotals& w, LinkWindow& lw, std::vector<std::string>* notes);
-
   const ReplanOptions options_;
   mutable absl::Mutex mu_;
   Placement placement_ ABSL_GUARDED_BY(mu_);
@@ -402,8 +292,7 @@ class Replanner {
   // process's CPU clock moves in coarser steps than the stages' thread clocks.
   SmoothedRatio unseen_cpu_ ABSL_GUARDED_BY(mu_){256};
   std::optional<std::pair<double, double>> unseen_base_ ABSL_GUARDED_BY(mu_);
-  std::map<int, LinkWindow> links_ ABSL_GUARDED_BY(mu_);
-  IngestWindow ingest_ ABSL_GUARDED_BY(mu_);
+  LinkWatch links_ ABSL_GUARDED_BY(mu_);
   StorageWindow storage_here_ ABSL_GUARDED_BY(mu_), storage_workers_ ABSL_GUARDED_BY(mu_);
   StoreShare store_share_ ABSL_GUARDED_BY(mu_);
   SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here

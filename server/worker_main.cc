@@ -301,8 +301,10 @@ int Run(const WorkerFlags& f, const Security& security) {
       daemon::MetricsAddress(f.server.listen, exposer.get()),
       security.server_tls() ? (security.client_ca.empty() ? "TLS" : "mutual TLS") : "plaintext",
       security.token.empty() ? "" : ", bearer token required");
-  daemon::AnnounceListening(f.server.listen, server.port(), f.server.port_file);
+  // The pid file before the port file: whoever waits for the port (a test,
+  // a script) finds the pid file there too.
   if (!f.pid_file.empty()) WritePidFile(f.pid_file);
+  daemon::AnnounceListening(f.server.listen, server.port(), f.server.port_file);
   std::unique_ptr<WorkerRegistration> registration =
       RegisterWithScheduler(f, security, core, server.port());
   const int signal_number =

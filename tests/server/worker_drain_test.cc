@@ -1,7 +1,7 @@
 // prepflow-worker --drain finds the worker it signals by a pid file it must
 // not trust: whatever the file holds, no process but a prepflow-worker is
 // signalled, and nothing blocks or is read past a few bytes. (A real worker
-// drained by the command: tests/client/remote_test.cc, DrainCommand*.)
+// drained by the command: tests/client/worker_faults_test.cc, DrainCommand*.)
 #include "server/worker_drain.h"
 
 #include <sys/stat.h>

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 namespace prepflow {
@@ -50,6 +52,20 @@ int64_t ProcessResidentBytes(pid_t pid, bool peak) {
   }
   std::fclose(status);
   return bytes;
+}
+
+std::optional<ProcessNameState> ProcessNameAndState(pid_t pid) {
+  std::ifstream in(ProcPath(pid, "stat"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  // "PID (NAME) STATE ...": the name may hold spaces and parentheses.
+  const size_t open = s.find('('), close = s.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open ||
+      close + 2 >= s.size()) {
+    return std::nullopt;
+  }
+  return ProcessNameState{s.substr(open + 1, close - open - 1), s[close + 2]};
 }
 
 }  // namespace prepflow

@@ -9,6 +9,8 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace prepflow {
 
@@ -20,6 +22,15 @@ int64_t ProcessCpuNanosOf(pid_t pid);
 // Resident set size of process `pid` (0: this one) in bytes: now, or its
 // peak (VmHWM) with `peak`; -1 when it is gone.
 int64_t ProcessResidentBytes(pid_t pid, bool peak = false);
+
+// Process `pid`'s name (its comm: the executable's, at most 15 characters)
+// and state letter (R, S, Z: exited, its parent yet to reap it, ...), from
+// /proc/<pid>/stat; nullopt when there is no such process.
+struct ProcessNameState {
+  std::string name;
+  char state = '?';
+};
+std::optional<ProcessNameState> ProcessNameAndState(pid_t pid);
 
 }  // namespace prepflow
 

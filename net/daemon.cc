@@ -169,11 +169,17 @@ void AnnounceListening(const std::string& listen, int port, const std::string& p
   std::printf("listening %s:%d\n", listen.c_str(), port);
   std::fflush(stdout);
   if (port_file.empty()) return;
-  const std::string tmp = port_file + ".tmp";
-  std::ofstream(tmp) << port << "\n";
-  if (std::rename(tmp.c_str(), port_file.c_str()) != 0) {
+  if (!WriteFileAtomically(port_file, absl::StrCat(port, "\n"))) {
     spdlog::error("--port-file {}: cannot write it", port_file);
   }
+}
+
+bool WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp);
+  out << text;
+  out.close();
+  return out.good() && std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 }  // namespace prepflow::daemon

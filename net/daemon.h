@@ -83,6 +83,11 @@ std::string MetricsAddress(const std::string& listen, const prometheus::Exposer*
 // given a `port_file`, writes the port there atomically (a rename).
 void AnnounceListening(const std::string& listen, int port, const std::string& port_file);
 
+// Writes `text` to `path` through `path`.tmp and a rename, so that a reader
+// finds the whole of it or nothing (port and pid files). False when it
+// cannot.
+bool WriteFileAtomically(const std::string& path, const std::string& text);
+
 }  // namespace prepflow::daemon
 
 #endif  // PREPFLOW_NET_DAEMON_H_

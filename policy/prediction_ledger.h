@@ -32,15 +32,6 @@ class PredictionLedger {
  public:
   explicit PredictionLedger(double period_seconds) : period_seconds_(period_seconds) {}
 
-  // At each snapshot (`now` in nanoseconds; the trainer's delivered samples
-  // and busy seconds, cumulative): `predicted` samples/s is what the
-  // placement in force from now on is predicted to give; `started` says it
-  // is a new placement (the span before it ends). Returns the span that
-  // ended, if it had settled.
-  struct Span;
-  std::optional<Span> Observe(int64_t now, double delivered, double busy_seconds, double predicted,
-                              bool started);
-
   struct Span {
     double seconds = 0;
     double delivered = 0;     // samples
@@ -49,6 +40,13 @@ class PredictionLedger {
     double rate() const { return seconds > 0 ? delivered / seconds : 0; }
     double predicted_rate() const { return seconds > 0 ? predicted / seconds : 0; }
   };
+  // At each snapshot (`now` in nanoseconds; the trainer's delivered samples
+  // and busy seconds, cumulative): `predicted` samples/s is what the
+  // placement in force from now on is predicted to give; `started` says it
+  // is a new placement (the span before it ends). Returns the span that
+  // ended, if it had settled.
+  std::optional<Span> Observe(int64_t now, double delivered, double busy_seconds, double predicted,
+                              bool started);
   // The span under way (settled; empty before it settles).
   const Span& current() const { return current_; }
   // Samples/s delivered by the latest span that ran at least a period: the
@@ -60,8 +58,6 @@ class PredictionLedger {
   double error() const;
   // Seconds of the counted spans.
   double seconds() const;
-  // Whether a span is judged (see above).
-  bool Counts(const Span& s) const;
   // A line for the log: what a span delivered against its prediction, and
   // whether it is judged and if not, why; `which` names it.
   std::string Describe(const Span& s, const char* which = "the placement before") const;
@@ -70,6 +66,9 @@ class PredictionLedger {
   std::string Summary() const;
 
  private:
+  // Whether a span is judged (see above).
+  bool Counts(const Span& s) const;
+
   const double period_seconds_;
   int64_t settle_until_ = 0;
   bool open_ = false;  // the span under way has settled and is measured

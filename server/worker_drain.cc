@@ -9,15 +9,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/process_stats.h"
 #include "base/text.h"
+#include "net/daemon.h"
 #include "spdlog/spdlog.h"
 
 namespace prepflow {
@@ -25,26 +25,6 @@ namespace {
 
 constexpr char kWorkerName[] = "prepflow-worker";  // its comm (15 characters: all of it)
 constexpr int64_t kMaxPid = int64_t{1} << 22;      // the kernel's PID_MAX_LIMIT
-
-struct ProcStat {
-  std::string name;
-  char state = '?';
-};
-
-// /proc/PID/stat's name and state; nullopt when there is no such process.
-std::optional<ProcStat> ReadProcStat(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string s = text.str();
-  // "PID (NAME) STATE ...": the name may hold spaces and parentheses.
-  const size_t open = s.find('('), close = s.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open ||
-      close + 2 >= s.size()) {
-    return std::nullopt;
-  }
-  return ProcStat{s.substr(open + 1, close - open - 1), s[close + 2]};
-}
 
 // At most a few bytes of a regular file: a pid file that is a FIFO, a device
 // or a gigabyte is refused, not read.
@@ -73,7 +53,7 @@ bool Gone(pid_t pid, const std::string& name) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   // A zombie has exited (its parent has yet to reap it); another name is
   // another process that took the number.
-  const std::optional<ProcStat> st = ReadProcStat(pid);
+  const std::optional<ProcessNameState> st = ProcessNameAndState(pid);
   return !st || st->state == 'Z' || st->state == 'X' || st->name != name;
 }
 
@@ -91,7 +71,7 @@ absl::StatusOr<pid_t> FindWorkerToDrain(const std::string& pid_file) {
   }
   const std::string which = pid_file.empty() ? "process 1 (no --pid-file)"
                                              : absl::StrCat("process ", pid, " (", pid_file, ")");
-  const std::optional<ProcStat> st = ReadProcStat(static_cast<pid_t>(pid));
+  const std::optional<ProcessNameState> st = ProcessNameAndState(static_cast<pid_t>(pid));
   if (!st || st->state == 'Z' || st->state == 'X') {
     return absl::NotFoundError(absl::StrCat(which, ": no such process"));
   }
@@ -131,15 +111,9 @@ absl::Status DrainAndWait(pid_t pid, double wait_seconds) {
 }
 
 bool WritePidFile(const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  const bool written = f != nullptr && std::fprintf(f, "%d\n", static_cast<int>(getpid())) > 0;
-  if (f != nullptr && std::fclose(f) != 0) return false;
-  if (!written || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    spdlog::error("--pid-file {}: cannot write it: {}", path, std::strerror(errno));
-    return false;
-  }
-  return true;
+  if (daemon::WriteFileAtomically(path, absl::StrCat(getpid(), "\n"))) return true;
+  spdlog::error("--pid-file {}: cannot write it", path);
+  return false;
 }
 
 void RemovePidFile(const std::string& path) {

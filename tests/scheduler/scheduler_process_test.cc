@@ -84,6 +84,9 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
                                               {"--max-job-weight", "inf"},
                                               {"--max-job-weight", "nan"},
                                               {"--max-jobs-per-credential", "0"},
+                                              {"--reclaim-seconds", "-1"},
+                                              {"--reclaim-seconds", "nan"},
+                                              {"--reclaim-seconds", "1e9"},
                                               {"--cert-roles"} /* without --tls-client-ca */,
                                               {"--lease-key-file", "/dev/null"} /* too short */,
                                               {"--lease-key-file", "/nonexistent/dir/key"}}) {
@@ -115,6 +118,8 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
                                               {"--storage-outage-seconds", "1e9"},
                                               {"--cost-per-core-hour", "-0.01"},
                                               {"--cost-per-core-hour", "inf"},
+                                              {"--grace-seconds", "-1"},
+                                              {"--grace-seconds", "100000"},
                                               {"--class", std::string(64, 'x')}}) {
     auto w = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), bad, 5);
     ASSERT_FALSE(w.ok()) << bad[0];

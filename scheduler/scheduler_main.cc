@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/flags.h"
+#include "base/small_file.h"
 #include "base/text.h"
 #include "net/daemon.h"
 #include "net/daemon_server.h"
@@ -40,16 +41,16 @@ constexpr size_t kMinLeaseKeyBytes = 16, kMaxLeaseKeyBytes = 4096;
 // file, made (32 random bytes, mode 0600) so the next start finds it.
 absl::StatusOr<std::string> LoadLeaseKey(const std::string& path) {
   const std::string flag = absl::StrCat("--lease-key-file ", SafeText(path));
-  // O_NONBLOCK: a FIFO planted at the path must not hang the start (it is
-  // refused below as not a regular file).
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0 && errno == ENOENT) {
+  // A FIFO planted at the path must not hang the start: refused as not a
+  // regular file.
+  absl::StatusOr<std::string> read = ReadSmallRegularFile(path, kMaxLeaseKeyBytes);
+  if (absl::IsNotFound(read.status())) {
     std::string key(32, '\0');
     for (size_t got = 0; got < key.size();) {
       const ssize_t n = getrandom(key.data() + got, key.size() - got, 0);
       if (n > 0) got += static_cast<size_t>(n);
     }
-    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     const bool written = fd >= 0 &&
                          write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size()) &&
                          fsync(fd) == 0;
@@ -62,25 +63,20 @@ absl::StatusOr<std::string> LoadLeaseKey(const std::string& path) {
     spdlog::info("{}: made a new lease key", flag);
     return key;
   }
-  if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(flag, ": ", std::strerror(errno)));
+  if (!read.ok() && !absl::IsFailedPrecondition(read.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, ": ", read.status().message()));
   }
-  struct stat st = {};
-  std::string key(kMaxLeaseKeyBytes + 1, '\0');
-  const ssize_t n =
-      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, key.data(), key.size()) : -1;
-  close(fd);
-  if (n < static_cast<ssize_t>(kMinLeaseKeyBytes) || n > static_cast<ssize_t>(kMaxLeaseKeyBytes)) {
+  if (!read.ok() || read->size() < kMinLeaseKeyBytes) {
     return absl::FailedPreconditionError(absl::StrCat(flag, ": not a key (a regular file of ",
                                                       kMinLeaseKeyBytes, " to ", kMaxLeaseKeyBytes,
                                                       " bytes)"));
   }
-  if ((st.st_mode & 077) != 0) {
+  struct stat st = {};
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
     spdlog::warn("{}: readable by others (mode {:o}); whoever reads it can forge leases", flag,
                  st.st_mode & 0777);
   }
-  key.resize(static_cast<size_t>(n));
-  return key;
+  return *std::move(read);
 }
 
 // Everything the command line says, checked.

@@ -1,8 +1,6 @@
 #include "server/worker_drain.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/process_stats.h"
+#include "base/small_file.h"
 #include "base/text.h"
 #include "net/daemon.h"
 #include "spdlog/spdlog.h"
@@ -28,25 +27,16 @@ constexpr int64_t kMaxPid = int64_t{1} << 22;      // the kernel's PID_MAX_LIMIT
 
 // At most a few bytes of a regular file: a pid file that is a FIFO, a device
 // or a gigabyte is refused, not read.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    return errno == ENOENT
-               ? absl::NotFoundError(absl::StrCat("--pid-file ", path, ": no such file"))
-               : absl::InvalidArgumentError(
-                     absl::StrCat("--pid-file ", path, ": ", std::strerror(errno)));
+absl::StatusOr<std::string> ReadPidFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallRegularFile(path, 31);
+  if (text.ok()) return text;
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(absl::StrCat("--pid-file ", path, ": no such file"));
   }
-  struct stat st;
-  char buf[32];
-  ssize_t n = -1;
-  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (regular && st.st_size < static_cast<off_t>(sizeof(buf))) n = read(fd, buf, sizeof(buf));
-  close(fd);
-  if (n < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--pid-file ", path, ": not a small regular file holding a process id"));
-  }
-  return std::string(buf, static_cast<size_t>(n));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--pid-file ", path, ": ",
+      absl::IsFailedPrecondition(text.status()) ? "not a small regular file holding a process id"
+                                                : text.status().message()));
 }
 
 bool Gone(pid_t pid, const std::string& name) {
@@ -62,7 +52,7 @@ bool Gone(pid_t pid, const std::string& name) {
 absl::StatusOr<pid_t> FindWorkerToDrain(const std::string& pid_file) {
   int64_t pid = 1;
   if (!pid_file.empty()) {
-    absl::StatusOr<std::string> text = ReadSmallFile(pid_file);
+    absl::StatusOr<std::string> text = ReadPidFile(pid_file);
     if (!text.ok()) return text.status();
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) || pid < 1 || pid > kMaxPid) {
       return absl::InvalidArgumentError(
@@ -117,7 +107,7 @@ bool WritePidFile(const std::string& path) {
 }
 
 void RemovePidFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  absl::StatusOr<std::string> text = ReadPidFile(path);
   int64_t pid = 0;
   if (text.ok() && absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &pid) && pid == getpid()) {
     std::remove(path.c_str());

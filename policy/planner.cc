@@ -82,6 +82,37 @@ const char* BindingName(Binding b) {
   return "?";
 }
 
+std::string DescribeInput(const PlanInput& in) {
+  std::string out = "stages (µs here / on workers, bytes out):";
+  for (size_t i = 0; i < in.local_cost.size(); ++i) {
+    const double remote = i < in.remote_cost.size() ? in.remote_cost[i] : in.local_cost[i];
+    const double bytes = i < in.boundary_bytes.size() ? in.boundary_bytes[i] : 0;
+    absl::StrAppendFormat(&out, " %.1f/%.1f %.0f", 1e6 * in.local_cost[i], 1e6 * remote, bytes);
+  }
+  absl::StrAppendFormat(&out,
+                        "; trainer %.1f µs a sample, receive %.3f and send %.3f ns a byte; "
+                        "%.2f cores here, %.2f on workers",
+                        1e6 * in.fixed_local_cost, 1e9 * in.local_cost_per_byte,
+                        1e9 * in.remote_cost_per_byte, in.local_cores, in.remote_cores);
+  if (in.bandwidth < 1e299) absl::StrAppendFormat(&out, ", ingest %.1f MB/s", in.bandwidth / 1e6);
+  if (in.demand < 1e299) absl::StrAppendFormat(&out, ", demand %.0f/s", in.demand);
+  for (const PlanInput::WorkerLink& w : in.worker_links) {
+    absl::StrAppendFormat(&out, ", a %.2f-core worker's link %.1f MB/s", w.cores,
+                          w.bandwidth / 1e6);
+  }
+  if (in.storage_bandwidth < 1e299 || in.local_storage_bandwidth < 1e299 ||
+      in.remote_storage_bandwidth < 1e299) {
+    absl::StrAppendFormat(&out, ", storage %.1f / %.1f / %.1f MB/s (here / workers / both)",
+                          in.local_storage_bandwidth / 1e6, in.remote_storage_bandwidth / 1e6,
+                          in.storage_bandwidth / 1e6);
+  }
+  if (in.echo > 1 || in.cache_hit > 0) {
+    absl::StrAppendFormat(&out, ", echo %.2f and cache hits %.0f%% at %d", in.echo,
+                          100 * in.cache_hit, in.reuse_at);
+  }
+  return out;
+}
+
 namespace {
 
 std::array<double, kRows> Capacities(const PlanInput& in) {

@@ -114,6 +114,11 @@ enum class Binding {
 };
 const char* BindingName(Binding b);
 
+// The input in one line, for the log: each stage's CPU here and on workers
+// (µs per sample) and output size, the terms outside the stages, the
+// capacities and limits that are set.
+std::string DescribeInput(const PlanInput& input);
+
 struct Plan {
   // rate[k]: samples/s taking cut k, k = 0..n.
   std::vector<double> rate;

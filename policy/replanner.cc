@@ -314,6 +314,7 @@ void Replanner::Apply(const Plan& plan, std::string reason, const PlanInput& in,
   ++changes_;
   if (notes != nullptr) {
     notes->push_back(absl::StrCat("plan ", changes_, ": ", explanation_, " (", reason_, ")"));
+    notes->push_back(absl::StrCat("plan ", changes_, "'s inputs: ", DescribeInput(in)));
   }
   if (placement_.all_local()) return;
   const Placement local = AllLocal(placement_);

@@ -180,8 +180,13 @@ TEST(Replanner, TheFirstPlanOffloadsAndIsExplained) {
   EXPECT_EQ(st.changes, 1);
   EXPECT_GT(st.throughput, 2 / 0.011);  // more than the 2 local cores reach
   EXPECT_FALSE(st.explanation.empty());
-  ASSERT_EQ(notes.size(), 1u);
+  ASSERT_EQ(notes.size(), 2u);
   EXPECT_EQ(notes[0].rfind("plan 1: ", 0), 0u) << notes[0];
+  // The model's inputs follow: each stage's cost here and on workers.
+  EXPECT_THAT(notes[1], ::testing::StartsWith("plan 1's inputs: stages (µs here / on workers, "
+                                              "bytes out): 10000.0/10000.0 150000 "
+                                              "1000.0/1000.0 600000; trainer "));
+  EXPECT_THAT(notes[1], ::testing::HasSubstr("2.00 cores here, 8.00 on workers"));
   // 2 + 8 cores against 2: the reason gives the gain, and so does the log.
   EXPECT_THAT(st.reason, ::testing::MatchesRegex("offloading predicts \\+[0-9]+% over all local"));
   EXPECT_THAT(notes[0], ::testing::EndsWith("(" + st.reason + ")"));

@@ -41,9 +41,13 @@ int StopSignals::WaitFor(double seconds) {
     timespec timeout;
     timeout.tv_sec = static_cast<time_t>(seconds);
     timeout.tv_nsec = static_cast<long>((seconds - static_cast<double>(timeout.tv_sec)) * 1e9);
-    const int signal_number = sigtimedwait(&set_, nullptr, &timeout);
+    siginfo_t info = {};
+    const int signal_number = sigtimedwait(&set_, &info, &timeout);
     if (signal_number < 0) return 0;  // timed out (or EINTR: the caller asks again)
-    if (signal_number != SIGHUP) return signal_number;
+    if (signal_number != SIGHUP) {
+      queued_value_ = info.si_code == SI_QUEUE ? info.si_value.sival_int : 0;
+      return signal_number;
+    }
     // What a closed terminal or `systemctl reload` sends. Every setting is a
     // flag read at start, so there is nothing to reload: say so and go on.
     spdlog::warn(

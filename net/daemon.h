@@ -36,9 +36,14 @@ class StopSignals {
   StopSignals();
   // The signal's number, or 0 when none came within `seconds`.
   int WaitFor(double seconds);
+  // The value the last signal WaitFor returned carried when it was sent with
+  // sigqueue(3) (e.g. why a worker drains: server/worker_drain.h); 0 when it
+  // was sent with kill(2), as by a shell, systemd or the kubelet.
+  int queued_value() const { return queued_value_; }
 
  private:
   sigset_t set_;
+  int queued_value_ = 0;
 };
 
 // Raises this process's soft limit on open files to its hard limit (every

@@ -69,7 +69,9 @@ void HeartbeatLoop::Loop() {
     absl::MutexLock lock(&mu_);
     auto wake = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || kicked_; };
     mu_.AwaitWithTimeout(absl::Condition(&wake), absl::Seconds(period));
-    if (stop_) return;
+    // A beat asked for before the stop still goes (a worker's "draining",
+    // which would otherwise be lost when it exits at once).
+    if (stop_ && !kicked_) return;
     kicked_ = false;
   }
 }

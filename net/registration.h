@@ -37,7 +37,8 @@ class HeartbeatLoop {
   void Start();
   // Beats now rather than at the end of the period (e.g. the want changed).
   void Kick();
-  // Stops beating and joins; later calls do nothing.
+  // Stops beating and joins, after the beat a Kick() asked for (bounded by a
+  // beat's deadline); later calls do nothing.
   void Stop();
   const std::string& scheduler() const { return scheduler_; }
   const Security& security() const { return security_; }

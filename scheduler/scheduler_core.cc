@@ -182,8 +182,10 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
       Changed(/*pool=*/true);
     }
     if (beat.draining() && !w.beat.draining() && !added) {
-      spdlog::info("worker {} is draining: its jobs move elsewhere", SafeText(beat.worker_id()));
-      Reclaiming(beat.worker_class(), beat.worker_id(), now);
+      spdlog::info("worker {} is draining ({}): its jobs move elsewhere",
+                   SafeText(beat.worker_id()),
+                   beat.reclaimed() ? "reclaimed: its capacity is being taken back" : "stop");
+      if (beat.reclaimed()) Reclaiming(beat.worker_class(), beat.worker_id(), now);
     }
     w.beat = beat;
     w.beat.clear_lease();  // never handed out

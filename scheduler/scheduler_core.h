@@ -63,7 +63,9 @@ struct SchedulerOptions {
   // are gathered for this long after the last rebalance.
   double rebalance_gap_seconds = 0.1;
   // A worker of a class (its worker_class, when it has one) that starts
-  // draining marks the class as being reclaimed for this long: spot
+  // draining because its capacity is being taken back (WorkerBeat.reclaimed:
+  // a stop, e.g. a scale-down, marks nothing) marks the class as being
+  // reclaimed for this long: spot
   // capacity is taken back in waves, so the class's other workers are
   // granted after every other class's, whatever they cost, and jobs move
   // off them where other cores are free. 0: never.
@@ -216,8 +218,8 @@ class SchedulerCore {
   // ranks' wants, and the grants jobs report that this scheduler has not
   // made (after a restart).
   std::shared_ptr<const std::vector<PoolWorker>> Pool() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker of `worker_class` started draining at `now`: the class is
-  // being reclaimed (logged when it starts).
+  // A worker of `worker_class` started draining at `now`, its capacity
+  // taken back: the class is being reclaimed (logged when it starts).
   void Reclaiming(const std::string& worker_class, const std::string& worker_id, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The demand figures of SchedulerCounts, from the ranks' wants and grants.

@@ -94,9 +94,10 @@ struct SchedulerFlags {
     f.Double("expire-after", &options.expire_after_seconds,
              "seconds of silence after which a worker or job is dropped");
     f.Double("reclaim-seconds", &options.reclaim_seconds,
-             "a worker of a class (--class) that starts draining marks the class as being "
-             "reclaimed for this long: its other workers are granted after every other "
-             "class's, and jobs move off them where other cores are free (0: never)");
+             "a worker of a class (--class) that drains because its capacity is taken back "
+             "(prepflow-worker --drain-reason reclaimed; a stop marks nothing) marks the class "
+             "as being reclaimed for this long: its other workers are granted after every "
+             "other class's, and jobs move off them where other cores are free (0: never)");
     f.String("locality-label", &options.locality_label,
              "the worker/job label whose equal values mean local (e.g. zone, rack)");
     f.Double("max-job-weight", &options.max_job_weight,

@@ -115,14 +115,20 @@ WorkerCore::WorkerCore(const WorkerOptions& options, WorkerMetrics* metrics)
 
 WorkerCore::~WorkerCore() { pool_->Stop(); }
 
-void WorkerCore::BeginDrain() {
+void WorkerCore::BeginDrain(bool reclaimed) {
   absl::MutexLock lock(&mu_);
   draining_ = true;
+  drain_reclaimed_ = reclaimed;
 }
 
 bool WorkerCore::draining() const {
   absl::MutexLock lock(&mu_);
   return draining_;
+}
+
+bool WorkerCore::drain_reclaimed() const {
+  absl::MutexLock lock(&mu_);
+  return drain_reclaimed_;
 }
 
 void WorkerCore::RefuseStream(const absl::Status& status, const std::string& peer) {

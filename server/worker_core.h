@@ -196,9 +196,11 @@ class WorkerCore {
   absl::Status Submit(std::shared_ptr<WorkerJob> job, proto::WorkItem item,
                       std::function<void(ItemOutput)> done);
 
-  // Stops taking new jobs; running items finish.
-  void BeginDrain();
+  // Stops taking new jobs; running items finish. `reclaimed`: its capacity
+  // is being taken back (worker_drain.h's DrainReason), told to the scheduler.
+  void BeginDrain(bool reclaimed = false);
   bool draining() const;
+  bool drain_reclaimed() const;
   int threads() const { return pool_->size(); }
   // Job streams open now.
   int active_streams() const;
@@ -304,6 +306,7 @@ class WorkerCore {
   std::map<std::string, int> streams_by_client_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::shared_ptr<WorkerJob>> jobs_ ABSL_GUARDED_BY(mu_);  // by job_id
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_reclaimed_ ABSL_GUARDED_BY(mu_) = false;
   DatasetCache datasets_;  // shared by the jobs; locks of its own
 
   // CPU the items' samples report to clients, summed (see CountSent).

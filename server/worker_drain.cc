@@ -72,13 +72,44 @@ absl::StatusOr<pid_t> FindWorkerToDrain(const std::string& pid_file) {
   return static_cast<pid_t>(pid);
 }
 
-absl::Status DrainAndWait(pid_t pid, double wait_seconds) {
-  if (kill(pid, SIGTERM) != 0) {
+absl::StatusOr<DrainReason> ParseDrainReason(const std::string& text) {
+  if (text.empty()) return DrainReason::kUnsaid;
+  if (text == "stop") return DrainReason::kStop;
+  if (text == "reclaimed") return DrainReason::kReclaimed;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--drain-reason must be stop or reclaimed, got '", SafeText(text), "'"));
+}
+
+const char* DrainReasonName(DrainReason reason) {
+  switch (reason) {
+    case DrainReason::kStop:
+      return "stop";
+    case DrainReason::kReclaimed:
+      return "reclaimed";
+    case DrainReason::kUnsaid:
+      break;
+  }
+  return "";
+}
+
+DrainReason DrainReasonOf(int queued_value, DrainReason otherwise) {
+  if (queued_value == static_cast<int>(DrainReason::kStop)) return DrainReason::kStop;
+  if (queued_value == static_cast<int>(DrainReason::kReclaimed)) return DrainReason::kReclaimed;
+  return otherwise;
+}
+
+absl::Status DrainAndWait(pid_t pid, double wait_seconds, DrainReason reason) {
+  sigval value = {};
+  value.sival_int = static_cast<int>(reason);
+  const int sent =
+      reason == DrainReason::kUnsaid ? kill(pid, SIGTERM) : sigqueue(pid, SIGTERM, value);
+  if (sent != 0) {
     if (errno == ESRCH) return absl::OkStatus();  // gone already
     return absl::PermissionDeniedError(
         absl::StrCat("cannot signal worker ", pid, ": ", std::strerror(errno)));
   }
-  spdlog::info("told worker {} to drain (SIGTERM); waiting up to {} s for it to leave", pid,
+  spdlog::info("told worker {} to drain (SIGTERM{}{}); waiting up to {} s for it to leave", pid,
+               reason == DrainReason::kUnsaid ? "" : ", reason ", DrainReasonName(reason),
                wait_seconds);
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {

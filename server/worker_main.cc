@@ -49,7 +49,8 @@ struct WorkerFlags {
   std::map<std::string, std::string> parsed_labels;
   int grace_seconds = 30;
   bool drain = false;
-  std::string pid_file;
+  std::string pid_file, drain_reason_text;
+  DrainReason drain_reason = DrainReason::kUnsaid;
   int64_t max_pixels = 64'000'000;
   int max_message_bytes = 16 << 20;
   WorkerServiceOptions service;
@@ -137,6 +138,11 @@ struct WorkerFlags {
            "names; without it, process 1, a container's), and wait for it: exit 0 once it has "
            "left, 1 if it is still running after --grace-seconds + 10 s, 2 if there is no such "
            "worker. For a preStop hook or a node's termination handler");
+    f.String("drain-reason", &drain_reason_text,
+             "why it drains, told to the scheduler: stop (scale-down, maintenance) or reclaimed "
+             "(a spot or preemptible VM's notice: the scheduler grants the rest of its --class "
+             "last for a while). With --drain, sent to the worker (default: none, the worker's "
+             "own applies); on a worker, what a SIGTERM that carries none means (default stop)");
     f.String("worker-id", &options.worker_id, "name in logs and replies (default host:pid)");
     f.String("scheduler", &scheduler,
              "prepflow-scheduler host:port to register with and heartbeat to (empty: none)");
@@ -152,14 +158,19 @@ struct WorkerFlags {
              "first and reports each job's cost (0: free, or not known)");
   }
 
-  std::string CheckGrace() const {
-    return grace_seconds >= 0 && grace_seconds <= 86400 ? "" : "--grace-seconds must be 0 to 86400";
+  // The flags --drain reads too.
+  std::string CheckDrain() {
+    if (grace_seconds < 0 || grace_seconds > 86400) return "--grace-seconds must be 0 to 86400";
+    absl::StatusOr<DrainReason> reason = ParseDrainReason(drain_reason_text);
+    if (!reason.ok()) return std::string(reason.status().message());
+    drain_reason = *reason;
+    return "";
   }
 
   // The error to print (exit 2), or "" when every flag is usable.
   std::string Check() {
     if (data_root.empty()) return "--data-root is required";
-    if (const std::string e = CheckGrace(); !e.empty()) return e;
+    if (const std::string e = CheckDrain(); !e.empty()) return e;
     char root_real[PATH_MAX];
     if (realpath(data_root.c_str(), root_real) == nullptr) {
       return absl::StrCat("--data-root ", data_root, ": ", std::strerror(errno));
@@ -255,6 +266,7 @@ std::unique_ptr<WorkerRegistration> RegisterWithScheduler(const WorkerFlags& f,
       f.scheduler, to_scheduler, beat, [&core](proto::WorkerBeat* b) {
         b->set_active_streams(core.active_streams());
         b->set_draining(core.draining());
+        b->set_reclaimed(core.drain_reclaimed());
       });
   registration->Start();
   return registration;
@@ -309,9 +321,15 @@ int Run(const WorkerFlags& f, const Security& security) {
       RegisterWithScheduler(f, security, core, server.port());
   const int signal_number =
       server.ServeUntilStopped(stop_signals, [&] { metrics.ListenerRestarted(); });
-  spdlog::info("{}: draining: finishing in-flight items (up to {} s), then exiting",
-               strsignal(signal_number), f.grace_seconds);
-  core.BeginDrain();
+  const DrainReason reason =
+      DrainReasonOf(stop_signals.queued_value(),
+                    f.drain_reason == DrainReason::kUnsaid ? DrainReason::kStop : f.drain_reason);
+  spdlog::info(
+      "{} ({}): draining: finishing in-flight items (up to {} s), then exiting",
+      strsignal(signal_number),
+      reason == DrainReason::kReclaimed ? "reclaimed: its capacity is being taken back" : "stop",
+      f.grace_seconds);
+  core.BeginDrain(reason == DrainReason::kReclaimed);
   // The scheduler grants it to no one from now on (the beat says draining),
   // and each stream's client stops sending it items (DrainNotice).
   if (registration) registration->Kick();
@@ -327,15 +345,16 @@ int Run(const WorkerFlags& f, const Security& security) {
 }
 
 // --drain: the running worker drains and leaves; this waits for it.
-int Drain(const WorkerFlags& f) {
-  absl::StatusOr<pid_t> pid = f.CheckGrace().empty() ? FindWorkerToDrain(f.pid_file)
-                                                     : absl::InvalidArgumentError(f.CheckGrace());
+int Drain(WorkerFlags& f) {
+  const std::string error = f.CheckDrain();
+  absl::StatusOr<pid_t> pid =
+      error.empty() ? FindWorkerToDrain(f.pid_file) : absl::InvalidArgumentError(error);
   if (!pid.ok()) {
     std::fprintf(stderr, "prepflow-worker --drain: %s\n",
                  std::string(pid.status().message()).c_str());
     return 2;
   }
-  const absl::Status drained = DrainAndWait(*pid, f.grace_seconds + 10.0);
+  const absl::Status drained = DrainAndWait(*pid, f.grace_seconds + 10.0, f.drain_reason);
   if (drained.ok()) return 0;
   std::fprintf(stderr, "prepflow-worker --drain: %s\n", std::string(drained.message()).c_str());
   return absl::IsPermissionDenied(drained) ? 2 : 1;

@@ -194,12 +194,14 @@ TEST(SchedulerCore, GrantsCarryTheirCostAndClassesAreCounted) {
   EXPECT_THAT(core.WorkerBeat(bad, 0).status().message(), HasSubstr("worker_class"));
 }
 
-// A spot worker that starts draining marks its class as being reclaimed
-// (spot capacity is taken back in waves): the job's grant on the other spot
-// worker moves to the on-demand one's free cores at once, and its cost says
-// so; after --reclaim-seconds the class is priced by its cost again and the
-// grant moves back. A draining worker without a class marks nothing.
-TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfter) {
+// A spot worker that starts draining because its capacity is taken back
+// (reclaimed) marks its class as being reclaimed (spot capacity goes in
+// waves): the job's grant on the other spot worker moves to the on-demand
+// one's free cores at once, and its cost says so; after --reclaim-seconds
+// the class is priced by its cost again and the grant moves back. A drain
+// that is a stop (a scale-down), or of a worker without a class, marks
+// nothing.
+TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfterButNotForAStop) {
   SchedulerOptions o;
   o.expire_after_seconds = 1000;  // nothing expires here
   o.reclaim_seconds = 120;
@@ -221,10 +223,20 @@ TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfter) {
   };
   auto grant = core.JobBeat(Job("a", 2), 0);
   ASSERT_TRUE(grant.ok());
-  // Spot first, the first of equals: spot1. Then spot2, which holds none
-  // of the job, drains.
+  // Spot first, the first of equals: spot1. A spot worker that stops (a
+  // scale-down) marks nothing: the job stays on spot1.
   ASSERT_EQ(on(*grant), (std::map<std::string, double>{{"spot1", 2}}));
+  proto::WorkerBeat spot3 = worker("spot3", "spot", 0.01);
+  ASSERT_TRUE(Beat(core, spot3, 0).ok());
+  spot3.set_draining(true);
+  ASSERT_TRUE(Beat(core, spot3, 5 * kSecond).ok());
+  EXPECT_EQ(on(*core.JobBeat(Job("a", 2), 5 * kSecond)),
+            (std::map<std::string, double>{{"spot1", 2}}));
+  EXPECT_TRUE(core.counts().reclaimed_classes.empty());
+  // Then spot2, which holds none of the job, drains reclaimed: its
+  // capacity is being taken back.
   spot2.set_draining(true);
+  spot2.set_reclaimed(true);
   ASSERT_TRUE(Beat(core, spot2, 10 * kSecond).ok());
   grant = core.JobBeat(Job("a", 2), 10 * kSecond);
   EXPECT_EQ(on(*grant), (std::map<std::string, double>{{"dear", 2}}));
@@ -241,6 +253,7 @@ TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfter) {
   proto::WorkerBeat plain = Worker("plain", 2);
   ASSERT_TRUE(Beat(core, plain, 132 * kSecond).ok());
   plain.set_draining(true);
+  plain.set_reclaimed(true);
   ASSERT_TRUE(Beat(core, plain, 133 * kSecond).ok());
   EXPECT_TRUE(core.counts().reclaimed_classes.empty());
 }

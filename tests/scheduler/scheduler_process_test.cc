@@ -1,10 +1,13 @@
 // prepflow-scheduler and prepflow-worker as real processes: a worker started
 // with --scheduler is granted to a job that never named it, and after the
-// scheduler is killed and restarted the worker's heartbeats register it again.
+// scheduler is killed and restarted the worker's heartbeats register it again;
+// a drain says why, and only a reclaimed one moves jobs off its class.
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -22,23 +25,35 @@ using ::prepflow::testing::TempDir;
 
 using ::prepflow::testing::StartScheduler;
 
+// One beat as job `job` wanting a core; false when it failed.
+bool BeatAsJob(proto::Scheduler::Stub& stub, const std::string& job, proto::JobGrant* grant) {
+  proto::JobBeat beat;
+  beat.set_job_id(job);
+  beat.set_wanted_cores(1);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return stub.JobHeartbeat(&context, beat, grant).ok();
+}
+
+std::unique_ptr<proto::Scheduler::Stub> SchedulerStub(const std::string& scheduler) {
+  return proto::Scheduler::NewStub(
+      grpc::CreateChannel(scheduler, grpc::InsecureChannelCredentials()));
+}
+
+bool Names(const proto::JobGrant& grant, const std::string& worker) {
+  for (const proto::WorkerGrant& w : grant.workers()) {
+    if (w.address() == worker) return true;
+  }
+  return false;
+}
+
 // Beats as job `job` until the grant names `worker` (true) or 30 s pass.
 bool WaitForGrant(const std::string& scheduler, const std::string& job, const std::string& worker,
                   proto::JobGrant* grant) {
-  auto stub =
-      proto::Scheduler::NewStub(grpc::CreateChannel(scheduler, grpc::InsecureChannelCredentials()));
+  auto stub = SchedulerStub(scheduler);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
-    proto::JobBeat beat;
-    beat.set_job_id(job);
-    beat.set_wanted_cores(1);
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    if (stub->JobHeartbeat(&context, beat, grant).ok()) {
-      for (const proto::WorkerGrant& w : grant->workers()) {
-        if (w.address() == worker) return true;
-      }
-    }
+    if (BeatAsJob(*stub, job, grant) && Names(*grant, worker)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
@@ -74,6 +89,46 @@ TEST(SchedulerProcess, WorkersRegisterAndComeBackAfterARestart) {
   ASSERT_NE(scheduler, nullptr);
   ASSERT_TRUE(WaitForGrant(address, "job-1", worker.address(), &grant))
       << "the worker did not re-register with the restarted scheduler";
+}
+
+// Why a worker drains reaches the scheduler: a spot worker drained as a
+// stop (a scale-down) leaves the job on the spot worker it holds; one
+// drained with --drain-reason reclaimed (a spot VM's notice) marks the class,
+// and the job moves to the dearer on-demand worker at once.
+TEST(SchedulerProcess, OnlyAReclaimedDrainMovesJobsOffItsClass) {
+  TempDir root;
+  std::unique_ptr<WorkerProcess> scheduler = StartScheduler(0, {"--expire-after", "600"});
+  ASSERT_NE(scheduler, nullptr);
+  auto worker = [&](const std::string& id, const std::string& worker_class, const char* price) {
+    return std::make_unique<testing::WorkerProcess>(
+        root.path(),
+        std::vector<std::string>{"--threads", "1", "--scheduler", scheduler->address(),
+                                 "--worker-id", id, "--class", worker_class, "--cost-per-core-hour",
+                                 price, "--pid-file", root.Join(id + ".pid")});
+  };
+  auto spot_a = worker("spot-a", "spot", "0.01"), spot_b = worker("spot-b", "spot", "0.01"),
+       spot_c = worker("spot-c", "spot", "0.01"), dear = worker("dear", "on-demand", "0.04");
+  proto::JobGrant grant;
+  // Cheapest first, the first of equals.
+  ASSERT_TRUE(WaitForGrant(scheduler->address(), "job-1", spot_a->address(), &grant));
+  auto drain = [&](const std::string& id, const std::string& reason) {
+    return std::system(absl::StrCat(PREPFLOW_BIN_DIR, "/prepflow-worker --drain --pid-file ",
+                                    root.Join(id + ".pid"), " ", reason, " 2>/dev/null")
+                           .c_str());
+  };
+  // The command returns once the worker has left, after its draining beat.
+  ASSERT_EQ(drain("spot-b", ""), 0);
+  EXPECT_EQ(spot_b->Wait(), 0);
+  auto stub = SchedulerStub(scheduler->address());
+  ASSERT_TRUE(BeatAsJob(*stub, "job-1", &grant));
+  ASSERT_EQ(grant.workers_size(), 1);
+  EXPECT_EQ(grant.workers(0).address(), spot_a->address()) << "a stop moved the job";
+  ASSERT_EQ(drain("spot-c", "--drain-reason reclaimed"), 0);
+  EXPECT_EQ(spot_c->Wait(), 0);
+  EXPECT_TRUE(WaitForGrant(scheduler->address(), "job-1", dear->address(), &grant))
+      << "the job stayed on spot while its class was being reclaimed";
+  EXPECT_FALSE(Names(grant, spot_a->address()));
+  EXPECT_NE(drain("spot-a", "--drain-reason preempted"), 0);  // refused by name
 }
 
 TEST(SchedulerProcess, BadFlagsAreRefused) {
@@ -120,6 +175,7 @@ TEST(SchedulerProcess, BadFlagsAreRefused) {
                                               {"--cost-per-core-hour", "inf"},
                                               {"--grace-seconds", "-1"},
                                               {"--grace-seconds", "100000"},
+                                              {"--drain-reason", "preempted"},
                                               {"--class", std::string(64, 'x')}}) {
     auto w = WorkerProcess::Start(bin + "/prepflow-worker", root.path(), bad, 5);
     ASSERT_FALSE(w.ok()) << bad[0];

@@ -4,6 +4,7 @@
 // drained by the command: tests/client/worker_faults_test.cc, DrainCommand*.)
 #include "server/worker_drain.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "net/daemon.h"
 #include "tests/testing/test_util.h"
 
 namespace prepflow {
@@ -90,6 +92,52 @@ TEST(PidFile, IsWrittenAndRemovedOnlyWhileItIsThisProcesss) {
   RemovePidFile(path);
   EXPECT_TRUE(std::filesystem::exists(path));
   EXPECT_FALSE(WritePidFile(dir.Join("no/such/folder/worker.pid")));
+}
+
+TEST(DrainReason, IsStopOrReclaimedAndAnythingElseIsRefusedByName) {
+  EXPECT_EQ(*ParseDrainReason(""), DrainReason::kUnsaid);
+  EXPECT_EQ(*ParseDrainReason("stop"), DrainReason::kStop);
+  EXPECT_EQ(*ParseDrainReason("reclaimed"), DrainReason::kReclaimed);
+  const absl::StatusOr<DrainReason> bad = ParseDrainReason("preempted\n");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("--drain-reason must be stop or reclaimed, got 'preempted"));
+  // A value a SIGTERM carries: known ones, else what the worker says it means.
+  EXPECT_EQ(DrainReasonOf(2, DrainReason::kStop), DrainReason::kReclaimed);
+  EXPECT_EQ(DrainReasonOf(1, DrainReason::kReclaimed), DrainReason::kStop);
+  EXPECT_EQ(DrainReasonOf(0, DrainReason::kReclaimed), DrainReason::kReclaimed);
+  EXPECT_EQ(DrainReasonOf(77, DrainReason::kStop), DrainReason::kStop);
+}
+
+// The reason travels with the SIGTERM itself: a child that waits for its
+// stop signals as a worker does exits with the value the signal carried.
+int ValueADrainSends(DrainReason reason) {
+  int ready[2];
+  if (pipe(ready) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    daemon::StopSignals signals;  // blocks SIGTERM: it is waited for, not fatal
+    const char go = 1;
+    if (write(ready[1], &go, 1) != 1) _exit(100);
+    const int number = signals.WaitFor(30);
+    _exit(number == SIGTERM ? signals.queued_value() : 101);
+  }
+  close(ready[1]);
+  char go = 0;
+  const bool started = read(ready[0], &go, 1) == 1;
+  close(ready[0]);
+  // Not a prepflow-worker by name, so DrainAndWait finds it "gone" at once:
+  // only the signal is tested here.
+  const absl::Status sent = started ? DrainAndWait(child, 30, reason) : absl::UnknownError("");
+  int status = 0;
+  waitpid(child, &status, 0);
+  return sent.ok() && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(DrainAndWait, SendsTheReasonAsTheSignalsValueAndNoneUnsaid) {
+  EXPECT_EQ(ValueADrainSends(DrainReason::kReclaimed), 2);
+  EXPECT_EQ(ValueADrainSends(DrainReason::kStop), 1);
+  EXPECT_EQ(ValueADrainSends(DrainReason::kUnsaid), 0);  // a plain kill
 }
 
 }  // namespace

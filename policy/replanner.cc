@@ -348,6 +348,9 @@ void Replanner::FoldStages(const Snapshot& s) {
   if (!unseen_base_) unseen_base_ = {unseen, s.delivered_samples};
   unseen_cpu_.Update(unseen - unseen_base_->first, s.delivered_samples - unseen_base_->second);
   demand_.Update(s.delivered_samples, s.busy_seconds);
+  if (s.cache_hits >= 0 && s.cache_misses >= 0) {
+    cache_hit_.Update(s.cache_hits, s.cache_hits + s.cache_misses);
+  }
 }
 
 bool Replanner::LinksMeasured(const Snapshot& s) const {
@@ -427,8 +430,7 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   if (s.reuse_at >= 0 && s.reuse_at <= static_cast<int>(in.local_cost.size())) {
     in.reuse_at = s.reuse_at;
   }
-  const double lookups = s.cache_hits + s.cache_misses;
-  if (lookups > 0 && s.cache_hits >= 0) in.cache_hit = std::min(1.0, s.cache_hits / lookups);
+  if (cache_hit_.known()) in.cache_hit = std::clamp(cache_hit_.value(), 0.0, 1.0);
   if (s.echo >= 1 && std::isfinite(s.echo)) in.echo = s.echo;
   if (s.max_cut >= 0 && s.max_cut < static_cast<int>(in.local_cost.size())) {
     in.max_cut = s.max_cut;

@@ -15,7 +15,8 @@
 //               instant; time comes in with it (no clock here)
 //   window      increments between snapshots folded into one smoothed value
 //               (SmoothedRatio; stage costs and sizes: over about the last
-//               1024 samples; links and storage: >= 1 s and >= 4 events)
+//               1024 samples; cache hits: the last 512 lookups; links and
+//               storage: >= 1 s and >= 4 events)
 //   drift       the largest relative change of any planner input since the
 //               last plan (RelativeChange); a term added to a sample's cost
 //               (the trainer's own work, receiving or sending per byte)
@@ -295,6 +296,10 @@ class Replanner {
   LinkWatch links_ ABSL_GUARDED_BY(mu_);
   StorageWindow storage_here_ ABSL_GUARDED_BY(mu_), storage_workers_ ABSL_GUARDED_BY(mu_);
   StoreShare store_share_ ABSL_GUARDED_BY(mu_);
+  // Cache hits per lookup over about the last 512 lookups: a cache fills
+  // over a run (each worker's holds what it ran), and the share since the
+  // start lags it (echo's: 40% where the recent share was 65%).
+  SmoothedRatio cache_hit_ ABSL_GUARDED_BY(mu_) = SmoothedRatio::OverLast(512, 32, 32);
   SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
   SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;

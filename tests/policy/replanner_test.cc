@@ -238,6 +238,26 @@ TEST(Replanner, CacheHitsAndEchoedCopiesAmortiseTheStagesBeforeTheirBoundary) {
   EXPECT_NEAR(echoed.State().throughput, 3 / 0.00225, 0.02 * 3 / 0.00225);
 }
 
+// A cache fills over a run: the plan takes the share of lookups it answers
+// now, not since the start (the first epoch missed every lookup).
+TEST(Replanner, TheCacheHitShareIsTheRecentOne) {
+  Job job;
+  job.remote_cores = 1;
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Snapshot s = job.At(1, 1000);
+  s.reuse_at = 1;
+  s.cache_misses = 1000;
+  ASSERT_TRUE(r.Update(s, nullptr).has_value());
+  EXPECT_EQ(r.State().explanation.find("cached"), std::string::npos) << r.State().explanation;
+  s = job.At(10, 2000);
+  s.reuse_at = 1;
+  s.cache_hits = 900;  // 45% since the start, 90% of the last 1000
+  s.cache_misses = 1100;
+  r.Invalidate();  // plan now, whatever the gain
+  ASSERT_TRUE(r.Update(s, nullptr).has_value());
+  EXPECT_NE(r.State().explanation.find("90% cached"), std::string::npos) << r.State().explanation;
+}
+
 TEST(Replanner, CpuNoCounterSawCountsOnEveryPath) {
   // The process spends 3 ms a sample outside every stage it measures (the
   // consumer's loop, batching, gRPC's threads), after 5 s of set-up before

@@ -128,7 +128,12 @@ bool LinkWatch::LinkBound(const WorkerTotals& w, const WorkerTotals& start, doub
   // no limit, and the windows said 55-68 MB/s on links whose probes passed
   // GB/s). A link slower than its probe (a burst allowance) is found while
   // this process is idle.
-  const bool probe_carried_more = w.probe.rate() > 2 * rate;
+  // A worker with no probe (one that joined mid-run: probes are timed only
+  // while this process is idle) gives a busy process nothing to tell the
+  // two apart, and no verdict is taken until this process idles (the
+  // testbed's spot wave: a worker opened after a loss "bound" at 56 MB/s on
+  // a bridge with no limit, and held the plan to that for the run).
+  const bool probe_carried_more = !(w.probe.rate() > 0) || w.probe.rate() > 2 * rate;
   // With every credit out, the credits' time in the window is credits x
   // seconds; where the worker held the items for most of it (queued for
   // its threads, or running slowly: its CPU contended or starved, which its
@@ -223,6 +228,11 @@ void LinkWatch::FoldIngest(const Snapshot& s, std::vector<std::string>* notes) {
     iw.limit = iw.limit > 0 && !iw.probed ? 0.5 * (iw.limit + rate) : rate;
   } else if (iw.limit > 0 && rate > iw.limit) {
     iw.limit = rate;
+  } else if (iw.limit > 0 && 2 * saturated < results) {
+    // Answers came with credits to spare: as a worker's link (FoldLinks),
+    // probe up a tenth a window. A plan held to the limit never sends
+    // more than it, so a limit taken in error would hold for good.
+    iw.limit *= 1.1;
   }
   iw.probed = false;
   open();  // the next window (the limit stays)

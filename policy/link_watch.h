@@ -64,7 +64,7 @@ class LinkWatch {
   // credit out (>= 80% of results), its CPU < 60% busy for this job and
   // < 80% for all (its own report), and this process either < 70% busy or
   // needing < 0.25 core to receive `rate` (at the cost Fold was given) where
-  // its link's probe did not carry over twice `rate`.
+  // its link was probed and the probe did not carry over twice `rate`.
   bool LinkBound(const WorkerTotals& w, const WorkerTotals& start, double seconds, double rate,
                  double here_busy) const;
 

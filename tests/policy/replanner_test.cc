@@ -511,11 +511,47 @@ TEST(Replanner, NoLinkLimitWhenTheWorkerIsBusyWithOthersWork) {
 
 TEST(Replanner, ALinkBindsWhileThisProcessIsBusyWhenReceivingIsCheap) {
   // --offload auto keeps the trainer's cores busy with its own share; at the
-  // measured 0.17 ns a byte, 20 MB/s takes 0.003 core to receive, so a busy
-  // trainer is not why the results came slowly: the link is. (This is the
-  // case in which the inference never fired in a real run.)
+  // measured 0.17 ns a byte, 20 MB/s takes 0.003 core to receive, and the
+  // link's probe came at 22 MB/s, so a busy trainer is not why the results
+  // came slowly: the link is. (This is the case in which the inference never
+  // fired in a real run.)
   std::vector<std::string> notes;
-  EXPECT_DOUBLE_EQ(LinkAfterWindows(0.95, 0.2, 1.0, &notes, 0.17e-9).links.at(7).limit, 20e6);
+  EXPECT_DOUBLE_EQ(LinkAfterWindows(0.95, 0.2, 1.0, &notes, 0.17e-9, 0, 0, 22e6).links.at(7).limit,
+                   20e6);
+}
+
+// A worker that joined mid-run has no probe (probes are timed while this
+// process is idle): a busy process cannot tell its link from its own late
+// taking, and takes no verdict; an idle one does. (On the testbed, a worker
+// opened after another was lost "bound" at 56 MB/s on a bridge with no
+// limit, and the plan kept to that for the rest of the run.)
+TEST(Replanner, NoLinkLimitForAWorkerWithoutAProbeWhileThisProcessIsBusy) {
+  std::vector<std::string> notes;
+  EXPECT_EQ(LinkAfterWindows(0.95, 0.2, 1.0, &notes, 0.17e-9).links.at(7).limit, 0);
+  EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0.17e-9).links.at(7).limit, 20e6);
+}
+
+// An ingest limit is probed up as a worker's link is: windows whose answers
+// came with credits to spare raise it a tenth each, so one taken in error
+// (the plan then never sends more than it) does not hold for good.
+TEST(Replanner, TheIngestLimitProbesUpWhileCreditsAreToSpare) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.worker_results = 10;
+  r.Update(job.At(1, 100), nullptr);
+  job.worker_results += 20;
+  job.worker_saturated += 20;
+  job.worker_bytes += 30e6;
+  r.Update(job.At(2.5, 200), nullptr);
+  ASSERT_DOUBLE_EQ(r.State().ingest_limit, 20e6);  // bound: every credit out
+  for (int i = 1; i <= 3; ++i) {                   // 15 MB/s, with credits to spare
+    job.worker_results += 20;
+    job.worker_bytes += 22.5e6;
+    r.Invalidate();  // plan on each window's inputs: State() shows the last plan's
+    r.Update(job.At(2.5 + 1.5 * i, 200 + 100 * i), nullptr);
+  }
+  EXPECT_NEAR(r.State().ingest_limit, 20e6 * 1.1 * 1.1 * 1.1, 1);
+  EXPECT_NEAR(r.State().links.at(7).limit, 20e6 * 1.1 * 1.1 * 1.1, 1);
 }
 
 // The same busy process and cheap receiving, but the worker's link probe

@@ -228,11 +228,6 @@ void LinkWatch::FoldIngest(const Snapshot& s, std::vector<std::string>* notes) {
     iw.limit = iw.limit > 0 && !iw.probed ? 0.5 * (iw.limit + rate) : rate;
   } else if (iw.limit > 0 && rate > iw.limit) {
     iw.limit = rate;
-  } else if (iw.limit > 0 && 2 * saturated < results) {
-    // Answers came with credits to spare: as a worker's link (FoldLinks),
-    // probe up a tenth a window. A plan held to the limit never sends
-    // more than it, so a limit taken in error would hold for good.
-    iw.limit *= 1.1;
   }
   iw.probed = false;
   open();  // the next window (the limit stays)

@@ -531,29 +531,6 @@ TEST(Replanner, NoLinkLimitForAWorkerWithoutAProbeWhileThisProcessIsBusy) {
   EXPECT_DOUBLE_EQ(LinkAfterWindows(0.3, 0.2, 1.0, &notes, 0.17e-9).links.at(7).limit, 20e6);
 }
 
-// An ingest limit is probed up as a worker's link is: windows whose answers
-// came with credits to spare raise it a tenth each, so one taken in error
-// (the plan then never sends more than it) does not hold for good.
-TEST(Replanner, TheIngestLimitProbesUpWhileCreditsAreToSpare) {
-  Replanner r(Options(), Placement::Cut(2, 0, 0));
-  Job job;
-  job.worker_results = 10;
-  r.Update(job.At(1, 100), nullptr);
-  job.worker_results += 20;
-  job.worker_saturated += 20;
-  job.worker_bytes += 30e6;
-  r.Update(job.At(2.5, 200), nullptr);
-  ASSERT_DOUBLE_EQ(r.State().ingest_limit, 20e6);  // bound: every credit out
-  for (int i = 1; i <= 3; ++i) {                   // 15 MB/s, with credits to spare
-    job.worker_results += 20;
-    job.worker_bytes += 22.5e6;
-    r.Invalidate();  // plan on each window's inputs: State() shows the last plan's
-    r.Update(job.At(2.5 + 1.5 * i, 200 + 100 * i), nullptr);
-  }
-  EXPECT_NEAR(r.State().ingest_limit, 20e6 * 1.1 * 1.1 * 1.1, 1);
-  EXPECT_NEAR(r.State().links.at(7).limit, 20e6 * 1.1 * 1.1 * 1.1, 1);
-}
-
 // The same busy process and cheap receiving, but the worker's link probe
 // passed 2 GB/s (unsteady: what the link carries at least): 20 MB/s is this
 // process at its CPU quota taking answers late, not the link. (On the

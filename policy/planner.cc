@@ -102,9 +102,11 @@ std::string DescribeInput(const PlanInput& in) {
   }
   if (in.storage_bandwidth < 1e299 || in.local_storage_bandwidth < 1e299 ||
       in.remote_storage_bandwidth < 1e299) {
-    absl::StrAppendFormat(&out, ", storage %.1f / %.1f / %.1f MB/s (here / workers / both)",
-                          in.local_storage_bandwidth / 1e6, in.remote_storage_bandwidth / 1e6,
-                          in.storage_bandwidth / 1e6);
+    // A side storage was never seen binding has no limit (1e300 B/s).
+    auto mbps = [](double b) { return b < 1e299 ? absl::StrFormat("%.1f", b / 1e6) : "none"; };
+    absl::StrAppend(&out, ", storage ", mbps(in.local_storage_bandwidth), " / ",
+                    mbps(in.remote_storage_bandwidth), " / ", mbps(in.storage_bandwidth),
+                    " MB/s (here / workers / both)");
   }
   if (in.echo > 1 || in.cache_hit > 0) {
     absl::StrAppendFormat(&out, ", echo %.2f and cache hits %.0f%% at %d", in.echo,

@@ -198,7 +198,7 @@ class WorkerCore {
 
   // Stops taking new jobs; running items finish. `reclaimed`: its capacity
   // is being taken back (worker_drain.h's DrainReason), told to the scheduler.
-  void BeginDrain(bool reclaimed = false);
+  void BeginDrain(bool reclaimed);
   bool draining() const;
   bool drain_reclaimed() const;
   int threads() const { return pool_->size(); }

@@ -3,11 +3,12 @@
 // (a spot VM's notice) and scripts.
 //
 // The worker is told by SIGTERM, so only who may signal it can drain it (no
-// network call to authenticate), and why by the signal's value. On SIGTERM it stops taking grants
-// and items, answers what it holds, and exits once its jobs have closed their streams, at most its
-// --grace-seconds later (docs/deploy.md). The worker is found by its --pid-file; without one,
-// process 1 (a container's main process). Either must be a prepflow-worker: a stale pid file naming
-// another program is refused, never signalled.
+// network call to authenticate), and why by the signal's value. On SIGTERM
+// it stops taking grants and items, answers what it holds, and exits once
+// its jobs have closed their streams, at most its --grace-seconds later
+// (docs/deploy.md). The worker is found by its --pid-file; without one,
+// process 1 (a container's main process). Either must be a prepflow-worker:
+// a stale pid file naming another program is refused, never signalled.
 //
 // Thread-safety: functions of the calling thread only.
 #ifndef PREPFLOW_SERVER_WORKER_DRAIN_H_
@@ -49,8 +50,7 @@ DrainReason DrainReasonOf(int queued_value, DrainReason otherwise);
 // up to `wait_seconds` for it to exit, logging every 5 s. DeadlineExceeded
 // when it is still running then; PermissionDenied when this process may not
 // signal it.
-absl::Status DrainAndWait(pid_t pid, double wait_seconds,
-                          DrainReason reason = DrainReason::kUnsaid);
+absl::Status DrainAndWait(pid_t pid, double wait_seconds, DrainReason reason);
 
 // Writes this process's id to `path` (atomically: a rename), for --drain.
 // False (logged) when it cannot.

@@ -324,11 +324,8 @@ int Run(const WorkerFlags& f, const Security& security) {
   const DrainReason reason =
       DrainReasonOf(stop_signals.queued_value(),
                     f.drain_reason == DrainReason::kUnsaid ? DrainReason::kStop : f.drain_reason);
-  spdlog::info(
-      "{} ({}): draining: finishing in-flight items (up to {} s), then exiting",
-      strsignal(signal_number),
-      reason == DrainReason::kReclaimed ? "reclaimed: its capacity is being taken back" : "stop",
-      f.grace_seconds);
+  spdlog::info("{} (reason {}): draining: finishing in-flight items (up to {} s), then exiting",
+               strsignal(signal_number), DrainReasonName(reason), f.grace_seconds);
   core.BeginDrain(reason == DrainReason::kReclaimed);
   // The scheduler grants it to no one from now on (the beat says draining),
   // and each stream's client stops sending it items (DrainNotice).

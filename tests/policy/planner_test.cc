@@ -173,6 +173,9 @@ TEST(Planner, AStoreBothSidesShareCapsTheirReadsTogether) {
   EXPECT_THAT(plan->binding, ::testing::Contains(Binding::kSharedStorage));
   EXPECT_THAT(plan->explanation, HasSubstr("storage reads here and on workers together"));
   EXPECT_NEAR(*ThroughputOf(in, {0.5, 0, 0.5}), 100, kTol);
+  // The log line names the limit found and says "none" for the sides that
+  // have none (not 1e300 B/s written out in full).
+  EXPECT_THAT(DescribeInput(in), HasSubstr(", storage none / none / 10.0 MB/s (here / workers"));
   in.storage_bandwidth = -1;
   EXPECT_THAT(std::string(MakePlan(in).status().message()), HasSubstr("storage_bandwidth"));
 }

@@ -19,14 +19,18 @@
 
 namespace prepflow {
 
+bool ReadsUrls(const proto::DatasetSpec& spec) {
+  bool urls = IsUrl(spec.path());
+  for (const proto::MixSource& source : spec.mix()) urls |= IsUrl(source.path());
+  return urls;
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,
                                                            const RemoteReadOptions& remote) {
   DatasetOptions options;
   options.read_ahead = remote.read_ahead;
   options.index_cache_dir = remote.index_cache_dir;
-  bool urls = IsUrl(spec.path());
-  for (const proto::MixSource& source : spec.mix()) urls |= IsUrl(source.path());
-  if (urls) {
+  if (ReadsUrls(spec)) {
     absl::StatusOr<ObjectStoreOptions> storage = StoreOptions(remote);
     if (!storage.ok()) return storage.status();
     options.store = CurlObjectStore::Create(*std::move(storage));

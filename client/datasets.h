@@ -18,6 +18,8 @@
 
 namespace prepflow {
 
+// Whether `spec` reads any of its data through a URL (a remote store).
+bool ReadsUrls(const proto::DatasetSpec& spec);
 // OpenDataset with a store for URLs, reading as `remote` says; errors name
 // the dataset, or the AWS variable that is wrong.
 absl::StatusOr<std::unique_ptr<Dataset>> OpenClientDataset(const proto::DatasetSpec& spec,

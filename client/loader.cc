@@ -195,6 +195,10 @@ void Loader::MaybeReplan(int64_t waiting_since) {
   const auto level =
       offload_.kind == OffloadMode::kAuto ? spdlog::level::info : spdlog::level::debug;
   for (const std::string& note : notes) spdlog::log(level, "{}", note);
+  if (remote_) {
+    const policy::ReplanState state = replanner_->State();
+    if (state.storage_limit_workers > 0 || state.storage_limit_shared > 0) remote_->StopStealing();
+  }
   if (!next || offload_.kind != OffloadMode::kAuto) return;
   const double before = placement_.remote_share();
   placement_ = *std::move(next);
@@ -210,22 +214,33 @@ void Loader::MaybeReplan(int64_t waiting_since) {
   }
 }
 
-bool Loader::EpochStillLoading() const {
+bool Loader::StillLoading(absl::Span<const int64_t> indices) const {
   if (cache_ == nullptr && (remote_ == nullptr || !remote_->AnyWorkerCaches())) return false;
-  for (const Batch* b : in_flight_) {
-    if (!b->complete()) return true;
+  // A cache's content settles on a sample's first load (its priority is
+  // fixed), so only a first load in flight can be missed again: a later
+  // run of a sample that is not kept reads it anyway.
+  std::vector<int64_t> first;
+  for (const int64_t index : indices) {
+    if (index < 0 || static_cast<size_t>(index) >= finished_once_.size() ||
+        !finished_once_[index]) {
+      first.push_back(index);
+    }
   }
-  return false;
+  return !first.empty() &&
+         LoadingInEarlierEpoch(in_flight_, static_cast<uint64_t>(next_epoch_), first);
+}
+
+void Loader::NoteFinished(const Batch& batch) {
+  for (const int64_t index : batch.indices()) {
+    if (index >= 0 && static_cast<size_t>(index) < finished_once_.size()) {
+      finished_once_[index] = true;
+    }
+  }
 }
 
 Batch* Loader::StartBatch() {
   while (next_epoch_ < options_.first_epoch + options_.epochs) {
     if (!order_ready_) {
-      // With sample caches, a sample of the next epoch must not start while
-      // this epoch's run of it may still be loading: it would miss the cache
-      // and read storage again. The next epoch starts once the batches in
-      // flight are complete (a pause of the pipeline's depth per epoch).
-      if (next_epoch_ > options_.first_epoch && EpochStillLoading()) return nullptr;
       order_copies_.clear();
       if (!seconds_.empty()) {
         PlanByLength(next_epoch_, &order_, &bounds_);
@@ -266,6 +281,13 @@ Batch* Loader::StartBatch() {
     }
     const int64_t offset = bounds_[next_number_];
     const int64_t take = bounds_[next_number_ + 1] - offset;
+    // With sample caches, a sample must not start while its first run (in
+    // the last epoch) may still be loading: it would miss the cache and read
+    // storage again. Such a batch waits for those samples alone, not for
+    // the whole pipeline to drain as every epoch did.
+    if (StillLoading(absl::MakeConstSpan(order_.data() + offset, static_cast<size_t>(take)))) {
+      return nullptr;
+    }
     std::unique_ptr<Batch> batch;
     {
       absl::MutexLock lock(&free_batches_->mu);
@@ -424,6 +446,7 @@ absl::Status Loader::FillFromNext(Batch* batch) {
     Batch* next = in_flight_.front();
     AwaitBatch(*next);
     if (!failure_.ok()) return failure_;
+    NoteFinished(*next);
     if (absl::Status s = TakeErrors(next); !s.ok()) return s;
     // The epoch's last batch keeps one sample at least, so that the epoch
     // has as many batches as planned (ranks stay in step) unless more
@@ -472,6 +495,7 @@ absl::StatusOr<BatchPtr> Loader::Next() {
   AwaitBatch(*batch);
   wait_nanos_ += WallNanos() - now;
   if (!failure_.ok()) return failure_;
+  NoteFinished(*batch);
   in_flight_.pop_front();
   if (absl::Status s = TakeErrors(batch); !s.ok()) {
     delete batch;

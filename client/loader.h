@@ -53,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "base/text.h"
 #include "client/loader_options.h"
 #include "client/loader_stats.h"
@@ -160,9 +161,12 @@ class Loader {
   // The re-planner: with --offload auto, or with --echo auto (for its echo
   // factor alone).
   void MakeReplanner() ABSL_LOCKS_EXCLUDED(mu_);
-  // With caches (here or on workers): whether a batch in flight is not
-  // complete yet (StartBatch then waits to begin the next epoch).
-  bool EpochStillLoading() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // With caches (here or on workers): whether one of `indices` (the next
+  // batch's) is in its first run, unfinished in a batch in flight from an
+  // earlier epoch (StartBatch then holds the batch back).
+  bool StillLoading(absl::Span<const int64_t> indices) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that `batch`'s samples (complete) have each run once.
+  void NoteFinished(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The echo factor of `epoch`, chosen when its order is made.
   int ChooseEpochEcho(int epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   proto::JobOpen JobOpenMessage() const;
@@ -260,6 +264,9 @@ class Loader {
   int prefetch_ ABSL_GUARDED_BY(mu_) = 2;
   policy::Placement placement_ ABSL_GUARDED_BY(mu_);
   std::deque<Batch*> in_flight_ ABSL_GUARDED_BY(mu_);
+  // With caches: by dataset index, whether a run of the sample finished
+  // (StillLoading); empty without caches.
+  std::vector<bool> finished_once_ ABSL_GUARDED_BY(mu_);
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> order_ ABSL_GUARDED_BY(mu_);  // of next_epoch_

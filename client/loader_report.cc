@@ -134,6 +134,7 @@ void Loader::AddRemoteStats(const policy::ReplanState& plan, LoaderStats* st) co
   st->reissued_items = c.reissued_items;
   st->hedged_items = c.hedged_items;
   st->hedge_wins = c.hedge_wins;
+  st->stolen_items = c.stolen_items;
   st->drained_workers = c.drained_workers;
   // One entry per address: a worker granted again after it was closed has
   // a second stream, and both count.

@@ -90,6 +90,7 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   {
     absl::MutexLock lock(&mu_);
     next_epoch_ = options_.first_epoch;
+    finished_once_.assign(static_cast<size_t>(size), false);  // a bit a sample
     prefetch_ = options_.prefetch_batches;
     echo_now_ = ChooseEpochEcho(next_epoch_);
   }
@@ -410,6 +411,9 @@ absl::Status Loader::StartRemote() {
   // A named job's ranks share its workers (the same --workers on every
   // rank): each plans with its part of them.
   if (!options_.job.empty()) po.static_share = 1.0 / options_.world_size;
+  // An echoed copy loads again on a worker idle for it only where reads cost
+  // no remote store's requests and bytes (and, below, until storage binds).
+  po.echo_steal = !ReadsUrls(JobOpenMessage().dataset());
   RemotePool::Callbacks callbacks;
   callbacks.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                             const std::string& address) {

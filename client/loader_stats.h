@@ -42,6 +42,7 @@ struct LoaderStats {
   int64_t reissued_items = 0;
   int64_t hedged_items = 0;            // copies sent to a second worker
   int64_t hedge_wins = 0;              // of those, answered first by the copy
+  int64_t stolen_items = 0;            // echoed copies run away from their home
   int64_t drained_workers = 0;         // workers that said they were leaving
   std::string offload;                 // the mode in force
   std::string plan;                    // kAuto: the current plan's explanation

@@ -27,7 +27,8 @@ RemotePool::RemotePool(const RemotePoolOptions& options, proto::JobOpen open, St
       open_(std::move(open)),
       factory_(std::move(factory)),
       callbacks_(std::move(callbacks)),
-      clock_(std::move(clock)) {}
+      clock_(std::move(clock)),
+      steal_(options.echo_steal) {}
 
 RemotePool::~RemotePool() { Stop(); }
 
@@ -170,19 +171,22 @@ void RemotePool::RunHere(std::map<uint64_t, Pending>::iterator it) {
 
 bool RemotePool::AnyWorkerCaches() const {
   absl::MutexLock lock(&mu_);
-  for (const Worker& w : workers_) {
-    if (w.member.usable() && w.cache_bytes > 0) return true;
-  }
-  return false;
+  return AnyCachesLocked();
+}
+
+void RemotePool::StopStealing() {
+  absl::MutexLock lock(&mu_);
+  steal_ = false;
+}
+
+bool RemotePool::AnyCachesLocked() const {
+  return std::any_of(workers_.begin(), workers_.end(),
+                     [](const Worker& w) { return w.member.usable() && w.cache_bytes > 0; });
 }
 
 bool RemotePool::Locality() const {
   // Echoed copies of a sample go where its first copy's value is kept.
-  if (open_.echo() > 1) return true;
-  for (const Worker& w : workers_) {
-    if (w.member.usable() && w.cache_bytes > 0) return true;
-  }
-  return false;
+  return open_.echo() > 1 || AnyCachesLocked();
 }
 
 int RemotePool::HomeLocked(int64_t index, int cut) const {
@@ -271,7 +275,34 @@ void RemotePool::Dispatch() {
     it->second.worker = target;
     Send(target, id);
   }
+  if (locality && steal_ && !AnyCachesLocked()) Steal();
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one
+}
+
+void RemotePool::Steal() {
+  // Every worker with a free credit now has nothing of its own queued (the
+  // pass above sent it), while items wait for a busy home: it takes them.
+  // Only echoed copies' homes give way, and only where reads are cheap
+  // (options.echo_steal): a copy run away from its home loads its value
+  // again (a read and the stages before the echo boundary), which costs
+  // less than a worker idle while its peer's queue grows (a sample's hash
+  // makes its home, so any batch deals the workers unequal shares). A
+  // cached sample keeps to its home: elsewhere it would miss and read
+  // storage.
+  for (auto q = queued_.begin(); q != queued_.end();) {
+    const uint64_t id = *q;
+    const auto it = items_.find(id);
+    bool capable = false;
+    const int target = TargetOf(it->second.item, /*locality=*/false, &capable);
+    if (target < 0) {
+      ++q;
+      continue;
+    }
+    q = queued_.erase(q);
+    it->second.worker = target;
+    ++counters_.stolen_items;
+    Send(target, id);
+  }
 }
 
 bool RemotePool::ProbedLocked() const {

@@ -93,6 +93,10 @@ struct RemotePoolOptions {
   // (the worker runs their items as one job's). Granted workers count their
   // grant instead.
   double static_share = 1;
+  // Echoed copies whose home worker is busy may run on one with nothing else
+  // to do, loading their value again there (Steal): for data whose reads
+  // cost no remote store's requests and bytes.
+  bool echo_steal = false;
 };
 
 class RemotePool {
@@ -194,8 +198,10 @@ class RemotePool {
   int StageLimit() const;
   // The most bytes one item may carry: the least any worker takes.
   int64_t item_bytes_limit() const;
-  // With locality (a usable worker caches samples): the id of the worker
-  // that is sample `index`'s home among those that can run `cut`; else -1.
+  // With locality (a usable worker caches samples, or copies are echoed):
+  // the id of the worker that is sample `index`'s home among those that can
+  // run `cut`; else -1. An echoed copy's item waits for its home unless
+  // another worker has nothing else to do; a cached sample's always waits.
   int HomeOf(int64_t index, int cut) const;
   // Per-worker counters and the transport's totals, for the re-planner.
   void FillSnapshot(policy::Snapshot* snapshot) const;
@@ -205,6 +211,8 @@ class RemotePool {
     int64_t drained_workers = 0;  // workers that said they were leaving
     int64_t hedged_items = 0;
     int64_t hedge_wins = 0;
+    // Echoed copies run away from their busy home by an idle worker.
+    int64_t stolen_items = 0;
   };
   Counters counters() const;
   // Items held to be answered: queued, out at a live worker (a hedged one
@@ -269,6 +277,9 @@ class RemotePool {
  public:
   // Whether any usable worker keeps a sample cache for this job.
   bool AnyWorkerCaches() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends echo_steal: storage was found binding, so a copy's extra read
+  // costs more than an idle worker.
+  void StopStealing() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   int HomeLocked(int64_t index, int cut) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -276,6 +287,10 @@ class RemotePool {
   void RunHere(std::map<uint64_t, Pending>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(int w, uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeHedge() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Dispatch's second pass with echo's locality: queued items go to workers
+  // left with free credits.
+  void Steal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyCachesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drop(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retires worker `w` (no new items; closed once it owes none), logging
   // that it `why`.
@@ -314,6 +329,7 @@ class RemotePool {
   bool probing_ ABSL_GUARDED_BY(mu_) = true;  // workers opened now are asked for probes
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
+  bool steal_ ABSL_GUARDED_BY(mu_);  // options.echo_steal until StopStealing
   Counters counters_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
 };

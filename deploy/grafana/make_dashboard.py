@@ -91,14 +91,17 @@ def build():
             "Bytes per second each job receives from each of its workers.",
             [(f"rate(prepflow_client_worker_received_bytes_total{{{JOB}}}[1m])",
               "{{job_id}} <- {{worker}}")], unit="Bps", stack=True)
-    d.panel("Errors, reissued and hedged items",
-            "Samples that failed, work items moved to another worker after theirs failed, and "
-            "items copied to an idle worker because theirs was slow (hedging).",
+    d.panel("Errors, reissued, hedged and stolen items",
+            "Samples that failed, work items moved to another worker after theirs failed, "
+            "items copied to an idle worker because theirs was slow (hedging), and echoed "
+            "copies an idle worker took from their busy home.",
             [(f"rate(prepflow_client_errors_total{{{JOB}}}[1m])", "{{job_id}} errors"),
              (f"rate(prepflow_client_reissued_items_total{{{JOB}}}[1m])",
               "{{job_id}} reissued"),
              (f"rate(prepflow_client_hedged_items_total{{{JOB}}}[1m])",
-              "{{job_id}} hedged")], unit="ops")
+              "{{job_id}} hedged"),
+             (f"rate(prepflow_client_stolen_items_total{{{JOB}}}[1m])",
+              "{{job_id}} stolen")], unit="ops")
     d.panel("Stage CPU by side",
             "CPU seconds per second in each stage, on the trainer (local) and on workers.",
             [(f"sum by (stage, side) (rate(prepflow_client_stage_cpu_seconds_total{{{JOB}}}[1m]))",

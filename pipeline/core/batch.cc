@@ -5,6 +5,7 @@
 #include <new>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace prepflow {
@@ -65,7 +66,7 @@ Batch::Batch(const ValueType& sample_type, int64_t capacity, HostAllocator alloc
     : Batch(std::vector<BatchField>{BatchField{"", "", sample_type}}, capacity, allocator) {}
 
 Batch::Batch(std::vector<BatchField> fields, int64_t capacity, HostAllocator allocator)
-    : capacity_(capacity) {
+    : capacity_(capacity), finished_(new std::atomic<uint8_t>[capacity]()) {
   columns_.reserve(fields.size());
   for (BatchField& f : fields) columns_.emplace_back(std::move(f), capacity, allocator);
   indices_.reserve(capacity);
@@ -98,6 +99,7 @@ void Batch::Reset(uint64_t epoch, int64_t number, absl::Span<const int64_t> indi
   num_classes_ = 0;
   soft_labels_.clear();
   for (Column& c : columns_) c.lengths.assign(c.ragged ? indices.size() : 0, 0);
+  for (size_t i = 0; i < indices.size(); ++i) finished_[i].store(0, std::memory_order_relaxed);
   pending_.store(static_cast<int64_t>(indices.size()), std::memory_order_release);
 }
 
@@ -107,7 +109,24 @@ float* Batch::ResetSoftLabels(int64_t num_classes) {
   return soft_labels_.data();
 }
 
-bool Batch::Finish() { return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+bool Batch::Finish(int64_t i) {
+  finished_[i].store(1, std::memory_order_release);
+  return pending_.fetch_sub(1, std::memory_order_acq_rel) == 1;
+}
+
+bool LoadingInEarlierEpoch(const std::deque<Batch*>& batches, uint64_t epoch,
+                           absl::Span<const int64_t> indices) {
+  absl::flat_hash_set<int64_t> loading;
+  for (const Batch* b : batches) {
+    if (b->epoch() >= epoch || b->complete()) continue;
+    for (int64_t i = 0; i < b->size(); ++i) {
+      if (!b->finished(i)) loading.insert(b->index_at(i));
+    }
+  }
+  if (loading.empty()) return false;
+  return std::any_of(indices.begin(), indices.end(),
+                     [&](int64_t index) { return loading.contains(index); });
+}
 
 absl::Status Batch::Column::Keep(int64_t i, ValueKind kind, const Shape& shape, int sample_rate,
                                  const uint8_t* data, size_t size) {
@@ -157,13 +176,13 @@ bool Batch::FinishOk(int64_t i, int64_t label, uint64_t hash, bool remote) {
   remote_[i] = remote ? 1 : 0;
   hashes_[i] = hash;
   ok_[i] = 1;
-  return Finish();
+  return Finish(i);
 }
 
 bool Batch::FinishError(int64_t i, SampleError error) {
   slot_errors_[i] = std::move(error);
   ok_[i] = 0;
-  return Finish();
+  return Finish(i);
 }
 
 std::vector<SampleError> Batch::Compact() {

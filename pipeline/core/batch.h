@@ -30,6 +30,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,11 @@ class Batch {
   bool complete() const { return pending_.load(std::memory_order_acquire) == 0; }
   // Slots not finished yet.
   int64_t pending() const { return pending_.load(std::memory_order_acquire); }
+  // Whether slot i's outcome is recorded; may be asked from any thread while
+  // others finish slots. A complete batch answers true for every slot.
+  bool finished(int64_t i) const {
+    return complete() || finished_[i].load(std::memory_order_acquire) != 0;
+  }
   // Drops failed slots (moving later samples down) and returns their errors;
   // called again, it finds none.
   std::vector<SampleError> Compact();
@@ -197,7 +204,7 @@ class Batch {
   };
   Column& main() { return columns_[0]; }
   const Column& main() const { return columns_[0]; }
-  bool Finish();
+  bool Finish(int64_t i);
 
   int64_t capacity_;
   std::vector<Column> columns_;
@@ -215,8 +222,14 @@ class Batch {
   std::vector<SampleError> slot_errors_;
   std::vector<uint8_t> ok_;
   std::vector<uint8_t> remote_;
+  std::unique_ptr<std::atomic<uint8_t>[]> finished_;  // per slot, capacity_ of them
   std::atomic<int64_t> pending_{0};
 };
+
+// Whether one of `indices` is a slot not finished in one of `batches` of an
+// epoch before `epoch`: a sample whose earlier run may still be loading.
+bool LoadingInEarlierEpoch(const std::deque<Batch*>& batches, uint64_t epoch,
+                           absl::Span<const int64_t> indices);
 
 }  // namespace prepflow
 

@@ -28,6 +28,7 @@ LoaderStats Filled(const std::string& scheduler) {
   st.reissued_items = 5;
   st.hedged_items = 6;
   st.hedge_wins = 7;
+  st.stolen_items = 8;
   st.offload = "auto";
   st.plan = "a plan";
   st.plan_fractions = {0.25, 0, 0.75};
@@ -89,6 +90,7 @@ TEST(LoaderStats, JsonHasExactlyTheTablesFields) {
   EXPECT_EQ(j["checksum"], "fedcba9876543210");
   EXPECT_EQ(j["checksum_value"].get<uint64_t>(), 0xfedcba9876543210ull);
   EXPECT_EQ(j["hedge_wins"], 7);
+  EXPECT_EQ(j["stolen_items"], 8);
   EXPECT_DOUBLE_EQ(j["remote_fraction"].get<double>(), 0.75);
   EXPECT_EQ(j["cut"], 1);
   EXPECT_EQ(j["first_errors"][0]["error"], "DATA_LOSS: truncated");
@@ -130,6 +132,7 @@ TEST(LoaderStats, PrometheusHasExactlyTheTablesSeries) {
                   {{"job_id", "job-1"}, {"rank", "2"}, {"placement", "remote"}}),
             6);
   EXPECT_EQ(value("prepflow_client_hedge_wins_total", {{"job_id", "job-1"}, {"rank", "2"}}), 7);
+  EXPECT_EQ(value("prepflow_client_stolen_items_total", {{"job_id", "job-1"}, {"rank", "2"}}), 8);
   EXPECT_EQ(value("prepflow_client_plan_fraction",
                   {{"job_id", "job-1"}, {"rank", "2"}, {"path", "cut=1"}}),
             0.75);

@@ -47,7 +47,7 @@ class RemotePoolTest : public ::testing::Test {
     batch_.Reset(/*epoch=*/3, 0, indices);
   }
 
-  void Make(RemotePoolOptions options = {}, int64_t probe_bytes = 0) {
+  void Make(RemotePoolOptions options = {}, int64_t probe_bytes = 0, int echo = 1) {
     RemotePool::Callbacks cb;
     cb.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                        const std::string& address) {
@@ -72,6 +72,7 @@ class RemotePoolTest : public ::testing::Test {
     proto::JobOpen open;
     open.set_job_id("job-test");
     open.set_probe_bytes(probe_bytes);
+    open.set_echo(echo);
     pool_ = std::make_unique<RemotePool>(options, open, factory, cb, [this] { return now_; });
   }
 
@@ -289,6 +290,73 @@ TEST_F(RemotePoolTest, ItemsWaitForTheirHomeAndMoveWhenItGoes) {
   all.insert(all.end(), on_b.begin(), on_b.end());
   ExpectExactlyOnce(all);
   EXPECT_EQ(Delivered(), 5);
+}
+
+// Echoed copies have homes too (their first copy's value is kept there),
+// but a worker with free credits and nothing of its own queued takes the
+// items waiting for a busy home: hashing deals unequal shares, and an idle
+// worker costs more than loading a copy's value again. Cached samples (the
+// test above) wait for their home.
+TEST_F(RemotePoolTest, AnIdleWorkerTakesEchoedCopiesWaitingForTheirBusyHome) {
+  RemotePoolOptions options;
+  options.echo_steal = true;
+  Make(options, 0, /*echo=*/2);
+  FakeStream* a = Open("a:1", 1);
+  FakeStream* b = Open("b:1", 2);
+  std::vector<int64_t> on_a, on_b;
+  for (int64_t slot = 0; slot < 64 && (on_a.size() < 4 || on_b.size() < 1); ++slot) {
+    (pool_->HomeOf(batch_.index_at(slot), 2) == 0 ? on_a : on_b).push_back(slot);
+  }
+  on_a.resize(4);
+  on_b.resize(1);
+  for (int64_t slot : on_a) {
+    pool_->Submit(RemoteItem{&batch_, {slot}, 2, pool_->HomeOf(batch_.index_at(slot), 2)});
+  }
+  // a holds one, b (idle) takes two of a's others; one waits.
+  ASSERT_EQ(a->sent.size(), 1u);
+  ASSERT_EQ(b->sent.size(), 2u);
+  EXPECT_EQ(pool_->counters().stolen_items, 2);
+  // b's own sample, submitted while both are full, waits for b, and goes
+  // before a's queued one when b frees a credit.
+  pool_->Submit(RemoteItem{&batch_, {on_b[0]}, 2, pool_->HomeOf(batch_.index_at(on_b[0]), 2)});
+  Answer(b, 0);
+  ASSERT_EQ(b->sent.size(), 3u);
+  EXPECT_EQ(b->sent[2].indices(0), batch_.index_at(on_b[0]));
+  // a frees its credit and takes its own last one.
+  Answer(a, 0);
+  ASSERT_EQ(a->sent.size(), 2u);
+  EXPECT_EQ(a->sent[1].indices(0), batch_.index_at(on_a[3]));
+  Answer(a, 1);
+  Answer(b, 1);
+  Answer(b, 2);
+  std::vector<int64_t> all = on_a;
+  all.push_back(on_b[0]);
+  ExpectExactlyOnce(all);
+  EXPECT_EQ(Delivered(), 5);
+  EXPECT_EQ(pool_->counters().stolen_items, 2);
+}
+
+// Where a copy's extra read would cost a remote store (a URL dataset: no
+// echo_steal), or once storage was found binding (StopStealing), echoed
+// copies wait for their home like cached samples.
+TEST_F(RemotePoolTest, EchoedCopiesWaitForTheirHomeWhereReadsCostStorage) {
+  for (const bool stopped : {false, true}) {
+    RemotePoolOptions options;
+    options.echo_steal = stopped;
+    Make(options, 0, /*echo=*/2);
+    if (stopped) pool_->StopStealing();
+    FakeStream* a = Open("a:1", 1);
+    FakeStream* b = Open("b:1", 2);
+    int submitted = 0;
+    for (int64_t slot = 0; slot < 64 && submitted < 3; ++slot) {
+      if (pool_->HomeOf(batch_.index_at(slot), 2) != 0) continue;
+      pool_->Submit(RemoteItem{&batch_, {slot}, 2, 0});
+      ++submitted;
+    }
+    EXPECT_EQ(a->sent.size(), 1u) << stopped;
+    EXPECT_TRUE(b->sent.empty()) << stopped;
+    EXPECT_EQ(pool_->counters().stolen_items, 0) << stopped;
+  }
 }
 
 TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -201,6 +202,39 @@ TEST(Batch, OnlyOneDimensionThatVariesCanBePadded) {
   EXPECT_EQ(WhyNotBatchable({ValueKind::kTensor, {-1, 80}}), "");
   EXPECT_EQ(VaryingDim({ValueKind::kTensor, {-1, 80}}), 0);
   EXPECT_EQ(VaryingDim({ValueKind::kTensor, {1, 80, -1}}), 2);
+}
+
+// The Loader's guard between epochs with sample caches: a batch of epoch 1
+// waits only while one of its own samples is unfinished in a batch of
+// epoch 0, not for every batch in flight to complete.
+TEST(Batch, ASampleLoadsInANewEpochOnlyOnceItsLastRunFinished) {
+  const ValueType type{ValueKind::kTensor, {1, 3}};
+  Batch last(type, 3), current(type, 2);
+  last.Reset(/*epoch=*/0, 7, std::vector<int64_t>{4, 5, 6});
+  current.Reset(/*epoch=*/1, 0, std::vector<int64_t>{8, 9});
+  const std::deque<Batch*> in_flight = {&last, &current};
+  const std::vector<int64_t> with_5 = {1, 5}, without = {1, 2};
+
+  EXPECT_TRUE(LoadingInEarlierEpoch(in_flight, 1, with_5));
+  EXPECT_FALSE(LoadingInEarlierEpoch(in_flight, 1, without));
+  // Epoch 0's own batches, and samples of this epoch's, hold nothing back.
+  EXPECT_FALSE(LoadingInEarlierEpoch(in_flight, 0, with_5));
+  EXPECT_FALSE(LoadingInEarlierEpoch(in_flight, 1, std::vector<int64_t>{8}));
+
+  last.FinishOk(1, 0, 0);  // sample 5
+  EXPECT_TRUE(last.finished(1));
+  EXPECT_FALSE(last.finished(0));
+  EXPECT_FALSE(LoadingInEarlierEpoch(in_flight, 1, with_5));
+  EXPECT_TRUE(LoadingInEarlierEpoch(in_flight, 1, std::vector<int64_t>{6}));
+  last.FinishError(2, SampleError{6, "6.jpg", absl::DataLossError("bad")});
+  EXPECT_FALSE(LoadingInEarlierEpoch(in_flight, 1, std::vector<int64_t>{6}));
+
+  // A batch reused for the next epoch starts with every slot unfinished.
+  last.FinishOk(0, 0, 0);
+  ASSERT_TRUE(last.complete());
+  last.Reset(/*epoch=*/1, 1, std::vector<int64_t>{4, 5});
+  EXPECT_FALSE(last.finished(0));
+  EXPECT_TRUE(LoadingInEarlierEpoch(in_flight, 2, std::vector<int64_t>{4}));
 }
 
 }  // namespace

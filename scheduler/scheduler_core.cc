@@ -173,23 +173,7 @@ absl::StatusOr<proto::WorkerBeatReply> SchedulerCore::WorkerBeat(const proto::Wo
                        options_.expire_after_seconds, " s"));
     }
     reply.set_lease(w.lease);
-    // Only what the allocation depends on makes it stale; load changes do
-    // not, nor does an address (grants read it as they are sent).
-    if (added || w.beat.cores() != beat.cores() || w.beat.draining() != beat.draining() ||
-        w.beat.cost_per_core_hour() != beat.cost_per_core_hour() ||
-        Label(w.beat.labels(), options_.locality_label) !=
-            Label(beat.labels(), options_.locality_label)) {
-      Changed(/*pool=*/true);
-    }
-    if (beat.draining() && !w.beat.draining() && !added) {
-      spdlog::info("worker {} is draining ({}): its jobs move elsewhere",
-                   SafeText(beat.worker_id()),
-                   beat.reclaimed() ? "reclaimed: its capacity is being taken back" : "stop");
-      if (beat.reclaimed()) Reclaiming(beat.worker_class(), beat.worker_id(), now);
-    }
-    w.beat = beat;
-    w.beat.clear_lease();  // never handed out
-    w.last_nanos = now;
+    Keep(beat, added, now, &w);
   }
   reply.set_heartbeat_seconds(options_.heartbeat_seconds);
   return reply;
@@ -429,6 +413,41 @@ void SchedulerCore::Expire(int64_t now) {
   // The rebalancer picks the changes up within its gap; without it the
   // ticker's thread rebalances (no beat waits on it).
   if (!rebalancer_started_ || stopping_) Rebalance(/*wait=*/true);
+}
+
+void SchedulerCore::Keep(const proto::WorkerBeat& sent, bool added, int64_t now, WorkerEntry* w) {
+  proto::WorkerBeat beat = sent;
+  beat.clear_lease();  // never handed out
+  if (w->beat.draining() && !added) {
+    // Draining is one way: a worker that drains leaves, and only its next
+    // registration (once this one's beats stop) counts it again. Beats
+    // that flap draining (and reclaimed) on and off would otherwise churn
+    // the allocation and keep its class marked as reclaimed for good.
+    if (!beat.draining() && !w->undrain_refused) {
+      w->undrain_refused = true;
+      spdlog::warn(
+          "worker {} says it no longer drains: draining is one way, so it stays "
+          "draining until its beats stop",
+          SafeText(beat.worker_id()));
+    }
+    beat.set_draining(true);
+    beat.set_reclaimed(w->beat.reclaimed());
+  }
+  // Only what the allocation depends on makes it stale; load changes do
+  // not, nor does an address (grants read it as they are sent).
+  if (added || w->beat.cores() != beat.cores() || w->beat.draining() != beat.draining() ||
+      w->beat.cost_per_core_hour() != beat.cost_per_core_hour() ||
+      Label(w->beat.labels(), options_.locality_label) !=
+          Label(beat.labels(), options_.locality_label)) {
+    Changed(/*pool=*/true);
+  }
+  if (beat.draining() && !w->beat.draining() && !added) {
+    spdlog::info("worker {} is draining ({}): its jobs move elsewhere", SafeText(beat.worker_id()),
+                 beat.reclaimed() ? "reclaimed: its capacity is being taken back" : "stop");
+    if (beat.reclaimed()) Reclaiming(beat.worker_class(), beat.worker_id(), now);
+  }
+  w->beat = std::move(beat);
+  w->last_nanos = now;
 }
 
 void SchedulerCore::Reclaiming(const std::string& worker_class, const std::string& worker_id,

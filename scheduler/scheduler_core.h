@@ -172,7 +172,12 @@ class SchedulerCore {
     // Registered without a signed lease while the scheduler settles: a beat
     // with one takes the id over.
     bool provisional = false;
+    bool undrain_refused = false;  // logged once: a beat that took draining back
   };
+  // Stores a beat of `w` (its lease checked): what changed the allocation,
+  // a drain begun (and a class reclaimed). Draining is one way.
+  void Keep(const proto::WorkerBeat& beat, bool added, int64_t now, WorkerEntry* w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new lease for `worker_id`: a random nonce and its MAC.
   std::string NewLease(const std::string& worker_id) const;
   // Whether `lease` is one this key signed for `worker_id`.

@@ -240,71 +240,103 @@ def help_flags_of_subcommand(command):
 
 
 class Autoscaling(unittest.TestCase):
+    """Two elastic Deployments, each with an HPA (or a KEDA ScaledObject) on
+    its own recorded signal: spot on the plans' want net of the fixed pool,
+    the fallback on its grants and a lasting shortfall."""
+
     def setUp(self):
-        self.docs = {}
+        self.docs = {}  # by (kind, name)
         for path in sorted((DEPLOY / "k8s/autoscale").glob("*.yaml")):
             for doc in yaml.safe_load_all(path.read_text()):
-                self.docs[doc["kind"]] = doc
-        self.elastic = yaml.safe_load((DEPLOY / "k8s/worker-deployment.yaml").read_text())
+                self.docs[doc["kind"], doc["metadata"]["name"]] = doc
         config = yaml.safe_load((DEPLOY / "k8s/configmap.yaml").read_text())["data"]
         self.grace = int(config["WORKER_GRACE_SECONDS"])
-        self.elastic_class = config["ELASTIC_WORKER_CLASS"]
+        self.config = config
         rules = yaml.safe_load((DEPLOY / "prometheus/rules.yml").read_text())
         self.recorded = {r["record"]: r["expr"] for g in rules["groups"]
                          for r in g["rules"] if "record" in r}
-        self.pod_cores = self.elastic["spec"]["template"]["spec"]["containers"][0][
-            "resources"]["limits"]["cpu"]
+        # Each elastic Deployment, the recorded signal it scales on, and
+        # the ConfigMap key of its class.
+        self.elastic = {
+            "spot": (yaml.safe_load((DEPLOY / "k8s/worker-deployment.yaml").read_text()),
+                     "prepflow:elastic_wanted_cores", "ELASTIC_WORKER_CLASS"),
+            "fallback": (yaml.safe_load((DEPLOY / "k8s/worker-fallback.yaml").read_text()),
+                         "prepflow:fallback_wanted_cores", "FALLBACK_WORKER_CLASS"),
+        }
 
-    def test_the_hpa_scales_the_elastic_workers_on_the_adapters_metric(self):
-        hpa = self.docs["HorizontalPodAutoscaler"]
-        self.assertEqual(hpa["apiVersion"], "autoscaling/v2")
-        self.assertEqual(hpa["metadata"]["namespace"], "prepflow")
-        spec = hpa["spec"]
-        ref = spec["scaleTargetRef"]
-        self.assertEqual((ref["apiVersion"], ref["kind"], ref["name"]),
-                         ("apps/v1", "Deployment", self.elastic["metadata"]["name"]))
-        self.assertGreaterEqual(spec["minReplicas"], 1)
-        self.assertGreater(spec["maxReplicas"], spec["minReplicas"])
-        [metric] = spec["metrics"]
-        self.assertEqual(metric["type"], "External")
-        target = metric["external"]["target"]
-        self.assertEqual(target["type"], "AverageValue")
-        self.assertEqual(target["averageValue"], self.pod_cores, "one pod's cores")
-        # The adapter serves that name, from a series a rule records.
-        adapter = yaml.safe_load(self.docs["ConfigMap"]["data"]["config.yaml"])
-        [rule] = adapter["externalRules"]
-        self.assertEqual(rule["name"]["as"], metric["external"]["metric"]["name"])
-        self.assertIn(rule["seriesQuery"].strip("'"), self.recorded)
-        for policy in spec["behavior"]["scaleDown"]["policies"] + \
-                spec["behavior"]["scaleUp"]["policies"]:
-            self.assertIn(policy["type"], ("Pods", "Percent"))
-            self.assertGreater(policy["value"], 0)
+    @staticmethod
+    def pod_cores(deployment):
+        return deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+            "cpu"]
 
-    def test_keda_asks_prometheus_for_the_same_signal(self):
-        so = self.docs["ScaledObject"]
-        self.assertEqual(so["apiVersion"], "keda.sh/v1alpha1")
-        spec = so["spec"]
-        self.assertEqual(spec["scaleTargetRef"]["name"], self.elastic["metadata"]["name"])
-        [trigger] = spec["triggers"]
-        self.assertEqual(trigger["type"], "prometheus")
-        self.assertEqual(trigger["metricType"], "AverageValue")
-        self.assertIn(trigger["metadata"]["query"], self.recorded)
-        self.assertEqual(trigger["metadata"]["threshold"], self.pod_cores)
-        self.assertTrue(trigger["metadata"]["serverAddress"].startswith("http"))
-        self.assertGreaterEqual(spec["minReplicaCount"], 1)
+    def test_each_hpa_scales_its_deployment_on_the_adapters_metric(self):
+        adapter = yaml.safe_load(
+            self.docs["ConfigMap", "prepflow-adapter-rules"]["data"]["config.yaml"])
+        served = {r["name"]["as"]: r for r in adapter["externalRules"]}
+        for which, (deployment, signal, _) in self.elastic.items():
+            with self.subTest(which):
+                name = deployment["metadata"]["name"]
+                hpa = self.docs["HorizontalPodAutoscaler", name]
+                self.assertEqual(hpa["apiVersion"], "autoscaling/v2")
+                self.assertEqual(hpa["metadata"]["namespace"], "prepflow")
+                spec = hpa["spec"]
+                ref = spec["scaleTargetRef"]
+                self.assertEqual((ref["apiVersion"], ref["kind"], ref["name"]),
+                                 ("apps/v1", "Deployment", name))
+                self.assertGreaterEqual(spec["minReplicas"], 1)
+                self.assertGreater(spec["maxReplicas"], spec["minReplicas"])
+                [metric] = spec["metrics"]
+                self.assertEqual(metric["type"], "External")
+                target = metric["external"]["target"]
+                self.assertEqual(target["type"], "AverageValue")
+                self.assertEqual(target["averageValue"], self.pod_cores(deployment),
+                                 "one pod's cores")
+                # The adapter serves that name, from the series a rule records.
+                rule = served[metric["external"]["metric"]["name"]]
+                self.assertEqual(rule["seriesQuery"].strip("'"), signal)
+                self.assertIn(signal, self.recorded)
+                for policy in spec["behavior"]["scaleDown"]["policies"] + \
+                        spec["behavior"]["scaleUp"]["policies"]:
+                    self.assertIn(policy["type"], ("Pods", "Percent"))
+                    self.assertGreater(policy["value"], 0)
 
-    def test_the_signal_nets_out_the_fixed_pool_by_the_elastic_class(self):
+    def test_keda_asks_prometheus_for_the_same_signals(self):
+        for which, (deployment, signal, _) in self.elastic.items():
+            with self.subTest(which):
+                so = self.docs["ScaledObject", deployment["metadata"]["name"]]
+                self.assertEqual(so["apiVersion"], "keda.sh/v1alpha1")
+                spec = so["spec"]
+                self.assertEqual(spec["scaleTargetRef"]["name"], deployment["metadata"]["name"])
+                [trigger] = spec["triggers"]
+                self.assertEqual(trigger["type"], "prometheus")
+                self.assertEqual(trigger["metricType"], "AverageValue")
+                self.assertEqual(trigger["metadata"]["query"], signal)
+                self.assertEqual(trigger["metadata"]["threshold"], self.pod_cores(deployment))
+                self.assertTrue(trigger["metadata"]["serverAddress"].startswith("http"))
+                # Spot keeps a pod to measure with; the fallback may go to zero.
+                self.assertEqual(spec["minReplicaCount"], 1 if which == "spot" else 0)
+
+    def test_the_signals_name_the_configured_classes(self):
+        spot = self.config["ELASTIC_WORKER_CLASS"]
+        fallback = self.config["FALLBACK_WORKER_CLASS"]
         expr = self.recorded["prepflow:elastic_wanted_cores"]
         self.assertIn('what="wanted_cores"', expr)
-        self.assertIn(f'class!="{self.elastic_class}"', expr)
+        # The fixed pool is what is neither elastic class.
+        self.assertIn(f'class!~"{spot}|{fallback}"', expr)
+        expr = self.recorded["prepflow:fallback_wanted_cores"]
+        self.assertIn(f'what="granted", class="{fallback}"', expr)
+        self.assertIn("min_over_time(prepflow:pool_short_cores[", expr)
+        # Grants fill the fixed pool before the fallback: it is dearer.
+        self.assertGreater(float(self.config["FALLBACK_WORKER_COST_PER_CORE_HOUR"]),
+                           float(self.config["WORKER_COST_PER_CORE_HOUR"]))
 
     def test_elastic_pods_drain_within_their_grace_period(self):
-        spec = self.elastic["spec"]["template"]["spec"]
-        args = spec["containers"][0]["args"]
-        self.assertIn("--class=$(ELASTIC_WORKER_CLASS)", args)
         fixed = yaml.safe_load((DEPLOY / "k8s/worker-daemonset.yaml").read_text())
-        for workload in (self.elastic, fixed):
-            with self.subTest(workload=workload["kind"]):
+        for which, (deployment, _, class_key) in self.elastic.items():
+            args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            self.assertIn(f"--class=$({class_key})", args)
+        for workload in [d for d, _, _ in self.elastic.values()] + [fixed]:
+            with self.subTest(workload=workload["metadata"]["name"]):
                 self.assert_drains_before_it_is_killed(workload["spec"]["template"]["spec"])
 
     # The preStop hook drains the worker and waits for it (up to

@@ -258,6 +258,41 @@ TEST(SchedulerCore, AJobMovesOffAClassBeingReclaimedAndBackAfterButNotForAStop) 
   EXPECT_TRUE(core.counts().reclaimed_classes.empty());
 }
 
+// Draining is one way. A worker's beats that flap draining and reclaimed
+// on and off (a bug, or a credential used to keep cheap capacity from
+// every job) leave it draining, granted to no one, and mark its class once:
+// the mark ends reclaim_seconds after the first drain, not after the last
+// flap.
+TEST(SchedulerCore, AWorkerCannotFlapItsDrainToKeepItsClassMarked) {
+  SchedulerOptions o;
+  o.expire_after_seconds = 1000;  // nothing expires here
+  o.reclaim_seconds = 120;
+  SchedulerCore core(o);
+  proto::WorkerBeat flapper = Worker("flapper", 2), spot = Worker("spot", 2);
+  for (proto::WorkerBeat* b : {&flapper, &spot}) {
+    b->set_worker_class("spot");
+    b->set_cost_per_core_hour(0.01);
+    ASSERT_TRUE(Beat(core, *b, 0).ok());
+  }
+  ASSERT_TRUE(Beat(core, Worker("dear", 2), 0).ok());
+  for (int64_t t = 10; t <= 200; t += 10) {
+    flapper.set_draining(t % 20 == 10);
+    flapper.set_reclaimed(t % 20 == 10);
+    ASSERT_TRUE(Beat(core, flapper, t * kSecond).ok());
+    core.Expire(t * kSecond);
+    const SchedulerCounts c = core.counts();
+    EXPECT_EQ(c.draining_workers, 1) << t;
+    // The first drain, at 10 s, marks the class until 130 s.
+    if (t != 130) {
+      EXPECT_EQ(c.reclaimed_classes.count("spot"), t < 130 ? 1u : 0u) << t;
+    }
+  }
+  // The job is granted the spot worker that stays, never the flapper.
+  auto grant = core.JobBeat(Job("a", 4), 200 * kSecond);
+  ASSERT_TRUE(grant.ok());
+  for (const proto::WorkerGrant& g : grant->workers()) EXPECT_NE(g.worker_id(), "flapper");
+}
+
 TEST(SchedulerCore, AJobWithNoWorkersGetsAnEmptyGrant) {
   SchedulerCore core({});
   auto grant = core.JobBeat(Job("lonely", 4), 0);

@@ -195,10 +195,7 @@ void Loader::MaybeReplan(int64_t waiting_since) {
   const auto level =
       offload_.kind == OffloadMode::kAuto ? spdlog::level::info : spdlog::level::debug;
   for (const std::string& note : notes) spdlog::log(level, "{}", note);
-  if (remote_) {
-    const policy::ReplanState state = replanner_->State();
-    if (state.storage_limit_workers > 0 || state.storage_limit_shared > 0) remote_->StopStealing();
-  }
+  if (remote_ && replanner_->StorageBoundWorkers()) remote_->StopStealing();
   if (!next || offload_.kind != OffloadMode::kAuto) return;
   const double before = placement_.remote_share();
   placement_ = *std::move(next);
@@ -214,8 +211,11 @@ void Loader::MaybeReplan(int64_t waiting_since) {
   }
 }
 
-bool Loader::StillLoading(absl::Span<const int64_t> indices) const {
+bool Loader::StillLoading(absl::Span<const int64_t> indices) {
   if (cache_ == nullptr && (remote_ == nullptr || !remote_->AnyWorkerCaches())) return false;
+  // A bit a sample, only once a cache is in use (a worker's may come
+  // mid-run: samples that ran before count as first runs, which only waits).
+  if (finished_once_.empty()) finished_once_.assign(static_cast<size_t>(dataset_->size()), false);
   // A cache's content settles on a sample's first load (its priority is
   // fixed), so only a first load in flight can be missed again: a later
   // run of a sample that is not kept reads it anyway.
@@ -231,6 +231,7 @@ bool Loader::StillLoading(absl::Span<const int64_t> indices) const {
 }
 
 void Loader::NoteFinished(const Batch& batch) {
+  if (finished_once_.empty()) return;  // no cache in use yet
   for (const int64_t index : batch.indices()) {
     if (index >= 0 && static_cast<size_t>(index) < finished_once_.size()) {
       finished_once_[index] = true;

@@ -164,7 +164,7 @@ class Loader {
   // With caches (here or on workers): whether one of `indices` (the next
   // batch's) is in its first run, unfinished in a batch in flight from an
   // earlier epoch (StartBatch then holds the batch back).
-  bool StillLoading(absl::Span<const int64_t> indices) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StillLoading(absl::Span<const int64_t> indices) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that `batch`'s samples (complete) have each run once.
   void NoteFinished(const Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The echo factor of `epoch`, chosen when its order is made.
@@ -265,7 +265,7 @@ class Loader {
   policy::Placement placement_ ABSL_GUARDED_BY(mu_);
   std::deque<Batch*> in_flight_ ABSL_GUARDED_BY(mu_);
   // With caches: by dataset index, whether a run of the sample finished
-  // (StillLoading); empty without caches.
+  // (StillLoading); empty until a cache is in use.
   std::vector<bool> finished_once_ ABSL_GUARDED_BY(mu_);
   int next_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // epoch of the next batch to start
   int64_t next_number_ ABSL_GUARDED_BY(mu_) = 0;

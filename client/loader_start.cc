@@ -90,7 +90,6 @@ absl::Status Loader::Init(const LoaderOptions& given) {
   {
     absl::MutexLock lock(&mu_);
     next_epoch_ = options_.first_epoch;
-    finished_once_.assign(static_cast<size_t>(size), false);  // a bit a sample
     prefetch_ = options_.prefetch_batches;
     echo_now_ = ChooseEpochEcho(next_epoch_);
   }

@@ -577,6 +577,11 @@ std::optional<int> Replanner::EchoFactor(int max_echo, std::string* why) const {
   return *echo;
 }
 
+bool Replanner::StorageBoundWorkers() const {
+  absl::MutexLock lock(&mu_);
+  return storage_workers_.limit > 0 || store_share_.together() > 0;
+}
+
 ReplanState Replanner::State() const {
   absl::MutexLock lock(&mu_);
   ReplanState st;

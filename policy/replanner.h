@@ -234,6 +234,9 @@ class Replanner {
   // measured. `why` (may be null) gets the plan it expects, one line.
   std::optional<int> EchoFactor(int max_echo, std::string* why) const;
   ReplanState State() const;
+  // Whether storage was seen binding the workers' reads (State's
+  // storage_limit_workers or storage_limit_shared set), without its copy.
+  bool StorageBoundWorkers() const;
   // For the log at a run's end: the last placement's delivery against its
   // prediction, and the error over the run (PredictionLedger::Summary).
   std::string LedgerSummary() const;

@@ -253,7 +253,9 @@ void RemotePool::Dispatch() {
     queued_.clear();
     return;
   }
-  const bool locality = Locality();
+  // Locality(), with its scan of the workers done once for Steal too.
+  const bool caches = AnyCachesLocked();
+  const bool locality = open_.echo() > 1 || caches;
   for (auto q = queued_.begin(); q != queued_.end();) {
     const uint64_t id = *q;
     const auto it = items_.find(id);
@@ -275,7 +277,7 @@ void RemotePool::Dispatch() {
     it->second.worker = target;
     Send(target, id);
   }
-  if (locality && steal_ && !AnyCachesLocked()) Steal();
+  if (locality && steal_ && !caches && !queued_.empty()) Steal();
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one
 }
 

@@ -5,8 +5,10 @@
 # The worker runs cut 0 over 4 MiB files already in the page cache, so its
 # prefix is nearly free and the transport is what is measured
 # (bench/stream_bench). Prints one JSON object with gbytes_per_s,
-# iperf3_gbytes_per_s, ratio, client_cpu_s_per_gb and client_threads
-# (medians over ROUNDS).
+# iperf3_gbytes_per_s, ratio, client_cpu_s_per_gb, iperf3's receiver's
+# (iperf3_receiver_cpu_s_per_gb: the kernel's bare receive on this machine
+# now), their ratio (cpu_vs_iperf3_receiver) and client_threads (medians over
+# ROUNDS).
 #
 #   scripts/bench_stream.sh     env: ROUNDS (3), SECONDS_EACH (5), ITEM_SAMPLES (4), STREAMS (1),
 #                               CREDITS (8: items in flight per stream)
@@ -48,8 +50,15 @@ for r in $(seq "$rounds"); do
   build/bin/stream_bench --worker "127.0.0.1:$port" --data "$work/data" --seconds "$secs" \
     --item-samples "$item" --credits "$credits" --streams "$streams" >>"$work/stream.jsonl"
   iperf3 -c 127.0.0.1 -p "$iperf_port" -t "$secs" -J >"$work/iperf.json"
-  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({"iperf3_gbytes_per_s": d["end"]["sum_received"]["bits_per_second"] / 8e9}))' \
-    "$work/iperf.json" >>"$work/iperf.jsonl"
+  python3 - "$work/iperf.json" >>"$work/iperf.jsonl" <<'PY'
+import json, sys
+end = json.load(open(sys.argv[1]))["end"]
+got = end["sum_received"]
+# iperf3 -c reports the server's (the receiver's) CPU as "remote_total".
+cpu_s = end["cpu_utilization_percent"]["remote_total"] / 100 * got["seconds"]
+print(json.dumps({"iperf3_gbytes_per_s": got["bits_per_second"] / 8e9,
+                  "iperf3_receiver_cpu_s_per_gb": cpu_s / (got["bytes"] / 1e9)}))
+PY
 done
 
 python3 - "$work/stream.jsonl" "$work/iperf.jsonl" <<'PY'
@@ -57,12 +66,16 @@ import json, statistics, sys
 s = [json.loads(l) for l in open(sys.argv[1])]
 i = [json.loads(l) for l in open(sys.argv[2])]
 ratios = [a["gbytes_per_s"] / b["iperf3_gbytes_per_s"] for a, b in zip(s, i)]
+cpu_ratios = [a["client_cpu_s_per_gb"] / b["iperf3_receiver_cpu_s_per_gb"] for a, b in zip(s, i)]
 print(json.dumps({
     "benchmark": "stream_one_client_one_worker_loopback", "streams": s[0]["streams"],
     "gbytes_per_s": round(statistics.median(x["gbytes_per_s"] for x in s), 3),
     "iperf3_gbytes_per_s": round(statistics.median(x["iperf3_gbytes_per_s"] for x in i), 3),
     "ratio": round(statistics.median(ratios), 3),
     "client_cpu_s_per_gb": round(statistics.median(x["client_cpu_s_per_gb"] for x in s), 4),
+    "iperf3_receiver_cpu_s_per_gb":
+        round(statistics.median(x["iperf3_receiver_cpu_s_per_gb"] for x in i), 4),
+    "cpu_vs_iperf3_receiver": round(statistics.median(cpu_ratios), 3),
     "client_threads": max(x["client_threads"] for x in s),
     "item_samples": s[0]["item_samples"], "sample_bytes": s[0]["sample_bytes"],
     "rounds": len(s),

@@ -410,9 +410,10 @@ absl::Status Loader::StartRemote() {
   // A named job's ranks share its workers (the same --workers on every
   // rank): each plans with its part of them.
   if (!options_.job.empty()) po.static_share = 1.0 / options_.world_size;
-  // An echoed copy loads again on a worker idle for it only where reads cost
-  // no remote store's requests and bytes (and, below, until storage binds).
-  po.echo_steal = !ReadsUrls(JobOpenMessage().dataset());
+  // An echoed copy or a cached sample loads again on a worker idle for it
+  // only where reads cost no remote store's requests and bytes (and, below,
+  // until storage binds).
+  po.steal_from_busy_homes = !ReadsUrls(JobOpenMessage().dataset());
   RemotePool::Callbacks callbacks;
   callbacks.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
                             const std::string& address) {

@@ -610,10 +610,10 @@ int WorkerCore::active_jobs() const {
   return static_cast<int>(jobs_.size());
 }
 
-absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                              proto::SampleResult* out, int* from, ItemTally* tally) {
+absl::Status WorkerCore::Load(const WorkerJob& job, Sample& s, Workspace& ws,
+                              proto::SampleResult* out, int* from, ItemRun* run) {
   *from = 0;
-  BoundaryCache* cache = job.Cached(cut) ? job.cache() : nullptr;
+  BoundaryCache* cache = job.Cached(run->cut) ? job.cache() : nullptr;
   if (cache != nullptr && cache->Restore(s, ws)) {
     *from = cache->boundary();
     out->set_cache_hit(true);
@@ -627,9 +627,9 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
                             ? ReadRecord(job.dataset(), MediaOnly(), ws, s, &size)
                             : ReadRecord(job.dataset(), job.pipeline().fields(), ws, s, &size);
   const int64_t read_nanos = ThreadCpuNanos() - t0;
-  tally->reported_cpu_nanos += read_nanos;
-  tally->read_wait_nanos += WallNanos() - wall0;
-  tally->read_bytes += static_cast<int64_t>(size);
+  run->reported_cpu_nanos += read_nanos;
+  run->read_wait_nanos += WallNanos() - wall0;
+  run->read_bytes += static_cast<int64_t>(size);
   out->set_read_cpu_seconds(read_nanos * 1e-9);
   if (!status.ok()) return status;
   // The index is shared, read under this worker's file limit; a job may
@@ -646,20 +646,20 @@ absl::Status WorkerCore::Load(const WorkerJob& job, int cut, Sample& s, Workspac
     *from = spec.materialized().upto();
     out->set_first_stage(*from);
   }
-  if (cache != nullptr && cache->boundary() == *from) cache->Keep(s);
+  if (cache != nullptr && run->keep && cache->boundary() == *from) cache->Keep(s);
   return absl::OkStatus();
 }
 
 absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sample& s,
-                                   Workspace& ws, proto::SampleResult* out, int64_t* reported) {
+                                   Workspace& ws, proto::SampleResult* out, ItemRun* run) {
   // Stage costs are measured here, one stage at a time, so they travel with
   // the sample for the client's planner.
-  BoundaryCache* cache = job.Cached(end) ? job.cache() : nullptr;
+  BoundaryCache* cache = job.Cached(end) && run->keep ? job.cache() : nullptr;
   for (int stage = begin; stage < end; ++stage) {
     const int64_t c0 = ThreadCpuNanos();
     const absl::Status status = job.pipeline().Run(stage, stage + 1, s, ws);
     const int64_t nanos = ThreadCpuNanos() - c0;
-    *reported += nanos;
+    run->reported_cpu_nanos += nanos;
     const double seconds = nanos * 1e-9;
     proto::StageCost* cost = out->add_stages();
     cost->set_cpu_seconds(seconds);
@@ -671,19 +671,18 @@ absl::Status WorkerCore::RunStages(const WorkerJob& job, int begin, int end, Sam
   return absl::OkStatus();
 }
 
-absl::Status WorkerCore::RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                                   proto::SampleResult* out, int copies, ItemTally* tally) {
-  int64_t* reported = &tally->reported_cpu_nanos;
+absl::Status WorkerCore::RunSample(const WorkerJob& job, Sample& s, Workspace& ws,
+                                   proto::SampleResult* out, ItemRun* run) {
   int from = 0;
   absl::Status status;
-  const int echo_at = job.EchoAt(cut);
+  const int echo_at = job.EchoAt(run->cut);
   if (echo_at >= 0) {
     // Copies of the sample share one load up to the echo boundary.
     bool loaded = false;
-    status = job.echo_->Get(s, ws, copies, [&] {
+    status = job.echo_->Get(s, ws, run->copies, [&] {
       loaded = true;
-      absl::Status st = Load(job, cut, s, ws, out, &from, tally);
-      if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, reported);
+      absl::Status st = Load(job, s, ws, out, &from, run);
+      if (st.ok()) st = RunStages(job, from, echo_at, s, ws, out, run);
       return st;
     });
     if (!loaded) {
@@ -692,9 +691,9 @@ absl::Status WorkerCore::RunSample(const WorkerJob& job, int cut, Sample& s, Wor
     }
     from = echo_at;
   } else {
-    status = Load(job, cut, s, ws, out, &from, tally);
+    status = Load(job, s, ws, out, &from, run);
   }
-  if (status.ok()) status = RunStages(job, from, cut, s, ws, out, reported);
+  if (status.ok()) status = RunStages(job, from, run->cut, s, ws, out, run);
   return status;
 }
 
@@ -706,8 +705,10 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
   BoundaryCache* cache = job.Cached(item.cut()) ? job.cache() : nullptr;
   result->set_item_id(item.item_id());
   int64_t bytes = 0;
-  ItemTally tally;
-  const int copies = item.echo() > 0 ? static_cast<int>(item.echo()) : job.spec().echo();
+  ItemRun run;
+  run.cut = item.cut();
+  run.copies = item.echo() > 0 ? static_cast<int>(item.echo()) : job.spec().echo();
+  run.keep = !item.away();
   const StorageStats storage_before = ThreadStorageStats();
   output->payloads.resize(static_cast<size_t>(item.indices_size()));
   int64_t hits = 0, misses = 0;
@@ -725,7 +726,7 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     absl::Cleanup end_sample = [&ws] { ws.EndSample(); };
     absl::Status status;
     try {
-      status = RunSample(job, item.cut(), s, ws, out, copies, &tally);
+      status = RunSample(job, s, ws, out, &run);
     } catch (const std::bad_alloc& e) {  // a read or cached value over the working memory
       status = absl::ResourceExhaustedError(OutOfMemoryMessage(e));
     }
@@ -754,9 +755,9 @@ void WorkerCore::RunItem(int thread, const WorkerJob& job, const proto::WorkItem
     payload.size = s.size;
     bytes += static_cast<int64_t>(s.record_bytes());
   }
-  reported_cpu_nanos_.fetch_add(tally.reported_cpu_nanos, std::memory_order_relaxed);
-  result->set_read_wait_seconds(tally.read_wait_nanos * 1e-9);
-  result->set_read_bytes(tally.read_bytes);
+  reported_cpu_nanos_.fetch_add(run.reported_cpu_nanos, std::memory_order_relaxed);
+  result->set_read_wait_seconds(run.read_wait_nanos * 1e-9);
+  result->set_read_bytes(run.read_bytes);
   const StorageStats storage = ThreadStorageStats().Minus(storage_before);
   if (storage.requests > 0) {
     proto::StorageCost* cost = result->mutable_storage();

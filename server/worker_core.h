@@ -231,28 +231,35 @@ class WorkerCore {
   absl::Status AdmitStream(const std::string& client, std::shared_ptr<WorkerJob>* job)
       ABSL_LOCKS_EXCLUDED(mu_);
   void RunItem(int thread, const WorkerJob& job, const proto::WorkItem& item, ItemOutput* out);
-  // What an item's samples cost, summed as they run: CPU reported in their
-  // stage costs, and their reads' wall time and bytes.
-  struct ItemTally {
+  // One item as its samples run: where it is cut, how many copies of a
+  // sample share one load, whether values may be kept in the job's cache
+  // (not for an item sent away from its samples' home, WorkItem.away), and
+  // what its samples cost, summed as they run: CPU reported in their stage
+  // costs, and their reads' wall time and bytes.
+  struct ItemRun {
+    int cut = 0;
+    int copies = 1;
+    bool keep = true;
     int64_t reported_cpu_nanos = 0;
     int64_t read_wait_nanos = 0;
     int64_t read_bytes = 0;
   };
   // Puts sample `s`'s value at boundary `*from` into it for an item cut at
-  // `cut`: from the job's cache, or read (and, at a cut past the cache's
-  // boundary, run up to it and kept). Fills the read cost and cache_hit of
-  // `out`.
-  absl::Status Load(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                    proto::SampleResult* out, int* from, ItemTally* tally);
-  // Puts sample `s` (its identity set) through stages [0, cut): loaded (or
-  // taken from the cache or an earlier copy: `copies` of it share one
-  // load), then run; costs go to `out`.
-  absl::Status RunSample(const WorkerJob& job, int cut, Sample& s, Workspace& ws,
-                         proto::SampleResult* out, int copies, ItemTally* tally);
+  // `run->cut`: from the job's cache, or read (and, at a cut past the
+  // cache's boundary, run up to it and kept if `run->keep`). Fills the read
+  // cost and cache_hit of `out`.
+  absl::Status Load(const WorkerJob& job, Sample& s, Workspace& ws, proto::SampleResult* out,
+                    int* from, ItemRun* run);
+  // Puts sample `s` (its identity set) through stages [0, run->cut): loaded
+  // (or taken from the cache or an earlier copy: `run->copies` of it share
+  // one load), then run; costs go to `out`.
+  absl::Status RunSample(const WorkerJob& job, Sample& s, Workspace& ws, proto::SampleResult* out,
+                         ItemRun* run);
   // Runs stages [begin, end) on `s`, one at a time, adding each one's cost
-  // to `out` (and keeping the value at the cache boundary when it passes it).
+  // to `out` (and keeping the value at the cache boundary when it passes it
+  // and `run->keep`).
   absl::Status RunStages(const WorkerJob& job, int begin, int end, Sample& s, Workspace& ws,
-                         proto::SampleResult* out, int64_t* reported);
+                         proto::SampleResult* out, ItemRun* run);
   // Chooses the job's cache boundary (cache_at, else the pipeline's
   // default). InvalidArgument when the client named one that is not
   // deterministic.

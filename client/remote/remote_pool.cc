@@ -28,7 +28,7 @@ RemotePool::RemotePool(const RemotePoolOptions& options, proto::JobOpen open, St
       factory_(std::move(factory)),
       callbacks_(std::move(callbacks)),
       clock_(std::move(clock)),
-      steal_(options.echo_steal) {}
+      steal_(options.steal_from_busy_homes) {}
 
 RemotePool::~RemotePool() { Stop(); }
 
@@ -253,9 +253,7 @@ void RemotePool::Dispatch() {
     queued_.clear();
     return;
   }
-  // Locality(), with its scan of the workers done once for Steal too.
-  const bool caches = AnyCachesLocked();
-  const bool locality = open_.echo() > 1 || caches;
+  const bool locality = Locality();
   for (auto q = queued_.begin(); q != queued_.end();) {
     const uint64_t id = *q;
     const auto it = items_.find(id);
@@ -277,20 +275,20 @@ void RemotePool::Dispatch() {
     it->second.worker = target;
     Send(target, id);
   }
-  if (locality && steal_ && !caches && !queued_.empty()) Steal();
+  if (locality && steal_ && !queued_.empty()) Steal();
   MaybeHedge();  // nothing is queued: an idle worker may back up a slow one
 }
 
 void RemotePool::Steal() {
   // Every worker with a free credit now has nothing of its own queued (the
   // pass above sent it), while items wait for a busy home: it takes them.
-  // Only echoed copies' homes give way, and only where reads are cheap
-  // (options.echo_steal): a copy run away from its home loads its value
-  // again (a read and the stages before the echo boundary), which costs
-  // less than a worker idle while its peer's queue grows (a sample's hash
-  // makes its home, so any batch deals the workers unequal shares). A
-  // cached sample keeps to its home: elsewhere it would miss and read
-  // storage.
+  // Homes give way only where reads are cheap (options.steal_from_busy_homes): a copy
+  // run away from its home loads its value again (a read and the stages
+  // before the echo or cache boundary), which costs less than a worker idle
+  // while its peer's queue grows (a sample's hash makes its home, so any
+  // batch deals the workers unequal shares). It goes marked away
+  // (WorkItem.away), so the thief's cache keeps none of it: those values
+  // belong in their home's.
   for (auto q = queued_.begin(); q != queued_.end();) {
     const uint64_t id = *q;
     const auto it = items_.find(id);
@@ -350,6 +348,8 @@ void RemotePool::Send(int w, uint64_t id) {
   msg.set_item_id(id);
   msg.set_epoch(p.item.batch->epoch());
   msg.set_cut(p.item.cut);
+  // Stolen or hedged: its samples' values are kept at their home, not here.
+  if (p.item.home >= 0 && p.item.home != w) msg.set_away(true);
   bool echoed = false;
   for (int64_t slot : p.item.slots) {
     msg.add_indices(p.item.batch->index_at(slot));

@@ -93,10 +93,10 @@ struct RemotePoolOptions {
   // (the worker runs their items as one job's). Granted workers count their
   // grant instead.
   double static_share = 1;
-  // Echoed copies whose home worker is busy may run on one with nothing else
-  // to do, loading their value again there (Steal): for data whose reads
-  // cost no remote store's requests and bytes.
-  bool echo_steal = false;
+  // Items waiting for a busy home worker (echoed copies, cached samples)
+  // may run on one with nothing else to do, loading their value again there
+  // (Steal): for data whose reads cost no remote store's requests and bytes.
+  bool steal_from_busy_homes = false;
 };
 
 class RemotePool {
@@ -277,7 +277,7 @@ class RemotePool {
  public:
   // Whether any usable worker keeps a sample cache for this job.
   bool AnyWorkerCaches() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Ends echo_steal: storage was found binding, so a copy's extra read
+  // Ends steal_from_busy_homes: storage was found binding, so an extra read
   // costs more than an idle worker.
   void StopStealing() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -329,7 +329,7 @@ class RemotePool {
   bool probing_ ABSL_GUARDED_BY(mu_) = true;  // workers opened now are asked for probes
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
-  bool steal_ ABSL_GUARDED_BY(mu_);  // options.echo_steal until StopStealing
+  bool steal_ ABSL_GUARDED_BY(mu_);  // options.steal_from_busy_homes until StopStealing
   Counters counters_ ABSL_GUARDED_BY(mu_);
   std::thread watchdog_;
 };

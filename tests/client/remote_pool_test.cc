@@ -295,11 +295,11 @@ TEST_F(RemotePoolTest, ItemsWaitForTheirHomeAndMoveWhenItGoes) {
 // Echoed copies have homes too (their first copy's value is kept there),
 // but a worker with free credits and nothing of its own queued takes the
 // items waiting for a busy home: hashing deals unequal shares, and an idle
-// worker costs more than loading a copy's value again. Cached samples (the
-// test above) wait for their home.
+// worker costs more than loading a copy's value again. (Without
+// steal_from_busy_homes, the test above, items wait for their home.)
 TEST_F(RemotePoolTest, AnIdleWorkerTakesEchoedCopiesWaitingForTheirBusyHome) {
   RemotePoolOptions options;
-  options.echo_steal = true;
+  options.steal_from_busy_homes = true;
   Make(options, 0, /*echo=*/2);
   FakeStream* a = Open("a:1", 1);
   FakeStream* b = Open("b:1", 2);
@@ -336,13 +336,44 @@ TEST_F(RemotePoolTest, AnIdleWorkerTakesEchoedCopiesWaitingForTheirBusyHome) {
   EXPECT_EQ(pool_->counters().stolen_items, 2);
 }
 
+// Cached samples too: an idle worker takes those waiting for their busy
+// home, marked away so that its cache keeps none of them (it reads its cache
+// all the same); those sent home are not marked.
+TEST_F(RemotePoolTest, AnIdleWorkerTakesCachedSamplesWaitingForTheirBusyHomeMarkedAway) {
+  RemotePoolOptions options;
+  options.steal_from_busy_homes = true;
+  Make(options);
+  FakeStream* a = Open("a:1", 1, "", 0, 4, 1 << 30);
+  FakeStream* b = Open("b:1", 2, "", 0, 4, 1 << 30);
+  std::vector<int64_t> on_a;
+  for (int64_t slot = 0; slot < 64 && on_a.size() < 4; ++slot) {
+    if (pool_->HomeOf(batch_.index_at(slot), 2) == 0) on_a.push_back(slot);
+  }
+  ASSERT_EQ(on_a.size(), 4u);
+  for (int64_t slot : on_a) pool_->Submit(RemoteItem{&batch_, {slot}, 2, 0});
+  ASSERT_EQ(a->sent.size(), 1u);
+  EXPECT_FALSE(a->sent[0].away());
+  ASSERT_EQ(b->sent.size(), 2u);
+  EXPECT_TRUE(b->sent[0].away());
+  EXPECT_TRUE(b->sent[1].away());
+  EXPECT_EQ(pool_->counters().stolen_items, 2);
+  Answer(a, 0);
+  ASSERT_EQ(a->sent.size(), 2u);
+  EXPECT_FALSE(a->sent[1].away());
+  Answer(a, 1);
+  Answer(b, 0);
+  Answer(b, 1);
+  ExpectExactlyOnce(on_a);
+  EXPECT_EQ(Delivered(), 4);
+}
+
 // Where a copy's extra read would cost a remote store (a URL dataset: no
-// echo_steal), or once storage was found binding (StopStealing), echoed
+// steal_from_busy_homes), or once storage was found binding (StopStealing), echoed
 // copies wait for their home like cached samples.
 TEST_F(RemotePoolTest, EchoedCopiesWaitForTheirHomeWhereReadsCostStorage) {
   for (const bool stopped : {false, true}) {
     RemotePoolOptions options;
-    options.echo_steal = stopped;
+    options.steal_from_busy_homes = stopped;
     Make(options, 0, /*echo=*/2);
     if (stopped) pool_->StopStealing();
     FakeStream* a = Open("a:1", 1);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -71,10 +72,11 @@ class WorkerCoreTest : public ::testing::Test {
 
   // Runs an item on `core` (default: the fixture's) and waits for it.
   ItemOutput RunItem(const std::shared_ptr<WorkerJob>& job, std::vector<int64_t> indices, int cut,
-                     WorkerCore* core = nullptr) {
+                     WorkerCore* core = nullptr, bool away = false) {
     proto::WorkItem item;
     item.set_item_id(1);
     item.set_cut(cut);
+    item.set_away(away);
     for (int64_t i : indices) item.add_indices(i);
     absl::Notification done;
     ItemOutput out;
@@ -369,6 +371,39 @@ TEST_F(WorkerCoreTest, AJobOnAChangedDatasetIsServedWhileAnOlderOneRuns) {
   EXPECT_NE((*b)->dataset().fingerprint(), (*a)->dataset().fingerprint());
   core.CloseJob(*a, "client-a");
   core.CloseJob(*b, "client-b");
+}
+
+// An item sent away from its samples' home (stolen from a busy home, or a
+// hedged copy) reads this worker's cache but keeps nothing in it: those
+// values belong in their home's cache.
+TEST_F(WorkerCoreTest, AnItemSentAwayFromItsHomeReadsTheCacheButKeepsNothingInIt) {
+  WorkerCore core(CachingOptions(), nullptr);
+  proto::JobOpen open = Open(root_ + "/data", "imagenet-eval");
+  open.set_cache_at(2);
+  proto::JobOpened opened;
+  auto job = core.OpenJob(open, "client-a", &opened);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto run = [&](bool away) { return RunItem(*job, {1, 2, 5}, 4, &core, away); };
+  auto same_values = [](const ItemOutput& a, const ItemOutput& b) {
+    if (a.payloads.size() != b.payloads.size()) return false;
+    for (size_t i = 0; i < a.payloads.size(); ++i) {
+      if (a.payloads[i].size != b.payloads[i].size ||
+          std::memcmp(a.payloads[i].data.get(), b.payloads[i].data.get(), a.payloads[i].size))
+        return false;
+    }
+    return true;
+  };
+  const ItemOutput away = run(true);
+  EXPECT_EQ(away.result.cache().misses(), 3);
+  EXPECT_EQ(run(true).result.cache().misses(), 3) << "an away item's values were kept";
+  const ItemOutput home = run(false);
+  EXPECT_EQ(home.result.cache().misses(), 3);
+  EXPECT_TRUE(same_values(home, away));
+  // What its home kept, an away item is served from.
+  const ItemOutput served = run(true);
+  EXPECT_EQ(served.result.cache().hits(), 3);
+  EXPECT_TRUE(same_values(served, away));
+  core.CloseJob(*job, "client-a");
 }
 
 TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {

@@ -497,7 +497,13 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
 
 std::string Replanner::LedgerSummary() const {
   absl::MutexLock lock(&mu_);
-  return ledger_.Summary();
+  std::string summary = ledger_.Summary();
+  // The running placement's prediction is revised with each update's
+  // inputs: beside the last plan's inputs in the log, these say which term
+  // moved after it.
+  if (latest_input_)
+    absl::StrAppend(&summary, "; inputs at the end: ", DescribeInput(*latest_input_));
+  return summary;
 }
 
 std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,

@@ -238,7 +238,8 @@ class Replanner {
   // storage_limit_workers or storage_limit_shared set), without its copy.
   bool StorageBoundWorkers() const;
   // For the log at a run's end: the last placement's delivery against its
-  // prediction, and the error over the run (PredictionLedger::Summary).
+  // prediction, the error over the run (PredictionLedger::Summary), and the
+  // inputs the prediction was last revised with.
   std::string LedgerSummary() const;
 
  private:

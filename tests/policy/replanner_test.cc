@@ -862,6 +862,8 @@ TEST(Replanner, APlanThatDoesNotDeliverIsTriedAgainstAllLocalAndGivenUp) {
               ::testing::HasSubstr("the placement before delivered 150.0 samples/s over"));
   EXPECT_NEAR(r.State().prediction_error, 1 - 150 / predicted, 0.01);
   EXPECT_GE(r.State().prediction_seconds, 2);
+  // The run's summary names the inputs the prediction was last revised with.
+  EXPECT_THAT(r.LedgerSummary(), ::testing::HasSubstr("; inputs at the end: stages (µs here"));
   EXPECT_FALSE(run(6, 180).has_value());     // better: kept, no placement to switch to
   EXPECT_NEAR(r.State().delivered, 180, 1);  // all local's span, since it settled
   EXPECT_THAT(r.State().explanation, ::testing::HasSubstr("all local: it delivered 180.0"));

@@ -282,13 +282,13 @@ void RemotePool::Dispatch() {
 void RemotePool::Steal() {
   // Every worker with a free credit now has nothing of its own queued (the
   // pass above sent it), while items wait for a busy home: it takes them.
-  // Homes give way only where reads are cheap (options.steal_from_busy_homes): a copy
-  // run away from its home loads its value again (a read and the stages
-  // before the echo or cache boundary), which costs less than a worker idle
-  // while its peer's queue grows (a sample's hash makes its home, so any
-  // batch deals the workers unequal shares). It goes marked away
-  // (WorkItem.away), so the thief's cache keeps none of it: those values
-  // belong in their home's.
+  // Homes give way only where reads are cheap
+  // (options.steal_from_busy_homes): an item run away from its home loads
+  // its value again (a read and the stages before the echo or cache
+  // boundary), which costs less than a worker idle while its peer's queue
+  // grows (a sample's hash makes its home, so any batch deals the workers
+  // unequal shares). Send marks it away (WorkItem.away), so the thief's
+  // cache keeps none of it: those values belong in their home's.
   for (auto q = queued_.begin(); q != queued_.end();) {
     const uint64_t id = *q;
     const auto it = items_.find(id);

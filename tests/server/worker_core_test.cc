@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -68,6 +67,15 @@ class WorkerCoreTest : public ::testing::Test {
     co.ram_bytes = 64 << 20;
     options.cache = *SampleCache::Open(co);
     return options;
+  }
+
+  // Each sample's payload bytes, in order.
+  static std::vector<std::string> Payloads(const ItemOutput& out) {
+    std::vector<std::string> v;
+    for (const Payload& p : out.payloads) {
+      v.emplace_back(reinterpret_cast<const char*>(p.data.get()), p.size);
+    }
+    return v;
   }
 
   // Runs an item on `core` (default: the fixture's) and waits for it.
@@ -384,25 +392,16 @@ TEST_F(WorkerCoreTest, AnItemSentAwayFromItsHomeReadsTheCacheButKeepsNothingInIt
   auto job = core.OpenJob(open, "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
   auto run = [&](bool away) { return RunItem(*job, {1, 2, 5}, 4, &core, away); };
-  auto same_values = [](const ItemOutput& a, const ItemOutput& b) {
-    if (a.payloads.size() != b.payloads.size()) return false;
-    for (size_t i = 0; i < a.payloads.size(); ++i) {
-      if (a.payloads[i].size != b.payloads[i].size ||
-          std::memcmp(a.payloads[i].data.get(), b.payloads[i].data.get(), a.payloads[i].size))
-        return false;
-    }
-    return true;
-  };
   const ItemOutput away = run(true);
   EXPECT_EQ(away.result.cache().misses(), 3);
   EXPECT_EQ(run(true).result.cache().misses(), 3) << "an away item's values were kept";
   const ItemOutput home = run(false);
   EXPECT_EQ(home.result.cache().misses(), 3);
-  EXPECT_TRUE(same_values(home, away));
+  EXPECT_EQ(Payloads(home), Payloads(away));
   // What its home kept, an away item is served from.
   const ItemOutput served = run(true);
   EXPECT_EQ(served.result.cache().hits(), 3);
-  EXPECT_TRUE(same_values(served, away));
+  EXPECT_EQ(Payloads(served), Payloads(away));
   core.CloseJob(*job, "client-a");
 }
 
@@ -416,19 +415,12 @@ TEST_F(WorkerCoreTest, ACacheServesLaterItemsAndOnlyAtDeterministicBoundaries) {
   auto job = core.OpenJob(open, "client-a", &opened);
   ASSERT_TRUE(job.ok()) << job.status();
   auto run = [&](int cut) { return RunItem(*job, {1, 2, 5}, cut, &core); };
-  auto payloads = [](const ItemOutput& out) {
-    std::vector<std::string> v;
-    for (const Payload& p : out.payloads) {
-      v.emplace_back(reinterpret_cast<const char*>(p.data.get()), p.size);
-    }
-    return v;
-  };
   const ItemOutput first = run(4);
   EXPECT_EQ(first.result.cache().misses(), 3);
   EXPECT_EQ(first.result.cache().hits(), 0);
   const ItemOutput second = run(4);
   EXPECT_EQ(second.result.cache().hits(), 3);
-  EXPECT_EQ(payloads(second), payloads(first));
+  EXPECT_EQ(Payloads(second), Payloads(first));
   for (const proto::SampleResult& s : second.result.samples()) {
     EXPECT_TRUE(s.cache_hit());
     EXPECT_EQ(s.first_stage(), 2);
@@ -503,20 +495,13 @@ TEST_F(WorkerCoreTest, ACacheNeverServesAnotherFoldersOrAStaleFilesValues) {
     EXPECT_TRUE(job.ok()) << job.status();
     return *job;
   };
-  auto payloads = [](const ItemOutput& out) {
-    std::vector<std::string> v;
-    for (const Payload& p : out.payloads) {
-      v.emplace_back(reinterpret_cast<const char*>(p.data.get()), p.size);
-    }
-    return v;
-  };
   auto attacker = open(core, "attacker"), victim = open(core, "victim");
   ASSERT_EQ(attacker->dataset().fingerprint(), victim->dataset().fingerprint())
       << "the folders must look alike to the index for this test to mean anything";
   EXPECT_EQ(RunItem(attacker, {0, 1, 2}, 4, &core).result.cache().misses(), 3);
   const ItemOutput got = RunItem(victim, {0, 1, 2}, 4, &core);
   EXPECT_EQ(got.result.cache().hits(), 0) << "the attacker's values were served";
-  EXPECT_EQ(payloads(got), payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
+  EXPECT_EQ(Payloads(got), Payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
   EXPECT_EQ(RunItem(victim, {0, 1, 2}, 4, &core).result.cache().hits(), 3);
 
   // The victim's file 1 rewritten in place, same size, other pixels.
@@ -538,7 +523,7 @@ TEST_F(WorkerCoreTest, ACacheNeverServesAnotherFoldersOrAStaleFilesValues) {
   const ItemOutput after = RunItem(victim, {0, 1, 2}, 4, &core);
   EXPECT_EQ(after.result.cache().hits(), 2);
   EXPECT_EQ(after.result.cache().misses(), 1);
-  EXPECT_EQ(payloads(after), payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
+  EXPECT_EQ(Payloads(after), Payloads(RunItem(open(uncached, "victim"), {0, 1, 2}, 4, &uncached)));
   EXPECT_EQ(options.cache->stats().stale, 1);
   core.CloseJob(victim, "victim");
   core.CloseJob(attacker, "attacker");

@@ -21,6 +21,11 @@ void LinkWatch::Fold(const Snapshot& s, double receive_cost_per_byte,
   FoldIngest(s, notes);
 }
 
+void LinkWatch::Reopen() {
+  for (auto& [id, lw] : links_) lw.start_nanos = 0;  // opens at the next snapshot
+  ingest_.start_nanos = 0;
+}
+
 bool LinkWatch::Measured(const Snapshot& s) const {
   for (const WorkerTotals& w : s.workers) {
     if (!w.usable || w.results == 0) continue;

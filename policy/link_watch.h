@@ -30,6 +30,12 @@ class LinkWatch {
   // process's CPU per byte received (a busy process is slow to take answers
   // only where receiving them is real work).
   void Fold(const Snapshot& s, double receive_cost_per_byte, std::vector<std::string>* notes);
+  // The workers sat idle (every sample placed here) and are sent work
+  // again: each window reopens at the next snapshot, so none spans the idle
+  // time (a window that did read its few answers, which came with every
+  // credit out, as a slow link: 6.4 MB/s on an unlimited bridge, after the
+  // storage probe ran all local).
+  void Reopen();
   // Whether every usable worker that has answered has had a window close or
   // a steady probe.
   bool Measured(const Snapshot& s) const;

@@ -15,6 +15,7 @@ namespace {
 // Local CPU, remote CPU, network, demand, storage here, storage on workers,
 // storage both together.
 constexpr int kRows = 7;
+constexpr int kSharedStorageRow = 6;
 constexpr double kUnlimited = 1e299;
 
 struct Candidate {
@@ -172,6 +173,12 @@ absl::Status Validate(const PlanInput& in) {
     return absl::InvalidArgumentError(absl::StrCat("plan input: max_cut ", in.max_cut,
                                                    " is outside [-1, ", in.local_cost.size(), "]"));
   }
+  if (in.min_cut < 0 || in.min_cut > static_cast<int>(in.local_cost.size()) ||
+      (in.max_cut >= 0 && in.min_cut > in.max_cut)) {
+    return absl::InvalidArgumentError(absl::StrCat("plan input: min_cut ", in.min_cut,
+                                                   " is outside [0, ", in.local_cost.size(),
+                                                   "] or past max_cut ", in.max_cut));
+  }
   if (!(in.cores_per_worker > 0)) {
     return absl::InvalidArgumentError("plan input: cores_per_worker must be positive");
   }
@@ -267,8 +274,11 @@ absl::StatusOr<double> ThroughputOf(const PlanInput& in, const std::vector<doubl
   const std::vector<std::array<double, kRows>> use = PathUse(in);
   const std::array<double, kRows> cap =
       Capacities(WithLinks(in, BytesPerRemoteCpu(use, fractions)));
+  // S binds only where both sides read (planner.h).
+  const bool both_read = fractions[0] > 1e-12 && fractions[0] < 1 - 1e-12;
   double rate = kUnlimited;
   for (int r = 0; r < kRows; ++r) {
+    if (r == kSharedStorageRow && !both_read) continue;
     double per_sample = 0;
     for (size_t k = 0; k < paths; ++k) per_sample += fractions[k] * use[k][r];
     if (per_sample > 0) rate = std::min(rate, cap[r] / per_sample);
@@ -315,8 +325,8 @@ std::string Explain(const PlanInput& in, const Plan& plan) {
 absl::Status AllowedCuts(const PlanInput& in, const std::vector<std::array<double, kRows>>& use,
                          const std::vector<int>& finite_rows, std::vector<int>* allowed) {
   for (size_t k = 0; k < use.size(); ++k) {
-    if (in.max_cut < 0 || static_cast<int>(k) <= in.max_cut)
-      allowed->push_back(static_cast<int>(k));
+    const int cut = static_cast<int>(k);
+    if ((in.max_cut < 0 || cut <= in.max_cut) && cut >= in.min_cut) allowed->push_back(cut);
   }
   for (int k : *allowed) {
     bool bounded = false;
@@ -494,9 +504,43 @@ absl::StatusOr<Plan> PlanWithLinks(const PlanInput& in) {
 
 }  // namespace
 
+namespace {
+
+absl::StatusOr<Plan> SolveValid(const PlanInput& in) {
+  return in.worker_links.empty() ? SolvePlan(in) : PlanWithLinks(in);
+}
+
+// As Better, for plans.
+bool BetterPlan(const Plan& a, const Plan& b) {
+  return Better({a.rate, a.throughput, a.remote_cores_used, a.network_bytes_per_s},
+                {b.rate, b.throughput, b.remote_cores_used, b.network_bytes_per_s});
+}
+
+}  // namespace
+
 absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   if (absl::Status s = Validate(in); !s.ok()) return s;
-  return in.worker_links.empty() ? SolvePlan(in) : PlanWithLinks(in);
+  absl::StatusOr<Plan> plan = SolveValid(in);
+  if (!plan.ok() || in.storage_bandwidth >= kUnlimited) return plan;
+  // S binds only where both sides read: each side alone is planned without it.
+  PlanInput alone = in;
+  alone.storage_bandwidth = 1e300;
+  const bool here_alone = in.min_cut == 0, workers_alone = in.max_cut != 0;
+  for (const bool here : {true, false}) {
+    if (!(here ? here_alone : workers_alone)) continue;
+    PlanInput one = alone;
+    if (here) {
+      one.max_cut = 0;
+    } else {
+      one.min_cut = std::max(1, in.min_cut);
+    }
+    absl::StatusOr<Plan> side = SolveValid(one);
+    if (side.ok() && BetterPlan(*side, *plan)) {
+      side->explanation = Explain(in, *side);
+      plan = std::move(side);
+    }
+  }
+  return plan;
 }
 
 absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan) {

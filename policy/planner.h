@@ -37,6 +37,12 @@
 // (1-h)/E of themselves per delivered sample; a cut between 0 and K reuses
 // nothing (the value at K is made on both sides).
 //
+// S binds only where both sides read (0 < y_0 < T): a placement whose reads
+// are all on one side is held by that side's own limit (S_l or S_r, what it
+// was seen reading alone), not by what the two got when they read at once.
+// So the plan is the best of three programmes: the one above, all local
+// without S, and every sample on workers (y_0 = 0) without S.
+//
 // Workers whose own link binds (one far away, or behind a slow port) are
 // not one pool's cores: a worker takes the same mix of paths as the rest
 // (items go to whichever worker has a credit), so with ρ the bytes per
@@ -83,6 +89,9 @@ struct PlanInput {
   // custom op a worker lacks, a Python tail). -1: any cut.
   int max_cut = -1;
   std::string max_cut_why;  // for the explanation
+  // The first cut a sample may take: 0, any (all local included); 1 or more,
+  // every sample runs stages [0, min_cut) on workers.
+  int min_cut = 0;
   // Reuse (caches, echoing): the boundary K a load reaches, the share h of
   // loads a cache answers (0 to 1), the copies E per load (>= 1), the bytes
   // s a miss reads from storage, and the storage bandwidths S_l, S_r.
@@ -140,8 +149,9 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& input);
 // share of samples taking cut k (k = 0..n, summing to 1), and the rate is
 // raised until the first constraint binds. This is how a running plan is
 // re-scored when measurements change, so that a new plan replaces it only when
-// it is really better. Errors: InvalidArgument as MakePlan, or fractions of
-// the wrong size, negative, or not summing to 1.
+// it is really better; S counts only where both sides read. Errors:
+// InvalidArgument as MakePlan, or fractions of the wrong size, negative, or
+// not summing to 1.
 absl::StatusOr<double> ThroughputOf(const PlanInput& input, const std::vector<double>& fractions);
 
 // `--echo auto`: the smallest echo factor in [1, max_echo] whose plan meets

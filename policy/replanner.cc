@@ -334,9 +334,8 @@ void Replanner::FoldStages(const Snapshot& s) {
   Fold(local_cpu_, local_bytes_, s.local_stages);
   Fold(remote_cpu_, remote_bytes_, s.remote_stages);
   read_cpu_.Update(s.read.cpu_seconds, s.read.samples);
-  read_bytes_.Update(s.read.output_bytes, s.read.samples);
-  if (!s.remote_stages.empty())
-    remote_read_bytes_.Update(s.remote_read_bytes, s.remote_stages[0].samples);
+  const double remote_reads = s.remote_stages.empty() ? 0 : s.remote_stages[0].samples;
+  read_bytes_.Update(s.read.output_bytes + s.remote_read_bytes, s.read.samples + remote_reads);
   trainer_cpu_.Update(s.trainer_work.cpu_seconds, s.trainer_work.samples);
   receive_cost_.Update(s.receive_cpu_seconds, s.received_bytes);
   send_cost_.Update(s.worker_transport.cpu_seconds, s.worker_transport.bytes);
@@ -450,11 +449,12 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   }
   in.remote_cores = remote_cores;
   // Storage: what a read takes, and what storage gave where it bound.
-  in.read_bytes = read_bytes_.value_or(remote_read_bytes_.value_or(0));
+  in.read_bytes = read_bytes_.value_or(0);
   if (storage_here_.limit > 0) in.local_storage_bandwidth = storage_here_.limit;
   if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
-  // Seen binding both sides at once: what they read together limits all
-  // reads, and a side's window rate was only its share (store_share.h).
+  // Seen binding both sides at once: what they read together limits every
+  // placement where both read, and a side's window rate was only its share
+  // (store_share.h).
   if (store_share_.together() > 0) {
     in.storage_bandwidth = store_share_.together();
     in.local_storage_bandwidth = store_share_.here_limit();
@@ -485,7 +485,12 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
                                            std::vector<std::string>* notes) {
   absl::MutexLock lock(&mu_);
   const size_t noted = notes != nullptr ? notes->size() : 0;
+  // The workers idle while a plan (a trial, a probe) keeps every sample here.
+  const bool idle_workers = placement_.all_local() && changes_ > 0;
+  const Placement before = placement_;
   std::optional<Placement> placed = Decide(snapshot, notes);
+  if (idle_workers && !placement_.all_local()) links_.Reopen();
+  if (placement_.Distance(before) > kRevision) store_share_.PlacementChanged(snapshot.now_nanos);
   const bool started = placement_.Distance(ledger_placement_) > kRevision;
   if (started) ledger_placement_ = placement_;
   const std::optional<PredictionLedger::Span> ended = ledger_.Observe(
@@ -517,12 +522,7 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   const int64_t now = snapshot.now_nanos;
   bool switched = false;
   const bool blocked = JudgeDelivery(snapshot, notes, &switched);
-  if (switched) {
-    ++changes_;
-    const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
-    throughput_ = running.ok() ? *running : 0;
-    return placement_;
-  }
+  if (switched) return Switched(*in);
   if (blocked) return std::nullopt;
   if (first_nanos_ == 0) first_nanos_ = now;
   // Slow start paces a first plan made before the links are watched.
@@ -538,19 +538,24 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   const int64_t since = now - last_plan_nanos_;
   const bool drifted = drift > options_.drift && since >= period / 4;
   const bool due = last_plan_nanos_ == 0 || since >= period;
-  if (!due && !drifted) return std::nullopt;
-  if (!due && notes != nullptr) {
+  if (ProbeStorage(*in, now, due, notes, &switched)) {
+    return switched ? std::optional<Placement>(Switched(*in)) : std::nullopt;
+  }
+  if (!due && !drifted && !probe_ended_) return std::nullopt;
+  if (!due && drifted && notes != nullptr) {
     notes->push_back(absl::StrFormat("re-planning: %s moved %.0f%%", what, 100 * drift));
   }
   last_plan_nanos_ = now;
   input_ = in;
   // After a worker came or went the running placement was made for other
-  // resources: the new plan replaces it whatever the gain.
+  // resources, and after a storage probe it was made to measure: the new
+  // plan replaces it whatever the gain.
   const bool resources_changed = std::exchange(resources_changed_, false);
+  const bool probed = std::exchange(probe_ended_, false);
   std::string reason;
   auto plan = WorthwhilePlan(*in, &reason);
   if (!plan.ok() || plan->throughput <= 0) return std::nullopt;
-  if (changes_ > 0 && !resources_changed) {
+  if (changes_ > 0 && !resources_changed && !probed) {
     const absl::StatusOr<double> running = ThroughputOf(*in, placement_.PathShares());
     if (running.ok() && plan->throughput <= (1 + options_.gain) * *running) {
       throughput_ = *running;
@@ -561,6 +566,66 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   }
   Apply(*plan, std::move(reason), *in, now, notes);
   return placement_;
+}
+
+Placement Replanner::Switched(const PlanInput& in) {
+  ++changes_;
+  const absl::StatusOr<double> running = ThroughputOf(in, placement_.PathShares());
+  throughput_ = running.ok() ? *running : 0;
+  return placement_;
+}
+
+bool Replanner::ProbeStorage(const PlanInput& in, int64_t now, bool due,
+                             std::vector<std::string>* notes, bool* switched) {
+  using Reader = StoreShare::Reader;
+  if (store_share_.probing()) {
+    if (resources_changed_) {
+      store_share_.CancelProbe();  // a plan for the new resources comes first
+      return false;
+    }
+    const std::string ended = store_share_.EndProbe(now);
+    if (ended.empty()) return true;
+    if (notes != nullptr) notes->push_back(ended);
+    probe_ended_ = true;
+    return false;
+  }
+  if (!due || changes_ == 0 || probe_ended_ || resources_changed_) return false;
+  // Each unprobed side alone, its storage unlimited: what it could give.
+  std::optional<Plan> best;
+  Reader side = Reader::kHere;
+  for (const Reader reader : {Reader::kHere, Reader::kWorkers}) {
+    if (!store_share_.Unprobed(reader)) continue;
+    PlanInput alone = in;
+    if (reader == Reader::kHere) {
+      alone.local_storage_bandwidth = 1e300;
+      alone.max_cut = 0;
+    } else {
+      if (in.max_cut == 0 || in.remote_cores <= 0) continue;
+      alone.remote_storage_bandwidth = 1e300;
+      alone.min_cut = 1;
+    }
+    absl::StatusOr<Plan> plan = MakePlan(alone);
+    if (!plan.ok() || plan->throughput <= (1 + options_.gain) * throughput_) continue;
+    if (!best || plan->throughput > best->throughput) {
+      best = *std::move(plan);
+      side = reader;
+    }
+  }
+  if (!best) return false;
+  const double seconds = kStorageProbePeriods * options_.period_seconds;
+  store_share_.StartProbe(side, now, seconds);
+  trial_.Abort();
+  placement_ = Placement::FromRates(best->rate);
+  explanation_ = absl::StrFormat(
+      "storage probe: %s alone for up to %.0f s, to measure what storage gives them alone (both "
+      "sides together read %.1f MB/s; alone, with storage unlimited, %.1f samples/s is predicted "
+      "against the running plan's %.1f)",
+      side == Reader::kHere ? "the reads here" : "the workers' reads", seconds,
+      store_share_.together() / 1e6, best->throughput, throughput_);
+  reason_ = explanation_;
+  if (notes != nullptr) notes->push_back(explanation_);
+  *switched = true;
+  return true;
 }
 
 std::optional<double> Replanner::WantedRemoteCores() const {
@@ -604,8 +669,11 @@ ReplanState Replanner::State() const {
   st.unseen_cost_per_sample = std::max(0.0, unseen_cpu_.value_or(0));
   st.send_cost_per_byte = send_cost_.value_or(0);
   st.links = links_.links();
-  st.storage_limit_here = storage_here_.limit;
-  st.storage_limit_workers = storage_workers_.limit;
+  // Each side's limit as planned: once both sides bound together, what it
+  // read alone (or S), where its own windows saw only its share.
+  const bool shared = store_share_.together() > 0;
+  st.storage_limit_here = shared ? store_share_.here_limit() : storage_here_.limit;
+  st.storage_limit_workers = shared ? store_share_.workers_limit() : storage_workers_.limit;
   st.storage_limit_shared = store_share_.together();
   return st;
 }

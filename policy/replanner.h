@@ -14,9 +14,10 @@
 //   snapshot    the client's cumulative counters and capacities at one
 //               instant; time comes in with it (no clock here)
 //   window      increments between snapshots folded into one smoothed value
-//               (SmoothedRatio; stage costs and sizes: over about the last
-//               1024 samples; cache hits: the last 512 lookups; links and
-//               storage: >= 1 s and >= 4 events)
+//               (SmoothedRatio; stage costs and sizes, and the bytes a read
+//               takes: over about the last 1024 samples or reads; cache
+//               hits: the last 512 lookups; links and storage: >= 1 s and
+//               >= 4 events)
 //   drift       the largest relative change of any planner input since the
 //               last plan (RelativeChange); a term added to a sample's cost
 //               (the trainer's own work, receiving or sending per byte)
@@ -64,6 +65,13 @@
 //               once both bind at once, what they read together (S) limits
 //               all reads, and each side's limit is what it read alone, or S
 //               where never seen alone (store_share.h)
+//   probe       once S is seen, a side never seen reading alone whose
+//               placement alone (its storage taken as unlimited) would beat
+//               the running one by the gain runs alone, the better-predicted
+//               side first, until its rate alone is measured or
+//               kStorageProbePeriods pass (store_share.h); no new plan
+//               meanwhile, and the plan made after it replaces it whatever
+//               the gain. Each side once a run
 //   demand      D: samples delivered per second the trainer did not wait
 //               (or the operator's figure)
 //   trainer     fixed_local_cost: this machine's CPU per delivered sample
@@ -120,6 +128,8 @@ inline constexpr double kProbeShare = 1;
 inline constexpr double kMinGain = 0.05;
 // B's slow-start cap, as a multiple of the fastest ingest seen (default).
 inline constexpr double kLinkGrowth = 4;
+// The longest a storage probe runs, in periods.
+inline constexpr double kStorageProbePeriods = 4;
 
 // Where samples run: the share of each path, as a cumulative distribution
 // over n + 2 outcomes (local, then remote cut 0..n).
@@ -200,7 +210,9 @@ struct ReplanState {
   double send_cost_per_byte = 0;      // t_r as the workers measured it; 0: not yet
   using Link = LinkEstimate;
   std::map<int, Link> links;  // by WorkerTotals::id
-  // Bytes/s storage gave while it bound (S_l, S_r); 0: never seen binding.
+  // Bytes/s storage gave while it bound (S_l, S_r, as planned: once both
+  // sides bound together, each side's alone rate or S); 0: never seen
+  // binding.
   double storage_limit_here = 0;
   double storage_limit_workers = 0;
   // Bytes/s both sides read at together while storage bound both (S,
@@ -259,6 +271,13 @@ class Replanner {
   // min_gain over it (see the rules); `reason` says which and why.
   absl::StatusOr<Plan> WorthwhilePlan(const PlanInput& in, std::string* reason) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The storage probe's step (see the rules) on a snapshot where a plan is
+  // `due`: true while one runs, or when one starts (then `*switched` is set).
+  bool ProbeStorage(const PlanInput& in, int64_t now, bool due, std::vector<std::string>* notes,
+                    bool* switched) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The placement was switched outside a plan (a trial, a probe): scores it
+  // on `in` and returns it.
+  Placement Switched(const PlanInput& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies a new plan (placement, explanation and reason, the trial).
   void Apply(const Plan& plan, std::string reason, const PlanInput& in, int64_t now,
              std::vector<std::string>* notes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -304,11 +323,14 @@ class Replanner {
   // over a run (each worker's holds what it ran), and the share since the
   // start lags it (echo's: 40% where the recent share was 65%).
   SmoothedRatio cache_hit_ ABSL_GUARDED_BY(mu_) = SmoothedRatio::OverLast(512, 32, 32);
-  SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_){8};         // s, per read here
-  SmoothedRatio remote_read_bytes_ ABSL_GUARDED_BY(mu_){8};  // and on workers
+  // s: bytes per read, both sides' reads together, over about the last 1024
+  // (files differ by 100x: over windows of 8, the bytes a read takes moved
+  // 26% between plans, and storage-bound predictions with them).
+  SmoothedRatio read_bytes_ ABSL_GUARDED_BY(mu_) = SmoothedRatio::OverLast(1024, 32, 16);
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   bool resources_changed_ ABSL_GUARDED_BY(mu_) = false;  // Invalidate() since the last plan
-  int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the first snapshot with every stage measured
+  bool probe_ended_ ABSL_GUARDED_BY(mu_) = false;  // a storage probe ended since the last plan
+  int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;   // the first snapshot with every stage measured
   std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);         // of the last plan
   std::optional<PlanInput> latest_input_ ABSL_GUARDED_BY(mu_);  // of the last Update
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;

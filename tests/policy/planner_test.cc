@@ -159,13 +159,13 @@ TEST(Planner, StorageReadsBindAndCachesAndEchoesLiftThem) {
   EXPECT_NEAR(plan->throughput, 300, kTol);
 }
 
-// One store both sides share (S = 10 MB/s together): whichever side reads,
-// 100 samples/s in all, so offloading gains nothing and the fewest remote
-// cores win: all local. A cache on the workers' side still lifts it.
+// One store both sides share (S = 10 MB/s together), and neither side seen
+// reading alone, so each is taken to get S alone too (the re-planner's
+// prudent reading): whichever side reads, 100 samples/s in all, so
+// offloading gains nothing and the fewest remote cores win: all local.
 TEST(Planner, AStoreBothSidesShareCapsTheirReadsTogether) {
   PlanInput in = StorageBound();
-  in.local_storage_bandwidth = in.remote_storage_bandwidth = 1e300;
-  in.storage_bandwidth = 10e6;
+  in.local_storage_bandwidth = in.remote_storage_bandwidth = in.storage_bandwidth = 10e6;
   auto plan = MakePlan(in);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_NEAR(plan->throughput, 100, kTol);
@@ -173,11 +173,53 @@ TEST(Planner, AStoreBothSidesShareCapsTheirReadsTogether) {
   EXPECT_THAT(plan->binding, ::testing::Contains(Binding::kSharedStorage));
   EXPECT_THAT(plan->explanation, HasSubstr("storage reads here and on workers together"));
   EXPECT_NEAR(*ThroughputOf(in, {0.5, 0, 0.5}), 100, kTol);
+  EXPECT_NEAR(*ThroughputOf(in, {0, 0, 1}), 100, kTol);
   // The log line names the limit found and says "none" for the sides that
   // have none (not 1e300 B/s written out in full).
+  in.local_storage_bandwidth = in.remote_storage_bandwidth = 1e300;
   EXPECT_THAT(DescribeInput(in), HasSubstr(", storage none / none / 10.0 MB/s (here / workers"));
   in.storage_bandwidth = -1;
   EXPECT_THAT(std::string(MakePlan(in).status().message()), HasSubstr("storage_bandwidth"));
+}
+
+// S is what the two sides got reading at once (the testbed's store behind
+// one link gave 5.8 MB/s so, and 6.1 to the workers alone): it binds only
+// placements where both read. The workers alone at 12 MB/s give 120
+// samples/s, past the 100 any placement that reads on both sides gets, so
+// every sample goes to the workers; all local is held by its CPU (and its
+// own 10 MB/s) at 100.
+TEST(Planner, WhatBothSidesReadTogetherBindsOnlyPlacementsWhereBothRead) {
+  PlanInput in = StorageBound();
+  in.storage_bandwidth = 10e6;
+  in.remote_storage_bandwidth = 12e6;
+  auto plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NEAR(plan->throughput, 120, kTol);
+  EXPECT_NEAR(plan->rate[0], 0, kTol);
+  EXPECT_NEAR(plan->remote_fraction, 1, kTol);
+  EXPECT_THAT(plan->binding, ::testing::Contains(Binding::kRemoteStorage));
+  EXPECT_THAT(plan->binding, ::testing::Not(::testing::Contains(Binding::kSharedStorage)));
+  EXPECT_THAT(plan->explanation, ::testing::StartsWith("120.0 samples/s: cut"));
+  EXPECT_NEAR(*ThroughputOf(in, {0, 0.5, 0.5}), 120, kTol);  // one side: its own limit
+  EXPECT_NEAR(*ThroughputOf(in, {0.1, 0, 0.9}), 100, kTol);  // both: S
+  EXPECT_NEAR(*ThroughputOf(in, {1, 0, 0}), 100, kTol);
+  // Where the trainer alone gets more than the workers alone, all local
+  // wins, at its CPU's 100 samples/s when its storage allows that.
+  in.remote_storage_bandwidth = 5e6;
+  in.local_storage_bandwidth = 20e6;
+  in.storage_bandwidth = 8e6;
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 100, kTol);
+  EXPECT_NEAR(plan->remote_fraction, 0, kTol);
+  // No cut before min_cut: every sample reads on the workers.
+  in.min_cut = 1;
+  plan = MakePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->throughput, 50, kTol);
+  EXPECT_NEAR(plan->rate[0], 0, kTol);
+  in.max_cut = 0;
+  EXPECT_THAT(std::string(MakePlan(in).status().message()), HasSubstr("min_cut 1"));
 }
 
 TEST(Planner, OnlyPathsThatReachTheReuseBoundaryReuse) {

@@ -619,51 +619,114 @@ TEST(Replanner, BindingStorageCapsThePlanAndAutoEchoMeetsTheDemand) {
   EXPECT_FALSE(Replanner(o, Placement::Cut(2, 0, 0)).EchoFactor(8, nullptr).has_value());
 }
 
+// The storage scenario's counters, 1.5 s a window: each side reads 100 KB
+// per sample at its rate (samples/s), its readers (two here, eight worker
+// cores) waiting 80% of the time while it reads. The worker's answers (150
+// KB each) come with every credit out, its CPU idle, and each item held on
+// it 80% of the time (waiting for storage): not a link.
+struct StoreRun {
+  Job job;
+  double t = 1, here = 0, workers = 0;
+  Snapshot Window(double here_rate, double workers_rate) {
+    t += 1.5;
+    here += here_rate * 1.5;
+    workers += workers_rate * 1.5;
+    if (here_rate > 0) job.read_wait += 0.8 * 1.5 * 2;
+    if (workers_rate > 0) {
+      job.remote_read_wait += 0.8 * 1.5 * 8;
+      job.worker_results += static_cast<int64_t>(workers_rate * 1.5);
+      job.worker_saturated = job.worker_results;
+      job.worker_bytes += workers_rate * 1.5 * 150e3;
+      job.worker_run_seconds += 0.8 * 1.5 * job.worker_credits;
+    }
+    Snapshot s = job.At(t, here + workers);
+    s.read = {0, job.read_bytes * here, here};
+    s.remote_read_bytes = job.read_bytes * workers;
+    s.remote_stages[0].samples = workers;
+    return s;
+  }
+};
+
+bool Noted(const std::vector<std::string>& notes, const std::string& text) {
+  return absl::c_any_of(notes, [&](const std::string& n) { return absl::StrContains(n, text); });
+}
+
 // The storage scenario on the testbed: trainer and workers read one store
 // behind one link, and each side's readers wait. Each side's window rate is
-// then its share of the store: planned as two limits, all local looked held
-// to half of what the store gives and offloading credited with the other
-// half. With what both read together as the limit on all reads, offloading
-// gains nothing and the plan stays local; a trainer alone held to a quarter
-// of it has storage of its own, and the plan offloads.
-TEST(Replanner, WhatBothSidesReadTogetherLimitsAllReadsAndASideAloneItsOwn) {
+// only its share of the store: what both read together (S) limits every
+// placement where both read, and neither side alone is known, so each is
+// taken at S and every placement ties (the store's 133 samples/s). Each side
+// is then probed alone: the workers alone get 15 MB/s, the trainer 12, and
+// the plan puts every sample on the workers (150 samples/s).
+TEST(Replanner, EachSideOfASharedStoreIsProbedAloneAndTheBetterOneKept) {
   ReplanOptions o = Options();
   o.bandwidth = 1e12;  // told: the first plan need not wait for the links
   Replanner r(o, Placement::Cut(2, 0, 0));
-  Job job;
+  StoreRun run;
   std::vector<std::string> notes;
-  // Windows of 1.5 s, 100 reads of 100 KB a side: 6.7 MB/s each, waiting
-  // 80% of the time (two readers here, eight worker cores there).
-  for (int i = 0; i < 5; ++i) {
-    if (i == 4) r.Invalidate();
-    r.Update(job.At(1 + 1.5 * i, 100 * (i + 1)), &notes);
-    job.read_wait += 0.8 * 1.5 * 2;
-    job.remote_read_wait += 0.8 * 1.5 * 8;
-  }
+  r.Update(run.job.At(1, 0), &notes);
+  std::optional<Placement> placed;
+  for (int i = 0; i < 3; ++i) placed = r.Update(run.Window(67, 67), &notes);
+  EXPECT_TRUE(Noted(notes, "a limit on every placement where both read"));
   ReplanState st = r.State();
-  EXPECT_NEAR(st.storage_limit_shared, 2 * 10e6 / 1.5, 1);
-  EXPECT_EQ(st.reason, "offloading predicts no gain");
-  EXPECT_NEAR(st.throughput, 2 * 10e6 / 1.5 / 100e3, 0.5);  // the store's 133 samples/s
-  bool noted = false;
-  for (const std::string& n : notes) noted |= n.find("a limit on all reads") != n.npos;
-  EXPECT_TRUE(noted);
-  // All local: the trainer alone reads 50 a window (3.3 MB/s), waiting as
-  // much, while the workers read nothing.
-  const Snapshot last = job.At(7, 500);
-  for (int i = 1; i <= 6; ++i) {
-    if (i == 6) r.Invalidate();
-    Snapshot s = job.At(7 + 1.5 * i, 500 + 50 * i);
-    s.remote_read_bytes = last.remote_read_bytes;
-    s.remote_stages = last.remote_stages;
-    s.remote_read_wait_seconds = last.remote_read_wait_seconds;
-    job.read_wait += 0.8 * 1.5 * 2;
-    r.Update(s, &notes);
-  }
-  st = r.State();
-  EXPECT_NEAR(st.storage_limit_shared, 2 * 10e6 / 1.5, 1);
-  EXPECT_THAT(notes, ::testing::Contains(::testing::HasSubstr("reads here alone 3.3 MB/s")));
-  EXPECT_THAT(st.reason, ::testing::HasSubstr("offloading predicts +"));
-  EXPECT_THAT(st.explanation, ::testing::HasSubstr("cut"));
+  EXPECT_NEAR(st.storage_limit_shared, 13.4e6, 1);
+  // The third window's plan is due: the workers alone promise the most.
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_DOUBLE_EQ(placed->remote_share(), 1);
+  EXPECT_THAT(st.reason, ::testing::StartsWith("storage probe: the workers' reads alone"));
+  // No plan while it runs. The window across the switch (the workers still
+  // ramping up, 5 MB/s) counts for nothing; two windows of the workers
+  // alone end it, and the plan after it keeps every sample on them.
+  EXPECT_FALSE(r.Update(run.Window(0, 50), &notes).has_value());
+  EXPECT_FALSE(r.Update(run.Window(0, 150), &notes).has_value());
+  placed = r.Update(run.Window(0, 150), &notes);
+  EXPECT_TRUE(Noted(notes, "storage gives the workers' reads alone 15.0 MB/s"));
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_DOUBLE_EQ(placed->remote_share(), 1);
+  EXPECT_NEAR(r.State().throughput, 150, 0.5);
+  // The state says each side's limit as planned: the workers' alone rate,
+  // and S for the trainer, never seen alone (its own windows saw its share).
+  EXPECT_NEAR(r.State().storage_limit_workers, 15e6, 1);
+  EXPECT_NEAR(r.State().storage_limit_here, 13.4e6, 1);
+  // At the next due plan the trainer alone (its CPU gives 182/s) is probed.
+  r.Update(run.Window(0, 150), &notes);
+  placed = r.Update(run.Window(0, 150), &notes);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_TRUE(placed->all_local());
+  EXPECT_THAT(r.State().reason, ::testing::StartsWith("storage probe: the reads here alone"));
+  r.Update(run.Window(40, 50), &notes);  // the switch: the workers' last reads
+  r.Update(run.Window(120, 0), &notes);
+  placed = r.Update(run.Window(120, 0), &notes);
+  EXPECT_TRUE(Noted(notes, "storage gives the reads here alone 12.0 MB/s"));
+  EXPECT_NEAR(r.State().storage_limit_here, 12e6, 1);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_DOUBLE_EQ(placed->remote_share(), 1);
+  EXPECT_NEAR(r.State().throughput, 150, 0.5);
+  // Each side once: no probe after that. Nor is the worker's link taken to
+  // bind: its window reopened when it was sent work again, where one open
+  // over the probe's idle seconds found its items held for under half of
+  // them, every credit out and its CPU idle: a link, by LinkBound's rule.
+  for (int i = 0; i < 4; ++i) r.Update(run.Window(0, 150), &notes);
+  EXPECT_THAT(r.State().reason, ::testing::Not(::testing::HasSubstr("probe")));
+  EXPECT_FALSE(Noted(notes, "its link binds")) << absl::StrJoin(notes, "\n");
+  EXPECT_EQ(r.State().links.at(7).limit, 0);
+}
+
+// A worker that comes or goes during a probe ends it unfinished: the next
+// plan is for the new resources.
+TEST(Replanner, AProbeEndsUnfinishedWhenAWorkerComesOrGoes) {
+  ReplanOptions o = Options();
+  o.bandwidth = 1e12;
+  Replanner r(o, Placement::Cut(2, 0, 0));
+  StoreRun run;
+  r.Update(run.job.At(1, 0), nullptr);
+  for (int i = 0; i < 3; ++i) r.Update(run.Window(67, 67), nullptr);
+  ASSERT_THAT(r.State().reason, ::testing::StartsWith("storage probe"));
+  r.Invalidate();
+  std::vector<std::string> notes;
+  ASSERT_TRUE(r.Update(run.Window(0, 150), &notes).has_value());
+  EXPECT_THAT(r.State().reason, ::testing::Not(::testing::StartsWith("storage probe")));
+  EXPECT_FALSE(Noted(notes, "storage probe:"));
 }
 
 TEST(Replanner, TheFirstPlanWaitsForTheLinksUnlessTold) {

@@ -1,5 +1,5 @@
 // What storage gives both sides together and each alone, from hand-made
-// read counters: both bound at once give S, a limit on all reads, and each
+// read counters: both bound at once give S, a limit where both read, and each
 // side's limit is what it read alone, or S where never seen alone. Short or
 // quiet windows, and readers that do not wait, say nothing.
 #include "policy/store_share.h"
@@ -60,9 +60,17 @@ TEST(StoreShare, ASideAloneGetsWhatItReadsAlone) {
   EXPECT_DOUBLE_EQ(f.share.workers_limit(), 6e6);
   EXPECT_THAT(f.Window(0, 0, 2e6, 0.8), HasSubstr("workers' reads alone 2.0 MB/s"));
   EXPECT_DOUBLE_EQ(f.share.workers_limit(), 2e6);
-  // Rates are smoothed: the mean with the last.
+  // Rates are smoothed over about their last 8 s: after 1.5 s at 2 MB/s,
+  // 1.5 s at 4 counts three quarters (its share of the latter half of the
+  // 3 s, at least 2), then the mean moves by each window's share of 8 s.
   f.Window(0, 0, 4e6, 0.8);
-  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 3e6);
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 3.5e6);
+  for (int i = 0; i < 20; ++i) f.Window(0, 0, 5e6, 0.8);
+  EXPECT_NEAR(f.share.workers_limit(), 5e6, 0.01e6);
+  // A window in which the trainer read under 5% of the bytes is the
+  // workers' alone, even where the trainer's one read waited.
+  f.Window(0.2e6, 0.8, 5e6, 0.8);
+  EXPECT_NEAR(f.share.together(), 6e6, 1);
 }
 
 TEST(StoreShare, WindowsThatShowNoBindingOrTooLittleSayNothing) {
@@ -79,6 +87,39 @@ TEST(StoreShare, WindowsThatShowNoBindingOrTooLittleSayNothing) {
   EXPECT_EQ(s.Observe(1'500'000'000, {0.8, 2e5, 2, 2}, {0.8, 1e5, 1, 2}), "");
   EXPECT_EQ(s.Observe(3'000'000'000, {3.2, 2e5, 2, 2}, {3.2, 1e5, 1, 2}), "");
   EXPECT_EQ(s.together(), 0);
+}
+
+// A probe ends once two windows that opened after it began saw its side
+// alone (the window open when it began holds both sides' reads), or when
+// its time is up; each side is probed once, and only once S is seen.
+TEST(StoreShare, AProbeEndsAfterTwoWindowsOfItsSideAloneOrWhenItsTimeIsUp) {
+  Feed f;
+  f.Window(0, 0, 0, 0);
+  EXPECT_FALSE(f.share.Unprobed(StoreShare::Reader::kWorkers));  // S not seen
+  f.Window(3e6, 0.8, 3e6, 0.8);
+  ASSERT_TRUE(f.share.Unprobed(StoreShare::Reader::kWorkers));
+  f.share.StartProbe(StoreShare::Reader::kWorkers, static_cast<int64_t>((f.t + 0.1) * 1e9), 60);
+  EXPECT_FALSE(f.share.Unprobed(StoreShare::Reader::kWorkers));
+  f.Window(0, 0, 7e6, 0.8);  // opened before the probe began
+  EXPECT_EQ(f.share.EndProbe(static_cast<int64_t>(f.t * 1e9)), "");
+  f.Window(0, 0, 7e6, 0.8);
+  EXPECT_EQ(f.share.EndProbe(static_cast<int64_t>(f.t * 1e9)), "");
+  f.Window(0, 0, 7e6, 0.8);
+  EXPECT_EQ(f.share.EndProbe(static_cast<int64_t>(f.t * 1e9)),
+            "storage probe: storage gives the workers' reads alone 7.0 MB/s, both sides together "
+            "6.0");
+  EXPECT_FALSE(f.share.probing());
+  EXPECT_DOUBLE_EQ(f.share.workers_limit(), 7e6);
+  // The trainer never waits alone: the probe ends on time, nothing learnt.
+  ASSERT_TRUE(f.share.Unprobed(StoreShare::Reader::kHere));
+  f.share.StartProbe(StoreShare::Reader::kHere, static_cast<int64_t>(f.t * 1e9), 3);
+  f.Window(5e6, 0.2, 0, 0);
+  EXPECT_EQ(f.share.EndProbe(static_cast<int64_t>(f.t * 1e9)), "");
+  f.Window(5e6, 0.2, 0, 0);
+  EXPECT_THAT(f.share.EndProbe(static_cast<int64_t>(f.t * 1e9)),
+              HasSubstr("the reads here alone were never held by storage"));
+  EXPECT_DOUBLE_EQ(f.share.here_limit(), 6e6);
+  EXPECT_FALSE(f.share.Unprobed(StoreShare::Reader::kHere));
 }
 
 }  // namespace

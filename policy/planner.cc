@@ -502,10 +502,6 @@ absl::StatusOr<Plan> PlanWithLinks(const PlanInput& in) {
   return plan;
 }
 
-}  // namespace
-
-namespace {
-
 absl::StatusOr<Plan> SolveValid(const PlanInput& in) {
   return in.worker_links.empty() ? SolvePlan(in) : PlanWithLinks(in);
 }

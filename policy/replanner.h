@@ -63,8 +63,9 @@
 //   storage     readers that waited for bytes half their time were bound by
 //               storage: its rate is S_l here, S_r on the workers (FoldStorage);
 //               once both bind at once, what they read together (S) limits
-//               all reads, and each side's limit is what it read alone, or S
-//               where never seen alone (store_share.h)
+//               every placement where both read, and each side's limit is
+//               what it read alone, or S where never seen alone
+//               (store_share.h)
 //   probe       once S is seen, a side never seen reading alone whose
 //               placement alone (its storage taken as unlimited) would beat
 //               the running one by the gain runs alone, the better-predicted

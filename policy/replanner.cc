@@ -487,12 +487,15 @@ std::optional<Placement> Replanner::Update(const Snapshot& snapshot,
   const size_t noted = notes != nullptr ? notes->size() : 0;
   // The workers idle while a plan (a trial, a probe) keeps every sample here.
   const bool idle_workers = placement_.all_local() && changes_ > 0;
-  const Placement before = placement_;
   std::optional<Placement> placed = Decide(snapshot, notes);
   if (idle_workers && !placement_.all_local()) links_.Reopen();
-  if (placement_.Distance(before) > kRevision) store_share_.PlacementChanged(snapshot.now_nanos);
+  // A new placement (more than a revision of the last): a new span, and
+  // storage's window across the switch says nothing.
   const bool started = placement_.Distance(ledger_placement_) > kRevision;
-  if (started) ledger_placement_ = placement_;
+  if (started) {
+    ledger_placement_ = placement_;
+    store_share_.PlacementChanged(snapshot.now_nanos);
+  }
   const std::optional<PredictionLedger::Span> ended = ledger_.Observe(
       snapshot.now_nanos, snapshot.delivered_samples, snapshot.busy_seconds, throughput_, started);
   // Told before what replaced it.

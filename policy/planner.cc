@@ -519,24 +519,28 @@ absl::StatusOr<Plan> MakePlan(const PlanInput& in) {
   absl::StatusOr<Plan> plan = SolveValid(in);
   if (!plan.ok() || in.storage_bandwidth >= kUnlimited) return plan;
   // S binds only where both sides read: each side alone is planned without it.
-  PlanInput alone = in;
-  alone.storage_bandwidth = 1e300;
-  const bool here_alone = in.min_cut == 0, workers_alone = in.max_cut != 0;
   for (const bool here : {true, false}) {
-    if (!(here ? here_alone : workers_alone)) continue;
-    PlanInput one = alone;
-    if (here) {
-      one.max_cut = 0;
-    } else {
-      one.min_cut = std::max(1, in.min_cut);
-    }
-    absl::StatusOr<Plan> side = SolveValid(one);
+    const std::optional<PlanInput> one = OneSided(in, here);
+    if (!one) continue;
+    absl::StatusOr<Plan> side = SolveValid(*one);
     if (side.ok() && BetterPlan(*side, *plan)) {
       side->explanation = Explain(in, *side);
       plan = std::move(side);
     }
   }
   return plan;
+}
+
+std::optional<PlanInput> OneSided(const PlanInput& in, bool here) {
+  if (here ? in.min_cut > 0 : in.max_cut == 0) return std::nullopt;
+  PlanInput one = in;
+  one.storage_bandwidth = 1e300;
+  if (here) {
+    one.max_cut = 0;
+  } else {
+    one.min_cut = std::max(1, in.min_cut);
+  }
+  return one;
 }
 
 absl::StatusOr<int> ChooseEcho(const PlanInput& input, int max_echo, Plan* plan) {

@@ -64,6 +64,7 @@
 #ifndef PREPFLOW_POLICY_PLANNER_H_
 #define PREPFLOW_POLICY_PLANNER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,11 @@ struct Plan {
 // Errors: InvalidArgument naming the bad input (sizes that disagree, negative
 // or non-finite costs, non-positive capacities).
 absl::StatusOr<Plan> MakePlan(const PlanInput& input);
+
+// The input for placements whose reads are all on one side (`here`: all
+// local; else every sample on workers), which S does not bind; nullopt where
+// the input allows none (min_cut > 0 for here, max_cut 0 for workers).
+std::optional<PlanInput> OneSided(const PlanInput& input, bool here);
 
 // The throughput a fixed split reaches under `input`: `fractions[k]` is the
 // share of samples taking cut k (k = 0..n, summing to 1), and the rate is

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -450,16 +451,10 @@ std::optional<PlanInput> Replanner::CurrentInput(const Snapshot& s) {
   in.remote_cores = remote_cores;
   // Storage: what a read takes, and what storage gave where it bound.
   in.read_bytes = read_bytes_.value_or(0);
-  if (storage_here_.limit > 0) in.local_storage_bandwidth = storage_here_.limit;
-  if (storage_workers_.limit > 0) in.remote_storage_bandwidth = storage_workers_.limit;
-  // Seen binding both sides at once: what they read together limits every
-  // placement where both read, and a side's window rate was only its share
-  // (store_share.h).
-  if (store_share_.together() > 0) {
-    in.storage_bandwidth = store_share_.together();
-    in.local_storage_bandwidth = store_share_.here_limit();
-    in.remote_storage_bandwidth = store_share_.workers_limit();
-  }
+  const auto [here_limit, workers_limit] = StorageLimits();
+  if (here_limit > 0) in.local_storage_bandwidth = here_limit;
+  if (workers_limit > 0) in.remote_storage_bandwidth = workers_limit;
+  if (store_share_.together() > 0) in.storage_bandwidth = store_share_.together();
   // (Workers that offer no cores leave the default: MakePlan refuses 0.)
   in.cores_per_worker = usable > 0 && remote_cores > 0 ? remote_cores / usable : 1;
   if (usable > 0 && links_.ingest_limit() > 0) {
@@ -597,17 +592,11 @@ bool Replanner::ProbeStorage(const PlanInput& in, int64_t now, bool due,
   std::optional<Plan> best;
   Reader side = Reader::kHere;
   for (const Reader reader : {Reader::kHere, Reader::kWorkers}) {
-    if (!store_share_.Unprobed(reader)) continue;
-    PlanInput alone = in;
-    if (reader == Reader::kHere) {
-      alone.local_storage_bandwidth = 1e300;
-      alone.max_cut = 0;
-    } else {
-      if (in.max_cut == 0 || in.remote_cores <= 0) continue;
-      alone.remote_storage_bandwidth = 1e300;
-      alone.min_cut = 1;
-    }
-    absl::StatusOr<Plan> plan = MakePlan(alone);
+    const bool here = reader == Reader::kHere;
+    std::optional<PlanInput> alone = OneSided(in, here);
+    if (!store_share_.Unprobed(reader) || !alone || (!here && in.remote_cores <= 0)) continue;
+    (here ? alone->local_storage_bandwidth : alone->remote_storage_bandwidth) = 1e300;
+    absl::StatusOr<Plan> plan = MakePlan(*alone);
     if (!plan.ok() || plan->throughput <= (1 + options_.gain) * throughput_) continue;
     if (!best || plan->throughput > best->throughput) {
       best = *std::move(plan);
@@ -623,8 +612,8 @@ bool Replanner::ProbeStorage(const PlanInput& in, int64_t now, bool due,
       "storage probe: %s alone for up to %.0f s, to measure what storage gives them alone (both "
       "sides together read %.1f MB/s; alone, with storage unlimited, %.1f samples/s is predicted "
       "against the running plan's %.1f)",
-      side == Reader::kHere ? "the reads here" : "the workers' reads", seconds,
-      store_share_.together() / 1e6, best->throughput, throughput_);
+      StoreShare::Name(side), seconds, store_share_.together() / 1e6, best->throughput,
+      throughput_);
   reason_ = explanation_;
   if (notes != nullptr) notes->push_back(explanation_);
   *switched = true;
@@ -651,6 +640,14 @@ std::optional<int> Replanner::EchoFactor(int max_echo, std::string* why) const {
   return *echo;
 }
 
+std::pair<double, double> Replanner::StorageLimits() const {
+  // Seen binding both sides at once: what they read together limits every
+  // placement where both read, and a side's own window rate was only its
+  // share (store_share.h).
+  if (store_share_.together() > 0) return {store_share_.here_limit(), store_share_.workers_limit()};
+  return {storage_here_.limit, storage_workers_.limit};
+}
+
 bool Replanner::StorageBoundWorkers() const {
   absl::MutexLock lock(&mu_);
   return storage_workers_.limit > 0 || store_share_.together() > 0;
@@ -672,11 +669,7 @@ ReplanState Replanner::State() const {
   st.unseen_cost_per_sample = std::max(0.0, unseen_cpu_.value_or(0));
   st.send_cost_per_byte = send_cost_.value_or(0);
   st.links = links_.links();
-  // Each side's limit as planned: once both sides bound together, what it
-  // read alone (or S), where its own windows saw only its share.
-  const bool shared = store_share_.together() > 0;
-  st.storage_limit_here = shared ? store_share_.here_limit() : storage_here_.limit;
-  st.storage_limit_workers = shared ? store_share_.workers_limit() : storage_workers_.limit;
+  std::tie(st.storage_limit_here, st.storage_limit_workers) = StorageLimits();
   st.storage_limit_shared = store_share_.together();
   return st;
 }

@@ -292,6 +292,9 @@ class Replanner {
     double wait_seconds = 0, bytes = 0, reads = 0;  // the counters when it opened
     double limit = 0;
   };
+  // Each side's storage limit as planned (S_l, S_r; 0: none): once both
+  // sides bound together, what it read alone, or S.
+  std::pair<double, double> StorageLimits() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Folds both sides' storage counters in (each side's window, and whether
   // they share one store), with a note for each limit found.
   void FoldStorageSides(const Snapshot& snapshot, std::vector<std::string>* notes)

@@ -46,17 +46,9 @@ std::string StoreShare::Observe(int64_t now, const Side& here, const Side& worke
     }
     together_.Add(total * seconds, seconds);
   } else if (here_bound && workers_quiet && here_rate > 0) {
-    if (alone_here_.value() == 0)
-      note = absl::StrFormat("storage gives the reads here alone %.1f MB/s", here_rate / 1e6);
-    alone_here_.Add(here_rate * seconds, seconds);
-    if (probing() && probed_ == Reader::kHere) ++probe_windows_;
+    note = FoldAlone(Reader::kHere, here_rate, seconds);
   } else if (workers_bound && here_quiet && workers_rate > 0) {
-    if (alone_workers_.value() == 0) {
-      note =
-          absl::StrFormat("storage gives the workers' reads alone %.1f MB/s", workers_rate / 1e6);
-    }
-    alone_workers_.Add(workers_rate * seconds, seconds);
-    if (probing() && probed_ == Reader::kWorkers) ++probe_windows_;
+    note = FoldAlone(Reader::kWorkers, workers_rate, seconds);
   }
   start_ = now;
   here_ = here;
@@ -64,15 +56,27 @@ std::string StoreShare::Observe(int64_t now, const Side& here, const Side& worke
   return note;
 }
 
+std::string StoreShare::FoldAlone(Reader reader, double rate, double seconds) {
+  Rate& alone = alone_[Index(reader)];
+  std::string note;
+  if (alone.value() == 0)
+    note = absl::StrFormat("storage gives %s alone %.1f MB/s", Name(reader), rate / 1e6);
+  alone.Add(rate * seconds, seconds);
+  if (probing() && probed_ == reader) ++probe_windows_;
+  return note;
+}
+
+const char* StoreShare::Name(Reader reader) {
+  return reader == Reader::kHere ? "the reads here" : "the workers' reads";
+}
+
 bool StoreShare::Unprobed(Reader reader) const {
-  const bool here = reader == Reader::kHere;
-  return together() > 0 && (here ? alone_here_ : alone_workers_).value() == 0 &&
-         !(here ? probed_here_ : probed_workers_);
+  return together() > 0 && alone_[Index(reader)].value() == 0 && !probed_sides_[Index(reader)];
 }
 
 void StoreShare::StartProbe(Reader reader, int64_t now, double seconds) {
   probed_ = reader;
-  (reader == Reader::kHere ? probed_here_ : probed_workers_) = true;
+  probed_sides_[Index(reader)] = true;
   changed_at_ = now;
   probe_until_ = now + static_cast<int64_t>(seconds * 1e9);
   probe_windows_ = 0;
@@ -81,15 +85,14 @@ void StoreShare::StartProbe(Reader reader, int64_t now, double seconds) {
 void StoreShare::CancelProbe() {
   if (!probing()) return;
   probe_until_ = 0;
-  (probed_ == Reader::kHere ? probed_here_ : probed_workers_) = false;
+  probed_sides_[Index(probed_)] = false;
 }
 
 std::string StoreShare::EndProbe(int64_t now) {
   if (!probing() || (probe_windows_ < 2 && now < probe_until_)) return "";
   probe_until_ = 0;
-  const bool here = probed_ == Reader::kHere;
-  const char* who = here ? "the reads here" : "the workers' reads";
-  const double alone = (here ? alone_here_ : alone_workers_).value();
+  const char* who = Name(probed_);
+  const double alone = alone_[Index(probed_)].value();
   if (alone == 0) {
     return absl::StrFormat(
         "storage probe: %s alone were never held by storage; they stay planned at the %.1f MB/s "

@@ -81,13 +81,15 @@ class StoreShare {
   std::string EndProbe(int64_t now);
   // Drops the running probe unfinished (its side may be probed again).
   void CancelProbe();
+  // For log lines: "the reads here", "the workers' reads".
+  static const char* Name(Reader reader);
 
   // S, bytes/s: what both sides read together while both waited; 0: not seen.
   double together() const { return together_.value(); }
   // Each side's limit once S is seen: its alone rate, or S (see above); 0
   // before S is seen (the per-side windows stand).
-  double here_limit() const { return Limit(alone_here_.value()); }
-  double workers_limit() const { return Limit(alone_workers_.value()); }
+  double here_limit() const { return Limit(alone_[kHere].value()); }
+  double workers_limit() const { return Limit(alone_[kWorkers].value()); }
 
  private:
   // A rate over the windows it was seen in (see "smoothed"); 0: none yet.
@@ -105,18 +107,24 @@ class StoreShare {
     SmoothedRatio mean_ = SmoothedRatio::OverLast(8, 0.5, 0.5);
   };
 
+  // Index of a reader's rate and probe mark.
+  enum { kHere, kWorkers };
+  static int Index(Reader reader) { return reader == Reader::kHere ? kHere : kWorkers; }
+
   double Limit(double alone) const { return together() == 0 ? 0 : alone > 0 ? alone : together(); }
+  // Folds a window in which `reader` read alone; a line when first seen.
+  std::string FoldAlone(Reader reader, double rate, double seconds);
 
   int64_t start_ = 0;
   Side here_, workers_;  // the counters when the window opened
-  Rate together_, alone_here_, alone_workers_;
+  Rate together_, alone_[2];
   int64_t changed_at_ = 0;  // the placement's last change; 0: none
   // The probe: whom, until when (0: none running), the windows since its
   // switch that saw it alone, and who was probed.
   Reader probed_ = Reader::kHere;
   int64_t probe_until_ = 0;
   int probe_windows_ = 0;
-  bool probed_here_ = false, probed_workers_ = false;
+  bool probed_sides_[2] = {false, false};
 };
 
 }  // namespace prepflow::policy

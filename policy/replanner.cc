@@ -4,9 +4,11 @@
 #include <cmath>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace prepflow::policy {
 namespace {
@@ -539,12 +541,19 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   if (ProbeStorage(*in, now, due, notes, &switched)) {
     return switched ? std::optional<Placement>(Switched(*in)) : std::nullopt;
   }
-  if (!due && !drifted && !probe_ended_) return std::nullopt;
-  if (!due && drifted && notes != nullptr) {
-    notes->push_back(absl::StrFormat("re-planning: %s moved %.0f%%", what, 100 * drift));
+  const std::string measured = since >= period / 4 ? MeasuredGuesses(*in) : std::string();
+  if (!due && !drifted && measured.empty() && !probe_ended_) return std::nullopt;
+  if (!due && notes != nullptr) {
+    if (drifted) {
+      notes->push_back(absl::StrFormat("re-planning: %s moved %.0f%%", what, 100 * drift));
+    } else if (!measured.empty()) {
+      notes->push_back(absl::StrCat("re-planning: ", measured));
+    }
   }
   last_plan_nanos_ = now;
   input_ = in;
+  guessed_receive_ = !receive_cost_.known();
+  guessed_own_ = !unseen_cpu_.known();
   // After a worker came or went the running placement was made for other
   // resources, and after a storage probe it was made to measure: the new
   // plan replaces it whatever the gain.
@@ -564,6 +573,22 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
   }
   Apply(*plan, std::move(reason), *in, now, notes);
   return placement_;
+}
+
+std::string Replanner::MeasuredGuesses(const PlanInput& in) const {
+  std::vector<std::string> measured;
+  if (guessed_receive_ && receive_cost_.known() &&
+      in.local_cost_per_byte != options_.prior_receive_cost_per_byte) {
+    measured.push_back(
+        absl::StrFormat("the receive cost is %.3f ns a byte", 1e9 * in.local_cost_per_byte));
+  }
+  if (guessed_own_ && unseen_cpu_.known() && unseen_cpu_.value() > 0) {
+    measured.push_back(
+        absl::StrFormat("the trainer's own cost is %.1f µs a sample", 1e6 * unseen_cpu_.value()));
+  }
+  if (measured.empty()) return "";
+  return absl::StrCat(absl::StrJoin(measured, " and "),
+                      ", measured since the last plan guessed it");
 }
 
 Placement Replanner::Switched(const PlanInput& in) {

@@ -36,7 +36,10 @@
 //               without the slow-start cap below; otherwise all local is
 //               planned (WorthwhilePlan)
 //   when        every period_seconds; sooner (after a quarter period) when
-//               drift > `drift`; at the next snapshot after Invalidate()
+//               drift > `drift`, or when a term the last plan guessed is
+//               measured (t_l, which the prior stood for; the CPU here no
+//               counter saw, taken as none): a first plan comes before
+//               either is; at the next snapshot after Invalidate()
 //   hysteresis  switch only when T_new > (1 + gain) T_running on the same
 //               inputs (ThroughputOf); not after Invalidate()
 //   probe       a worker's link probe at stream open (WorkerTotals::probe):
@@ -276,6 +279,9 @@ class Replanner {
   // `due`: true while one runs, or when one starts (then `*switched` is set).
   bool ProbeStorage(const PlanInput& in, int64_t now, bool due, std::vector<std::string>* notes,
                     bool* switched) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the last plan took as a guess (the prior receive cost, no CPU of
+  // the trainer's own) and is measured now, for the log; "" when none.
+  std::string MeasuredGuesses(const PlanInput& in) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The placement was switched outside a plan (a trial, a probe): scores it
   // on `in` and returns it.
   Placement Switched(const PlanInput& in) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -334,7 +340,11 @@ class Replanner {
   int64_t last_plan_nanos_ ABSL_GUARDED_BY(mu_) = 0;
   bool resources_changed_ ABSL_GUARDED_BY(mu_) = false;  // Invalidate() since the last plan
   bool probe_ended_ ABSL_GUARDED_BY(mu_) = false;  // a storage probe ended since the last plan
-  int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;   // the first snapshot with every stage measured
+  // The last plan guessed t_l (the prior) or the unseen CPU (none): see the
+  // rules ("when").
+  bool guessed_receive_ ABSL_GUARDED_BY(mu_) = false;
+  bool guessed_own_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t first_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // the first snapshot with every stage measured
   std::optional<PlanInput> input_ ABSL_GUARDED_BY(mu_);         // of the last plan
   std::optional<PlanInput> latest_input_ ABSL_GUARDED_BY(mu_);  // of the last Update
   double throughput_ ABSL_GUARDED_BY(mu_) = 0;

@@ -21,7 +21,9 @@
 #        per scenario, also printed), LOGS (a folder to keep every run's log in, and each worker host's stderr)
 #
 # Scenarios (trainer and worker CPU are cgroup quotas, links token buckets):
-#   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound
+#   cpu    trainer 0.5 core, two workers of 0.5: the trainer is CPU-bound.
+#          It runs 2 x EPOCHS epochs: 20 epochs were an 8 s run, of which
+#          the first plans (on the first hundred samples' costs) held 2-3 s
 #   link   trainer 0.5, workers 1 core, its ingest 100 Mbit/s, untold
 #   far    trainer 0.5, workers 0.5, one of them behind 40 Mbit/s
 #   churn  trainer 0.5, workers 0.5: w1 and w2 at the start, w3 joins after
@@ -76,7 +78,7 @@ scenario() {
   sweep="cut=1,remote_fraction=0.5 cut=3,remote_fraction=0.25 cut=3,remote_fraction=0.5"
   sweep+=" cut=3,remote_fraction=0.75 remote"
   case "$1" in
-    cpu) ;;
+    cpu) run_epochs=$((2 * epochs)) ;;
     link)
       up="2 --cpu 1 --trainer-cpu 0.5 --trainer-bw 100"
       sweep="cut=3,remote_fraction=0.1 cut=3,remote_fraction=0.2 cut=3,remote_fraction=0.3"

@@ -282,6 +282,43 @@ TEST(Replanner, CpuNoCounterSawCountsOnEveryPath) {
   EXPECT_LE(loaded.State().throughput, 2 / 0.003 + 1e-6);  // the 3 ms alone bind the 2 cores
 }
 
+// A first plan comes before this process has measured its receive cost or
+// its own CPU per sample (it takes the prior and none). Once both are
+// measured, a quarter period on, it is made again: here both are dearer
+// than guessed (2 ns a byte, 1 ms a sample), and the plan puts fewer
+// samples here, where each now costs more.
+TEST(Replanner, WhatTheFirstPlanGuessedIsReplannedOnceMeasured) {
+  Replanner r(Options(), Placement::Cut(2, 0, 0));
+  Job job;
+  job.process_cpu_seconds = 0.011 * 100;
+  const std::optional<Placement> first = r.Update(job.At(1, 100), nullptr);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(r.State().receive_cost_per_byte, 0);
+  const auto measure = [&job](double samples) {
+    job.received = 150e3 * samples;
+    job.receive_cpu = 2e-9 * job.received;
+    job.process_cpu_seconds = 0.011 * samples + job.receive_cpu + 0.001 * (samples - 100);
+  };
+  std::vector<std::string> notes;
+  measure(400);
+  EXPECT_FALSE(r.Update(job.At(1.3, 400), &notes).has_value());  // 0.3 s < 0.5 s
+  EXPECT_TRUE(notes.empty()) << absl::StrJoin(notes, "; ");
+  EXPECT_NEAR(r.State().unseen_cost_per_sample, 0.001, 1e-9);
+  measure(500);
+  const std::optional<Placement> next = r.Update(job.At(1.6, 500), &notes);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_LT(next->Fractions()[0], first->Fractions()[0]);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0],
+            "re-planning: the receive cost is 2.000 ns a byte and the trainer's own cost is "
+            "1000.0 µs a sample, measured since the last plan guessed it");
+  // Measured, they are no longer guesses: nothing more until the period.
+  notes.clear();
+  measure(600);
+  EXPECT_FALSE(r.Update(job.At(2.3, 600), &notes).has_value());
+  EXPECT_TRUE(notes.empty()) << absl::StrJoin(notes, "; ");
+}
+
 TEST(Replanner, TheWorkersMeasuredSendCostReplacesTheAssumedOne) {
   // The workers spend 5 ns per byte sent outside their samples' costs
   // (copying, encoding, gRPC): 0.75 ms more per 150 KB decoded sample on the

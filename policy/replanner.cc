@@ -584,7 +584,7 @@ std::string Replanner::MeasuredGuesses(const PlanInput& in) const {
   }
   if (guessed_own_ && unseen_cpu_.known() && unseen_cpu_.value() > 0) {
     measured.push_back(
-        absl::StrFormat("the trainer's own cost is %.1f µs a sample", 1e6 * unseen_cpu_.value()));
+        absl::StrFormat("the trainer's own cost is %.1f µs a sample", 1e6 * in.fixed_local_cost));
   }
   if (measured.empty()) return "";
   return absl::StrCat(absl::StrJoin(measured, " and "),

@@ -28,13 +28,19 @@ RemotePool::RemotePool(const RemotePoolOptions& options, proto::JobOpen open, St
       factory_(std::move(factory)),
       callbacks_(std::move(callbacks)),
       clock_(std::move(clock)),
-      steal_(options.steal_from_busy_homes) {}
+      steal_(options.steal_from_busy_homes),
+      redial_(options.static_redial_seconds, options.static_redial_max_seconds) {}
 
 RemotePool::~RemotePool() { Stop(); }
 
 int RemotePool::Add(const std::string& address, const std::string& worker_id, double granted_cores,
                     const std::string& tls_name) {
   absl::MutexLock lock(&mu_);
+  return AddLocked(address, worker_id, granted_cores, tls_name);
+}
+
+int RemotePool::AddLocked(const std::string& address, const std::string& worker_id,
+                          double granted_cores, const std::string& tls_name) {
   if (stopping_) return -1;
   const int id = static_cast<int>(workers_.size());
   WorkerStream::Handlers handlers;
@@ -411,11 +417,17 @@ void RemotePool::Drop(int w, const std::string& why) {
   worker.member.dropped_because = why;
   worker.member.dropped_nanos = clock_();
   const std::string& address = worker.member.address;
+  std::string again;
+  if (worker.member.worker_id.empty() && !finished_) {
+    again =
+        absl::StrFormat("; dialling it again in %.0f s",
+                        redial_.Failed(address, worker.member.opened, worker.member.dropped_nanos));
+  }
   if (!worker.items.empty()) {
-    spdlog::warn("worker {} {}; handing its {} outstanding items to others", address, why,
-                 worker.items.size());
+    spdlog::warn("worker {} {}; handing its {} outstanding items to others{}", address, why,
+                 worker.items.size(), again);
   } else {
-    spdlog::warn("worker {} {}", address, why);
+    spdlog::warn("worker {} {}{}", address, why, again);
   }
   // Back to the front of the queue, in their original order; an item with a
   // copy on another worker stays with that one.
@@ -581,6 +593,12 @@ void RemotePool::Tick() {
            absl::StrCat("did not open the job within ", options_.connect_timeout_seconds, " s"));
     }
   }
+  if (!finished_) {
+    for (const std::string& address : redial_.Due(now)) {
+      spdlog::info("dialling worker {} again", address);
+      AddLocked(address, "", 0, "");
+    }
+  }
   MaybeHedge();  // when no answers arrive, nothing else would look
 }
 
@@ -687,6 +705,11 @@ void RemotePool::RetireLocked(int w, const std::string& why) {
   spdlog::info("worker {} {}; closing its stream", worker.member.address, why);
   worker.member.alive = false;
   if (worker.stream) worker.stream->Close();
+  // A static worker that drained was a process leaving: one started again
+  // at its address rejoins.
+  if (worker.member.draining && worker.member.worker_id.empty() && !finished_) {
+    redial_.Failed(worker.member.address, /*opened=*/true, clock_());
+  }
 }
 
 void RemotePool::Keep(int id) {

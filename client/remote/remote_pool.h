@@ -18,6 +18,10 @@
 // dropped worker and the slower of a hedged pair are dropped. When no worker
 // is left, queued items are handed back to run locally.
 //
+// Rejoining: a static worker (--workers) that was dropped, never opened the
+// job (not up yet) or drained is dialled again on a new stream, backing off
+// (RedialSchedule): a worker that boots late or restarts joins the run.
+//
 // Locality: when any worker caches samples (JobOpened.cache_bytes), each
 // sample has one home worker, chosen by rendezvous hashing of its index over
 // the usable workers weighted by their cores, and its items wait for that
@@ -58,6 +62,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/remote/redial_schedule.h"
 #include "client/remote/worker_stream.h"
 #include "pipeline/core/batch.h"
 #include "pipeline/core/wire.h"
@@ -88,6 +93,13 @@ struct RemotePoolOptions {
   // A granted worker whose stream failed is not dialled again for this long,
   // even while the scheduler (which has not noticed yet) still grants it.
   double redial_after_seconds = 10;
+  // A static worker (--workers) whose stream failed is dialled again after
+  // static_redial_seconds, twice as long after each failure in a row, at
+  // most static_redial_max_seconds apart (RedialSchedule). Each dial is a
+  // stream (Members() lists it), so a worker gone for good adds one an
+  // interval: 60 an hour at most.
+  double static_redial_seconds = 1;
+  double static_redial_max_seconds = 60;
   // The part of each static worker (--workers) this stream's planner counts
   // on: 1 / ranks for a job whose ranks all stream from the same workers
   // (the worker runs their items as one job's). Granted workers count their
@@ -291,6 +303,10 @@ class RemotePool {
   // left with free credits.
   void Steal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AnyCachesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int AddLocked(const std::string& address, const std::string& worker_id, double granted_cores,
+                const std::string& tls_name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops worker `w` (its items re-issued); a static one is dialled again
+  // (redial_).
   void Drop(int w, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retires worker `w` (no new items; closed once it owes none), logging
   // that it `why`.
@@ -331,6 +347,7 @@ class RemotePool {
   bool all_gone_logged_ ABSL_GUARDED_BY(mu_) = false;
   bool steal_ ABSL_GUARDED_BY(mu_);  // options.steal_from_busy_homes until StopStealing
   Counters counters_ ABSL_GUARDED_BY(mu_);
+  RedialSchedule redial_ ABSL_GUARDED_BY(mu_);  // static workers that failed
   std::thread watchdog_;
 };
 

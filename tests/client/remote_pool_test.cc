@@ -1,6 +1,7 @@
-// RemotePool against fake streams and a fake clock: credits, exactly-once
-// answers, re-issue when a worker dies or goes silent, hedging, refusals,
-// grants' credits and retirement. No process, socket or sleep.
+// RemotePool against fake streams and a fake clock: credits, dispatch,
+// locality, hedging, grants' credits and retirement, and the snapshot the
+// planner reads (membership: remote_pool_membership_test.cc). No process,
+// socket or sleep.
 #include "client/remote/remote_pool.h"
 
 #include <cmath>
@@ -14,126 +15,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/remote_pool_fixture.h"
 
 namespace prepflow {
 namespace {
-
-// One stream: records what the pool sends; the test plays the worker.
-struct FakeStream : WorkerStream {
-  std::string address;
-  Handlers handlers;
-  bool started = false, closed = false, cancelled = false;
-  std::vector<proto::WorkItem> sent;
-  int64_t bytes = 0;
-
-  proto::JobOpen open;  // what Start sent
-
-  void Start(const proto::JobOpen& job) override {
-    started = true;
-    open = job;
-  }
-  void Send(proto::WorkItem item) override { sent.push_back(std::move(item)); }
-  void Close() override { closed = true; }
-  void Cancel() override { cancelled = true; }
-  int64_t received_bytes() const override { return bytes; }
-  int64_t receive_cpu_nanos() const override { return 0; }
-};
-
-class RemotePoolTest : public ::testing::Test {
- protected:
-  RemotePoolTest() : batch_(ValueType{ValueKind::kTensor, {1}}, 64) {
-    std::vector<int64_t> indices(64);
-    for (int i = 0; i < 64; ++i) indices[i] = 1000 + i;
-    batch_.Reset(/*epoch=*/3, 0, indices);
-  }
-
-  void Make(RemotePoolOptions options = {}, int64_t probe_bytes = 0, int echo = 1) {
-    RemotePool::Callbacks cb;
-    cb.result = [this](RemoteItem item, std::shared_ptr<const ReceivedMessage> answer,
-                       const std::string& address) {
-      for (int64_t slot : item.slots) ++delivered_[slot];
-      answered_by_.push_back(address);
-      owed_while_delivering_.push_back(pool_->owed_items());
-      (void)answer;
-    };
-    cb.run_locally = [this](RemoteItem item) {
-      for (int64_t slot : item.slots) ++local_[slot];
-    };
-    cb.failed = [this](const absl::Status& s) { refusal_ = s; };
-    cb.changed = [this] { ++changes_; };
-    StreamFactory factory = [this](const std::string& address, const std::string&,
-                                   WorkerStream::Handlers handlers) {
-      auto s = std::make_unique<FakeStream>();
-      s->address = address;
-      s->handlers = std::move(handlers);
-      streams_.push_back(s.get());
-      return s;
-    };
-    proto::JobOpen open;
-    open.set_job_id("job-test");
-    open.set_probe_bytes(probe_bytes);
-    open.set_echo(echo);
-    pool_ = std::make_unique<RemotePool>(options, open, factory, cb, [this] { return now_; });
-  }
-
-  // Adds a worker and has it open the job with `credits`.
-  FakeStream* Open(const std::string& address, int credits, const std::string& worker_id = "",
-                   double granted = 0, int cores = 4, int64_t cache_bytes = 0) {
-    pool_->Add(address, worker_id, granted);
-    FakeStream* s = streams_.back();
-    proto::JobOpened opened;
-    opened.set_max_items_in_flight(credits);
-    opened.set_threads(cores);
-    opened.set_cores(cores);
-    opened.set_cache_bytes(cache_bytes);
-    s->handlers.opened(opened);
-    return s;
-  }
-
-  void Submit(std::vector<int64_t> slots) { pool_->Submit(RemoteItem{&batch_, slots, 2}); }
-
-  // The worker behind `s` answers the item it was sent as its `k`-th.
-  void Answer(FakeStream* s, size_t k, int64_t wire_bytes = 100, double run_seconds = 0) {
-    const proto::WorkItem& item = s->sent.at(k);
-    auto answer = std::make_shared<ReceivedMessage>();
-    proto::ItemResult* r = answer->message.mutable_result();
-    r->set_item_id(item.item_id());
-    r->set_run_seconds(run_seconds);
-    for (int64_t index : item.indices()) {
-      proto::SampleResult* sr = r->add_samples();
-      sr->set_index(index);
-      sr->set_read_cpu_seconds(0.001);
-    }
-    answer->payloads.resize(item.indices_size());
-    answer->wire_bytes = static_cast<size_t>(wire_bytes);
-    s->handlers.result(answer);
-  }
-
-  int64_t Delivered() const {
-    int64_t n = 0;
-    for (const auto& [slot, count] : delivered_) n += count;
-    for (const auto& [slot, count] : local_) n += count;
-    return n;
-  }
-  // Every slot in `slots` arrived exactly once, remotely or locally.
-  void ExpectExactlyOnce(const std::vector<int64_t>& slots) {
-    for (int64_t slot : slots) {
-      const int remote = delivered_.count(slot) ? delivered_.at(slot) : 0;
-      const int local = local_.count(slot) ? local_.at(slot) : 0;
-      EXPECT_EQ(remote + local, 1) << "slot " << slot;
-    }
-  }
-
-  Batch batch_;
-  int64_t now_ = 1'000'000'000;
-  std::vector<FakeStream*> streams_;
-  std::map<int64_t, int> delivered_, local_;
-  std::vector<std::string> answered_by_;
-  std::vector<int64_t> owed_while_delivering_;
-  absl::Status refusal_;
-  int changes_ = 0;
-  std::unique_ptr<RemotePool> pool_;
-};
 
 TEST_F(RemotePoolTest, SendsNoMoreThanTheCreditsAndRefillsOnEachAnswer) {
   Make();
@@ -390,66 +275,6 @@ TEST_F(RemotePoolTest, EchoedCopiesWaitForTheirHomeWhereReadsCostStorage) {
   }
 }
 
-TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {
-  Make();
-  FakeStream* a = Open("a:1", 2);
-  FakeStream* b = Open("b:1", 2);
-  for (int64_t i = 0; i < 6; ++i) Submit({i});  // 2 + 2 out, 2 queued
-  ASSERT_EQ(a->sent.size(), 2u);
-  ASSERT_EQ(b->sent.size(), 2u);
-  EXPECT_EQ(pool_->owed_items(), 6);
-  Answer(a, 0);  // a delivered one item, then dies owing one
-  ASSERT_EQ(a->sent.size(), 3u);
-  a->handlers.closed(absl::UnavailableError("connection reset"));
-  EXPECT_TRUE(a->cancelled);
-  EXPECT_EQ(pool_->counters().reissued_items, 2);
-  // Every item not answered is still owed, re-issued or not: a loader that
-  // finds nothing owed while a batch is short knows a sample was lost.
-  EXPECT_EQ(pool_->owed_items(), 5);
-  // A late answer from the dead worker is dropped.
-  Answer(a, 1);
-  EXPECT_EQ(pool_->owed_items(), 5);
-  // b takes everything else, in order, as its credits allow.
-  for (size_t k = 0; k < 6 && k < b->sent.size(); ++k) Answer(b, k);
-  ExpectExactlyOnce({0, 1, 2, 3, 4, 5});
-  EXPECT_EQ(Delivered(), 6);
-  EXPECT_TRUE(refusal_.ok());
-  EXPECT_EQ(pool_->owed_items(), 0);
-  // An answer is owed until its delivery returns.
-  EXPECT_EQ(owed_while_delivering_, (std::vector<int64_t>{6, 5, 4, 3, 2, 1}));
-}
-
-TEST_F(RemotePoolTest, ASilentWorkerIsDroppedAfterTheTimeoutOnTheFakeClock) {
-  RemotePoolOptions options;
-  options.worker_timeout_seconds = 5;
-  options.hedge_after = 0;
-  Make(options);
-  FakeStream* a = Open("a:1", 1);
-  Submit({0});
-  now_ += 4'000'000'000;
-  pool_->Tick();
-  EXPECT_FALSE(a->cancelled);  // 4 s: still within the timeout
-  now_ += 2'000'000'000;
-  pool_->Tick();
-  EXPECT_TRUE(a->cancelled);
-  const std::vector<RemotePool::Member> members = pool_->Members();
-  EXPECT_NE(members[0].dropped_because.find("silent for 6.0 s"), std::string::npos)
-      << members[0].dropped_because;
-  // Nobody is left: the item runs here, once.
-  ExpectExactlyOnce({0});
-  EXPECT_EQ(local_.size(), 1u);
-}
-
-TEST_F(RemotePoolTest, AnIdleWorkerIsNotDroppedForSilence) {
-  RemotePoolOptions options;
-  options.worker_timeout_seconds = 5;
-  Make(options);
-  FakeStream* a = Open("a:1", 1);
-  now_ += 60'000'000'000;
-  pool_->Tick();
-  EXPECT_FALSE(a->cancelled);  // it owes nothing
-}
-
 TEST_F(RemotePoolTest, ASlowItemIsHedgedAndTheFirstAnswerWins) {
   RemotePoolOptions options;
   options.hedge_after = 3;
@@ -504,29 +329,6 @@ TEST_F(RemotePoolTest, AHedgedItemSurvivesItsFirstWorkerDying) {
   Answer(b, 1);
   ExpectExactlyOnce({0, 1});
   EXPECT_TRUE(local_.empty());
-}
-
-TEST_F(RemotePoolTest, ARefusalStopsTheRunButAGrantedWorkersRefusalIsLeftOut) {
-  Make();
-  FakeStream* granted = Open("g:1", 1, "w-granted", 2);
-  granted->handlers.closed(absl::PermissionDeniedError("dataset not below the data root"));
-  EXPECT_TRUE(refusal_.ok());
-  EXPECT_FALSE(pool_->MayDial("g:1"));  // never again
-  FakeStream* fixed = Open("f:1", 1);
-  fixed->handlers.closed(absl::PermissionDeniedError("token mismatch"));
-  EXPECT_EQ(refusal_.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(pool_->AwaitOpened(absl::Now()).code(), absl::StatusCode::kPermissionDenied);
-}
-
-TEST_F(RemotePoolTest, AFailedGrantedWorkerIsNotRedialledUntilTheDelayPasses) {
-  RemotePoolOptions options;
-  options.redial_after_seconds = 10;
-  Make(options);
-  FakeStream* g = Open("g:1", 1, "w-g", 2);
-  g->handlers.closed(absl::UnavailableError("gone"));
-  EXPECT_FALSE(pool_->MayDial("g:1"));
-  now_ += 11'000'000'000;
-  EXPECT_TRUE(pool_->MayDial("g:1"));
 }
 
 TEST_F(RemotePoolTest, AGrantOfPartOfAWorkerScalesItsCredits) {
@@ -628,30 +430,6 @@ TEST_F(RemotePoolTest, ADrainingWorkerFinishesItsItemsAndGetsNoMore) {
   EXPECT_EQ(pool_->counters().drained_workers, 3);
   EXPECT_TRUE(a->closed);  // it owed nothing
   EXPECT_TRUE(c->closed);
-}
-
-TEST_F(RemotePoolTest, WorkersThatDoNotOpenInTimeAreDropped) {
-  RemotePoolOptions options;
-  options.connect_timeout_seconds = 2;
-  Make(options);
-  pool_->Add("never:1");
-  EXPECT_TRUE(pool_->AwaitOpened(absl::Now()).ok());
-  const std::vector<RemotePool::Member> members = pool_->Members();
-  ASSERT_EQ(members.size(), 1u);
-  EXPECT_FALSE(members[0].alive);
-  EXPECT_NE(members[0].dropped_because.find("did not open the job within 2 s"), std::string::npos);
-  Submit({0});
-  ExpectExactlyOnce({0});  // ran here
-}
-
-TEST_F(RemotePoolTest, ACleanEndAfterFinishIsNotAFailure) {
-  Make();
-  FakeStream* a = Open("a:1", 1);
-  pool_->Finish();
-  EXPECT_TRUE(a->closed);
-  a->handlers.closed(absl::OkStatus());
-  EXPECT_TRUE(pool_->Members()[0].alive);  // not dropped
-  EXPECT_TRUE(pool_->Members()[0].dropped_because.empty());
 }
 
 TEST_F(RemotePoolTest, TheSnapshotCountsAnswersForTheLinkEstimate) {

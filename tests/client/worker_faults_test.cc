@@ -1,5 +1,5 @@
 // What workers do to a job, with real prepflow-worker processes on
-// loopback: a refusal, a kill, silence, a stall, a drain (by signal or by
+// loopback: a refusal, a kill, a restart, silence, a stall, a drain (by signal or by
 // command), many streams, huge samples, a client that stops reading, a
 // connection flood. Every sample is delivered exactly once whatever a worker
 // does, and a worker holds to its memory budget whatever a job sends.
@@ -11,10 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -70,6 +74,38 @@ TEST_F(RemoteTest, AKilledWorkerLosesNothing) {
   EXPECT_EQ(r.stats.workers_alive, 1);
   EXPECT_GE(r.stats.reissued_items, 1) << "b held items when it was killed";
   EXPECT_EQ(r.stats.hedged_items, 0);
+}
+
+// A worker listed with --workers that restarts (killed, then started again
+// on its port) is dialled again and rejoins the run; nothing is lost or
+// doubled. The consumer waits in the fault until it is back, so the run
+// cannot end first.
+TEST_F(RemoteTest, AStaticWorkerThatRestartsRejoinsTheRun) {
+  const std::vector<std::string> flags = {"--threads", "1"};
+  WorkerProcess a(dir_->Join("root"), flags);
+  auto b = std::make_unique<WorkerProcess>(dir_->Join("root"), flags);
+  const std::string address = b->address();
+  LoaderOptions o = Options({a.address(), address}, "cut=2");
+  o.epochs = 3;
+  o.hedge_after = 0;
+  bool rejoined = false;
+  const RunResult r = RunWith(o, [&](Loader& loader) {
+    b->Signal(SIGKILL);
+    b->Wait();
+    std::vector<std::string> again = flags;
+    again.insert(again.end(), {"--port", address.substr(address.rfind(':') + 1)});
+    b = std::make_unique<WorkerProcess>(dir_->Join("root"), again);
+    for (int i = 0; i < 3000 && !rejoined; ++i) {
+      for (const LoaderStats::WorkerStats& w : loader.Stats().workers) {
+        rejoined = rejoined || (w.address == address && w.alive && w.streams >= 2);
+      }
+      if (!rejoined) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  EXPECT_TRUE(rejoined) << address << " was not dialled again after it restarted";
+  ExpectExactlyOnce(r, 96, 3);
+  EXPECT_EQ(r.stats.checksum, LocalChecksum(3));
+  EXPECT_EQ(r.stats.workers_alive, 2);
 }
 
 TEST_F(RemoteTest, ASilentWorkerIsTimedOutAndItsItemsMove) {

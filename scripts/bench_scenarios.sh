@@ -26,8 +26,10 @@
 #          the first plans (on the first hundred samples' costs) held 2-3 s
 #   link   trainer 0.5, workers 1 core, its ingest 100 Mbit/s, untold
 #   far    trainer 0.5, workers 0.5, one of them behind 40 Mbit/s
-#   churn  trainer 0.5, workers 0.5: w1 and w2 at the start, w3 joins after
-#          CHURN_AT seconds (4) and w2 is killed at the same time
+#   churn  trainer 0.5, workers 0.5: w1 and w2 at the start; w3 (listed,
+#          down at the start) starts after CHURN_AT seconds (4) and joins at
+#          the client's next dial of it (1, 3, 7 s: at 7), and w2 is killed
+#          at CHURN_AT
 #   echo   as cpu, with a 1 GB sample cache and --echo 2
 #   light  bench/light.pbtxt (thumbnails, ~1 ms a sample), trainer 1 core,
 #          workers 0.5: offloading has little to give. It runs 3 x EPOCHS

@@ -11,7 +11,7 @@
 #include "client/remote/remote_pool.h"
 #include "gtest/gtest.h"
 
-namespace prepflow {
+namespace prepflow::testing {
 
 // One stream: records what the pool sends; the test plays the worker.
 struct FakeStream : WorkerStream {
@@ -130,6 +130,6 @@ class RemotePoolTest : public ::testing::Test {
   std::unique_ptr<RemotePool> pool_;
 };
 
-}  // namespace prepflow
+}  // namespace prepflow::testing
 
 #endif  // PREPFLOW_TESTS_CLIENT_REMOTE_POOL_FIXTURE_H_

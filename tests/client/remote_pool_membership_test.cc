@@ -12,6 +12,9 @@
 namespace prepflow {
 namespace {
 
+using ::prepflow::testing::FakeStream;
+using ::prepflow::testing::RemotePoolTest;
+
 TEST_F(RemotePoolTest, AWorkerDyingMidItemHasItsItemsReissuedExactlyOnce) {
   Make();
   FakeStream* a = Open("a:1", 2);

@@ -20,6 +20,9 @@
 namespace prepflow {
 namespace {
 
+using ::prepflow::testing::FakeStream;
+using ::prepflow::testing::RemotePoolTest;
+
 TEST_F(RemotePoolTest, SendsNoMoreThanTheCreditsAndRefillsOnEachAnswer) {
   Make();
   FakeStream* w = Open("w:1", /*credits=*/2);

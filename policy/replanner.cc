@@ -577,8 +577,7 @@ std::optional<Placement> Replanner::Decide(const Snapshot& snapshot,
 
 std::string Replanner::MeasuredGuesses(const PlanInput& in) const {
   std::vector<std::string> measured;
-  if (guessed_receive_ && receive_cost_.known() &&
-      in.local_cost_per_byte != options_.prior_receive_cost_per_byte) {
+  if (guessed_receive_ && receive_cost_.known()) {
     measured.push_back(
         absl::StrFormat("the receive cost is %.3f ns a byte", 1e9 * in.local_cost_per_byte));
   }
